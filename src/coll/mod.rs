@@ -1,0 +1,84 @@
+//! The collectives, one file each. A file holds its algorithms and nothing else: the
+//! protocol is `sync`'s, the byte moving `transport`'s.
+//!
+//! Every collective starts with [`check`]: the ranks of the node publish their calls in a
+//! round and each evaluates the same checks over all of them, so a bad argument on one
+//! rank is the same `Err` on every rank, before any byte moves.
+
+pub(crate) mod barrier;
+pub(crate) mod bcast;
+
+use crate::error::{Error, Result};
+use crate::sync::{Call, Control, Round};
+use crate::transport::TransportKind;
+
+/// What a collective call needs of the node.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ctx<'a> {
+    /// The node's control segment.
+    pub(crate) ctl: &'a Control,
+    /// The node's transport.
+    pub(crate) transport: TransportKind,
+    /// The size of the user's communicator (roots are ranks in it).
+    pub(crate) comm_size: i32,
+}
+
+/// The collectives, as published in a call record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Kind {
+    Barrier = 1,
+    Bcast = 2,
+}
+
+/// Packs a collective, its algorithm and the algorithm's parameter into `Call::op`.
+pub(crate) fn op(kind: Kind, algorithm: u8, param: u32) -> u64 {
+    kind as u64 | (algorithm as u64) << 8 | (param as u64) << 16
+}
+
+/// Publishes `call`, then checks that every rank of the node called the same collective
+/// with the same root (and `aux`), that the root is a rank of the communicator when
+/// `rooted`, that every rank's `send_len` is `expected(round)`'s, and that the algorithms
+/// agree. Returns the round to move data in, or the verdict every rank reaches.
+///
+/// # Errors
+///
+/// `Mismatch`, `InvalidRoot`, `LengthMismatch` (on every rank alike), or a wait's error.
+pub(crate) fn check<'c>(
+    ctx: &Ctx<'c>,
+    call: Call,
+    rooted: bool,
+    expected_len: impl Fn(&Round<'_>) -> usize,
+) -> Result<Round<'c>> {
+    let round = ctx.ctl.begin(&call)?;
+    let verdict = verdict(ctx, &round, rooted, expected_len);
+    match verdict {
+        Ok(()) => Ok(round),
+        Err(e) => Err(round.finish(Err(e)).unwrap_err()),
+    }
+}
+
+fn verdict(
+    ctx: &Ctx<'_>,
+    round: &Round<'_>,
+    rooted: bool,
+    expected_len: impl Fn(&Round<'_>) -> usize,
+) -> Result<()> {
+    let rank = round.rank_of(round.me());
+    let calls = || (0..round.size()).map(|r| (round.rank_of(r), round.call(r)));
+    let first = round.call(0);
+    let mismatch = |what, pred: &dyn Fn(&Call) -> bool| match calls().find(|(_, c)| !pred(c)) {
+        Some((culprit, _)) => Err(Error::Mismatch { rank, culprit, what }),
+        None => Ok(()),
+    };
+    mismatch("collective", &|c| c.op & 0xff == first.op & 0xff)?;
+    mismatch("root", &|c| c.root == first.root && c.aux == first.aux)?;
+    if rooted && !(0..ctx.comm_size as i64).contains(&first.root) {
+        return Err(Error::InvalidRoot { rank, root: first.root as i32, size: ctx.comm_size });
+    }
+    let expected = expected_len(round);
+    if let Some((culprit, c)) = calls().find(|(_, c)| c.send_len != expected) {
+        return Err(Error::LengthMismatch { rank, culprit, expected, found: c.send_len });
+    }
+    mismatch("algorithm", &|c| c.op == first.op)
+}

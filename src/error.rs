@@ -1,0 +1,231 @@
+//! The one error type of the crate.
+
+use std::fmt;
+
+pub use cma_sys::Errno;
+
+/// The result of every fallible zcoll call.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong, and on which rank.
+///
+/// Every variant names the rank (in the communicator the call was made on) that reports
+/// it as `rank`, and, where another rank is the cause, that rank too. A collective that
+/// fails returns an error on every rank of the communicator; the ranks agree on the
+/// variant and its fields except `rank`.
+///
+/// `Error` is `Send + Sync` and converts into [`std::io::Error`].
+///
+/// # Examples
+///
+/// ```
+/// let e = zcoll::Error::InvalidRoot { rank: 1, root: 7, size: 4 };
+/// assert_eq!(e.to_string(), "rank 1: root 7 is out of range for a communicator of 4 ranks");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The root given to a rooted collective is not a rank of the communicator.
+    InvalidRoot {
+        /// The rank reporting the error.
+        rank: i32,
+        /// The root that was given (by `culprit`'s call, if ranks disagree).
+        root: i32,
+        /// The size of the communicator.
+        size: i32,
+    },
+    /// Ranks called different collectives, or the same one with different roots or
+    /// algorithms, at the same point of the call sequence.
+    Mismatch {
+        /// The rank reporting the error.
+        rank: i32,
+        /// The first rank whose call disagrees with the reference rank's.
+        culprit: i32,
+        /// What disagrees (`"collective"`, `"root"`, `"algorithm"`, ...).
+        what: &'static str,
+    },
+    /// A buffer's length does not agree with the lengths the other ranks passed.
+    LengthMismatch {
+        /// The rank reporting the error.
+        rank: i32,
+        /// The first rank whose buffer is of the wrong length.
+        culprit: i32,
+        /// The length (in bytes) that rank needed to pass.
+        expected: usize,
+        /// The length (in bytes) it passed.
+        found: usize,
+    },
+    /// A buffer is of the wrong size for this call on this rank (checked locally).
+    BufferSize {
+        /// The rank whose buffer is wrong.
+        rank: i32,
+        /// Which buffer (`"send"`, `"receive"`).
+        which: &'static str,
+        /// The length (in elements) it must have.
+        expected: usize,
+        /// The length (in elements) it has.
+        found: usize,
+    },
+    /// Another rank failed during the collective, so this rank's result is not valid.
+    PeerFailed {
+        /// The rank reporting the error.
+        rank: i32,
+        /// The rank that failed.
+        peer: i32,
+    },
+    /// A process of the node exited while this rank waited for it.
+    PeerDied {
+        /// The rank reporting the error.
+        rank: i32,
+        /// The rank (in the communicator) that died.
+        peer: i32,
+        /// Its process id.
+        pid: i32,
+    },
+    /// A wait ran past the limit set with `ZCOLL_TIMEOUT`.
+    Timeout {
+        /// The rank reporting the error.
+        rank: i32,
+        /// The rank it was waiting for.
+        peer: i32,
+        /// The limit, in seconds.
+        seconds: f64,
+    },
+    /// The kernel refused a single-copy transfer with a peer.
+    Transport {
+        /// The rank reporting the error.
+        rank: i32,
+        /// The peer rank of the transfer.
+        peer: i32,
+        /// The transport and operation (`"cma read"`, `"cma write"`, ...).
+        op: &'static str,
+        /// The error the kernel returned.
+        errno: Errno,
+    },
+    /// Creating, mapping or sizing the node's shared control segment failed.
+    Segment {
+        /// The rank reporting the error.
+        rank: i32,
+        /// The step that failed (`"shm_open"`, `"ftruncate"`, `"mmap"`, ...).
+        op: &'static str,
+        /// The error the kernel returned.
+        errno: Errno,
+    },
+    /// An environment variable or option has a value zcoll does not understand.
+    Config {
+        /// The variable or option.
+        name: &'static str,
+        /// The value it has.
+        value: String,
+        /// What it accepts.
+        expected: &'static str,
+    },
+    /// The operation is not available with this transport, shape or configuration.
+    Unsupported {
+        /// The rank reporting the error.
+        rank: i32,
+        /// What is missing.
+        what: String,
+    },
+}
+
+impl Error {
+    /// The rank that reports this error, if the error belongs to a rank.
+    pub fn rank(&self) -> Option<i32> {
+        match *self {
+            Error::InvalidRoot { rank, .. }
+            | Error::Mismatch { rank, .. }
+            | Error::LengthMismatch { rank, .. }
+            | Error::BufferSize { rank, .. }
+            | Error::PeerFailed { rank, .. }
+            | Error::PeerDied { rank, .. }
+            | Error::Timeout { rank, .. }
+            | Error::Transport { rank, .. }
+            | Error::Segment { rank, .. }
+            | Error::Unsupported { rank, .. } => Some(rank),
+            Error::Config { .. } => None,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidRoot { rank, root, size } => {
+                write!(f, "rank {rank}: root {root} is out of range for a communicator of {size} ranks")
+            }
+            Error::Mismatch { rank, culprit, what } => {
+                write!(f, "rank {rank}: rank {culprit} called a different {what} than rank 0 did")
+            }
+            Error::LengthMismatch { rank, culprit, expected, found } => {
+                write!(f, "rank {rank}: rank {culprit} passed {found} bytes where {expected} were needed")
+            }
+            Error::BufferSize { rank, which, expected, found } => {
+                write!(f, "rank {rank}: the {which} buffer has {found} elements where {expected} are needed")
+            }
+            Error::PeerFailed { rank, peer } => {
+                write!(f, "rank {rank}: rank {peer} failed during the collective")
+            }
+            Error::PeerDied { rank, peer, pid } => {
+                write!(f, "rank {rank}: rank {peer} (pid {pid}) died")
+            }
+            Error::Timeout { rank, peer, seconds } => {
+                write!(f, "rank {rank}: waited more than {seconds} s for rank {peer}")
+            }
+            Error::Transport { rank, peer, op, errno } => {
+                write!(f, "rank {rank}: {op} with rank {peer} failed: {errno}")
+            }
+            Error::Segment { rank, op, errno } => {
+                write!(f, "rank {rank}: control segment {op} failed: {errno}")
+            }
+            Error::Config { name, value, expected } => {
+                write!(f, "{name}={value:?} is not understood: expected {expected}")
+            }
+            Error::Unsupported { rank, what } => write!(f, "rank {rank}: unsupported: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<Error> for std::io::Error {
+    fn from(e: Error) -> Self {
+        let kind = match &e {
+            Error::Transport { errno, .. } | Error::Segment { errno, .. } => {
+                std::io::Error::from(*errno).kind()
+            }
+            Error::Timeout { .. } => std::io::ErrorKind::TimedOut,
+            Error::Unsupported { .. } => std::io::ErrorKind::Unsupported,
+            Error::PeerDied { .. } | Error::PeerFailed { .. } => std::io::ErrorKind::BrokenPipe,
+            _ => std::io::ErrorKind::InvalidInput,
+        };
+        std::io::Error::new(kind, e)
+    }
+}
+
+const _: () = {
+    const fn send_sync<T: Send + Sync + 'static>() {}
+    send_sync::<Error>();
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rank_bound_variant_reports_its_rank() {
+        let e = Error::PeerDied { rank: 3, peer: 1, pid: 42 };
+        assert_eq!(e.rank(), Some(3));
+        assert_eq!(e.to_string(), "rank 3: rank 1 (pid 42) died");
+        let c = Error::Config { name: "ZCOLL_TRANSPORT", value: "x".into(), expected: "cma|cico" };
+        assert_eq!(c.rank(), None);
+    }
+
+    #[test]
+    fn converts_into_io_error_with_a_fitting_kind() {
+        let e = Error::Transport { rank: 0, peer: 1, op: "cma read", errno: Errno::EPERM };
+        let io: std::io::Error = e.clone().into();
+        assert_eq!(io.kind(), std::io::ErrorKind::PermissionDenied);
+        assert_eq!(io.into_inner().unwrap().to_string(), e.to_string());
+    }
+}

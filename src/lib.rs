@@ -1,0 +1,84 @@
+//! Safe zero-copy collectives for MPI programs written with [rsmpi](mpi).
+//!
+//! Inside a node, zcoll moves collective data between processes with a single copy
+//! (Linux Cross Memory Attach) or, for small messages and where the kernel forbids
+//! that, by copy-in/copy-out through a small shared control segment; control goes
+//! through plain loads and stores on that segment, never through MPI messages. Between
+//! nodes it hands the data to rsmpi, so any MPI library and network keeps working.
+//!
+//! ```no_run
+//! use zcoll::ZeroCopy;
+//!
+//! let universe = mpi::initialize().unwrap();
+//! let comm = universe.world().zero_copy()?;      // collective: maps the node segment
+//! let mut field = vec![0.0f64; 1 << 20];
+//! if comm.rank() == 0 {
+//!     field.fill(1.5);
+//! }
+//! comm.broadcast_into(&mut field, 0)?;           // one copy per byte inside the node
+//! assert!(field.iter().all(|&x| x == 1.5));
+//! # Ok::<(), zcoll::Error>(())
+//! ```
+//!
+//! Every collective checks its arguments against every other rank's before any byte
+//! moves, and fails with the same [`Error`] on every rank rather than writing past a
+//! buffer or hanging. See the book (`book/`) for the algorithms, their costs, and the
+//! safety model.
+//!
+//! # Environment
+//!
+//! | variable | effect |
+//! |---|---|
+//! | `ZCOLL_TRANSPORT=cma\|cico` | force a transport (default: `cma` where the kernel allows it) |
+//! | `ZCOLL_NODE_SIZE=k` | virtual nodes of `k` consecutive ranks, to test the hierarchy on one machine |
+//! | `ZCOLL_TIMEOUT=s` | give up a wait after `s` seconds with [`Error::Timeout`] |
+//! | `ZCOLL_BCAST_ALGORITHM=name` | the default broadcast algorithm |
+
+#![deny(unsafe_code)]
+
+#[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+compile_error!("zcoll supports Linux on x86_64 and aarch64 only");
+
+mod coll;
+mod comm;
+mod error;
+mod hier;
+mod node;
+mod segment;
+mod sync;
+mod transport;
+
+pub use coll::bcast::BcastAlgorithm;
+pub use comm::{Comm, Info, ZeroCopy};
+pub use error::{Errno, Error, Result};
+pub use transport::TransportKind;
+
+/// The rsmpi version zcoll is built on, re-exported so that the types match.
+pub use mpi;
+
+/// The element types zcoll collectives move: plain bytes with an MPI datatype.
+///
+/// Byte copies between processes are only sound for types with no padding, no pointers
+/// and every bit pattern valid, which is what [`bytemuck::Pod`] promises; rsmpi's
+/// [`Equivalence`](mpi::datatype::Equivalence) alone does not. Every type with both
+/// implements `Pod`.
+///
+/// # Examples
+///
+/// ```
+/// use mpi::traits::Equivalence;
+///
+/// #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
+/// #[repr(C)]
+/// struct Particle {
+///     position: [f64; 3],
+///     id: u64,
+/// }
+///
+/// fn takes_pod<T: zcoll::Pod>() {}
+/// takes_pod::<Particle>();
+/// takes_pod::<f32>();
+/// ```
+pub trait Pod: bytemuck::Pod + mpi::datatype::Equivalence {}
+
+impl<T: bytemuck::Pod + mpi::datatype::Equivalence> Pod for T {}

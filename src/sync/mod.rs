@@ -1,0 +1,459 @@
+//! What lives in the control segment, and the protocol every collective follows.
+//!
+//! The segment holds a small header, one cache-line padded [`Slot`] per local rank, and
+//! one staging area per local rank for copy-in/copy-out. A collective call is a
+//! [`Round`]:
+//!
+//! 1. **Arrive.** The rank writes its [`Call`] (what it calls, the root, its buffers'
+//!    addresses and lengths) into its slot, then publishes the round's epoch in its
+//!    `arrive` flag, and waits until every local rank has arrived at this epoch.
+//! 2. **Check.** Every rank reads every rank's `Call` and decides, by the same pure
+//!    function of the same data, whether the call is valid. The ranks therefore agree on
+//!    the verdict without another message.
+//! 3. **Move.** The algorithm copies data, signalling steps through `progress`.
+//! 4. **Finish.** The rank publishes its status and the epoch in `done`, waits for every
+//!    local rank's `done`, and fails with `PeerFailed` if another rank failed. Only then
+//!    may it return, so no peer touches its buffers after the call.
+//!
+//! Flags are sequence numbers that only grow (the epoch, or `epoch << 32 | step`), so
+//! nothing is ever reset between calls. The `Call` record is double-buffered by epoch
+//! parity: a rank can only overwrite the record of round `e` when it starts round `e + 2`,
+//! which needs every rank to have arrived at `e + 1`, which they only do after finishing
+//! round `e`.
+//!
+//! Every wait follows [`wait::WaitPolicy`].
+
+#![allow(unsafe_code)]
+
+mod stage;
+pub(crate) mod wait;
+
+use crate::error::{Error, Result};
+use crate::segment::Segment;
+use crate::transport::{Read, RemoteBuf, Write};
+use crossbeam_utils::CachePadded;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use wait::{Peer, WaitPolicy};
+
+/// Identifies the layout below; a rank built from another version refuses the segment.
+const MAGIC: u64 = 0x7a63_6f6c_6c5f_0001;
+/// Words in a call record.
+const WORDS: usize = 8;
+const STATUS: usize = WORDS - 1;
+
+/// The segment's header, at offset 0.
+#[repr(C)]
+struct Head {
+    magic: AtomicU64,
+    ranks: AtomicU64,
+    stage_bytes: AtomicU64,
+    slot_bytes: AtomicU64,
+}
+
+/// One local rank's control block. Only its owner writes it; everyone reads it.
+#[repr(C)]
+pub(crate) struct Slot {
+    arrive: CachePadded<AtomicU64>,
+    done: CachePadded<AtomicU64>,
+    progress: CachePadded<AtomicU64>,
+    call: [CachePadded<[AtomicU64; WORDS]>; 2],
+}
+
+/// What a rank publishes when it arrives at a collective.
+///
+/// `op` is chosen by `coll` (collective, algorithm and parameters packed in one word);
+/// `sync` only transports it. `send`/`recv` are addresses in the publishing process,
+/// with their lengths in bytes: `send` may be read by peers, `recv` may be written by
+/// peers, and a rank publishes a `recv` buffer only if peers are meant to write it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Call {
+    pub(crate) op: u64,
+    pub(crate) root: i64,
+    pub(crate) send: usize,
+    pub(crate) send_len: usize,
+    pub(crate) recv: usize,
+    pub(crate) recv_len: usize,
+    pub(crate) aux: u64,
+}
+
+impl Call {
+    fn words(&self) -> [u64; WORDS - 1] {
+        [
+            self.op,
+            self.root as u64,
+            self.send as u64,
+            self.send_len as u64,
+            self.recv as u64,
+            self.recv_len as u64,
+            self.aux,
+        ]
+    }
+
+    fn from_words(w: [u64; WORDS - 1]) -> Call {
+        Call {
+            op: w[0],
+            root: w[1] as i64,
+            send: w[2] as usize,
+            send_len: w[3] as usize,
+            recv: w[4] as usize,
+            recv_len: w[5] as usize,
+            aux: w[6],
+        }
+    }
+}
+
+/// The typed view of a node's control segment, from one rank's side.
+#[derive(Debug)]
+pub(crate) struct Control {
+    seg: Segment,
+    me: usize,
+    /// The user communicator's rank of each local rank (for errors).
+    ranks: Vec<i32>,
+    pids: Vec<libc::pid_t>,
+    stage_bytes: usize,
+    epoch: Cell<u64>,
+    policy: WaitPolicy,
+}
+
+const fn round_up(x: usize, to: usize) -> usize {
+    x.div_ceil(to) * to
+}
+
+const PAGE: usize = 4096;
+const SLOTS_OFFSET: usize = round_up(std::mem::size_of::<Head>(), 128);
+
+impl Control {
+    /// The segment size for `n` local ranks with `stage_bytes` of staging each.
+    pub(crate) fn segment_len(n: usize, stage_bytes: usize) -> usize {
+        round_up(SLOTS_OFFSET + n * std::mem::size_of::<Slot>(), PAGE) + n * stage_bytes
+    }
+
+    /// Wraps a mapped segment. The creator (`init = true`) writes the header; the others
+    /// check it.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Segment` if the segment is too small or was laid out by another version.
+    pub(crate) fn new(
+        seg: Segment,
+        me: usize,
+        ranks: Vec<i32>,
+        pids: Vec<libc::pid_t>,
+        stage_bytes: usize,
+        policy: WaitPolicy,
+        init: bool,
+    ) -> Result<Control> {
+        let n = ranks.len();
+        assert!(me < n && pids.len() == n && stage_bytes % PAGE == 0 && stage_bytes >= 2 * PAGE);
+        let bad = |rank| Error::Segment { rank, op: "layout check", errno: crate::error::Errno::EINVAL };
+        if seg.len() < Control::segment_len(n, stage_bytes) {
+            return Err(bad(ranks[me]));
+        }
+        let ctl = Control { seg, me, ranks, pids, stage_bytes, epoch: Cell::new(0), policy };
+        let head = ctl.head();
+        let expect = [MAGIC, n as u64, stage_bytes as u64, std::mem::size_of::<Slot>() as u64];
+        let fields = [&head.magic, &head.ranks, &head.stage_bytes, &head.slot_bytes];
+        if init {
+            for (f, v) in fields.iter().zip(expect) {
+                f.store(v, Ordering::Relaxed);
+            }
+        } else if fields.iter().zip(expect).any(|(f, v)| f.load(Ordering::Relaxed) != v) {
+            return Err(bad(ctl.ranks[me]));
+        }
+        Ok(ctl)
+    }
+
+    /// This rank's index on the node.
+    pub(crate) fn me(&self) -> usize {
+        self.me
+    }
+
+    /// The number of ranks on the node.
+    pub(crate) fn size(&self) -> usize {
+        self.ranks.len()
+    }
+
+    /// The user communicator's rank of local rank `r`.
+    pub(crate) fn rank_of(&self, r: usize) -> i32 {
+        self.ranks[r]
+    }
+
+    /// The staging bytes per rank.
+    pub(crate) fn stage_bytes(&self) -> usize {
+        self.stage_bytes
+    }
+
+    /// The segment's size in bytes.
+    pub(crate) fn segment_bytes(&self) -> usize {
+        self.seg.len()
+    }
+
+    fn head(&self) -> &Head {
+        // SAFETY: the mapping is page aligned and at least `segment_len` bytes long, so a
+        // `Head` (atomics only, valid when zero) fits at offset 0; it lives as long as
+        // `self.seg`, and atomics may be shared across processes (they are lock-free).
+        unsafe { &*(self.seg.as_ptr() as *const Head) }
+    }
+
+    fn slot(&self, r: usize) -> &Slot {
+        assert!(r < self.size());
+        // SAFETY: `segment_len` reserves `size()` slots after the header, each aligned to
+        // 128 bytes (SLOTS_OFFSET and size_of::<Slot>() are multiples of 128); a `Slot` is
+        // atomics only, valid when zero-filled, and shared by design.
+        unsafe { &*(self.seg.as_ptr().add(SLOTS_OFFSET + r * std::mem::size_of::<Slot>()) as *const Slot) }
+    }
+
+    /// The staging area of local rank `r`: `stage_bytes` bytes, page aligned.
+    fn stage(&self, r: usize) -> *mut u8 {
+        assert!(r < self.size());
+        let base = round_up(SLOTS_OFFSET + self.size() * std::mem::size_of::<Slot>(), PAGE);
+        // SAFETY: `segment_len` reserves `size()` staging areas of `stage_bytes` after the
+        // slots, so the offset stays inside the mapping.
+        unsafe { self.seg.as_ptr().add(base + r * self.stage_bytes) }
+    }
+
+    fn peer(&self, r: usize) -> Peer {
+        Peer { me: self.ranks[self.me], rank: self.ranks[r], pid: self.pids[r] }
+    }
+
+    fn wait_ge(&self, r: usize, flag: impl Fn(&Slot) -> &AtomicU64, target: u64) -> Result<()> {
+        let slot = self.slot(r);
+        wait::wait_until(&self.policy, self.peer(r), || flag(slot).load(Ordering::Acquire) >= target)
+    }
+
+    /// Starts a collective: publishes `call` and waits until every local rank has arrived.
+    ///
+    /// # Errors
+    ///
+    /// `PeerDied` or `Timeout` while waiting for an arrival.
+    pub(crate) fn begin(&self, call: &Call) -> Result<Round<'_>> {
+        let epoch = self.epoch.get() + 1;
+        self.epoch.set(epoch);
+        let mine = self.slot(self.me);
+        let record = &mine.call[(epoch % 2) as usize];
+        for (w, v) in record.iter().zip(call.words()) {
+            w.store(v, Ordering::Relaxed);
+        }
+        record[STATUS].store(0, Ordering::Relaxed);
+        mine.arrive.store(epoch, Ordering::Release);
+        let round = Round { ctl: self, epoch, writable: call.recv_len > 0, finished: false };
+        for r in 0..self.size() {
+            if let Err(e) = self.wait_ge(r, |s| &s.arrive, epoch) {
+                round.forget();
+                return Err(e);
+            }
+        }
+        Ok(round)
+    }
+
+    /// Publishes this rank's status for `epoch`, waits for every rank's, and reports the
+    /// first peer that failed.
+    fn end(&self, epoch: u64, failed: bool) -> Result<()> {
+        let mine = self.slot(self.me);
+        mine.call[(epoch % 2) as usize][STATUS].store(failed as u64, Ordering::Relaxed);
+        mine.done.store(epoch, Ordering::Release);
+        for r in 0..self.size() {
+            self.wait_ge(r, |s| &s.done, epoch)?;
+        }
+        for r in 0..self.size() {
+            if r != self.me && self.slot(r).call[(epoch % 2) as usize][STATUS].load(Ordering::Relaxed) != 0 {
+                return Err(Error::PeerFailed { rank: self.ranks[self.me], peer: self.ranks[r] });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One collective call in progress. Created by [`Control::begin`]; ended by
+/// [`Round::finish`], which every path must reach (dropping it finishes it as failed).
+pub(crate) struct Round<'c> {
+    ctl: &'c Control,
+    epoch: u64,
+    /// Whether this rank published a buffer for peers to write.
+    writable: bool,
+    finished: bool,
+}
+
+impl<'c> Round<'c> {
+    /// This rank's index on the node.
+    pub(crate) fn me(&self) -> usize {
+        self.ctl.me
+    }
+
+    /// The number of ranks on the node.
+    pub(crate) fn size(&self) -> usize {
+        self.ctl.size()
+    }
+
+    /// The user communicator's rank of local rank `r`.
+    pub(crate) fn rank_of(&self, r: usize) -> i32 {
+        self.ctl.rank_of(r)
+    }
+
+    /// The call local rank `r` published for this round.
+    pub(crate) fn call(&self, r: usize) -> Call {
+        let record = &self.ctl.slot(r).call[(self.epoch % 2) as usize];
+        let mut w = [0u64; WORDS - 1];
+        for (v, a) in w.iter_mut().zip(record.iter()) {
+            *v = a.load(Ordering::Relaxed);
+        }
+        Call::from_words(w)
+    }
+
+    /// The send buffer local rank `r` published, to read from.
+    pub(crate) fn remote_send(&self, r: usize) -> RemoteBuf<'_, Read> {
+        let c = self.call(r);
+        // SAFETY: rank `r` published this range for this round (we saw its `arrive` with
+        // Acquire in `begin`); it keeps the buffer borrowed and does not return before every
+        // rank, us included, has posted `done`, which we only do in `finish`, after which
+        // the handle's borrow of `self` has ended.
+        unsafe { RemoteBuf::new(self.ctl.pids[r], c.send, c.send_len) }
+    }
+
+    /// The receive buffer local rank `r` published for peers to write.
+    pub(crate) fn remote_recv(&self, r: usize) -> RemoteBuf<'_, Write> {
+        let c = self.call(r);
+        // SAFETY: as in `remote_send`; a rank publishes a `recv` range only when it lets
+        // peers write it during the round, and derives the address from a unique borrow.
+        unsafe { RemoteBuf::new(self.ctl.pids[r], c.recv, c.recv_len) }
+    }
+
+    /// Publishes that this rank has completed `step` of this round.
+    pub(crate) fn post_progress(&self, step: u32) {
+        self.ctl.slot(self.ctl.me).progress.store(self.epoch << 32 | step as u64, Ordering::Release);
+    }
+
+    /// Waits until local rank `r` has completed `step` of this round.
+    ///
+    /// # Errors
+    ///
+    /// `PeerDied` or `Timeout`.
+    pub(crate) fn wait_progress(&self, r: usize, step: u32) -> Result<()> {
+        self.ctl.wait_ge(r, |s| &s.progress, self.epoch << 32 | step as u64)
+    }
+
+    /// Ends the round: agrees with every local rank on the outcome. Returns `result` if it
+    /// is an error, else the first peer's failure, else `Ok`.
+    ///
+    /// # Errors
+    ///
+    /// This rank's own error, `PeerFailed`, `PeerDied` or `Timeout`.
+    pub(crate) fn finish(mut self, result: Result<()>) -> Result<()> {
+        self.finished = true;
+        let end = self.end(result.is_err());
+        result.and(end)
+    }
+
+    fn end(&self, failed: bool) -> Result<()> {
+        let end = self.ctl.end(self.epoch, failed);
+        if let (true, Err(e @ Error::Timeout { .. })) = (self.writable, &end) {
+            // A live peer may still write into our buffer: returning would let it write
+            // into memory we no longer own. Stop here, as a leaked MPI request does.
+            eprintln!("zcoll: {e}; aborting, since the peer may still write into this process");
+            std::process::abort();
+        }
+        end
+    }
+
+    /// Marks the round over without waiting, for a caller that already failed to arrive.
+    fn forget(mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for Round<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            // A panic or an early return inside an algorithm: tell the peers, and wait until
+            // none of them still touches our buffers.
+            let _ = self.end(true);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` controls over one segment, as `n` ranks of one node would see it; each is
+    /// moved to its own thread by the caller.
+    pub(super) fn node(n: usize, stage_bytes: usize) -> Vec<Control> {
+        let len = Control::segment_len(n, stage_bytes);
+        let (first, name) = Segment::create(0, len).unwrap();
+        let mut segs = vec![first];
+        for r in 1..n {
+            segs.push(Segment::open(r as i32, &name, len).unwrap());
+        }
+        Segment::unlink(&name);
+        let pid = std::process::id() as libc::pid_t;
+        let policy =
+            WaitPolicy { timeout: Some(std::time::Duration::from_secs(20)), ..WaitPolicy::default() };
+        segs.into_iter()
+            .enumerate()
+            .map(|(me, seg)| {
+                Control::new(seg, me, (0..n as i32).collect(), vec![pid; n], stage_bytes, policy, me == 0)
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn slots_are_cache_line_multiples() {
+        assert_eq!(std::mem::size_of::<Slot>() % 128, 0);
+        assert_eq!(SLOTS_OFFSET % 128, 0);
+        assert_eq!(Control::segment_len(4, 8192) % PAGE, 0);
+    }
+
+    #[test]
+    fn a_foreign_layout_is_refused() {
+        let mut ctls = node(2, 8192);
+        let b = ctls.pop().unwrap();
+        let a = ctls.pop().unwrap();
+        a.head().magic.store(1, Ordering::Relaxed);
+        let err = Control::new(b.seg, 1, vec![0, 1], b.pids, 8192, WaitPolicy::default(), false).unwrap_err();
+        assert!(matches!(err, Error::Segment { rank: 1, op: "layout check", .. }));
+    }
+
+    #[test]
+    fn rounds_exchange_calls_and_agree_on_failure() {
+        let n = 4;
+        let outcomes: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = node(n, 8192)
+                .into_iter()
+                .map(|ctl| {
+                    s.spawn(move || {
+                        let mut seen = Vec::new();
+                        for round in 0..200u64 {
+                            let call = Call { op: 7, root: ctl.me() as i64, aux: round, ..Call::default() };
+                            let r = ctl.begin(&call).unwrap();
+                            for p in 0..n {
+                                let c = r.call(p);
+                                assert_eq!((c.op, c.root, c.aux), (7, p as i64, round));
+                            }
+                            // Rank 2 fails every tenth round; everyone must hear of it.
+                            let mine = if round % 10 == 0 && ctl.me() == 2 {
+                                Err(Error::Unsupported { rank: 2, what: "test".into() })
+                            } else {
+                                Ok(())
+                            };
+                            seen.push(r.finish(mine));
+                        }
+                        seen
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (me, seen) in outcomes.iter().enumerate() {
+            for (round, outcome) in seen.iter().enumerate() {
+                match (round % 10 == 0, me == 2, outcome) {
+                    (false, _, Ok(())) => {}
+                    (true, true, Err(Error::Unsupported { .. })) => {}
+                    (true, false, Err(Error::PeerFailed { rank, peer: 2 })) => assert_eq!(*rank, me as i32),
+                    other => panic!("rank {me} round {round}: {other:?}"),
+                }
+            }
+        }
+    }
+}

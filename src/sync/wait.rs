@@ -1,0 +1,183 @@
+//! The one wait policy: spin with backoff, then yield, then sleep, checking that the
+//! process waited for is still alive and that the optional time limit has not passed.
+//!
+//! Ranks often outnumber cores (8 ranks on 2 cores in the test suite), so a waiter must
+//! give its core away quickly once the short spin fails: a spinning waiter would keep the
+//! very rank it waits for off the CPU.
+
+use crate::error::{Error, Result};
+use crossbeam_utils::Backoff;
+use std::time::{Duration, Instant};
+
+/// How long waits spin, yield and sleep, and when they give up.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WaitPolicy {
+    /// `sched_yield` calls after the spin phase, before sleeping.
+    pub(crate) yields: u32,
+    /// The first sleep; each further sleep doubles, up to `max_sleep`.
+    pub(crate) min_sleep: Duration,
+    /// The longest single sleep.
+    pub(crate) max_sleep: Duration,
+    /// Give up with `Error::Timeout` after this long (`ZCOLL_TIMEOUT`, seconds).
+    pub(crate) timeout: Option<Duration>,
+}
+
+impl WaitPolicy {
+    /// The default policy, with `ZCOLL_TIMEOUT` read from the environment.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Config` if `ZCOLL_TIMEOUT` is not a positive number of seconds.
+    pub(crate) fn from_env() -> Result<Self> {
+        let timeout = match std::env::var("ZCOLL_TIMEOUT") {
+            Ok(v) => match v.trim().parse::<f64>() {
+                Ok(s) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
+                _ => {
+                    return Err(Error::Config {
+                        name: "ZCOLL_TIMEOUT",
+                        value: v,
+                        expected: "a positive number of seconds",
+                    })
+                }
+            },
+            Err(_) => None,
+        };
+        Ok(WaitPolicy { timeout, ..WaitPolicy::default() })
+    }
+}
+
+impl Default for WaitPolicy {
+    fn default() -> Self {
+        WaitPolicy {
+            yields: 64,
+            min_sleep: Duration::from_micros(20),
+            max_sleep: Duration::from_millis(1),
+            timeout: None,
+        }
+    }
+}
+
+/// What a waiter needs to know about the process it waits for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Peer {
+    /// The waiting rank, for the error.
+    pub(crate) me: i32,
+    /// The awaited rank in the user's communicator.
+    pub(crate) rank: i32,
+    /// Its process id.
+    pub(crate) pid: libc::pid_t,
+}
+
+/// Waits until `ready()` is true, following `policy`.
+///
+/// # Errors
+///
+/// `Error::PeerDied` if `peer`'s process no longer exists, `Error::Timeout` after
+/// `policy.timeout`.
+pub(crate) fn wait_until(policy: &WaitPolicy, peer: Peer, mut ready: impl FnMut() -> bool) -> Result<()> {
+    let backoff = Backoff::new();
+    while !backoff.is_completed() {
+        if ready() {
+            return Ok(());
+        }
+        backoff.snooze();
+    }
+    for _ in 0..policy.yields {
+        if ready() {
+            return Ok(());
+        }
+        std::thread::yield_now();
+    }
+    let start = Instant::now();
+    let mut sleep = policy.min_sleep;
+    loop {
+        if ready() {
+            return Ok(());
+        }
+        if !alive(peer.pid) {
+            // It may have finished its part and exited just after: look once more.
+            return if ready() {
+                Ok(())
+            } else {
+                Err(Error::PeerDied { rank: peer.me, peer: peer.rank, pid: peer.pid })
+            };
+        }
+        if let Some(limit) = policy.timeout {
+            if start.elapsed() > limit {
+                return Err(Error::Timeout { rank: peer.me, peer: peer.rank, seconds: limit.as_secs_f64() });
+            }
+        }
+        std::thread::sleep(sleep);
+        sleep = (sleep * 2).min(policy.max_sleep);
+    }
+}
+
+/// Whether process `pid` exists and is not a zombie.
+pub(crate) fn alive(pid: libc::pid_t) -> bool {
+    if let Err(e) = nix_kill0(pid) {
+        return e != libc::ESRCH;
+    }
+    // A zombie still answers kill(0); its state in /proc/<pid>/stat is Z (or X).
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !matches!(
+            stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()),
+            Some("Z") | Some("X")
+        ),
+        Err(_) => true,
+    }
+}
+
+fn nix_kill0(pid: libc::pid_t) -> std::result::Result<(), i32> {
+    // SAFETY: signal 0 sends nothing; it only checks that `pid` exists and may be
+    // signalled. No memory is passed.
+    match unsafe { libc::kill(pid, 0) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    fn me() -> Peer {
+        Peer { me: 0, rank: 1, pid: std::process::id() as libc::pid_t }
+    }
+
+    #[test]
+    fn returns_once_ready_even_after_sleeping() {
+        let flag = Arc::new(AtomicBool::new(false));
+        let setter = {
+            let flag = flag.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(30));
+                flag.store(true, Ordering::Release);
+            })
+        };
+        wait_until(&WaitPolicy::default(), me(), || flag.load(Ordering::Acquire)).unwrap();
+        setter.join().unwrap();
+    }
+
+    #[test]
+    fn times_out() {
+        let policy = WaitPolicy { timeout: Some(Duration::from_millis(20)), ..WaitPolicy::default() };
+        let err = wait_until(&policy, me(), || false).unwrap_err();
+        assert!(matches!(err, Error::Timeout { rank: 0, peer: 1, .. }), "{err}");
+    }
+
+    #[test]
+    fn a_dead_process_is_an_error_not_a_hang() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as libc::pid_t;
+        // Not reaped yet: a zombie must count as dead.
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!alive(pid));
+        let err = wait_until(&WaitPolicy::default(), Peer { me: 2, rank: 3, pid }, || false).unwrap_err();
+        assert_eq!(err, Error::PeerDied { rank: 2, peer: 3, pid });
+        child.wait().unwrap();
+        assert!(!alive(pid));
+        assert!(alive(std::process::id() as libc::pid_t));
+    }
+}

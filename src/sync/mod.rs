@@ -456,4 +456,45 @@ mod tests {
             }
         }
     }
+
+    /// The peer of `a_peer_that_dies_mid_round_is_an_error`: arrives, then exits
+    /// without finishing the round.
+    #[test]
+    #[ignore = "run as a separate process by a_peer_that_dies_mid_round_is_an_error"]
+    fn dying_peer() {
+        let name = std::env::var("ZCOLL_TEST_SEGMENT").unwrap();
+        let len = Control::segment_len(2, 8192);
+        let seg = Segment::open(1, &name, len).unwrap();
+        let parent = std::os::unix::process::parent_id() as libc::pid_t;
+        let me = std::process::id() as libc::pid_t;
+        let ctl =
+            Control::new(seg, 1, vec![0, 1], vec![parent, me], 8192, WaitPolicy::default(), false).unwrap();
+        let round = ctl.begin(&Call::default()).unwrap();
+        std::mem::forget(round);
+        std::process::exit(0);
+    }
+
+    #[test]
+    fn a_peer_that_dies_mid_round_is_an_error() {
+        let len = Control::segment_len(2, 8192);
+        let (seg, name) = Segment::create(0, len).unwrap();
+        let me = std::process::id() as libc::pid_t;
+        // Lay out the header before the peer looks at it.
+        drop(Control::new(seg, 0, vec![0, 1], vec![me, me], 8192, WaitPolicy::default(), true).unwrap());
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "sync::tests::dying_peer", "--ignored", "--test-threads=1"])
+            .env("ZCOLL_TEST_SEGMENT", &name)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let seg = Segment::open(0, &name, len).unwrap();
+        let pid = child.id() as libc::pid_t;
+        let policy =
+            WaitPolicy { timeout: Some(std::time::Duration::from_secs(60)), ..WaitPolicy::default() };
+        let ctl = Control::new(seg, 0, vec![0, 1], vec![me, pid], 8192, policy, false).unwrap();
+        let round = ctl.begin(&Call::default()).expect("the peer arrives before it dies");
+        Segment::unlink(&name);
+        assert_eq!(round.finish(Ok(())), Err(Error::PeerDied { rank: 0, peer: 1, pid }));
+        assert!(child.wait().unwrap().success());
+    }
 }

@@ -1,0 +1,109 @@
+//! Launching this test binary as the ranks of a real MPI job.
+//!
+//! The launcher runs `mpiexec -n P <this binary> --exact rank --ignored`, with the
+//! scenario in `ZCOLL_TEST_SCENARIO`; every rank then runs the ignored test `rank`,
+//! which dispatches to the scenario. A failing assertion in a rank aborts the whole job
+//! (`MPI_Abort`), so a failure is a non-zero exit here, never a hang; a job that runs past
+//! its time limit is killed and fails the test.
+
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One job at a time: the machines have two cores and the jobs oversubscribe them.
+static JOBS: Mutex<()> = Mutex::new(());
+
+/// How a job is started.
+#[derive(Default)]
+pub(crate) struct Job<'a> {
+    pub(crate) np: usize,
+    pub(crate) scenario: &'a str,
+    pub(crate) env: &'a [(&'a str, &'a str)],
+    /// Start the launcher without CAP_SYS_PTRACE (`setpriv --bounding-set=-sys_ptrace`),
+    /// so that root's bypass of the ptrace check is gone.
+    pub(crate) without_ptrace: bool,
+}
+
+fn open_mpi() -> bool {
+    static IS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *IS.get_or_init(|| {
+        Command::new("mpiexec")
+            .arg("--version")
+            .output()
+            .map(|o| {
+                let v = String::from_utf8_lossy(&o.stdout);
+                v.contains("Open MPI") || v.contains("OpenRTE") || v.contains("open-mpi")
+            })
+            .unwrap_or(false)
+    })
+}
+
+impl Job<'_> {
+    /// Runs the job and returns its standard output; panics with everything it printed
+    /// if it fails or runs past five minutes.
+    pub(crate) fn run(&self) -> String {
+        let _one = JOBS.lock().unwrap_or_else(|e| e.into_inner());
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let mut cmd = if self.without_ptrace {
+            let mut c = Command::new("setpriv");
+            c.args(["--bounding-set=-sys_ptrace", "mpiexec"]);
+            c
+        } else {
+            Command::new("mpiexec")
+        };
+        cmd.args(["-n", &self.np.to_string()]);
+        if open_mpi() {
+            cmd.args(["--oversubscribe", "--bind-to", "none"]);
+        }
+        cmd.arg(&exe).args(["--exact", "rank", "--ignored", "--nocapture", "--test-threads=1"]);
+        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .env("ZCOLL_TEST_SCENARIO", self.scenario)
+            .env("ZCOLL_TIMEOUT", "120")
+            .env_remove("ZCOLL_TRANSPORT")
+            .env_remove("ZCOLL_NODE_SIZE");
+        for (k, v) in self.env {
+            cmd.env(k, v);
+        }
+        let out_path =
+            std::env::temp_dir().join(format!("zcoll-job-{}-{}.out", std::process::id(), self.scenario));
+        let err_path = out_path.with_extension("err");
+        cmd.stdout(Stdio::from(std::fs::File::create(&out_path).unwrap()))
+            .stderr(Stdio::from(std::fs::File::create(&err_path).unwrap()));
+        let what = format!("mpiexec -n {} {} {:?}", self.np, self.scenario, self.env);
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: cannot start mpiexec: {e}"));
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if start.elapsed() > Duration::from_secs(300) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(child.id() as i32),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+                std::thread::sleep(Duration::from_secs(2));
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+        let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+        let _ = std::fs::remove_file(&out_path);
+        let _ = std::fs::remove_file(&err_path);
+        match status {
+            Some(s) if s.success() && stdout.matches("ZCOLL-RANK-OK").count() == self.np => stdout,
+            Some(s) => panic!("{what} failed ({s}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}"),
+            None => {
+                panic!("{what} ran past 300 s and was killed:\n--- stdout\n{stdout}\n--- stderr\n{stderr}")
+            }
+        }
+    }
+}
+
+/// Runs `scenario` at `np` ranks with `env`.
+pub(crate) fn mpirun(np: usize, scenario: &str, env: &[(&str, &str)]) -> String {
+    Job { np, scenario, env, ..Job::default() }.run()
+}

@@ -1,0 +1,235 @@
+//! What every rank of a test job runs. Each scenario compares zcoll's results with an
+//! oracle: rsmpi's own collective on the same input, or a value computed independently.
+
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use zcoll::{BcastAlgorithm, Comm, Error, Pod, TransportKind};
+
+/// A `#[repr(C)]` record with both derives, as users write them.
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
+#[repr(C)]
+pub(crate) struct Particle {
+    pub(crate) position: [f64; 3],
+    pub(crate) id: u64,
+}
+
+/// Bytes past the end of every buffer, checked after every call: nothing writes there.
+const GUARD: usize = 64;
+const GUARD_BYTE: u8 = 0x5a;
+
+pub(crate) fn main() {
+    // A failed assertion on one rank must end the job at once, not leave the others
+    // waiting for it.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        SimpleCommunicator::world().abort(3);
+    }));
+    let universe = mpi::initialize().expect("MPI initializes once");
+    let world = universe.world();
+    if let Ok(r) = std::env::var("ZCOLL_TEST_NONDUMPABLE_RANK") {
+        if world.rank() == r.parse::<i32>().unwrap() {
+            nix::sys::prctl::set_dumpable(false).expect("prctl(PR_SET_DUMPABLE, 0)");
+        }
+    }
+    let scenario = std::env::var("ZCOLL_TEST_SCENARIO").expect("ZCOLL_TEST_SCENARIO");
+    if scenario == "refused-cma" {
+        return refused_cma(&world);
+    }
+    let comm = Comm::new(&world).unwrap_or_else(|e| panic!("Comm::new: {e}"));
+    expectations(&world, &comm);
+    match scenario.as_str() {
+        "bcast" => bcast(&world, &comm),
+        "errors" => errors(&world, &comm),
+        "barrier" => barrier(&world, &comm),
+        other => panic!("unknown scenario {other}"),
+    }
+    println!("ZCOLL-RANK-OK {}", world.rank());
+}
+
+/// What the launcher expects `info` to say.
+fn expectations(world: &SimpleCommunicator, comm: &Comm) {
+    let info = comm.info();
+    assert_eq!((info.rank, info.size), (world.rank(), world.size()));
+    assert!(info.node_ranks.contains(&info.rank));
+    if let Ok(t) = std::env::var("ZCOLL_EXPECT_TRANSPORT") {
+        assert_eq!(info.transport, t.parse::<TransportKind>().unwrap(), "{info}");
+    }
+    if let Ok(reason) = std::env::var("ZCOLL_EXPECT_REASON") {
+        assert!(info.reason.contains(&reason), "reason {:?} lacks {reason:?}", info.reason);
+    }
+    if let Ok(k) = std::env::var("ZCOLL_NODE_SIZE") {
+        let k: usize = k.parse().unwrap();
+        let p = world.size() as usize;
+        assert_eq!(info.nodes, p.div_ceil(k), "{info}");
+        let first = info.rank as usize / k * k;
+        let expected: Vec<i32> = (first..(first + k).min(p)).map(|r| r as i32).collect();
+        assert_eq!(info.node_ranks, expected);
+    } else {
+        assert_eq!((info.nodes, info.node_ranks.len()), (1, world.size() as usize), "{info}");
+    }
+}
+
+/// Deterministic content for (seed, byte index), different for every seed.
+fn pattern(seed: u64, i: usize) -> u8 {
+    let x = (i as u64 ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    (x >> 29) as u8
+}
+
+/// Broadcasts `n` elements of `T` from `root` with zcoll and with rsmpi, and compares.
+fn check_bcast<T: Pod>(
+    world: &SimpleCommunicator,
+    comm: &Comm,
+    n: usize,
+    root: i32,
+    algo: BcastAlgorithm,
+    seed: u64,
+) {
+    let me = world.rank();
+    let size = std::mem::size_of::<T>();
+    let fill = |i: usize| if me == root { pattern(seed, i) } else { !pattern(seed, i) };
+    // Element-aligned storage: allocate as T, view as bytes.
+    let mut store: Vec<T> = vec![T::zeroed(); n + GUARD.div_ceil(size)];
+    let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut store);
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b = if i < n * size { fill(i) } else { GUARD_BYTE };
+    }
+    let mut oracle: Vec<T> = store[..n].to_vec();
+    if n > 0 {
+        // Open MPI rejects a zero-length broadcast from a dangling (empty Vec) pointer.
+        world.process_at_rank(root).broadcast_into(&mut oracle[..]);
+    }
+    comm.broadcast_into_with(&mut store[..n], root, algo)
+        .unwrap_or_else(|e| panic!("bcast n={n} root={root} {algo}: {e}"));
+    let got: &[u8] = bytemuck::cast_slice(&store[..n]);
+    let want: &[u8] = bytemuck::cast_slice(&oracle);
+    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
+        panic!("bcast n={n} x {size} B root={root} {algo}: rank {me} differs at byte {i}");
+    }
+    let tail: &[u8] = bytemuck::cast_slice(&store[n..]);
+    assert!(tail.iter().all(|&b| b == GUARD_BYTE), "bcast n={n} root={root} {algo}: wrote past the buffer");
+}
+
+fn bcast(world: &SimpleCommunicator, comm: &Comm) {
+    let p = world.size();
+    let mut seed = 1u64;
+    for n in [0usize, 1, 7, 4095, 4097, (1 << 20) + 3, 16 << 20] {
+        let roots: Vec<i32> = if n >= 1 << 20 { vec![0, p - 1] } else { (0..p).collect() };
+        for &root in roots.iter().take(if n >= 1 << 20 && p == 1 { 1 } else { roots.len() }) {
+            for algo in std::iter::once(BcastAlgorithm::Auto).chain(BcastAlgorithm::ALL) {
+                seed += 1;
+                check_bcast::<u8>(world, comm, n, root, algo, seed);
+            }
+        }
+    }
+    for (i, n) in [1usize, 3, 1001, 70_001].into_iter().enumerate() {
+        let root = (i as i32 * 7 + 1) % p;
+        for algo in std::iter::once(BcastAlgorithm::Auto).chain(BcastAlgorithm::ALL) {
+            seed += 1;
+            check_bcast::<u32>(world, comm, n, root, algo, seed);
+            check_bcast::<f64>(world, comm, n, root, algo, seed);
+            check_bcast::<Particle>(world, comm, n, root, algo, seed);
+        }
+    }
+}
+
+/// Every bad call is the same `Err` on every rank, and leaves every buffer as it was.
+fn errors(world: &SimpleCommunicator, comm: &Comm) {
+    let me = world.rank();
+    let p = world.size();
+    let n = 5000;
+    let original = |r: i32| -> Vec<u8> { (0..n + 1).map(|i| pattern(r as u64, i)).collect() };
+
+    // A root outside the communicator, given alike by everyone.
+    for bad in [p, -1, i32::MAX] {
+        let mut buf = original(me);
+        let e = comm.broadcast_into(&mut buf[..n], bad).unwrap_err();
+        assert_eq!(e, Error::InvalidRoot { rank: me, root: bad, size: p });
+        assert_eq!(buf, original(me), "a failed call changed the buffer");
+    }
+    if p > 1 {
+        let last = p - 1;
+        // The last rank's buffer is one byte longer.
+        let mut buf = original(me);
+        let len = if me == last { n + 1 } else { n };
+        let e = comm.broadcast_into(&mut buf[..len], 0).unwrap_err();
+        assert_eq!(e, Error::LengthMismatch { rank: me, culprit: last, expected: n, found: n + 1 });
+        assert_eq!(buf, original(me));
+        // The last rank names another root.
+        let e = comm.broadcast_into(&mut buf[..n], if me == last { 0 } else { 1 }).unwrap_err();
+        assert_eq!(e, Error::Mismatch { rank: me, culprit: last, what: "root" });
+        assert_eq!(buf, original(me));
+        // Rank 0 calls a barrier while the others broadcast.
+        let e = if me == 0 { comm.barrier() } else { comm.broadcast_into(&mut buf[..n], 0) }.unwrap_err();
+        assert_eq!(e, Error::Mismatch { rank: me, culprit: 1, what: "collective" });
+        assert_eq!(buf, original(me));
+        // Ranks choose different algorithms (only visible where both can run).
+        if comm.info().transport == TransportKind::Cma && comm.info().nodes == 1 {
+            let algo = if me == last { BcastAlgorithm::DirectWrite } else { BcastAlgorithm::DirectRead };
+            let e = comm.broadcast_into_with(&mut buf[..n], 0, algo).unwrap_err();
+            assert_eq!(e, Error::Mismatch { rank: me, culprit: last, what: "algorithm" });
+            assert_eq!(buf, original(me));
+        }
+    }
+    // The communicator is still usable after all that.
+    check_bcast::<u8>(world, comm, n, p - 1, BcastAlgorithm::Auto, 99);
+    comm.barrier().unwrap();
+}
+
+/// After a barrier, every rank sees what every rank did before it: each rank creates a
+/// file before the barrier, and after it each rank finds all of them.
+fn barrier(world: &SimpleCommunicator, comm: &Comm) {
+    let me = world.rank();
+    let p = world.size();
+    let mut dir_name = [0u8; 64];
+    if me == 0 {
+        let d = std::env::temp_dir().join(format!("zcoll-barrier-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let s = d.to_str().unwrap().as_bytes();
+        dir_name[..s.len()].copy_from_slice(s);
+    }
+    world.process_at_rank(0).broadcast_into(&mut dir_name[..]);
+    let end = dir_name.iter().position(|&b| b == 0).unwrap();
+    let dir = std::path::PathBuf::from(std::str::from_utf8(&dir_name[..end]).unwrap());
+    for round in 0..20 {
+        // Make the early ranks really early.
+        if (me + round) % p == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::fs::write(dir.join(format!("{round}-{me}")), b"").unwrap();
+        comm.barrier().unwrap();
+        for r in 0..p {
+            assert!(
+                dir.join(format!("{round}-{r}")).exists(),
+                "round {round}: rank {me} passed before rank {r} arrived"
+            );
+        }
+    }
+    comm.barrier().unwrap();
+    if me == 0 {
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// A rank that made itself non-dumpable denies CMA in a job without CAP_SYS_PTRACE: the
+/// node falls back to `cico` (and says why), forcing `cma` is an error on every rank, and
+/// the collectives still give rsmpi's results.
+fn refused_cma(world: &SimpleCommunicator) {
+    let me = world.rank();
+    if std::env::var("ZCOLL_TRANSPORT").as_deref() == Ok("cma") {
+        let e = Comm::new(world).unwrap_err();
+        assert!(matches!(e, Error::Unsupported { rank, .. } if rank == me), "{e}");
+        assert!(e.to_string().contains("may not read local rank 1"), "{e}");
+    } else {
+        let comm = Comm::new(world).unwrap();
+        assert_eq!(comm.info().transport, TransportKind::Cico, "{}", comm.info());
+        assert!(comm.info().reason.contains("may not read local rank 1"), "{}", comm.info().reason);
+        for (i, n) in [0usize, 1, 4097, 100_000].into_iter().enumerate() {
+            for algo in std::iter::once(BcastAlgorithm::Auto).chain(BcastAlgorithm::ALL) {
+                check_bcast::<u8>(world, &comm, n, (i as i32) % world.size(), algo, i as u64);
+            }
+        }
+        comm.barrier().unwrap();
+    }
+    println!("ZCOLL-RANK-OK {me}");
+}

@@ -15,7 +15,7 @@
 //!   control segment, pipelined in two half-area chunks. Two copies per byte, no system
 //!   call, no permission: the path for small messages and for the `cico` transport.
 
-use super::{check, op, Ctx, Kind};
+use super::{all_equal, check, op, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::sync::Call;
 use crate::transport::{cma, TransportKind};
@@ -125,11 +125,16 @@ pub(crate) fn bcast(
         root: root as i64,
         send: buf.as_ptr() as usize,
         send_len: len,
-        recv: if written { buf.as_mut_ptr() as usize } else { 0 },
-        recv_len: if written { len } else { 0 },
+        recv: buf.as_mut_ptr() as usize,
+        recv_len: len,
+        recv_writable: written,
         aux: src as u64,
+        aux2: 0,
     };
-    let round = check(ctx, call, true, |r| r.call(src.min(r.size() - 1)).send_len)?;
+    let round = check(ctx, call, true, |r| {
+        let expected = r.call(src.min(r.size() - 1)).send_len;
+        all_equal(r, |c| c.send_len, expected)
+    })?;
     let moved = algorithm.and_then(|algorithm| {
         if round.size() == 1 {
             return Ok(());

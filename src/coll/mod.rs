@@ -36,10 +36,33 @@ pub(crate) fn op(kind: Kind, algorithm: u8, param: u32) -> u64 {
     kind as u64 | (algorithm as u64) << 8 | (param as u64) << 16
 }
 
+/// A length that disagrees: local rank `culprit` has `found` bytes where `expected` are
+/// needed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BadLength {
+    pub(crate) culprit: usize,
+    pub(crate) expected: usize,
+    pub(crate) found: usize,
+}
+
+/// Checks that `field` of every rank's call is `expected`; the first rank that is not
+/// is the culprit.
+pub(crate) fn all_equal(
+    round: &Round<'_>,
+    field: impl Fn(&Call) -> usize,
+    expected: usize,
+) -> std::result::Result<(), BadLength> {
+    match (0..round.size()).map(|r| (r, field(&round.call(r)))).find(|&(_, f)| f != expected) {
+        Some((culprit, found)) => Err(BadLength { culprit, expected, found }),
+        None => Ok(()),
+    }
+}
+
 /// Publishes `call`, then checks that every rank of the node called the same collective
 /// with the same root (and `aux`), that the root is a rank of the communicator when
-/// `rooted`, that every rank's `send_len` is `expected(round)`'s, and that the algorithms
-/// agree. Returns the round to move data in, or the verdict every rank reaches.
+/// `rooted`, that the lengths are right (`lengths`, a pure function of the published
+/// calls), and that the algorithms agree. Returns the round to move data in, or the
+/// verdict every rank reaches.
 ///
 /// # Errors
 ///
@@ -48,10 +71,10 @@ pub(crate) fn check<'c>(
     ctx: &Ctx<'c>,
     call: Call,
     rooted: bool,
-    expected_len: impl Fn(&Round<'_>) -> usize,
+    lengths: impl Fn(&Round<'_>) -> std::result::Result<(), BadLength>,
 ) -> Result<Round<'c>> {
     let round = ctx.ctl.begin(&call)?;
-    let verdict = verdict(ctx, &round, rooted, expected_len);
+    let verdict = verdict(ctx, &round, rooted, lengths);
     match verdict {
         Ok(()) => Ok(round),
         Err(e) => Err(round.finish(Err(e)).unwrap_err()),
@@ -62,7 +85,7 @@ fn verdict(
     ctx: &Ctx<'_>,
     round: &Round<'_>,
     rooted: bool,
-    expected_len: impl Fn(&Round<'_>) -> usize,
+    lengths: impl Fn(&Round<'_>) -> std::result::Result<(), BadLength>,
 ) -> Result<()> {
     let rank = round.rank_of(round.me());
     let calls = || (0..round.size()).map(|r| (round.rank_of(r), round.call(r)));
@@ -76,9 +99,8 @@ fn verdict(
     if rooted && !(0..ctx.comm_size as i64).contains(&first.root) {
         return Err(Error::InvalidRoot { rank, root: first.root as i32, size: ctx.comm_size });
     }
-    let expected = expected_len(round);
-    if let Some((culprit, c)) = calls().find(|(_, c)| c.send_len != expected) {
-        return Err(Error::LengthMismatch { rank, culprit, expected, found: c.send_len });
+    if let Err(BadLength { culprit, expected, found }) = lengths(round) {
+        return Err(Error::LengthMismatch { rank, culprit: round.rank_of(culprit), expected, found });
     }
     mismatch("algorithm", &|c| c.op == first.op)
 }

@@ -39,7 +39,7 @@ use wait::{Peer, WaitPolicy};
 /// Identifies the layout below; a rank built from another version refuses the segment.
 const MAGIC: u64 = 0x7a63_6f6c_6c5f_0001;
 /// Words in a call record.
-const WORDS: usize = 8;
+const WORDS: usize = 10;
 const STATUS: usize = WORDS - 1;
 
 /// The segment's header, at offset 0.
@@ -57,15 +57,18 @@ pub(crate) struct Slot {
     arrive: CachePadded<AtomicU64>,
     done: CachePadded<AtomicU64>,
     progress: CachePadded<AtomicU64>,
+    ack: CachePadded<AtomicU64>,
     call: [CachePadded<[AtomicU64; WORDS]>; 2],
 }
 
 /// What a rank publishes when it arrives at a collective.
 ///
 /// `op` is chosen by `coll` (collective, algorithm and parameters packed in one word);
-/// `sync` only transports it. `send`/`recv` are addresses in the publishing process,
-/// with their lengths in bytes: `send` may be read by peers, `recv` may be written by
-/// peers, and a rank publishes a `recv` buffer only if peers are meant to write it.
+/// `sync` only transports it, like `aux` and `aux2`. `send`/`recv` are addresses in the
+/// publishing process, with their lengths in bytes: `send` may be read by peers during
+/// the round; `recv` may be written by peers only if `recv_writable` is set, which a rank
+/// does only when its algorithm lets peers write into it (the address then comes from a
+/// unique borrow).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Call {
     pub(crate) op: u64,
@@ -74,7 +77,9 @@ pub(crate) struct Call {
     pub(crate) send_len: usize,
     pub(crate) recv: usize,
     pub(crate) recv_len: usize,
+    pub(crate) recv_writable: bool,
     pub(crate) aux: u64,
+    pub(crate) aux2: u64,
 }
 
 impl Call {
@@ -86,7 +91,9 @@ impl Call {
             self.send_len as u64,
             self.recv as u64,
             self.recv_len as u64,
+            self.recv_writable as u64,
             self.aux,
+            self.aux2,
         ]
     }
 
@@ -98,7 +105,9 @@ impl Call {
             send_len: w[3] as usize,
             recv: w[4] as usize,
             recv_len: w[5] as usize,
-            aux: w[6],
+            recv_writable: w[6] != 0,
+            aux: w[7],
+            aux2: w[8],
         }
     }
 }
@@ -237,7 +246,7 @@ impl Control {
         }
         record[STATUS].store(0, Ordering::Relaxed);
         mine.arrive.store(epoch, Ordering::Release);
-        let round = Round { ctl: self, epoch, writable: call.recv_len > 0, finished: false };
+        let round = Round { ctl: self, epoch, writable: call.recv_writable, finished: false };
         for r in 0..self.size() {
             if let Err(e) = self.wait_ge(r, |s| &s.arrive, epoch) {
                 round.forget();
@@ -311,12 +320,15 @@ impl<'c> Round<'c> {
         unsafe { RemoteBuf::new(self.ctl.pids[r], c.send, c.send_len) }
     }
 
-    /// The receive buffer local rank `r` published for peers to write.
+    /// The receive buffer local rank `r` published for peers to write. If `r` did not
+    /// mark it writable, the handle is empty and every write through it fails.
     pub(crate) fn remote_recv(&self, r: usize) -> RemoteBuf<'_, Write> {
         let c = self.call(r);
-        // SAFETY: as in `remote_send`; a rank publishes a `recv` range only when it lets
-        // peers write it during the round, and derives the address from a unique borrow.
-        unsafe { RemoteBuf::new(self.ctl.pids[r], c.recv, c.recv_len) }
+        let len = if c.recv_writable { c.recv_len } else { 0 };
+        // SAFETY: as in `remote_send`; `r` set `recv_writable` only for a range it lets
+        // peers write during the round, whose address it took from a unique borrow (an
+        // unmarked range gets length 0, which no copy can touch).
+        unsafe { RemoteBuf::new(self.ctl.pids[r], c.recv, len) }
     }
 
     /// Publishes that this rank has completed `step` of this round.
@@ -331,6 +343,23 @@ impl<'c> Round<'c> {
     /// `PeerDied` or `Timeout`.
     pub(crate) fn wait_progress(&self, r: usize, step: u32) -> Result<()> {
         self.ctl.wait_ge(r, |s| &s.progress, self.epoch << 32 | step as u64)
+    }
+
+    /// A second step counter, for ranks that are producer and consumer in one round:
+    #[allow(dead_code)] // first used by the copy-in/copy-out exchanges of issue 3
+    /// `progress` counts what a rank produced, `ack` what it consumed.
+    pub(crate) fn post_ack(&self, step: u32) {
+        self.ctl.slot(self.ctl.me).ack.store(self.epoch << 32 | step as u64, Ordering::Release);
+    }
+
+    /// Waits until local rank `r` has acknowledged `step` of this round.
+    #[allow(dead_code)] // first used by the copy-in/copy-out exchanges of issue 3
+    ///
+    /// # Errors
+    ///
+    /// `PeerDied` or `Timeout`.
+    pub(crate) fn wait_ack(&self, r: usize, step: u32) -> Result<()> {
+        self.ctl.wait_ge(r, |s| &s.ack, self.epoch << 32 | step as u64)
     }
 
     /// Ends the round: agrees with every local rank on the outcome. Returns `result` if it

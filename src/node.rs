@@ -88,8 +88,8 @@ fn all_ok(comm: &SimpleCommunicator, ok: bool) -> bool {
     all == 1
 }
 
-/// Local rank 0 creates the segment; the others map it by name; the name is removed once
-/// all have mapped it.
+/// Local rank 0 creates the segment and lays out its header; only then does it send the
+/// name, so the others map a finished layout. The name is removed once all have mapped it.
 fn map_segment(
     comm: &SimpleCommunicator,
     rank: i32,
@@ -98,38 +98,26 @@ fn map_segment(
     pids: Vec<libc::pid_t>,
     policy: WaitPolicy,
 ) -> Result<Control> {
-    let n = ranks.len();
-    let len = Control::segment_len(n, STAGE_BYTES);
+    let len = Control::segment_len(ranks.len(), STAGE_BYTES);
+    let control = |seg, init| Control::new(seg, me, ranks.clone(), pids.clone(), STAGE_BYTES, policy, init);
     let mut name = [0u8; 64];
-    let mut mine = None;
-    let created = if me == 0 {
-        match Segment::create(rank, len) {
-            Ok((seg, nm)) => {
-                name[..nm.len()].copy_from_slice(nm.as_bytes());
-                mine = Some(seg);
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
-    } else {
-        Ok(())
-    };
+    let mut ctl = None;
+    if me == 0 {
+        ctl = Some(Segment::create(rank, len).and_then(|(seg, nm)| {
+            name[..nm.len()].copy_from_slice(nm.as_bytes());
+            control(seg, true).inspect_err(|_| Segment::unlink(&nm))
+        }));
+    }
     comm.process_at_rank(0).broadcast_into(&mut name[..]);
-    let name_str = std::str::from_utf8(&name[..name.iter().position(|&b| b == 0).unwrap_or(64)])
-        .unwrap_or_default()
-        .to_owned();
-    let seg = match (created, mine) {
-        (Err(e), _) => Err(e),
-        (Ok(()), Some(seg)) => Ok(seg),
-        (Ok(()), None) if name_str.is_empty() => {
-            Err(Error::Segment { rank, op: "shm_open on local rank 0", errno: Errno::EIO })
-        }
-        (Ok(()), None) => Segment::open(rank, &name_str, len),
-    };
-    let ctl = seg.and_then(|seg| Control::new(seg, me, ranks, pids, STAGE_BYTES, policy, me == 0));
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    let name = std::str::from_utf8(&name[..end]).unwrap_or_default();
+    let ctl = ctl.unwrap_or_else(|| match name {
+        "" => Err(Error::Segment { rank, op: "creation on local rank 0", errno: Errno::EIO }),
+        _ => Segment::open(rank, name, len).and_then(|seg| control(seg, false)),
+    });
     let ok = all_ok(comm, ctl.is_ok());
-    if me == 0 && !name_str.is_empty() {
-        Segment::unlink(&name_str);
+    if me == 0 && !name.is_empty() {
+        Segment::unlink(name);
     }
     match (ok, ctl) {
         (true, Ok(ctl)) => Ok(ctl),

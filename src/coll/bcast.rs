@@ -1,85 +1,145 @@
 //! Broadcast: the root's buffer ends up in every rank's buffer.
 //!
-//! Algorithms (cost for `p` ranks and `n` bytes, with the model of the book's cost
+//! Algorithms (cost for `p` ranks and `n` bytes, with the model of the book's broadcast
 //! chapter: `alpha` per CMA call, `beta` per byte, `l` per page pinned, `s` page size,
-//! `gamma(c)` the slowdown of `c` readers pinning one process):
+//! `gamma(c)` the slowdown of `c` concurrent readers pinning one process):
 //!
 //! - [`BcastAlgorithm::DirectRead`]: the root publishes its address; every other rank
 //!   reads the whole buffer with one CMA read. `alpha + n beta + (n / s) l gamma(p - 1)`:
 //!   one copy per byte, but all `p - 1` readers pin the root's pages at once.
 //! - [`BcastAlgorithm::DirectWrite`]: every non-root publishes its address; the root
 //!   writes the buffer into each in turn. `(p - 1)(alpha + n beta + (n / s) l)`: no
-//!   contention (the root pins only its own pages, one reader at a time), but the root
-//!   does all the copies sequentially.
+//!   contention (the kernel pins one receiver's pages at a time, and each receiver's
+//!   pages only once), but the root does all the copies sequentially.
+//! - [`BcastAlgorithm::KnomialRead`] with radix `k`: a k-nomial tree rooted at the root;
+//!   a rank reads the whole buffer from its parent once the parent holds it, and the
+//!   children of one parent read in waves of at most `k - 1` (a wave starts when the
+//!   previous wave of the same parent is done), so no process ever has more than
+//!   `k - 1` readers. `ceil(log_k p) (k - 1) (alpha + n beta + (n / s) l gamma(k - 1))`
+//!   along the critical path, with `k = p` being direct read.
+//! - [`BcastAlgorithm::ScatterAllgather`]: the buffer is cut into `p` chunks (page
+//!   multiples when they are at least a page); every rank reads its own chunk from the
+//!   root (disjoint pages: no contention), then reads each other chunk from the rank that
+//!   owns it, in ring order so that each owner has one reader per step.
+//!   `p alpha + 2 n beta (p - 1) / p + (n / s) l (1 + (p - 1) / p)`, bandwidth-optimal for
+//!   large messages on many ranks.
 //! - [`BcastAlgorithm::Staged`]: copy-in/copy-out through the root's staging area in the
 //!   control segment, pipelined in two half-area chunks. Two copies per byte, no system
 //!   call, no permission: the path for small messages and for the `cico` transport.
 
 use super::{all_equal, check, op, Ctx, Kind};
 use crate::error::{Error, Result};
-use crate::sync::Call;
+use crate::sync::{Call, Round};
 use crate::transport::{cma, TransportKind};
 
 /// Messages below this many bytes take the staged path by default: a CMA call costs
 /// about as much as copying this much twice through shared memory.
 pub(crate) const DIRECT_MIN_BYTES: usize = 16 * 1024;
 
+/// From this many bytes, on nodes of at least [`SPLIT_MIN_RANKS`], the default is
+/// scatter-allgather: the root's pages are no longer pinned by every reader at once.
+/// Provisional thresholds, until the cost model chooses (see the tuning chapter).
+pub(crate) const SPLIT_MIN_BYTES: usize = 512 * 1024;
+/// See [`SPLIT_MIN_BYTES`].
+pub(crate) const SPLIT_MIN_RANKS: usize = 4;
+
+/// The radix of [`BcastAlgorithm::KnomialRead`] when a name gives none.
+pub(crate) const DEFAULT_RADIX: u32 = 4;
+
 /// How [`Comm::broadcast_into_with`](crate::Comm::broadcast_into_with) moves the data.
+///
+/// The names (for `ZCOLL_BCAST_ALGORITHM` and the benchmarks) are `auto`,
+/// `direct-read`, `direct-write`, `knomial-read[:k]`, `scatter-allgather` and `staged`.
 ///
 /// # Examples
 ///
 /// ```
 /// use zcoll::BcastAlgorithm;
 /// assert_eq!("direct-read".parse::<BcastAlgorithm>(), Ok(BcastAlgorithm::DirectRead));
-/// assert_eq!(BcastAlgorithm::Staged.to_string(), "staged");
+/// assert_eq!("knomial-read:3".parse::<BcastAlgorithm>(), Ok(BcastAlgorithm::KnomialRead { k: 3 }));
+/// assert_eq!(BcastAlgorithm::KnomialRead { k: 2 }.to_string(), "knomial-read:2");
+/// assert!("knomial-read:1".parse::<BcastAlgorithm>().is_err());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum BcastAlgorithm {
-    /// Let zcoll choose by size and transport (`ZCOLL_BCAST_ALGORITHM` overrides).
+    /// Let zcoll choose by size, node size and transport (`ZCOLL_BCAST_ALGORITHM`
+    /// overrides).
     #[default]
     Auto,
     /// Every non-root rank reads the root's buffer with one single-copy read.
     DirectRead,
-    /// Copy-in/copy-out through the control segment, pipelined.
-    Staged,
     /// The root writes its buffer into every other rank's, one after the other.
     DirectWrite,
+    /// A k-nomial tree of single-copy reads, at most `k - 1` readers per process at a
+    /// time (`k >= 2`).
+    KnomialRead {
+        /// The radix.
+        k: u32,
+    },
+    /// Scatter the buffer in `p` chunks, then gather every chunk from its owner.
+    ScatterAllgather,
+    /// Copy-in/copy-out through the control segment, pipelined.
+    Staged,
 }
 
 impl BcastAlgorithm {
-    /// Every algorithm that moves data (all but `Auto`).
-    pub const ALL: [BcastAlgorithm; 3] =
-        [BcastAlgorithm::DirectRead, BcastAlgorithm::DirectWrite, BcastAlgorithm::Staged];
+    /// Every algorithm that moves data (all but `Auto`), k-nomial with its default radix.
+    pub const ALL: [BcastAlgorithm; 5] = [
+        BcastAlgorithm::DirectRead,
+        BcastAlgorithm::DirectWrite,
+        BcastAlgorithm::KnomialRead { k: DEFAULT_RADIX },
+        BcastAlgorithm::ScatterAllgather,
+        BcastAlgorithm::Staged,
+    ];
 
-    /// The name used by `ZCOLL_BCAST_ALGORITHM` and the benchmarks.
+    /// The algorithm's name, without parameters.
     pub fn name(self) -> &'static str {
         match self {
             BcastAlgorithm::Auto => "auto",
             BcastAlgorithm::DirectRead => "direct-read",
-            BcastAlgorithm::Staged => "staged",
             BcastAlgorithm::DirectWrite => "direct-write",
+            BcastAlgorithm::KnomialRead { .. } => "knomial-read",
+            BcastAlgorithm::ScatterAllgather => "scatter-allgather",
+            BcastAlgorithm::Staged => "staged",
         }
     }
 
-    fn code(self) -> u8 {
-        self as u8
+    /// The code and parameter published in the call record.
+    fn code(self) -> (u8, u32) {
+        match self {
+            BcastAlgorithm::Auto => (0, 0),
+            BcastAlgorithm::DirectRead => (1, 0),
+            BcastAlgorithm::DirectWrite => (2, 0),
+            BcastAlgorithm::KnomialRead { k } => (3, k),
+            BcastAlgorithm::ScatterAllgather => (4, 0),
+            BcastAlgorithm::Staged => (5, 0),
+        }
     }
 
-    /// The algorithm a call of `len` bytes uses on `transport`, after `Auto` and the
-    /// environment override are resolved. Single-copy algorithms fall back to `Staged`
-    /// where the transport cannot do single copies.
-    pub(crate) fn resolve(self, len: usize, transport: TransportKind) -> Result<BcastAlgorithm> {
+    /// The algorithm a call of `len` bytes on a node of `p` ranks uses on `transport`,
+    /// after `Auto` and the environment override are resolved. Single-copy algorithms
+    /// fall back to `Staged` where the transport cannot do single copies.
+    pub(crate) fn resolve(self, len: usize, p: usize, transport: TransportKind) -> Result<BcastAlgorithm> {
         let chosen = match self {
             BcastAlgorithm::Auto => match std::env::var("ZCOLL_BCAST_ALGORITHM") {
                 Ok(v) if !v.is_empty() && v != "auto" => v.parse().map_err(|()| Error::Config {
                     name: "ZCOLL_BCAST_ALGORITHM",
                     value: v,
-                    expected: "auto, direct-read, direct-write or staged",
+                    expected:
+                        "auto, direct-read, direct-write, knomial-read[:k], scatter-allgather or staged",
                 })?,
                 _ if len < DIRECT_MIN_BYTES => BcastAlgorithm::Staged,
+                _ if len >= SPLIT_MIN_BYTES && p >= SPLIT_MIN_RANKS => BcastAlgorithm::ScatterAllgather,
                 _ => BcastAlgorithm::DirectRead,
             },
+            BcastAlgorithm::KnomialRead { k } if k < 2 => {
+                return Err(Error::Config {
+                    name: "k",
+                    value: k.to_string(),
+                    expected: "a radix of at least 2",
+                })
+            }
             explicit => explicit,
         };
         Ok(match (chosen, transport) {
@@ -91,14 +151,31 @@ impl BcastAlgorithm {
 
 impl std::fmt::Display for BcastAlgorithm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        match self {
+            BcastAlgorithm::KnomialRead { k } => write!(f, "{}:{k}", self.name()),
+            _ => f.write_str(self.name()),
+        }
     }
 }
 
 impl std::str::FromStr for BcastAlgorithm {
     type Err = ();
     fn from_str(s: &str) -> std::result::Result<Self, ()> {
-        std::iter::once(BcastAlgorithm::Auto).chain(BcastAlgorithm::ALL).find(|a| a.name() == s).ok_or(())
+        let (name, k) = match s.split_once(':') {
+            Some((name, k)) => (name, Some(k.parse::<u32>().map_err(drop)?)),
+            None => (s, None),
+        };
+        match (name, k) {
+            ("knomial-read", k) => match k.unwrap_or(DEFAULT_RADIX) {
+                k if k >= 2 => Ok(BcastAlgorithm::KnomialRead { k }),
+                _ => Err(()),
+            },
+            (_, Some(_)) => Err(()),
+            (name, None) => std::iter::once(BcastAlgorithm::Auto)
+                .chain(BcastAlgorithm::ALL)
+                .find(|a| a.name() == name)
+                .ok_or(()),
+        }
     }
 }
 
@@ -115,13 +192,13 @@ pub(crate) fn bcast(
     src: usize,
     algorithm: BcastAlgorithm,
 ) -> Result<()> {
-    let algorithm = algorithm.resolve(buf.len(), ctx.transport);
-    let code = algorithm.as_ref().map(|a| a.code()).unwrap_or(0);
+    let algorithm = algorithm.resolve(buf.len(), ctx.ctl.size(), ctx.transport);
+    let (code, param) = algorithm.as_ref().map(|a| a.code()).unwrap_or((0, 0));
     let len = buf.len();
     // Only the direct-write receivers let a peer write into their buffer.
     let written = algorithm == Ok(BcastAlgorithm::DirectWrite) && ctx.ctl.me() != src;
     let call = Call {
-        op: op(Kind::Bcast, code, 0),
+        op: op(Kind::Bcast, code, param),
         root: root as i64,
         send: buf.as_ptr() as usize,
         send_len: len,
@@ -145,15 +222,89 @@ pub(crate) fn bcast(
             move |errno| Error::Transport { rank, peer, op, errno }
         };
         match algorithm {
-            BcastAlgorithm::DirectRead if round.me() != src => {
-                cma::read(&round.remote_send(src), 0, buf).map_err(failed(src, "cma read"))
-            }
+            BcastAlgorithm::DirectRead if round.me() != src => read_from(&round, src, 0, buf),
             BcastAlgorithm::DirectWrite if round.me() == src => (0..round.size())
                 .filter(|&r| r != src)
                 .try_for_each(|r| cma::write(buf, &round.remote_recv(r), 0).map_err(failed(r, "cma write"))),
             BcastAlgorithm::DirectRead | BcastAlgorithm::DirectWrite => Ok(()),
-            _ => round.stage_bcast(src, buf),
+            BcastAlgorithm::KnomialRead { k } => knomial_read(&round, src, buf, k as usize),
+            BcastAlgorithm::ScatterAllgather => scatter_allgather(&round, src, buf),
+            BcastAlgorithm::Staged | BcastAlgorithm::Auto => round.stage_bcast(src, buf),
         }
     });
     round.finish(moved)
 }
+
+/// Reads `dst.len()` bytes at `offset` of local rank `peer`'s published buffer.
+fn read_from(round: &Round<'_>, peer: usize, offset: usize, dst: &mut [u8]) -> Result<()> {
+    cma::read(&round.remote_send(peer), offset, dst).map_err(|errno| Error::Transport {
+        rank: round.rank_of(round.me()),
+        peer: round.rank_of(peer),
+        op: "cma read",
+        errno,
+    })
+}
+
+/// The k-nomial read tree. Ranks are numbered relative to the root (`v`); the parent of
+/// `v` clears its lowest non-zero base-`k` digit, at place `place`. The children of one
+/// parent at place `place * k` read before those at `place`, so a child waits for its
+/// parent to hold the data and for the previous wave of its parent's children to be done.
+/// `progress` 1 means "I hold the whole buffer".
+fn knomial_read(round: &Round<'_>, src: usize, buf: &mut [u8], k: usize) -> Result<()> {
+    let p = round.size();
+    let v = (round.me() + p - src) % p;
+    if v != 0 {
+        let mut place = 1;
+        while (v / place) % k == 0 {
+            place *= k;
+        }
+        let parent_v = v - (v / place % k) * place;
+        let parent = (parent_v + src) % p;
+        round.wait_progress(parent, 1)?;
+        let up = place * k;
+        if parent_v % (up * k) == 0 {
+            for sibling_v in (1..k).map(|j| parent_v + j * up).take_while(|&s| s < p) {
+                round.wait_progress((sibling_v + src) % p, 1)?;
+            }
+        }
+        read_from(round, parent, 0, buf)?;
+    }
+    round.post_progress(1);
+    Ok(())
+}
+
+/// Scatter-allgather: chunk `v` belongs to the rank `v` places after the root, which
+/// reads it from the root first (`progress` 1 means "I hold my chunk"); then every rank
+/// reads chunk `v - s` from its owner at step `s`.
+fn scatter_allgather(round: &Round<'_>, src: usize, buf: &mut [u8]) -> Result<()> {
+    let p = round.size();
+    let n = buf.len();
+    let v = (round.me() + p - src) % p;
+    let chunk = match n.div_ceil(p) {
+        c if c >= PAGE => c.div_ceil(PAGE) * PAGE,
+        c => c.max(1),
+    };
+    let range = |v: usize| (v * chunk).min(n)..((v + 1) * chunk).min(n);
+    if v != 0 {
+        let mine = range(v);
+        read_from(round, src, mine.start, &mut buf[mine])?;
+    }
+    round.post_progress(1);
+    if v == 0 {
+        return Ok(());
+    }
+    for s in 1..p {
+        let owner_v = (v + p - s) % p;
+        let r = range(owner_v);
+        if r.is_empty() {
+            continue;
+        }
+        let owner = (owner_v + src) % p;
+        round.wait_progress(owner, 1)?;
+        read_from(round, owner, r.start, &mut buf[r])?;
+    }
+    Ok(())
+}
+
+/// The page size the chunks are cut at.
+const PAGE: usize = 4096;

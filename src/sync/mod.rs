@@ -15,8 +15,10 @@
 //!    local rank's `done`, and fails with `PeerFailed` if another rank failed. Only then
 //!    may it return, so no peer touches its buffers after the call.
 //!
-//! Flags are sequence numbers that only grow (the epoch, or `epoch << 32 | step`), so
-//! nothing is ever reset between calls. The `Call` record is double-buffered by epoch
+//! Flags are sequence numbers that only grow, so nothing is ever reset between calls:
+//! `arrive` and `done` hold the epoch (64 bits: they never wrap), `progress` and `ack`
+//! hold the epoch's low 32 bits above a 32-bit step, compared as serial numbers
+//! (RFC 1982), which is sound because no two ranks are ever more than two rounds apart. The `Call` record is double-buffered by epoch
 //! parity: a rank can only overwrite the record of round `e` when it starts round `e + 2`,
 //! which needs every rank to have arrived at `e + 1`, which they only do after finishing
 //! round `e`.
@@ -227,8 +229,17 @@ impl Control {
     }
 
     fn wait_ge(&self, r: usize, flag: impl Fn(&Slot) -> &AtomicU64, target: u64) -> Result<()> {
+        self.wait_flag(r, flag, |v| v >= target)
+    }
+
+    fn wait_flag(
+        &self,
+        r: usize,
+        flag: impl Fn(&Slot) -> &AtomicU64,
+        ready: impl Fn(u64) -> bool,
+    ) -> Result<()> {
         let slot = self.slot(r);
-        wait::wait_until(&self.policy, self.peer(r), || flag(slot).load(Ordering::Acquire) >= target)
+        wait::wait_until(&self.policy, self.peer(r), || ready(flag(slot).load(Ordering::Acquire)))
     }
 
     /// Starts a collective: publishes `call` and waits until every local rank has arrived.
@@ -246,10 +257,15 @@ impl Control {
         }
         record[STATUS].store(0, Ordering::Relaxed);
         mine.arrive.store(epoch, Ordering::Release);
-        let round = Round { ctl: self, epoch, writable: call.recv_writable, finished: false };
+        let mut round = Round { ctl: self, epoch, writable: call.recv_writable, finished: false };
         for r in 0..self.size() {
             if let Err(e) = self.wait_ge(r, |s| &s.arrive, epoch) {
-                round.forget();
+                // We arrived, so a peer may already be copying: we cannot wait for it (the
+                // wait just failed), so say we failed and are done, without waiting.
+                round.finished = true;
+                round.guard(&e);
+                mine.call[(epoch % 2) as usize][STATUS].store(1, Ordering::Relaxed);
+                mine.done.store(epoch, Ordering::Release);
                 return Err(e);
             }
         }
@@ -272,6 +288,18 @@ impl Control {
         }
         Ok(())
     }
+}
+
+/// A `progress`/`ack` value: the epoch's low 32 bits above the step.
+fn stamp(epoch: u64, step: u32) -> u64 {
+    (epoch as u32 as u64) << 32 | step as u64
+}
+
+/// Whether stamp `seen` is at or past stamp `want`: epochs compare as 32-bit serial
+/// numbers, steps plainly.
+fn reached(seen: u64, want: u64) -> bool {
+    let ahead = ((seen >> 32) as u32).wrapping_sub((want >> 32) as u32) as i32;
+    ahead > 0 || (ahead == 0 && seen as u32 >= want as u32)
 }
 
 /// One collective call in progress. Created by [`Control::begin`]; ended by
@@ -333,7 +361,7 @@ impl<'c> Round<'c> {
 
     /// Publishes that this rank has completed `step` of this round.
     pub(crate) fn post_progress(&self, step: u32) {
-        self.ctl.slot(self.ctl.me).progress.store(self.epoch << 32 | step as u64, Ordering::Release);
+        self.ctl.slot(self.ctl.me).progress.store(stamp(self.epoch, step), Ordering::Release);
     }
 
     /// Waits until local rank `r` has completed `step` of this round.
@@ -342,14 +370,14 @@ impl<'c> Round<'c> {
     ///
     /// `PeerDied` or `Timeout`.
     pub(crate) fn wait_progress(&self, r: usize, step: u32) -> Result<()> {
-        self.ctl.wait_ge(r, |s| &s.progress, self.epoch << 32 | step as u64)
+        self.ctl.wait_flag(r, |s| &s.progress, |v| reached(v, stamp(self.epoch, step)))
     }
 
     /// A second step counter, for ranks that are producer and consumer in one round:
     #[allow(dead_code)] // first used by the copy-in/copy-out exchanges of issue 3
     /// `progress` counts what a rank produced, `ack` what it consumed.
     pub(crate) fn post_ack(&self, step: u32) {
-        self.ctl.slot(self.ctl.me).ack.store(self.epoch << 32 | step as u64, Ordering::Release);
+        self.ctl.slot(self.ctl.me).ack.store(stamp(self.epoch, step), Ordering::Release);
     }
 
     /// Waits until local rank `r` has acknowledged `step` of this round.
@@ -359,7 +387,7 @@ impl<'c> Round<'c> {
     ///
     /// `PeerDied` or `Timeout`.
     pub(crate) fn wait_ack(&self, r: usize, step: u32) -> Result<()> {
-        self.ctl.wait_ge(r, |s| &s.ack, self.epoch << 32 | step as u64)
+        self.ctl.wait_flag(r, |s| &s.ack, |v| reached(v, stamp(self.epoch, step)))
     }
 
     /// Ends the round: agrees with every local rank on the outcome. Returns `result` if it
@@ -376,18 +404,20 @@ impl<'c> Round<'c> {
 
     fn end(&self, failed: bool) -> Result<()> {
         let end = self.ctl.end(self.epoch, failed);
-        if let (true, Err(e @ Error::Timeout { .. })) = (self.writable, &end) {
-            // A live peer may still write into our buffer: returning would let it write
-            // into memory we no longer own. Stop here, as a leaked MPI request does.
-            eprintln!("zcoll: {e}; aborting, since the peer may still write into this process");
-            std::process::abort();
+        if let Err(e) = &end {
+            self.guard(e);
         }
         end
     }
 
-    /// Marks the round over without waiting, for a caller that already failed to arrive.
-    fn forget(mut self) {
-        self.finished = true;
+    /// Aborts the process if a wait timed out while a live peer may still write into our
+    /// buffer: returning would let it write into memory we no longer own. (A dead peer
+    /// writes nothing.) This is what a leaked MPI request does, too.
+    fn guard(&self, e: &Error) {
+        if self.writable && matches!(e, Error::Timeout { .. }) {
+            eprintln!("zcoll: {e}; aborting, since the peer may still write into this process");
+            std::process::abort();
+        }
     }
 }
 
@@ -425,6 +455,19 @@ mod tests {
                     .unwrap()
             })
             .collect()
+    }
+
+    #[test]
+    fn step_stamps_survive_epoch_wrap_around() {
+        for e in [1u64, 7, u32::MAX as u64 - 1, u32::MAX as u64, 1 << 32, (1 << 40) + 5] {
+            assert!(reached(stamp(e, 3), stamp(e, 3)));
+            assert!(reached(stamp(e, 4), stamp(e, 3)));
+            assert!(!reached(stamp(e, 2), stamp(e, 3)));
+            // The previous round's last step never satisfies this round's first.
+            assert!(!reached(stamp(e - 1, u32::MAX), stamp(e, 0)));
+            assert!(reached(stamp(e + 1, 0), stamp(e, u32::MAX)));
+        }
+        assert!(!reached(0, stamp(1, 0)));
     }
 
     #[test]

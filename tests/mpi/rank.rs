@@ -110,13 +110,22 @@ fn check_bcast<T: Pod>(
     assert!(tail.iter().all(|&b| b == GUARD_BYTE), "bcast n={n} root={root} {algo}: wrote past the buffer");
 }
 
+/// Every broadcast algorithm, with the k-nomial radix at 2, 3, 4 and p.
+fn bcast_algorithms(p: i32) -> Vec<BcastAlgorithm> {
+    let mut all: Vec<_> = std::iter::once(BcastAlgorithm::Auto).chain(BcastAlgorithm::ALL).collect();
+    for k in [2, 3, p.max(2) as u32] {
+        all.push(BcastAlgorithm::KnomialRead { k });
+    }
+    all
+}
+
 fn bcast(world: &SimpleCommunicator, comm: &Comm) {
     let p = world.size();
     let mut seed = 1u64;
     for n in [0usize, 1, 7, 4095, 4097, (1 << 20) + 3, 16 << 20] {
         let roots: Vec<i32> = if n >= 1 << 20 { vec![0, p - 1] } else { (0..p).collect() };
         for &root in roots.iter().take(if n >= 1 << 20 && p == 1 { 1 } else { roots.len() }) {
-            for algo in std::iter::once(BcastAlgorithm::Auto).chain(BcastAlgorithm::ALL) {
+            for algo in bcast_algorithms(p) {
                 seed += 1;
                 check_bcast::<u8>(world, comm, n, root, algo, seed);
             }
@@ -124,7 +133,7 @@ fn bcast(world: &SimpleCommunicator, comm: &Comm) {
     }
     for (i, n) in [1usize, 3, 1001, 70_001].into_iter().enumerate() {
         let root = (i as i32 * 7 + 1) % p;
-        for algo in std::iter::once(BcastAlgorithm::Auto).chain(BcastAlgorithm::ALL) {
+        for algo in bcast_algorithms(p) {
             seed += 1;
             check_bcast::<u32>(world, comm, n, root, algo, seed);
             check_bcast::<f64>(world, comm, n, root, algo, seed);
@@ -225,7 +234,7 @@ fn refused_cma(world: &SimpleCommunicator) {
         assert_eq!(comm.info().transport, TransportKind::Cico, "{}", comm.info());
         assert!(comm.info().reason.contains("may not read local rank 1"), "{}", comm.info().reason);
         for (i, n) in [0usize, 1, 4097, 100_000].into_iter().enumerate() {
-            for algo in std::iter::once(BcastAlgorithm::Auto).chain(BcastAlgorithm::ALL) {
+            for algo in bcast_algorithms(world.size()) {
                 check_bcast::<u8>(world, &comm, n, (i as i32) % world.size(), algo, i as u64);
             }
         }

@@ -193,7 +193,7 @@ impl Comm {
         if self.hier.nodes() > 1 {
             return self.hier.bcast(&self.parent, &self.ctx(), bytes, root, algorithm);
         }
-        coll::bcast::bcast(&self.ctx(), bytes, root, self.hier.local_of(root), algorithm)
+        coll::bcast::bcast(&self.ctx(), bytes, root, self.hier.local_of(root), algorithm, None)
     }
 }
 

@@ -120,6 +120,14 @@ pub enum Error {
         /// What it accepts.
         expected: &'static str,
     },
+    /// The control segment holds what this rank's protocol did not expect: a bug, or a
+    /// rank of another zcoll version on the node.
+    Protocol {
+        /// The rank reporting the error.
+        rank: i32,
+        /// What it found.
+        what: String,
+    },
     /// The operation is not available with this transport, shape or configuration.
     Unsupported {
         /// The rank reporting the error.
@@ -142,6 +150,7 @@ impl Error {
             | Error::Timeout { rank, .. }
             | Error::Transport { rank, .. }
             | Error::Segment { rank, .. }
+            | Error::Protocol { rank, .. }
             | Error::Unsupported { rank, .. } => Some(rank),
             Error::Config { .. } => None,
         }
@@ -181,6 +190,7 @@ impl fmt::Display for Error {
             Error::Config { name, value, expected } => {
                 write!(f, "{name}={value:?} is not understood: expected {expected}")
             }
+            Error::Protocol { rank, what } => write!(f, "rank {rank}: protocol violation: {what}"),
             Error::Unsupported { rank, what } => write!(f, "rank {rank}: unsupported: {what}"),
         }
     }

@@ -109,8 +109,9 @@ impl Hierarchy {
         }
     }
 
-    /// Broadcast over several nodes: the root's node first, then the leaders over MPI,
-    /// then every other node from its leader.
+    /// Broadcast over several nodes: the root's node first; then the leaders over MPI in
+    /// chunks, while every other node reads behind its leader through its message counter
+    /// (the pipelined broadcast), so the network leg and the node's copies overlap.
     pub(crate) fn bcast(
         &self,
         parent: &SimpleCommunicator,
@@ -121,16 +122,22 @@ impl Hierarchy {
     ) -> Result<()> {
         self.check(parent, coll::Kind::Bcast, root, buf.len())?;
         let root_node = self.node_of[root as usize];
-        let mut result = Ok(());
-        if root_node == self.my_node {
-            result = coll::bcast::bcast(ctx, buf, root, self.local_of(root), algorithm);
-        }
-        if let Some(leaders) = &self.leaders {
-            leaders.process_at_rank(root_node as i32).broadcast_into(buf);
-        }
-        if root_node != self.my_node {
-            result = coll::bcast::bcast(ctx, buf, root, 0, algorithm);
-        }
+        let chunk = algorithm.feed_chunk();
+        let from_network = |piece: &mut [u8]| {
+            if let Some(leaders) = &self.leaders {
+                leaders.process_at_rank(root_node as i32).broadcast_into(piece);
+            }
+            Ok(())
+        };
+        let result = if root_node == self.my_node {
+            let result = coll::bcast::bcast(ctx, buf, root, self.local_of(root), algorithm, None);
+            // The leader now holds the data: send it on, in the chunks the others expect.
+            let mut send = from_network;
+            buf.chunks_mut(chunk).try_for_each(&mut send).and(result)
+        } else {
+            let mut receive = from_network;
+            coll::bcast::bcast(ctx, buf, root, 0, algorithm, Some(&mut receive))
+        };
         self.agree(parent, result)
     }
 

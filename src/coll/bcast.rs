@@ -23,9 +23,19 @@
 //!   owns it, in ring order so that each owner has one reader per step.
 //!   `p alpha + 2 n beta (p - 1) / p + (n / s) l (1 + (p - 1) / p)`, bandwidth-optimal for
 //!   large messages on many ranks.
+//! - [`BcastAlgorithm::Pipelined`]: message counters (Blue Gene/P): the root publishes
+//!   how many chunks of its buffer are ready; readers read each chunk as soon as it is,
+//!   and tell the root when they are done. Inside one node every chunk is ready at once
+//!   (direct read in chunks); across nodes the node leader's chunks arrive from the
+//!   network one by one, and the node reads behind it, overlapping the two legs.
+//!   `alpha ceil(n / chunk) + n beta + ...` after the first chunk's latency.
+//! - [`BcastAlgorithm::Fifo`]: copy-in/copy-out through the node's Bcast FIFO (Blue
+//!   Gene/P): the root writes 8 KiB packets as far ahead as the 16-slot ring allows, every
+//!   reader copies each out, the last one frees the slot. No system call; the default
+//!   for small messages.
 //! - [`BcastAlgorithm::Staged`]: copy-in/copy-out through the root's staging area in the
 //!   control segment, pipelined in two half-area chunks. Two copies per byte, no system
-//!   call, no permission: the path for small messages and for the `cico` transport.
+//!   call, no permission: the path for large messages on the `cico` transport.
 
 use super::{all_equal, check, op, Ctx, Kind};
 use crate::error::{Error, Result};
@@ -46,10 +56,19 @@ pub(crate) const SPLIT_MIN_RANKS: usize = 4;
 /// The radix of [`BcastAlgorithm::KnomialRead`] when a name gives none.
 pub(crate) const DEFAULT_RADIX: u32 = 4;
 
+/// The chunk of [`BcastAlgorithm::Pipelined`] when a name gives none: large enough that
+/// a network message per chunk costs little, small enough that the node starts early.
+pub(crate) const DEFAULT_CHUNK: u32 = 256 * 1024;
+
+/// Fills a chunk of the buffer at the source (with data from the network): the
+/// pipelined broadcast calls it on each chunk, in order, before publishing it.
+pub(crate) type Feed<'f> = &'f mut dyn FnMut(&mut [u8]) -> Result<()>;
+
 /// How [`Comm::broadcast_into_with`](crate::Comm::broadcast_into_with) moves the data.
 ///
 /// The names (for `ZCOLL_BCAST_ALGORITHM` and the benchmarks) are `auto`,
-/// `direct-read`, `direct-write`, `knomial-read[:k]`, `scatter-allgather` and `staged`.
+/// `direct-read`, `direct-write`, `knomial-read[:k]`, `scatter-allgather`,
+/// `pipelined[:chunk bytes]`, `fifo` and `staged`.
 ///
 /// # Examples
 ///
@@ -79,17 +98,37 @@ pub enum BcastAlgorithm {
     },
     /// Scatter the buffer in `p` chunks, then gather every chunk from its owner.
     ScatterAllgather,
-    /// Copy-in/copy-out through the control segment, pipelined.
+    /// Readers follow the root's message counter chunk by chunk (`chunk` bytes, at least
+    /// one page).
+    Pipelined {
+        /// The chunk in bytes.
+        chunk: u32,
+    },
+    /// Copy-in/copy-out through the node's Bcast FIFO.
+    Fifo,
+    /// Copy-in/copy-out through the root's staging area, pipelined.
     Staged,
 }
 
 impl BcastAlgorithm {
+    /// The chunk a feed fills at a time: the pipelined algorithm's, else the default.
+    /// Every node leader of a broadcast derives the same value from the same algorithm,
+    /// so their network messages match.
+    pub(crate) fn feed_chunk(self) -> usize {
+        match self {
+            BcastAlgorithm::Pipelined { chunk } => chunk as usize,
+            _ => DEFAULT_CHUNK as usize,
+        }
+    }
+
     /// Every algorithm that moves data (all but `Auto`), k-nomial with its default radix.
-    pub const ALL: [BcastAlgorithm; 5] = [
+    pub const ALL: [BcastAlgorithm; 7] = [
         BcastAlgorithm::DirectRead,
         BcastAlgorithm::DirectWrite,
         BcastAlgorithm::KnomialRead { k: DEFAULT_RADIX },
         BcastAlgorithm::ScatterAllgather,
+        BcastAlgorithm::Pipelined { chunk: DEFAULT_CHUNK },
+        BcastAlgorithm::Fifo,
         BcastAlgorithm::Staged,
     ];
 
@@ -101,6 +140,8 @@ impl BcastAlgorithm {
             BcastAlgorithm::DirectWrite => "direct-write",
             BcastAlgorithm::KnomialRead { .. } => "knomial-read",
             BcastAlgorithm::ScatterAllgather => "scatter-allgather",
+            BcastAlgorithm::Pipelined { .. } => "pipelined",
+            BcastAlgorithm::Fifo => "fifo",
             BcastAlgorithm::Staged => "staged",
         }
     }
@@ -114,6 +155,8 @@ impl BcastAlgorithm {
             BcastAlgorithm::KnomialRead { k } => (3, k),
             BcastAlgorithm::ScatterAllgather => (4, 0),
             BcastAlgorithm::Staged => (5, 0),
+            BcastAlgorithm::Pipelined { chunk } => (6, chunk),
+            BcastAlgorithm::Fifo => (7, 0),
         }
     }
 
@@ -126,13 +169,16 @@ impl BcastAlgorithm {
                 Ok(v) if !v.is_empty() && v != "auto" => v.parse().map_err(|()| Error::Config {
                     name: "ZCOLL_BCAST_ALGORITHM",
                     value: v,
-                    expected:
-                        "auto, direct-read, direct-write, knomial-read[:k], scatter-allgather or staged",
+                    expected: "auto, direct-read, direct-write, knomial-read[:k], scatter-allgather, \
+                               pipelined[:bytes], fifo or staged",
                 })?,
-                _ if len < DIRECT_MIN_BYTES => BcastAlgorithm::Staged,
+                _ if len < DIRECT_MIN_BYTES => BcastAlgorithm::Fifo,
                 _ if len >= SPLIT_MIN_BYTES && p >= SPLIT_MIN_RANKS => BcastAlgorithm::ScatterAllgather,
                 _ => BcastAlgorithm::DirectRead,
             },
+            explicit => explicit,
+        };
+        match chosen {
             BcastAlgorithm::KnomialRead { k } if k < 2 => {
                 return Err(Error::Config {
                     name: "k",
@@ -140,9 +186,17 @@ impl BcastAlgorithm {
                     expected: "a radix of at least 2",
                 })
             }
-            explicit => explicit,
-        };
+            BcastAlgorithm::Pipelined { chunk } if (chunk as usize) < PAGE => {
+                return Err(Error::Config {
+                    name: "chunk",
+                    value: chunk.to_string(),
+                    expected: "at least 4096 bytes",
+                })
+            }
+            _ => {}
+        }
         Ok(match (chosen, transport) {
+            (BcastAlgorithm::Fifo, _) => BcastAlgorithm::Fifo,
             (BcastAlgorithm::Auto, _) | (_, TransportKind::Cico) => BcastAlgorithm::Staged,
             (a, _) => a,
         })
@@ -153,6 +207,7 @@ impl std::fmt::Display for BcastAlgorithm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             BcastAlgorithm::KnomialRead { k } => write!(f, "{}:{k}", self.name()),
+            BcastAlgorithm::Pipelined { chunk } => write!(f, "{}:{chunk}", self.name()),
             _ => f.write_str(self.name()),
         }
     }
@@ -170,6 +225,10 @@ impl std::str::FromStr for BcastAlgorithm {
                 k if k >= 2 => Ok(BcastAlgorithm::KnomialRead { k }),
                 _ => Err(()),
             },
+            ("pipelined", chunk) => match chunk.unwrap_or(DEFAULT_CHUNK) {
+                chunk if chunk as usize >= PAGE => Ok(BcastAlgorithm::Pipelined { chunk }),
+                _ => Err(()),
+            },
             (_, Some(_)) => Err(()),
             (name, None) => std::iter::once(BcastAlgorithm::Auto)
                 .chain(BcastAlgorithm::ALL)
@@ -180,19 +239,32 @@ impl std::str::FromStr for BcastAlgorithm {
 }
 
 /// Broadcasts `buf` from local rank `src` to the node. `root` is the root as the user
-/// gave it (a rank of the whole communicator), published for the checks.
+/// gave it (a rank of the whole communicator), published for the checks. With `feed`,
+/// the source's buffer is not ready yet: `feed` fills it chunk by chunk, and the node
+/// reads behind it (the pipelined algorithm; on `cico` nodes the source feeds the whole
+/// buffer first).
 ///
 /// # Errors
 ///
-/// The checks' errors, a transport error, or a peer's failure, on every rank of the node.
+/// The checks' errors, a transport error, a feed's error, or a peer's failure, on every
+/// rank of the node.
 pub(crate) fn bcast(
     ctx: &Ctx<'_>,
     buf: &mut [u8],
     root: i32,
     src: usize,
     algorithm: BcastAlgorithm,
+    mut feed: Option<Feed<'_>>,
 ) -> Result<()> {
-    let algorithm = algorithm.resolve(buf.len(), ctx.ctl.size(), ctx.transport);
+    let feed_chunk = algorithm.feed_chunk();
+    let algorithm = match (feed.is_some(), ctx.transport, algorithm) {
+        (true, TransportKind::Cma, BcastAlgorithm::Pipelined { chunk }) => {
+            Ok(BcastAlgorithm::Pipelined { chunk })
+        }
+        (true, TransportKind::Cma, _) => Ok(BcastAlgorithm::Pipelined { chunk: DEFAULT_CHUNK }),
+        (true, _, _) => Ok(BcastAlgorithm::Staged),
+        (false, transport, a) => a.resolve(buf.len(), ctx.ctl.size(), transport),
+    };
     let (code, param) = algorithm.as_ref().map(|a| a.code()).unwrap_or((0, 0));
     let len = buf.len();
     // Only the direct-write receivers let a peer write into their buffer.
@@ -229,10 +301,59 @@ pub(crate) fn bcast(
             BcastAlgorithm::DirectRead | BcastAlgorithm::DirectWrite => Ok(()),
             BcastAlgorithm::KnomialRead { k } => knomial_read(&round, src, buf, k as usize),
             BcastAlgorithm::ScatterAllgather => scatter_allgather(&round, src, buf),
-            BcastAlgorithm::Staged | BcastAlgorithm::Auto => round.stage_bcast(src, buf),
+            BcastAlgorithm::Pipelined { chunk } => pipelined(&round, src, buf, chunk as usize, feed.take()),
+            BcastAlgorithm::Fifo => round.fifo_bcast(src, buf),
+            BcastAlgorithm::Staged | BcastAlgorithm::Auto => match feed.take() {
+                Some(feed) if round.me() == src => {
+                    feed_all(buf, feed_chunk, feed).and_then(|()| round.stage_bcast(src, buf))
+                }
+                _ => round.stage_bcast(src, buf),
+            },
         }
     });
+    // A source on a node of one still has to take its data off the network.
+    let moved = match (moved, feed) {
+        (Ok(()), Some(feed)) if round.size() == 1 => feed_all(buf, feed_chunk, feed),
+        (moved, _) => moved,
+    };
     round.finish(moved)
+}
+
+/// Feeds the whole buffer, chunk by chunk.
+fn feed_all(buf: &mut [u8], chunk: usize, feed: Feed<'_>) -> Result<()> {
+    buf.chunks_mut(chunk).try_for_each(feed)
+}
+
+/// The message-counter broadcast: the source publishes `progress = c` once `c` chunks are
+/// ready (feeding each first, if it has a feed), readers read each chunk as soon as it is
+/// ready and complete the source's counter at the end; the source returns its buffer to
+/// the caller only when all `p - 1` have completed.
+fn pipelined(
+    round: &Round<'_>,
+    src: usize,
+    buf: &mut [u8],
+    chunk: usize,
+    feed: Option<Feed<'_>>,
+) -> Result<()> {
+    let p = round.size();
+    if round.me() == src {
+        match feed {
+            Some(feed) => {
+                for (c, piece) in buf.chunks_mut(chunk).enumerate() {
+                    feed(piece)?;
+                    round.post_ready(c as u32 + 1);
+                }
+            }
+            None => round.post_ready(buf.len().div_ceil(chunk) as u32),
+        }
+        return round.wait_completions(p as u64 - 1);
+    }
+    for (c, piece) in buf.chunks_mut(chunk).enumerate() {
+        round.wait_ready(src, c as u32 + 1)?;
+        read_from(round, src, c * chunk, piece)?;
+    }
+    round.complete(src);
+    Ok(())
 }
 
 /// Reads `dst.len()` bytes at `offset` of local rank `peer`'s published buffer.

@@ -27,6 +27,8 @@
 
 #![allow(unsafe_code)]
 
+mod counter;
+pub(crate) mod fifo;
 mod stage;
 pub(crate) mod wait;
 
@@ -60,6 +62,8 @@ pub(crate) struct Slot {
     done: CachePadded<AtomicU64>,
     progress: CachePadded<AtomicU64>,
     ack: CachePadded<AtomicU64>,
+    /// The message counter's completion count: readers add to it, its owner waits on it.
+    completed: CachePadded<AtomicU64>,
     call: [CachePadded<[AtomicU64; WORDS]>; 2],
 }
 
@@ -125,6 +129,12 @@ pub(crate) struct Control {
     stage_bytes: usize,
     epoch: Cell<u64>,
     policy: WaitPolicy,
+    /// This rank's position in the node's Bcast FIFO.
+    bcast_cursor: fifo::Cursor,
+    /// This rank's position in its own point-to-point FIFO.
+    p2p_cursor: fifo::Cursor,
+    /// How many completions this rank's message counter has been owed so far.
+    owed: Cell<u64>,
 }
 
 const fn round_up(x: usize, to: usize) -> usize {
@@ -132,12 +142,29 @@ const fn round_up(x: usize, to: usize) -> usize {
 }
 
 const PAGE: usize = 4096;
+/// The bytes of one point-to-point ring, page aligned.
+const P2P_RING: usize = round_up(fifo::ring_bytes(fifo::P2P_SLOTS, fifo::P2P_PAYLOAD), PAGE);
 const SLOTS_OFFSET: usize = round_up(std::mem::size_of::<Head>(), 128);
 
 impl Control {
-    /// The segment size for `n` local ranks with `stage_bytes` of staging each.
+    /// The segment size for `n` local ranks with `stage_bytes` of staging each: the
+    /// header and slots, the staging areas, the Bcast FIFO, and one point-to-point FIFO
+    /// per rank.
     pub(crate) fn segment_len(n: usize, stage_bytes: usize) -> usize {
-        round_up(SLOTS_OFFSET + n * std::mem::size_of::<Slot>(), PAGE) + n * stage_bytes
+        Control::p2p_offset(n, stage_bytes) + n * P2P_RING
+    }
+
+    fn stage_offset(n: usize) -> usize {
+        round_up(SLOTS_OFFSET + n * std::mem::size_of::<Slot>(), PAGE)
+    }
+
+    fn bcast_offset(n: usize, stage_bytes: usize) -> usize {
+        Control::stage_offset(n) + n * stage_bytes
+    }
+
+    fn p2p_offset(n: usize, stage_bytes: usize) -> usize {
+        Control::bcast_offset(n, stage_bytes)
+            + round_up(fifo::ring_bytes(fifo::BCAST_SLOTS, fifo::BCAST_PAYLOAD), PAGE)
     }
 
     /// Wraps a mapped segment. The creator (`init = true`) writes the header; the others
@@ -161,7 +188,18 @@ impl Control {
         if seg.len() < Control::segment_len(n, stage_bytes) {
             return Err(bad(ranks[me]));
         }
-        let ctl = Control { seg, me, ranks, pids, stage_bytes, epoch: Cell::new(0), policy };
+        let ctl = Control {
+            seg,
+            me,
+            ranks,
+            pids,
+            stage_bytes,
+            epoch: Cell::new(0),
+            policy,
+            bcast_cursor: fifo::Cursor::default(),
+            p2p_cursor: fifo::Cursor::default(),
+            owed: Cell::new(0),
+        };
         let head = ctl.head();
         let expect = [MAGIC, n as u64, stage_bytes as u64, std::mem::size_of::<Slot>() as u64];
         let fields = [&head.magic, &head.ranks, &head.stage_bytes, &head.slot_bytes];
@@ -218,10 +256,40 @@ impl Control {
     /// The staging area of local rank `r`: `stage_bytes` bytes, page aligned.
     fn stage(&self, r: usize) -> *mut u8 {
         assert!(r < self.size());
-        let base = round_up(SLOTS_OFFSET + self.size() * std::mem::size_of::<Slot>(), PAGE);
         // SAFETY: `segment_len` reserves `size()` staging areas of `stage_bytes` after the
         // slots, so the offset stays inside the mapping.
-        unsafe { self.seg.as_ptr().add(base + r * self.stage_bytes) }
+        unsafe { self.seg.as_ptr().add(Control::stage_offset(self.size()) + r * self.stage_bytes) }
+    }
+
+    /// The node's Bcast FIFO: every packet is read by every other local rank.
+    pub(crate) fn bcast_fifo(&self) -> fifo::Fifo<'_> {
+        let offset = Control::bcast_offset(self.size(), self.stage_bytes);
+        // SAFETY: `segment_len` reserves the ring at this page-aligned offset, and every
+        // rank uses it only as the Bcast FIFO.
+        unsafe {
+            fifo::Fifo::new(
+                self,
+                self.seg.as_ptr().add(offset),
+                fifo::BCAST_SLOTS,
+                fifo::BCAST_PAYLOAD,
+                self.size() as u64 - 1,
+            )
+        }
+    }
+
+    /// Local rank `r`'s point-to-point FIFO: every packet is read by `r` alone.
+    #[cfg_attr(not(test), allow(dead_code))] // no collective sends point to point yet
+    pub(crate) fn p2p_fifo(&self, r: usize) -> fifo::Fifo<'_> {
+        assert!(r < self.size());
+        let offset = Control::p2p_offset(self.size(), self.stage_bytes) + r * P2P_RING;
+        // SAFETY: `segment_len` reserves one ring per rank at this page-aligned offset,
+        // used only as `r`'s point-to-point FIFO.
+        unsafe { fifo::Fifo::new(self, self.seg.as_ptr().add(offset), fifo::P2P_SLOTS, fifo::P2P_PAYLOAD, 1) }
+    }
+
+    /// This rank's reading positions: in the Bcast FIFO, and in its point-to-point FIFO.
+    pub(crate) fn cursors(&self) -> (&fifo::Cursor, &fifo::Cursor) {
+        (&self.bcast_cursor, &self.p2p_cursor)
     }
 
     fn peer(&self, r: usize) -> Peer {

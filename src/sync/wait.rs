@@ -74,7 +74,23 @@ pub(crate) struct Peer {
 ///
 /// `Error::PeerDied` if `peer`'s process no longer exists, `Error::Timeout` after
 /// `policy.timeout`.
-pub(crate) fn wait_until(policy: &WaitPolicy, peer: Peer, mut ready: impl FnMut() -> bool) -> Result<()> {
+pub(crate) fn wait_until(policy: &WaitPolicy, peer: Peer, ready: impl FnMut() -> bool) -> Result<()> {
+    wait_until_any(policy, &[peer], ready)
+}
+
+/// Waits until `ready()` is true when any of `peers` may be the one that makes it true
+/// (a FIFO writer waiting for room, a reader waiting for whichever writer): each sleep
+/// checks the liveness of one of them, in turn.
+///
+/// # Errors
+///
+/// `Error::PeerDied` for a peer found dead, `Error::Timeout` (naming the first peer)
+/// after `policy.timeout`.
+pub(crate) fn wait_until_any(
+    policy: &WaitPolicy,
+    peers: &[Peer],
+    mut ready: impl FnMut() -> bool,
+) -> Result<()> {
     let backoff = Backoff::new();
     while !backoff.is_completed() {
         if ready() {
@@ -90,26 +106,30 @@ pub(crate) fn wait_until(policy: &WaitPolicy, peer: Peer, mut ready: impl FnMut(
     }
     let start = Instant::now();
     let mut sleep = policy.min_sleep;
-    loop {
+    for turn in 0.. {
         if ready() {
             return Ok(());
         }
-        if !alive(peer.pid) {
-            // It may have finished its part and exited just after: look once more.
-            return if ready() {
-                Ok(())
-            } else {
-                Err(Error::PeerDied { rank: peer.me, peer: peer.rank, pid: peer.pid })
-            };
+        if let Some(peer) = peers.get(turn % peers.len().max(1)) {
+            if !alive(peer.pid) {
+                // It may have finished its part and exited just after: look once more.
+                return if ready() {
+                    Ok(())
+                } else {
+                    Err(Error::PeerDied { rank: peer.me, peer: peer.rank, pid: peer.pid })
+                };
+            }
         }
         if let Some(limit) = policy.timeout {
             if start.elapsed() > limit {
-                return Err(Error::Timeout { rank: peer.me, peer: peer.rank, seconds: limit.as_secs_f64() });
+                let (me, peer) = peers.first().map_or((-1, -1), |p| (p.me, p.rank));
+                return Err(Error::Timeout { rank: me, peer, seconds: limit.as_secs_f64() });
             }
         }
         std::thread::sleep(sleep);
         sleep = (sleep * 2).min(policy.max_sleep);
     }
+    unreachable!("the loop only ends by returning")
 }
 
 /// Whether process `pid` exists and is not a zombie.

@@ -110,12 +110,14 @@ fn check_bcast<T: Pod>(
     assert!(tail.iter().all(|&b| b == GUARD_BYTE), "bcast n={n} root={root} {algo}: wrote past the buffer");
 }
 
-/// Every broadcast algorithm, with the k-nomial radix at 2, 3, 4 and p.
+/// Every broadcast algorithm, with the k-nomial radix at 2, 3, 4 and p, and a pipeline
+/// chunk of three pages besides the default.
 fn bcast_algorithms(p: i32) -> Vec<BcastAlgorithm> {
     let mut all: Vec<_> = std::iter::once(BcastAlgorithm::Auto).chain(BcastAlgorithm::ALL).collect();
     for k in [2, 3, p.max(2) as u32] {
         all.push(BcastAlgorithm::KnomialRead { k });
     }
+    all.push(BcastAlgorithm::Pipelined { chunk: 3 * 4096 });
     all
 }
 

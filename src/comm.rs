@@ -1,9 +1,11 @@
 //! [`Comm`]: the user's handle, built over any rsmpi communicator.
 
+use crate::coll::reduce::{Bufs, ReduceAlgorithm};
 use crate::coll::{self, bcast::BcastAlgorithm, Ctx};
 use crate::error::Result;
 use crate::hier::Hierarchy;
 use crate::node::{NodeComm, Split};
+use crate::op::Operator;
 use crate::sync::wait::WaitPolicy;
 use crate::transport::TransportKind;
 use crate::Pod;
@@ -194,6 +196,203 @@ impl Comm {
             return self.hier.bcast(&self.parent, &self.ctx(), bytes, root, algorithm);
         }
         coll::bcast::bcast(&self.ctx(), bytes, root, self.hier.local_of(root), algorithm, None)
+    }
+}
+
+/// Reductions.
+impl Comm {
+    /// Combines every rank's `send` with `op` into every rank's `recv`, element-wise.
+    ///
+    /// Inside a node the reduction is zero-copy and partitioned: each rank reduces one
+    /// cache-line aligned partition straight out of its peers' buffers, then the
+    /// partitions are shared. Small messages go through the control segment.
+    /// Non-commutative operators combine in rank order, and every rank receives bitwise
+    /// the same result.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// use zcoll::op::Builtin;
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let mine = vec![comm.rank() as u64; 1000];
+    /// let mut sum = vec![0u64; 1000];
+    /// comm.all_reduce_into(&mine, &mut sum, Builtin::Sum)?;
+    /// let p = comm.size() as u64;
+    /// assert!(sum.iter().all(|&s| s == p * (p - 1) / 2));
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// On every rank: `Error::LengthMismatch` if the ranks' `send` lengths differ or a
+    /// `recv` has another length than its `send`; `Error::Mismatch` if ranks pass
+    /// different operators, element types or algorithms; `Error::Unsupported` if the
+    /// operator does not apply to the type (a bitwise operator on floats); a transport
+    /// error or a peer's failure.
+    ///
+    /// # Standard section(s)
+    ///
+    /// MPI 4.1, 6.9.6 (`MPI_Allreduce`).
+    pub fn all_reduce_into<T: Pod, O: Operator<T>>(&self, send: &[T], recv: &mut [T], op: O) -> Result<()> {
+        self.all_reduce_into_with(send, recv, op, ReduceAlgorithm::Auto)
+    }
+
+    /// [`all_reduce_into`](Self::all_reduce_into) with a chosen algorithm (the same on
+    /// every rank).
+    ///
+    /// # Errors
+    ///
+    /// As `all_reduce_into`.
+    pub fn all_reduce_into_with<T: Pod, O: Operator<T>>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: O,
+        algorithm: ReduceAlgorithm,
+    ) -> Result<()> {
+        self.all_reduce_bufs(Bufs::Apart(send, recv), &op, algorithm)
+    }
+
+    /// [`all_reduce_into`](Self::all_reduce_into) in place: `buf` is every rank's input
+    /// and receives the result (`MPI_IN_PLACE`).
+    ///
+    /// # Errors
+    ///
+    /// As `all_reduce_into`.
+    pub fn all_reduce_in_place<T: Pod, O: Operator<T>>(&self, buf: &mut [T], op: O) -> Result<()> {
+        self.all_reduce_bufs(Bufs::InPlace(buf), &op, ReduceAlgorithm::Auto)
+    }
+
+    fn all_reduce_bufs<T: Pod, O: Operator<T>>(
+        &self,
+        bufs: Bufs<'_, T>,
+        op: &O,
+        a: ReduceAlgorithm,
+    ) -> Result<()> {
+        if self.hier.nodes() > 1 {
+            return self.hier.all_reduce(&self.parent, &self.ctx(), bufs, op, a);
+        }
+        coll::reduce::reduce(&self.ctx(), bufs, None, op, a)
+    }
+
+    /// Combines every rank's `send` with `op` into `recv` on `root`. Called on the root;
+    /// the other ranks call [`reduce_into`](Self::reduce_into) (on another rank, `recv` is
+    /// left untouched).
+    ///
+    /// Inside a node each rank reduces one partition straight out of its peers' buffers
+    /// and writes it straight into the root's `recv`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// use zcoll::op::Builtin;
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let mine = [comm.rank() as f64; 3];
+    /// if comm.rank() == 0 {
+    ///     let mut max = [0.0; 3];
+    ///     comm.reduce_into_root(&mine, &mut max, 0, Builtin::Max)?;
+    ///     assert_eq!(max, [(comm.size() - 1) as f64; 3]);
+    /// } else {
+    ///     comm.reduce_into(&mine, 0, Builtin::Max)?;
+    /// }
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`all_reduce_into`](Self::all_reduce_into), and `Error::InvalidRoot` or
+    /// `Error::Mismatch` for a bad root.
+    ///
+    /// # Standard section(s)
+    ///
+    /// MPI 4.1, 6.9.1 (`MPI_Reduce`).
+    pub fn reduce_into_root<T: Pod, O: Operator<T>>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        root: Rank,
+        op: O,
+    ) -> Result<()> {
+        self.reduce_bufs(Bufs::Apart(send, recv), root, &op, ReduceAlgorithm::Auto)
+    }
+
+    /// The non-root side of [`reduce_into_root`](Self::reduce_into_root).
+    ///
+    /// # Errors
+    ///
+    /// As `reduce_into_root`.
+    pub fn reduce_into<T: Pod, O: Operator<T>>(&self, send: &[T], root: Rank, op: O) -> Result<()> {
+        self.reduce_bufs(Bufs::SendOnly(send), root, &op, ReduceAlgorithm::Auto)
+    }
+
+    /// [`reduce_into_root`](Self::reduce_into_root) in place on the root: `buf` is its
+    /// input and receives the result.
+    ///
+    /// # Errors
+    ///
+    /// As `reduce_into_root`.
+    pub fn reduce_in_place_root<T: Pod, O: Operator<T>>(
+        &self,
+        buf: &mut [T],
+        root: Rank,
+        op: O,
+    ) -> Result<()> {
+        self.reduce_bufs(Bufs::InPlace(buf), root, &op, ReduceAlgorithm::Auto)
+    }
+
+    /// Any side of a reduce with a chosen algorithm (the same on every rank): `recv` is
+    /// `Some` on the root (`None` for in place), `None` elsewhere.
+    ///
+    /// # Errors
+    ///
+    /// As [`reduce_into_root`](Self::reduce_into_root).
+    pub fn reduce_with<T: Pod, O: Operator<T>>(
+        &self,
+        send: &[T],
+        recv: Option<&mut [T]>,
+        root: Rank,
+        op: O,
+        algorithm: ReduceAlgorithm,
+    ) -> Result<()> {
+        match recv {
+            Some(recv) => self.reduce_bufs(Bufs::Apart(send, recv), root, &op, algorithm),
+            None => self.reduce_bufs(Bufs::SendOnly(send), root, &op, algorithm),
+        }
+    }
+
+    fn reduce_bufs<T: Pod, O: Operator<T>>(
+        &self,
+        bufs: Bufs<'_, T>,
+        root: Rank,
+        op: &O,
+        a: ReduceAlgorithm,
+    ) -> Result<()> {
+        // Only the root keeps an output; elsewhere `recv` is ignored, as MPI ignores it.
+        let bufs = match bufs {
+            Bufs::Apart(send, _) if root != self.rank() => Bufs::SendOnly(send),
+            other => other,
+        };
+        if self.hier.nodes() > 1 {
+            // Until the multi-root reduction: an allreduce, into scratch off the root.
+            let bytes = match &bufs {
+                Bufs::Apart(s, _) | Bufs::SendOnly(s) => std::mem::size_of_val(*s),
+                Bufs::InPlace(b) => std::mem::size_of_val(*b),
+            };
+            self.hier.check(&self.parent, coll::Kind::Reduce, root, bytes)?;
+            return match bufs {
+                Bufs::SendOnly(send) => {
+                    let mut scratch = send.to_vec();
+                    self.hier.all_reduce(&self.parent, &self.ctx(), Bufs::InPlace(&mut scratch), op, a)
+                }
+                other => self.hier.all_reduce(&self.parent, &self.ctx(), other, op, a),
+            };
+        }
+        let src = self.hier.local_of(root);
+        coll::reduce::reduce(&self.ctx(), bufs, Some((root, src)), op, a)
     }
 }
 

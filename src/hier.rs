@@ -69,12 +69,36 @@ impl Hierarchy {
 
     /// Checks across nodes that every rank calls `kind` with the same root and length;
     /// the node-local checks then run as usual.
-    fn check(&self, parent: &SimpleCommunicator, kind: coll::Kind, root: i32, len: usize) -> Result<()> {
-        let mine = [kind as i64, root as i64, len as i64];
-        let both = [mine[0], -mine[0], mine[1], -mine[1], mine[2], -mine[2]];
-        let mut max = [0i64; 6];
+    pub(crate) fn check(
+        &self,
+        parent: &SimpleCommunicator,
+        kind: coll::Kind,
+        root: i32,
+        len: usize,
+    ) -> Result<()> {
+        self.check_tagged(parent, kind, root, len, 0)
+    }
+
+    /// [`check`](Self::check), and that every rank passes the same `tag` (a reduction's
+    /// operator and element type).
+    pub(crate) fn check_tagged(
+        &self,
+        parent: &SimpleCommunicator,
+        kind: coll::Kind,
+        root: i32,
+        len: usize,
+        tag: u64,
+    ) -> Result<()> {
+        const N: usize = 4;
+        let mine = [kind as i64, root as i64, len as i64, tag as i64];
+        let mut both = [0i64; 2 * N];
+        for (i, &v) in mine.iter().enumerate() {
+            both[2 * i] = v;
+            both[2 * i + 1] = v.wrapping_neg();
+        }
+        let mut max = [0i64; 2 * N];
         parent.all_reduce_into(&both[..], &mut max[..], SystemOperation::max());
-        if (0..3).all(|i| max[2 * i] == -max[2 * i + 1]) {
+        if (0..N).all(|i| max[2 * i] == max[2 * i + 1].wrapping_neg()) {
             let size = parent.size();
             return match root {
                 r if (0..size).contains(&r) => Ok(()),
@@ -82,18 +106,19 @@ impl Hierarchy {
             };
         }
         // Someone disagrees: find the first rank that differs from rank 0.
-        let mut all = vec![0i64; 3 * parent.size() as usize];
+        let mut all = vec![0i64; N * parent.size() as usize];
         parent.all_gather_into(&mine[..], &mut all[..]);
         let rank = parent.rank();
         let (culprit, theirs) =
-            all.chunks(3).enumerate().find(|(_, c)| *c != &all[..3]).expect("a difference");
+            all.chunks(N).enumerate().find(|(_, c)| *c != &all[..N]).expect("a difference");
         let culprit = culprit as i32;
-        Err(match (0..3).find(|&i| theirs[i] != all[i]) {
+        Err(match (0..N).find(|&i| theirs[i] != all[i]) {
             Some(0) => Error::Mismatch { rank, culprit, what: "collective" },
             Some(1) => Error::Mismatch { rank, culprit, what: "root" },
-            _ => {
+            Some(2) => {
                 Error::LengthMismatch { rank, culprit, expected: all[2] as usize, found: theirs[2] as usize }
             }
+            _ => Error::Mismatch { rank, culprit, what: "operator or element type" },
         })
     }
 
@@ -138,6 +163,87 @@ impl Hierarchy {
             let mut receive = from_network;
             coll::bcast::bcast(ctx, buf, root, 0, algorithm, Some(&mut receive))
         };
+        self.agree(parent, result)
+    }
+
+    /// Allreduce over several nodes: the node reduces (zero-copy, partitioned), the
+    /// leaders combine the node results over MPI, and each leader broadcasts the result
+    /// to its node. A built-in operator goes to MPI as MPI's own; a user operator is
+    /// combined by gathering every node's result at every leader and folding them in
+    /// node order, which is rank order only when every node holds consecutive ranks (a
+    /// non-commutative user operator needs that). Leaders use scratch of `n` elements
+    /// (and of `nodes * n` for a user operator).
+    pub(crate) fn all_reduce<T: crate::Pod, O: crate::op::Operator<T>>(
+        &self,
+        parent: &SimpleCommunicator,
+        ctx: &Ctx<'_>,
+        bufs: crate::coll::reduce::Bufs<'_, T>,
+        oper: &O,
+        algorithm: crate::ReduceAlgorithm,
+    ) -> Result<()> {
+        use crate::coll::reduce::{self as red, Bufs};
+        let n = match &bufs {
+            Bufs::Apart(s, _) | Bufs::SendOnly(s) => s.len(),
+            Bufs::InPlace(b) => b.len(),
+        };
+        let tag = oper.code() | (std::mem::size_of::<T>() as u64) << 16;
+        self.check_tagged(parent, coll::Kind::Allreduce, 0, n * std::mem::size_of::<T>(), tag)?;
+        // Every rank passes the same operator and type (checked above), so every rank
+        // reaches the same verdict here, before MPI (which would abort) sees the operator.
+        if !oper.apply(&mut [], &[]) {
+            return Err(Error::Unsupported {
+                rank: parent.rank(),
+                what: format!("this operator on {}-byte elements", std::mem::size_of::<T>()),
+            });
+        }
+        let contiguous = self.node_of.windows(2).all(|w| w[0] <= w[1]);
+        if !oper.commutative() && oper.builtin().is_none() && !contiguous {
+            return Err(Error::Unsupported {
+                rank: parent.rank(),
+                what: "a non-commutative operator across nodes that do not hold consecutive ranks".into(),
+            });
+        }
+        let out: &mut [T] = match bufs {
+            Bufs::Apart(s, r) => {
+                let result = red::reduce(ctx, Bufs::Apart(s, &mut *r), None, oper, algorithm);
+                self.combine_and_share(parent, ctx, r, oper, result)?;
+                return Ok(());
+            }
+            Bufs::InPlace(b) => b,
+            Bufs::SendOnly(_) => unreachable!("an allreduce rank has an output"),
+        };
+        let result = red::reduce(ctx, Bufs::InPlace(&mut *out), None, oper, algorithm);
+        self.combine_and_share(parent, ctx, out, oper, result)
+    }
+
+    /// The leaders' and the second node leg of [`Hierarchy::all_reduce`].
+    fn combine_and_share<T: crate::Pod, O: crate::op::Operator<T>>(
+        &self,
+        parent: &SimpleCommunicator,
+        ctx: &Ctx<'_>,
+        out: &mut [T],
+        oper: &O,
+        mut result: Result<()>,
+    ) -> Result<()> {
+        if let Some(leaders) = &self.leaders {
+            let mine = out.to_vec();
+            match oper.builtin() {
+                Some(b) => leaders.all_reduce_into(&mine[..], &mut *out, b.mpi()),
+                None => {
+                    let mut all = vec![T::zeroed(); mine.len() * self.nodes];
+                    leaders.all_gather_into(&mine[..], &mut all[..]);
+                    if !mine.is_empty() {
+                        let mut nodes = all.chunks(mine.len());
+                        out.copy_from_slice(nodes.next().expect("one node at least"));
+                        for node in nodes {
+                            oper.apply(out, node);
+                        }
+                    }
+                }
+            }
+        }
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+        result = result.and(coll::bcast::bcast(ctx, bytes, 0, 0, BcastAlgorithm::Auto, None));
         self.agree(parent, result)
     }
 

@@ -44,11 +44,13 @@ mod comm;
 mod error;
 mod hier;
 mod node;
+pub mod op;
 mod segment;
 mod sync;
 mod transport;
 
 pub use coll::bcast::BcastAlgorithm;
+pub use coll::reduce::ReduceAlgorithm;
 pub use comm::{Comm, Info, ZeroCopy};
 pub use error::{Errno, Error, Result};
 pub use transport::TransportKind;

@@ -7,6 +7,7 @@
 
 pub(crate) mod barrier;
 pub(crate) mod bcast;
+pub(crate) mod reduce;
 
 use crate::error::{Error, Result};
 use crate::sync::{Call, Control, Round};
@@ -29,6 +30,8 @@ pub(crate) struct Ctx<'a> {
 pub(crate) enum Kind {
     Barrier = 1,
     Bcast = 2,
+    Reduce = 7,
+    Allreduce = 8,
 }
 
 /// Packs a collective, its algorithm and the algorithm's parameter into `Call::op`.

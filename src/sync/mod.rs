@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::segment::Segment;
 use crate::transport::{Read, RemoteBuf, Write};
 use crossbeam_utils::CachePadded;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell, RefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use wait::{Peer, WaitPolicy};
 
@@ -135,7 +135,18 @@ pub(crate) struct Control {
     p2p_cursor: fifo::Cursor,
     /// How many completions this rank's message counter has been owed so far.
     owed: Cell<u64>,
+    /// Cache-sized scratch for the chunked reductions, reused by every call.
+    scratch: RefCell<Vec<Line>>,
 }
+
+/// A cache line of scratch: 64-byte aligned, so the scratch can be viewed as any
+/// primitive element type.
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C, align(64))]
+pub(crate) struct Line([u8; 64]);
+
+/// The scratch bytes per rank: two halves of [`SCRATCH_HALF`].
+pub(crate) const SCRATCH_HALF: usize = 32 * 1024;
 
 const fn round_up(x: usize, to: usize) -> usize {
     x.div_ceil(to) * to
@@ -199,6 +210,7 @@ impl Control {
             bcast_cursor: fifo::Cursor::default(),
             p2p_cursor: fifo::Cursor::default(),
             owed: Cell::new(0),
+            scratch: RefCell::new(vec![Line([0; 64]); 2 * SCRATCH_HALF / 64]),
         };
         let head = ctl.head();
         let expect = [MAGIC, n as u64, stage_bytes as u64, std::mem::size_of::<Slot>() as u64];
@@ -285,6 +297,15 @@ impl Control {
         // SAFETY: `segment_len` reserves one ring per rank at this page-aligned offset,
         // used only as `r`'s point-to-point FIFO.
         unsafe { fifo::Fifo::new(self, self.seg.as_ptr().add(offset), fifo::P2P_SLOTS, fifo::P2P_PAYLOAD, 1) }
+    }
+
+    /// The rank's scratch: `2 * SCRATCH_HALF` bytes, 64-byte aligned.
+    ///
+    /// # Panics
+    ///
+    /// If it is already borrowed (one collective at a time uses it).
+    pub(crate) fn scratch(&self) -> RefMut<'_, [u8]> {
+        RefMut::map(self.scratch.borrow_mut(), |v| bytemuck::cast_slice_mut(v.as_mut_slice()))
     }
 
     /// This rank's reading positions: in the Bcast FIFO, and in its point-to-point FIFO.
@@ -416,6 +437,20 @@ impl<'c> Round<'c> {
         unsafe { RemoteBuf::new(self.ctl.pids[r], c.send, c.send_len) }
     }
 
+    /// The rank's cache-sized scratch (see [`Control::scratch`]).
+    pub(crate) fn scratch(&self) -> RefMut<'_, [u8]> {
+        self.ctl.scratch()
+    }
+
+    /// The receive buffer local rank `r` published, to read from (a result it made
+    /// ready, as its `progress` says).
+    pub(crate) fn remote_recv_result(&self, r: usize) -> RemoteBuf<'_, Read> {
+        let c = self.call(r);
+        // SAFETY: as in `remote_send`: `r` published the range for this round and keeps it
+        // borrowed until every rank has posted `done`; reading it cannot harm `r`.
+        unsafe { RemoteBuf::new(self.ctl.pids[r], c.recv, c.recv_len) }
+    }
+
     /// The receive buffer local rank `r` published for peers to write. If `r` did not
     /// mark it writable, the handle is empty and every write through it fails.
     pub(crate) fn remote_recv(&self, r: usize) -> RemoteBuf<'_, Write> {
@@ -442,14 +477,12 @@ impl<'c> Round<'c> {
     }
 
     /// A second step counter, for ranks that are producer and consumer in one round:
-    #[allow(dead_code)] // first used by the copy-in/copy-out exchanges of issue 3
     /// `progress` counts what a rank produced, `ack` what it consumed.
     pub(crate) fn post_ack(&self, step: u32) {
         self.ctl.slot(self.ctl.me).ack.store(stamp(self.epoch, step), Ordering::Release);
     }
 
     /// Waits until local rank `r` has acknowledged `step` of this round.
-    #[allow(dead_code)] // first used by the copy-in/copy-out exchanges of issue 3
     ///
     /// # Errors
     ///

@@ -7,7 +7,7 @@
 //! `progress = c + 1`. Two copies per byte, no permission needed, and the area is never
 //! larger than a few pages, whatever the message size.
 
-use super::Round;
+use super::{Round, SCRATCH_HALF};
 use crate::error::Result;
 
 impl Round<'_> {
@@ -46,6 +46,70 @@ impl Round<'_> {
             }
         }
         debug_assert!(chunks == 0 || self.ctl.stage_bytes() >= 2 * chunk);
+        Ok(())
+    }
+}
+
+/// What a staged reduction does with chunk `offset` of rank `rank`'s input.
+pub(crate) type Combine<'f> = &'f mut dyn FnMut(usize, usize, &[u8]) -> Result<()>;
+
+impl Round<'_> {
+    /// A reduction through the staging areas. Every rank publishes its `len`-byte input,
+    /// chunk by chunk, in its own staging area (`fill(offset, dst)` writes the input's
+    /// bytes at `offset` into `dst`, a scratch the size of the chunk); every rank for which
+    /// `consumes(rank)` holds then takes chunk `offset` of every rank, in rank order, and
+    /// hands it to `combine(offset, rank, bytes)`. Chunks are at most half a staging area,
+    /// cut at element boundaries (`elem` bytes), and double-buffered: a rank refills a
+    /// half once every consumer has acknowledged the chunk it held. For a chunk, `fill`
+    /// runs before any `combine`, so the output may be the input (in place).
+    ///
+    /// # Errors
+    ///
+    /// `PeerDied` or `Timeout`; the first error `combine` returns.
+    pub(crate) fn stage_reduce(
+        &self,
+        len: usize,
+        elem: usize,
+        consumes: impl Fn(usize) -> bool,
+        fill: &mut dyn FnMut(usize, &mut [u8]),
+        combine: Combine<'_>,
+    ) -> Result<()> {
+        let half = self.ctl.stage_bytes() / 2;
+        let elem = elem.max(1);
+        let chunk = (half.min(SCRATCH_HALF) / elem) * elem;
+        let area = self.ctl.stage(self.me());
+        let consumers: Vec<usize> = (0..self.size()).filter(|&r| consumes(r)).collect();
+        let mut scratch = self.ctl.scratch();
+        let (taken, mine) = scratch.split_at_mut(SCRATCH_HALF);
+        for (c, offset) in (0..len).step_by(chunk.max(1)).enumerate() {
+            let n = chunk.min(len - offset);
+            let at = (c % 2) * half;
+            let step = c as u32 + 1;
+            if c >= 2 {
+                for &r in &consumers {
+                    self.wait_ack(r, step - 2)?;
+                }
+            }
+            fill(offset, &mut mine[..n]);
+            // SAFETY: the half lies in our own staging area; every consumer acknowledged
+            // the chunk it held (ack >= c - 1, seen with Acquire), and nobody reads it again
+            // before we publish `step`.
+            unsafe { std::ptr::copy_nonoverlapping(mine.as_ptr(), area.add(at), n) };
+            self.post_progress(step);
+            if consumes(self.me()) {
+                for r in 0..self.size() {
+                    self.wait_progress(r, step)?;
+                    // SAFETY: `r` published chunk `c` in this half with Release (seen with
+                    // Acquire) and does not overwrite it before we acknowledge it below;
+                    // `n <= SCRATCH_HALF`, the size of `taken`.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(self.ctl.stage(r).add(at), taken.as_mut_ptr(), n)
+                    };
+                    combine(offset, r, &taken[..n])?;
+                }
+                self.post_ack(step);
+            }
+        }
         Ok(())
     }
 }

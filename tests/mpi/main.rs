@@ -5,6 +5,7 @@
 
 mod launch;
 mod rank;
+mod reduce;
 
 use launch::{mpirun, Job};
 
@@ -49,6 +50,15 @@ at! {
     barrier_np5: 5, "barrier", [];
     barrier_np8: 8, "barrier", [];
     barrier_vnodes_np8_k3: 8, "barrier", ["ZCOLL_NODE_SIZE" => "3"];
+    reduce_np1: 1, "reduce", [];
+    reduce_np2: 2, "reduce", [];
+    reduce_np3: 3, "reduce", [];
+    reduce_np4: 4, "reduce", [];
+    reduce_np5: 5, "reduce", [];
+    reduce_np8: 8, "reduce", [];
+    reduce_cico_np3: 3, "reduce", ["ZCOLL_TRANSPORT" => "cico"];
+    reduce_vnodes_np4_k2: 4, "reduce", ["ZCOLL_NODE_SIZE" => "2"];
+    reduce_vnodes_np8_k3: 8, "reduce", ["ZCOLL_NODE_SIZE" => "3"];
 }
 
 /// A rank that is not dumpable, in a job without CAP_SYS_PTRACE, really refuses CMA.

@@ -1,0 +1,364 @@
+//! Reduce and allreduce: zero-copy partitioned reductions.
+//!
+//! [`ReduceAlgorithm::Partitioned`] (the shared-address-space reduction of the MVAPICH2-X
+//! work, on CMA): the `n` elements are cut into `p` partitions, cache-line aligned.
+//! Rank `i` reduces partition `i` straight out of every rank's input: chunk by chunk
+//! (32 KiB, so the chunk stays in cache), it reads each peer's piece with one CMA read
+//! into a scratch and folds it into the result, in rank order. For allreduce the
+//! result partition lands in rank `i`'s own output and every rank then reads the other
+//! partitions from their owners (a partitioned broadcast, in ring order so that each
+//! owner has one reader per step); for reduce, rank `i` writes its partition straight
+//! into the root's output. Per rank, with `P = ceil(n / (s / e))` pages of input:
+//!
+//! ```text
+//! allreduce: 2 (p-1)/p n beta + 2 (p-1) ceil(n/(p c)) alpha + (p-1)/p (n/s) l (2 + ...) + n/p (p-1) gamma_op
+//! reduce:      (p-1)/p n beta +   (p-1) ceil(n/(p c)) alpha + ...                       + n/p (p-1) gamma_op
+//! ```
+//!
+//! with `c` the chunk and `gamma_op` the operator's cost per element: every byte crosses
+//! once per reader, no rank holds a copy of a whole peer buffer, and the reduction work
+//! is split evenly.
+//!
+//! [`ReduceAlgorithm::Staged`]: copy-in/copy-out through the staging areas, in chunks of
+//! half an area: every rank publishes its chunk, every consumer (all ranks, or the root)
+//! folds all of them in rank order. For small messages, where a CMA call costs more than
+//! the copies, and on `cico` nodes.
+//!
+//! Both fold in rank order for a non-commutative operator, and every allreduce result
+//! element is computed once, by one rank, so all ranks hold bitwise the same result.
+
+use super::{check, op, BadLength, Ctx, Kind};
+use crate::error::{Error, Result};
+use crate::op::Operator;
+use crate::sync::{Call, Round, SCRATCH_HALF};
+use crate::transport::{cma, TransportKind};
+use crate::Pod;
+
+/// Below this many bytes, the default is the staged reduction.
+pub(crate) const PARTITIONED_MIN_BYTES: usize = 16 * 1024;
+
+/// How a reduction moves and combines the data.
+///
+/// # Examples
+///
+/// ```
+/// use zcoll::ReduceAlgorithm;
+/// assert_eq!("partitioned".parse::<ReduceAlgorithm>(), Ok(ReduceAlgorithm::Partitioned));
+/// assert_eq!(ReduceAlgorithm::Staged.to_string(), "staged");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum ReduceAlgorithm {
+    /// Let zcoll choose by size and transport (`ZCOLL_REDUCE_ALGORITHM` or
+    /// `ZCOLL_ALLREDUCE_ALGORITHM` override).
+    #[default]
+    Auto,
+    /// Every rank reduces one partition straight out of its peers' buffers.
+    Partitioned,
+    /// Copy-in/copy-out through the staging areas.
+    Staged,
+}
+
+impl ReduceAlgorithm {
+    /// Every algorithm that moves data (all but `Auto`).
+    pub const ALL: [ReduceAlgorithm; 2] = [ReduceAlgorithm::Partitioned, ReduceAlgorithm::Staged];
+
+    /// The name used by the environment variables and the benchmarks.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceAlgorithm::Auto => "auto",
+            ReduceAlgorithm::Partitioned => "partitioned",
+            ReduceAlgorithm::Staged => "staged",
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            ReduceAlgorithm::Auto => 0,
+            ReduceAlgorithm::Partitioned => 1,
+            ReduceAlgorithm::Staged => 2,
+        }
+    }
+
+    fn resolve(self, var: &'static str, len: usize, transport: TransportKind) -> Result<ReduceAlgorithm> {
+        let chosen = match self {
+            ReduceAlgorithm::Auto => match std::env::var(var) {
+                Ok(v) if !v.is_empty() && v != "auto" => v.parse().map_err(|()| Error::Config {
+                    name: var,
+                    value: v,
+                    expected: "auto, partitioned or staged",
+                })?,
+                _ if len < PARTITIONED_MIN_BYTES => ReduceAlgorithm::Staged,
+                _ => ReduceAlgorithm::Partitioned,
+            },
+            explicit => explicit,
+        };
+        Ok(match (chosen, transport) {
+            (ReduceAlgorithm::Auto, _) | (_, TransportKind::Cico) => ReduceAlgorithm::Staged,
+            (a, _) => a,
+        })
+    }
+}
+
+impl std::fmt::Display for ReduceAlgorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for ReduceAlgorithm {
+    type Err = ();
+    fn from_str(s: &str) -> std::result::Result<Self, ()> {
+        std::iter::once(ReduceAlgorithm::Auto).chain(ReduceAlgorithm::ALL).find(|a| a.name() == s).ok_or(())
+    }
+}
+
+/// A rank's buffers in a reduction.
+pub(crate) enum Bufs<'a, T> {
+    /// Input and output apart (allreduce, or the root of a reduce).
+    Apart(&'a [T], &'a mut [T]),
+    /// The input is in the output buffer.
+    InPlace(&'a mut [T]),
+    /// Input only: a non-root rank of a reduce.
+    SendOnly(&'a [T]),
+}
+
+impl<T> Bufs<'_, T> {
+    fn input_len(&self) -> usize {
+        match self {
+            Bufs::Apart(s, _) | Bufs::SendOnly(s) => s.len(),
+            Bufs::InPlace(b) => b.len(),
+        }
+    }
+}
+
+/// Reduces every local rank's input with `oper`, into every rank's output (`root ==
+/// None`, allreduce) or into local rank `src`'s (reduce; `root` is the user's root, for
+/// the checks).
+///
+/// # Errors
+///
+/// On every rank of the node: the checks' errors; `Unsupported` if the operator does not
+/// apply to `T`; a transport error or a peer's failure.
+pub(crate) fn reduce<T: Pod, O: Operator<T>>(
+    ctx: &Ctx<'_>,
+    mut bufs: Bufs<'_, T>,
+    root: Option<(i32, usize)>,
+    oper: &O,
+    algorithm: ReduceAlgorithm,
+) -> Result<()> {
+    let size = std::mem::size_of::<T>();
+    let n = bufs.input_len();
+    let (kind, var) = match root {
+        None => (Kind::Allreduce, "ZCOLL_ALLREDUCE_ALGORITHM"),
+        Some(_) => (Kind::Reduce, "ZCOLL_REDUCE_ALGORITHM"),
+    };
+    let algorithm = algorithm.resolve(var, n * size, ctx.transport);
+    let code = algorithm.as_ref().map(|a| a.code()).unwrap_or(0);
+    let (send, recv, recv_len) = match &mut bufs {
+        Bufs::Apart(s, r) => (s.as_ptr() as usize, r.as_mut_ptr() as usize, std::mem::size_of_val(*r)),
+        Bufs::InPlace(b) => (b.as_ptr() as usize, b.as_mut_ptr() as usize, std::mem::size_of_val(*b)),
+        Bufs::SendOnly(s) => (s.as_ptr() as usize, 0, 0),
+    };
+    let src = root.map(|(_, src)| src);
+    let call = Call {
+        op: op(kind, code, (oper.code() as u32) | (size.min(0xffff) as u32) << 16),
+        root: root.map_or(-1, |(r, _)| r as i64),
+        send,
+        send_len: n * size,
+        recv,
+        recv_len,
+        // The root of a reduce lets the partition owners write into its output.
+        recv_writable: src.is_some_and(|s| s == ctx.ctl.me())
+            && algorithm == Ok(ReduceAlgorithm::Partitioned),
+        aux: src.unwrap_or(0) as u64,
+        aux2: 0,
+    };
+    let round = check(ctx, call, root.is_some(), |r| {
+        let first = r.call(0).send_len;
+        for q in 0..r.size() {
+            let c = r.call(q);
+            if c.send_len != first {
+                return Err(BadLength { culprit: q, expected: first, found: c.send_len });
+            }
+            let needs_output = src.is_none_or(|s| s == q);
+            if needs_output && c.recv_len != first {
+                return Err(BadLength { culprit: q, expected: first, found: c.recv_len });
+            }
+        }
+        Ok(())
+    })?;
+    let moved = algorithm.and_then(|algorithm| {
+        let rank = round.rank_of(round.me());
+        let supported = oper.apply(&mut [], &[]);
+        if !supported
+            || (size > 0 && (SCRATCH_HALF / size == 0 || SCRATCH_HALF % std::mem::align_of::<T>() != 0))
+        {
+            return Err(Error::Unsupported {
+                rank,
+                what: format!("this operator on {}-byte elements", size),
+            });
+        }
+        if n == 0 || size == 0 {
+            return Ok(());
+        }
+        match algorithm {
+            ReduceAlgorithm::Partitioned => partitioned(&round, bufs, src, oper),
+            _ => staged(&round, bufs, src, oper),
+        }
+    });
+    round.finish(moved)
+}
+
+/// The partition of `n` elements that rank `i` of `p` owns: cache-line aligned.
+fn partition<T>(n: usize, p: usize, i: usize) -> std::ops::Range<usize> {
+    let per_line = (64 / std::mem::size_of::<T>().max(1)).max(1);
+    let q = n.div_ceil(p).div_ceil(per_line) * per_line;
+    (i * q).min(n)..((i + 1) * q).min(n)
+}
+
+fn transport_error(round: &Round<'_>, peer: usize, op: &'static str) -> impl Fn(crate::Errno) -> Error {
+    let (rank, peer) = (round.rank_of(round.me()), round.rank_of(peer));
+    move |errno| Error::Transport { rank, peer, op, errno }
+}
+
+fn partitioned<T: Pod, O: Operator<T>>(
+    round: &Round<'_>,
+    mut bufs: Bufs<'_, T>,
+    src: Option<usize>,
+    oper: &O,
+) -> Result<()> {
+    let (p, me) = (round.size(), round.me());
+    let n = bufs.input_len();
+    let size = std::mem::size_of::<T>();
+    let chunk = SCRATCH_HALF / size;
+    let mine = partition::<T>(n, p, me);
+    let mut scratch = round.scratch();
+    let (first, second) = scratch.split_at_mut(SCRATCH_HALF);
+    let first: &mut [T] = bytemuck::cast_slice_mut(first);
+    let x: &mut [T] = bytemuck::cast_slice_mut(second);
+    let order: Vec<usize> = if oper.commutative() {
+        std::iter::once(me).chain((0..p).filter(|&j| j != me)).collect()
+    } else {
+        (0..p).collect()
+    };
+    let mut start = mine.start;
+    while start < mine.end {
+        let c = start..(start + chunk).min(mine.end);
+        let len = c.len();
+        match &mut bufs {
+            Bufs::Apart(s, r) => fold(round, oper, &order, c.start, &mut r[c.clone()], &s[c.clone()], x)?,
+            Bufs::InPlace(b) => {
+                // Keep our own input: the fold may overwrite it before it uses it.
+                first[..len].copy_from_slice(&b[c.clone()]);
+                fold(round, oper, &order, c.start, &mut b[c.clone()], &first[..len], x)?
+            }
+            Bufs::SendOnly(s) => {
+                fold(round, oper, &order, c.start, &mut first[..len], &s[c.clone()], x)?;
+                let root = src.expect("only a reduce has send-only ranks");
+                cma::write(bytemuck::cast_slice(&first[..len]), &round.remote_recv(root), c.start * size)
+                    .map_err(transport_error(round, root, "cma write"))?;
+            }
+        }
+        start = c.end;
+    }
+    if src.is_some() {
+        return Ok(());
+    }
+    // Allreduce: our partition is ready; take every other one from its owner.
+    round.post_progress(1);
+    let out: &mut [T] = match &mut bufs {
+        Bufs::Apart(_, r) => r,
+        Bufs::InPlace(b) => b,
+        Bufs::SendOnly(_) => unreachable!("an allreduce rank has an output"),
+    };
+    for s in 1..p {
+        let owner = (me + s) % p;
+        let theirs = partition::<T>(n, p, owner);
+        if theirs.is_empty() {
+            continue;
+        }
+        round.wait_progress(owner, 1)?;
+        cma::read(
+            &round.remote_recv_result(owner),
+            theirs.start * size,
+            bytemuck::cast_slice_mut(&mut out[theirs]),
+        )
+        .map_err(transport_error(round, owner, "cma read"))?;
+    }
+    Ok(())
+}
+
+/// Folds the chunk at element `at` of every rank's input into `acc`, in `order` (rank
+/// order, or this rank first for a commutative operator); `own` is this rank's input,
+/// `x` the scratch a peer's piece is read into.
+fn fold<T: Pod, O: Operator<T>>(
+    round: &Round<'_>,
+    oper: &O,
+    order: &[usize],
+    at: usize,
+    acc: &mut [T],
+    own: &[T],
+    x: &mut [T],
+) -> Result<()> {
+    let size = std::mem::size_of::<T>();
+    let x = &mut x[..acc.len()];
+    for (k, &j) in order.iter().enumerate() {
+        if j == round.me() {
+            if k == 0 {
+                acc.copy_from_slice(own);
+            } else {
+                oper.apply(acc, own);
+            }
+            continue;
+        }
+        let dst: &mut [T] = if k == 0 { &mut *acc } else { &mut *x };
+        cma::read(&round.remote_send(j), at * size, bytemuck::cast_slice_mut(dst))
+            .map_err(transport_error(round, j, "cma read"))?;
+        if k > 0 {
+            oper.apply(acc, x);
+        }
+    }
+    Ok(())
+}
+
+fn staged<T: Pod, O: Operator<T>>(
+    round: &Round<'_>,
+    mut bufs: Bufs<'_, T>,
+    src: Option<usize>,
+    oper: &O,
+) -> Result<()> {
+    let size = std::mem::size_of::<T>();
+    let n = bufs.input_len();
+    let consumes = |r: usize| src.is_none_or(|s| s == r);
+    // The input is read (into the staging area) before the output of the same chunk is
+    // written, so in place works; `fill` and `combine` take turns on the buffers.
+    let bufs = std::cell::RefCell::new(&mut bufs);
+    let mut fill = |offset: usize, dst: &mut [u8]| {
+        let b = bufs.borrow();
+        let input: &[T] = match &**b {
+            Bufs::Apart(s, _) | Bufs::SendOnly(s) => s,
+            Bufs::InPlace(b) => b,
+        };
+        let from = offset / size;
+        dst.copy_from_slice(bytemuck::cast_slice(&input[from..from + dst.len() / size]));
+    };
+    let mut combine = |offset: usize, r: usize, x: &[u8]| -> Result<()> {
+        let mut b = bufs.borrow_mut();
+        let out: &mut [T] = match &mut **b {
+            Bufs::Apart(_, r) => r,
+            Bufs::InPlace(b) => b,
+            Bufs::SendOnly(_) => unreachable!("only ranks with an output consume"),
+        };
+        let from = offset / size;
+        let acc = &mut out[from..from + x.len() / size];
+        let x: &[T] = bytemuck::cast_slice(x);
+        if r == 0 {
+            acc.copy_from_slice(x);
+        } else {
+            oper.apply(acc, x);
+        }
+        Ok(())
+    };
+    round.stage_reduce(n * size, size, consumes, &mut fill, &mut combine)
+}

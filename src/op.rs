@@ -1,0 +1,283 @@
+//! Reduction operators: the built-in ones of MPI, for every primitive number type, and
+//! user closures.
+//!
+//! An operator combines element-wise: `acc[i] = acc[i] ∘ x[i]`. A reduction over ranks
+//! folds in rank order, `x_0 ∘ x_1 ∘ ... ∘ x_{p-1}`, so non-commutative operators get the
+//! order MPI defines. The built-in kernels are plain loops over slices, which the compiler
+//! vectorizes.
+
+use crate::Pod;
+
+/// The built-in operators of MPI (MPI 4.1, 6.9.2).
+///
+/// # Examples
+///
+/// ```
+/// use zcoll::op::{Builtin, Reducible};
+/// let mut acc = [1i32, 5, -3];
+/// assert!(i32::combine(Builtin::Max, &mut acc, &[4, 2, -1]));
+/// assert_eq!(acc, [4, 5, -1]);
+/// // Bitwise operators make no sense on floats: refused, as MPI refuses them.
+/// assert!(!f64::combine(Builtin::BitXor, &mut [1.0], &[2.0]));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Builtin {
+    /// `MPI_SUM`.
+    Sum,
+    /// `MPI_PROD`.
+    Prod,
+    /// `MPI_MIN`.
+    Min,
+    /// `MPI_MAX`.
+    Max,
+    /// `MPI_BAND` (integers only).
+    BitAnd,
+    /// `MPI_BOR` (integers only).
+    BitOr,
+    /// `MPI_BXOR` (integers only).
+    BitXor,
+    /// `MPI_LAND`: 1 if both are non-zero, else 0 (integers only).
+    LogicalAnd,
+    /// `MPI_LOR`: 1 if either is non-zero, else 0 (integers only).
+    LogicalOr,
+}
+
+impl Builtin {
+    /// Every built-in operator.
+    pub const ALL: [Builtin; 9] = [
+        Builtin::Sum,
+        Builtin::Prod,
+        Builtin::Min,
+        Builtin::Max,
+        Builtin::BitAnd,
+        Builtin::BitOr,
+        Builtin::BitXor,
+        Builtin::LogicalAnd,
+        Builtin::LogicalOr,
+    ];
+
+    /// MPI's operator.
+    pub(crate) fn mpi(self) -> mpi::collective::SystemOperation {
+        use mpi::collective::SystemOperation as S;
+        match self {
+            Builtin::Sum => S::sum(),
+            Builtin::Prod => S::product(),
+            Builtin::Min => S::min(),
+            Builtin::Max => S::max(),
+            Builtin::BitAnd => S::bitwise_and(),
+            Builtin::BitOr => S::bitwise_or(),
+            Builtin::BitXor => S::bitwise_xor(),
+            Builtin::LogicalAnd => S::logical_and(),
+            Builtin::LogicalOr => S::logical_or(),
+        }
+    }
+
+    /// The code published in a call record, so that ranks can check they agree.
+    pub(crate) fn code(self) -> u64 {
+        Builtin::ALL.iter().position(|&b| b == self).expect("listed") as u64 + 1
+    }
+}
+
+/// Element types the built-in operators apply to: every primitive integer and float.
+pub trait Reducible: Pod {
+    /// `acc[i] = acc[i] ∘ x[i]` for `i < acc.len()`; returns false (and changes nothing)
+    /// if `op` does not apply to this type.
+    ///
+    /// # Panics
+    ///
+    /// If `x` is shorter than `acc`.
+    fn combine(op: Builtin, acc: &mut [Self], x: &[Self]) -> bool;
+}
+
+fn zip<T: Copy>(acc: &mut [T], x: &[T], f: impl Fn(T, T) -> T) {
+    let x = &x[..acc.len()];
+    for (a, &b) in acc.iter_mut().zip(x) {
+        *a = f(*a, b);
+    }
+}
+
+macro_rules! integers {
+    ($($t:ty)*) => {$(
+        impl Reducible for $t {
+            fn combine(op: Builtin, acc: &mut [Self], x: &[Self]) -> bool {
+                match op {
+                    Builtin::Sum => zip(acc, x, <$t>::wrapping_add),
+                    Builtin::Prod => zip(acc, x, <$t>::wrapping_mul),
+                    Builtin::Min => zip(acc, x, <$t>::min),
+                    Builtin::Max => zip(acc, x, <$t>::max),
+                    Builtin::BitAnd => zip(acc, x, |a, b| a & b),
+                    Builtin::BitOr => zip(acc, x, |a, b| a | b),
+                    Builtin::BitXor => zip(acc, x, |a, b| a ^ b),
+                    Builtin::LogicalAnd => zip(acc, x, |a, b| (a != 0 && b != 0) as $t),
+                    Builtin::LogicalOr => zip(acc, x, |a, b| (a != 0 || b != 0) as $t),
+                }
+                true
+            }
+        }
+    )*};
+}
+
+integers!(i8 i16 i32 i64 isize u8 u16 u32 u64 usize);
+
+macro_rules! floats {
+    ($($t:ty)*) => {$(
+        impl Reducible for $t {
+            fn combine(op: Builtin, acc: &mut [Self], x: &[Self]) -> bool {
+                match op {
+                    Builtin::Sum => zip(acc, x, |a, b| a + b),
+                    Builtin::Prod => zip(acc, x, |a, b| a * b),
+                    Builtin::Min => zip(acc, x, <$t>::min),
+                    Builtin::Max => zip(acc, x, <$t>::max),
+                    _ => return false,
+                }
+                true
+            }
+        }
+    )*};
+}
+
+floats!(f32 f64);
+
+/// What a reduction combines with: a built-in operator or a user closure.
+///
+/// Implemented by [`Builtin`] (for [`Reducible`] types) and by [`UserOp`].
+pub trait Operator<T> {
+    /// `acc[i] = acc[i] ∘ x[i]`; false if the operator does not apply to `T`.
+    fn apply(&self, acc: &mut [T], x: &[T]) -> bool;
+    /// Whether `a ∘ b = b ∘ a`: a commutative operator may combine in any order.
+    fn commutative(&self) -> bool;
+    /// Identifies the operator in the call record, so that ranks can check they agree
+    /// (user closures are identified only by their commutativity).
+    fn code(&self) -> u64;
+    /// The built-in operator this is, if any (the legs between nodes hand it to MPI).
+    fn builtin(&self) -> Option<Builtin> {
+        None
+    }
+}
+
+impl<T: Reducible> Operator<T> for Builtin {
+    fn apply(&self, acc: &mut [T], x: &[T]) -> bool {
+        T::combine(*self, acc, x)
+    }
+    fn commutative(&self) -> bool {
+        true
+    }
+    fn code(&self) -> u64 {
+        Builtin::code(*self)
+    }
+    fn builtin(&self) -> Option<Builtin> {
+        Some(*self)
+    }
+}
+
+/// An operator lent by reference is the same operator.
+impl<T, O: Operator<T> + ?Sized> Operator<T> for &O {
+    fn apply(&self, acc: &mut [T], x: &[T]) -> bool {
+        (**self).apply(acc, x)
+    }
+    fn commutative(&self) -> bool {
+        (**self).commutative()
+    }
+    fn code(&self) -> u64 {
+        (**self).code()
+    }
+    fn builtin(&self) -> Option<Builtin> {
+        (**self).builtin()
+    }
+}
+
+/// A user operator: a closure `f(acc, x)` that sets `acc[i] = acc[i] ∘ x[i]`.
+///
+/// # Examples
+///
+/// ```
+/// use zcoll::op::{Operator, UserOp};
+/// // 2x2 matrix product, flattened: not commutative, so ranks combine in rank order.
+/// let matmul = UserOp::non_commutative(|acc: &mut [[i64; 4]], x: &[[i64; 4]]| {
+///     for (a, b) in acc.iter_mut().zip(x) {
+///         *a = [a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3],
+///               a[2] * b[0] + a[3] * b[2], a[2] * b[1] + a[3] * b[3]];
+///     }
+/// });
+/// let mut acc = [[1, 1, 0, 1]];
+/// assert!(matmul.apply(&mut acc, &[[1, 0, 1, 1]]));
+/// assert_eq!(acc, [[2, 1, 1, 1]]);
+/// assert!(!matmul.commutative());
+/// ```
+pub struct UserOp<F> {
+    f: F,
+    commutative: bool,
+}
+
+impl<F> UserOp<F> {
+    /// A commutative operator: zcoll may combine the ranks' values in any order.
+    pub fn commutative(f: F) -> Self {
+        UserOp { f, commutative: true }
+    }
+
+    /// A non-commutative operator: zcoll combines in rank order.
+    pub fn non_commutative(f: F) -> Self {
+        UserOp { f, commutative: false }
+    }
+}
+
+impl<T, F: Fn(&mut [T], &[T])> Operator<T> for UserOp<F> {
+    fn apply(&self, acc: &mut [T], x: &[T]) -> bool {
+        (self.f)(acc, &x[..acc.len()]);
+        true
+    }
+    fn commutative(&self) -> bool {
+        self.commutative
+    }
+    fn code(&self) -> u64 {
+        0x100 | self.commutative as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_kernels_match_their_definitions() {
+        let a = [0i16, 3, -7, i16::MAX];
+        let b = [5i16, 0, -2, 1];
+        let expect: [(Builtin, [i16; 4]); 9] = [
+            (Builtin::Sum, [5, 3, -9, i16::MIN]),
+            (Builtin::Prod, [0, 0, 14, i16::MAX]),
+            (Builtin::Min, [0, 0, -7, 1]),
+            (Builtin::Max, [5, 3, -2, i16::MAX]),
+            (Builtin::BitAnd, [0, 0, -8, 1]),
+            (Builtin::BitOr, [5, 3, -1, i16::MAX]),
+            (Builtin::BitXor, [5, 3, 7, i16::MAX - 1]),
+            (Builtin::LogicalAnd, [0, 0, 1, 1]),
+            (Builtin::LogicalOr, [1, 1, 1, 1]),
+        ];
+        for (op, want) in expect {
+            let mut acc = a;
+            assert!(i16::combine(op, &mut acc, &b));
+            assert_eq!(acc, want, "{op:?}");
+        }
+    }
+
+    #[test]
+    fn float_kernels_and_refusals() {
+        let mut acc = [1.5f32, -2.0];
+        assert!(f32::combine(Builtin::Prod, &mut acc, &[2.0, 4.0]));
+        assert_eq!(acc, [3.0, -8.0]);
+        for op in [Builtin::BitAnd, Builtin::BitOr, Builtin::BitXor, Builtin::LogicalAnd, Builtin::LogicalOr]
+        {
+            assert!(!f64::combine(op, &mut [1.0], &[1.0]));
+        }
+    }
+
+    #[test]
+    fn codes_are_distinct() {
+        let mut codes: Vec<u64> = Builtin::ALL.iter().map(|&b| Builtin::code(b)).collect();
+        codes.push(<UserOp<fn(&mut [u8], &[u8])> as Operator<u8>>::code(&UserOp::commutative(|_, _| {})));
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), 10);
+    }
+}

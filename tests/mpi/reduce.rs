@@ -1,0 +1,209 @@
+//! Reductions against rsmpi's `all_reduce_into` (built-in operators) and against a
+//! result computed independently (a non-commutative user operator).
+
+use mpi::collective::SystemOperation;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use zcoll::op::{Builtin, Operator, UserOp};
+use zcoll::{Comm, Error, Pod, ReduceAlgorithm};
+
+/// A 2x2 matrix of wrapping integers: its product is not commutative.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
+#[repr(C)]
+pub(crate) struct Mat2 {
+    m: [i64; 4],
+}
+
+fn mat_mul(a: Mat2, b: Mat2) -> Mat2 {
+    let (a, b) = (a.m, b.m);
+    let f = |x: i64, y: i64, z: i64, w: i64| x.wrapping_mul(y).wrapping_add(z.wrapping_mul(w));
+    Mat2 {
+        m: [
+            f(a[0], b[0], a[1], b[2]),
+            f(a[0], b[1], a[1], b[3]),
+            f(a[2], b[0], a[3], b[2]),
+            f(a[2], b[1], a[3], b[3]),
+        ],
+    }
+}
+
+fn mat_of(rank: i32, i: usize) -> Mat2 {
+    let r = rank as i64;
+    let i = i as i64;
+    Mat2 { m: [1 + (r + i) % 3, r - i % 5, (i * 7 + r) % 4, 1 + r * 2 - i % 3] }
+}
+
+fn algorithms() -> [ReduceAlgorithm; 3] {
+    [ReduceAlgorithm::Auto, ReduceAlgorithm::Partitioned, ReduceAlgorithm::Staged]
+}
+
+/// Values for rank `r`, element `i`, of a type built from an `i64`.
+trait Sample: Pod + PartialEq + std::fmt::Debug {
+    fn sample(r: i32, i: usize, seed: u64) -> Self;
+    /// How far apart two results may be (0 for integers).
+    fn close(a: Self, b: Self, p: i32) -> bool;
+}
+
+impl Sample for i32 {
+    fn sample(r: i32, i: usize, seed: u64) -> Self {
+        ((i as u64 * 2654435761 + seed * 97 + r as u64 * 40503) % 2001) as i32 - 1000
+    }
+    fn close(a: Self, b: Self, _: i32) -> bool {
+        a == b
+    }
+}
+
+impl Sample for u64 {
+    fn sample(r: i32, i: usize, seed: u64) -> Self {
+        (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (seed << 7) ^ (r as u64 * 0x1234_5678_9abc)
+    }
+    fn close(a: Self, b: Self, _: i32) -> bool {
+        a == b
+    }
+}
+
+impl Sample for f64 {
+    fn sample(r: i32, i: usize, seed: u64) -> Self {
+        (i32::sample(r, i, seed) as f64) / 7.0 + 0.5
+    }
+    fn close(a: Self, b: Self, p: i32) -> bool {
+        // Samples are at most ~143 in magnitude. Summing p of them in another order moves
+        // the result by at most p ulps of the largest partial sum (p * 143), whatever the
+        // cancellation; a product or min/max, by p ulps of the result.
+        let scale = a.abs().max(b.abs()).max(p as f64 * 143.0);
+        a == b || (a - b).abs() <= 4.0 * p as f64 * f64::EPSILON * scale
+    }
+}
+
+/// Allreduce (in place and not) and reduce (every root cycling, in place and not) of
+/// `n` elements with `op`, against rsmpi's allreduce; also checks that every rank holds
+/// bitwise the same allreduce result.
+fn check_reduce<T: Sample + zcoll::op::Reducible>(
+    world: &SimpleCommunicator,
+    comm: &Comm,
+    n: usize,
+    op: Builtin,
+    seed: u64,
+) {
+    let (me, p) = (world.rank(), world.size());
+    let send: Vec<T> = (0..n).map(|i| T::sample(me, i, seed)).collect();
+    let mut oracle = vec![T::zeroed(); n];
+    if n > 0 {
+        world.all_reduce_into(&send[..], &mut oracle[..], op_mpi(op));
+    }
+    let agree = |got: &[T], what: &str| {
+        for (i, (a, b)) in got.iter().zip(&oracle).enumerate() {
+            assert!(T::close(*a, *b, p), "{what} {op:?} n={n}: rank {me} element {i}: {a:?} vs rsmpi {b:?}");
+        }
+    };
+    for algo in algorithms() {
+        let mut recv = vec![T::zeroed(); n];
+        comm.all_reduce_into_with(&send, &mut recv, op, algo)
+            .unwrap_or_else(|e| panic!("allreduce {algo}: {e}"));
+        agree(&recv, &format!("allreduce {algo}"));
+        // Bitwise the same on every rank.
+        let sum = recv
+            .iter()
+            .fold(0u64, |h, x| bytemuck::bytes_of(x).iter().fold(h, |h, &b| h.rotate_left(5) ^ b as u64));
+        let mut sums = vec![0u64; p as usize];
+        world.all_gather_into(&sum, &mut sums[..]);
+        assert!(sums.iter().all(|&s| s == sums[0]), "allreduce {algo}: ranks differ bitwise");
+    }
+    let mut inplace = send.clone();
+    comm.all_reduce_in_place(&mut inplace, op).unwrap();
+    agree(&inplace, "allreduce in place");
+
+    let root = (seed % p as u64) as i32;
+    for algo in algorithms() {
+        if me == root {
+            let mut recv = vec![T::zeroed(); n];
+            comm.reduce_with(&send, Some(&mut recv), root, op, algo).unwrap();
+            agree(&recv, &format!("reduce {algo}"));
+        } else {
+            comm.reduce_with(&send, None, root, op, algo).unwrap();
+        }
+    }
+    if me == root {
+        let mut buf = send.clone();
+        comm.reduce_in_place_root(&mut buf, root, op).unwrap();
+        agree(&buf, "reduce in place");
+    } else {
+        comm.reduce_into(&send, root, op).unwrap();
+    }
+    assert!(send.iter().enumerate().all(|(i, x)| *x == T::sample(me, i, seed)), "an input changed");
+}
+
+fn op_mpi(op: Builtin) -> SystemOperation {
+    match op {
+        Builtin::Sum => SystemOperation::sum(),
+        Builtin::Prod => SystemOperation::product(),
+        Builtin::Min => SystemOperation::min(),
+        Builtin::Max => SystemOperation::max(),
+        Builtin::BitAnd => SystemOperation::bitwise_and(),
+        Builtin::BitOr => SystemOperation::bitwise_or(),
+        Builtin::BitXor => SystemOperation::bitwise_xor(),
+        Builtin::LogicalAnd => SystemOperation::logical_and(),
+        Builtin::LogicalOr => SystemOperation::logical_or(),
+        _ => unreachable!(),
+    }
+}
+
+pub(crate) fn reduce(world: &SimpleCommunicator, comm: &Comm) {
+    let (me, p) = (world.rank(), world.size());
+    let mut seed = 0;
+    for n in [0usize, 1, 7, 1000, 4097, 100_003] {
+        for op in Builtin::ALL {
+            seed += 1;
+            check_reduce::<i32>(world, comm, n, op, seed);
+            check_reduce::<u64>(world, comm, n, op, seed);
+            if matches!(op, Builtin::Sum | Builtin::Prod | Builtin::Min | Builtin::Max) {
+                check_reduce::<f64>(world, comm, n, op, seed);
+            }
+        }
+    }
+    // Large: 16 MiB of f64 and 8 MiB of i32, summed.
+    check_reduce::<f64>(world, comm, 2 << 20, Builtin::Sum, 1000);
+    check_reduce::<i32>(world, comm, (2 << 20) + 5, Builtin::Max, 1001);
+
+    // A non-commutative user operator folds in rank order.
+    let matmul = UserOp::non_commutative(|acc: &mut [Mat2], x: &[Mat2]| {
+        for (a, b) in acc.iter_mut().zip(x) {
+            *a = mat_mul(*a, *b);
+        }
+    });
+    assert!(!matmul.commutative());
+    for n in [1usize, 33, 5000, 70_000] {
+        let send: Vec<Mat2> = (0..n).map(|i| mat_of(me, i)).collect();
+        let expect: Vec<Mat2> =
+            (0..n).map(|i| (1..p).fold(mat_of(0, i), |acc, r| mat_mul(acc, mat_of(r, i)))).collect();
+        for algo in algorithms() {
+            let mut recv = vec![Mat2 { m: [0; 4] }; n];
+            comm.all_reduce_into_with(&send, &mut recv, &matmul, algo).unwrap();
+            assert_eq!(recv, expect, "user operator {algo} n={n}");
+        }
+    }
+
+    // Bad input: the same error on every rank, buffers untouched.
+    let send = vec![1.5f64; 100];
+    let mut recv = vec![0.0f64; 100];
+    let e = comm.all_reduce_into(&send, &mut recv, Builtin::BitXor).unwrap_err();
+    assert!(matches!(e, Error::Unsupported { rank, .. } if rank == me), "{e}");
+    if p > 1 {
+        let e = comm
+            .all_reduce_into(&send, &mut recv, if me == p - 1 { Builtin::Max } else { Builtin::Sum })
+            .unwrap_err();
+        // Within a node the operator is part of the call's algorithm word; across nodes the
+        // check names it.
+        assert!(
+            matches!(e, Error::Mismatch { culprit, what: "algorithm" | "operator or element type", .. } if culprit == p - 1),
+            "{e}"
+        );
+        let short = if me == 1 { &send[..99] } else { &send[..] };
+        let e = comm.all_reduce_into(short, &mut recv[..short.len()], Builtin::Sum).unwrap_err();
+        assert!(matches!(e, Error::LengthMismatch { culprit: 1, .. }), "{e}");
+        let e = comm.reduce_into_root(&send, &mut recv, p, Builtin::Sum).unwrap_err();
+        assert_eq!(e, Error::InvalidRoot { rank: me, root: p, size: p });
+    }
+    assert!(recv.iter().all(|&x| x == 0.0), "a failed call wrote its output");
+    comm.barrier().unwrap();
+}

@@ -48,6 +48,7 @@ pub mod op;
 mod segment;
 mod sync;
 mod transport;
+pub mod tune;
 
 pub use coll::bcast::BcastAlgorithm;
 pub use coll::reduce::ReduceAlgorithm;

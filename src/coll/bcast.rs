@@ -15,8 +15,8 @@
 //!   a rank reads the whole buffer from its parent once the parent holds it, and the
 //!   children of one parent read in waves of at most `k - 1` (a wave starts when the
 //!   previous wave of the same parent is done), so no process ever has more than
-//!   `k - 1` readers. `ceil(log_k p) (k - 1) (alpha + n beta + (n / s) l gamma(k - 1))`
-//!   along the critical path, with `k = p` being direct read.
+//!   `k - 1` readers. `ceil(log_k p) (alpha + n beta + (n / s) l gamma(k - 1))`
+//!   along the critical path (one wave per level), with `k = p` being direct read.
 //! - [`BcastAlgorithm::ScatterAllgather`]: the buffer is cut into `p` chunks (page
 //!   multiples when they are at least a page); every rank reads its own chunk from the
 //!   root (disjoint pages: no contention), then reads each other chunk from the rank that

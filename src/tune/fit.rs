@@ -1,0 +1,133 @@
+//! Least-squares fits of the model's parameters to measurements.
+//!
+//! The paper fitted with Levenberg-Marquardt; the model is linear in every parameter
+//! once the regressors are chosen, so ordinary least squares (normal equations, solved
+//! by Gaussian elimination with partial pivoting) finds the same optimum exactly.
+
+/// Solves the least-squares problem `min |X w - y|^2` for `K` unknowns; `None` if the
+/// regressors do not determine them (a singular normal matrix).
+pub fn least_squares<const K: usize>(rows: &[([f64; K], f64)]) -> Option<[f64; K]> {
+    let mut m = [[0.0f64; K]; K];
+    let mut v = [0.0f64; K];
+    for (x, y) in rows {
+        for i in 0..K {
+            v[i] += x[i] * y;
+            for (j, mij) in m[i].iter_mut().enumerate() {
+                *mij += x[i] * x[j];
+            }
+        }
+    }
+    // Scale each unknown so that the pivots are comparable (bytes and pages differ by
+    // orders of magnitude).
+    let scale: [f64; K] = std::array::from_fn(|i| m[i][i].sqrt().max(f64::MIN_POSITIVE));
+    for i in 0..K {
+        v[i] /= scale[i];
+        for j in 0..K {
+            m[i][j] /= scale[i] * scale[j];
+        }
+    }
+    for col in 0..K {
+        let pivot = (col..K).max_by(|&a, &b| m[a][col].abs().total_cmp(&m[b][col].abs()))?;
+        if m[pivot][col].abs() < 1e-12 {
+            return None;
+        }
+        m.swap(col, pivot);
+        v.swap(col, pivot);
+        let (pivot_row, pivot_v) = (m[col], v[col]);
+        for (row, (mr, vr)) in m.iter_mut().zip(v.iter_mut()).enumerate() {
+            if row != col {
+                let f = mr[col] / pivot_row[col];
+                for (x, px) in mr.iter_mut().zip(pivot_row).skip(col) {
+                    *x -= f * px;
+                }
+                *vr -= f * pivot_v;
+            }
+        }
+    }
+    Some(std::array::from_fn(|i| v[i] / m[i][i] / scale[i]))
+}
+
+/// One timed transfer: bytes copied, pages pinned, seconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Transfer {
+    /// Bytes copied.
+    pub bytes: f64,
+    /// Pages pinned.
+    pub pages: f64,
+    /// Seconds it took.
+    pub seconds: f64,
+}
+
+/// Fits `t = alpha + beta * bytes + l * pages` to uncontended transfers. Pin-only samples
+/// (one byte copied against many pages pinned) are what separate `l` from `beta`. The
+/// timings span orders of magnitude and their noise is relative, so every sample is
+/// weighted by `1 / t`: the fit minimises relative errors.
+pub fn transfer(samples: &[Transfer]) -> Option<(f64, f64, f64)> {
+    let rows: Vec<([f64; 3], f64)> = samples
+        .iter()
+        .filter(|s| s.seconds > 0.0)
+        .map(|s| ([1.0 / s.seconds, s.bytes / s.seconds, s.pages / s.seconds], 1.0))
+        .collect();
+    least_squares(&rows).map(|[alpha, beta, l]| (alpha, beta, l))
+}
+
+/// Fits `gamma(c) = a c^2 + b c` to measured slowdowns `(c, gamma)`, relative errors
+/// weighted alike (as [`transfer`]).
+pub fn gamma(samples: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let rows: Vec<([f64; 2], f64)> =
+        samples.iter().filter(|s| s.1 > 0.0).map(|&(c, g)| ([c * c / g, c / g], 1.0)).collect();
+    least_squares(&rows).map(|[a, b]| (a, b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic jitter of at most `pct` percent.
+    fn jitter(i: usize, pct: f64) -> f64 {
+        1.0 + pct / 100.0 * (((i * 7919) % 201) as f64 / 100.0 - 1.0)
+    }
+
+    #[test]
+    fn recovers_transfer_parameters_from_noisy_synthetic_data() {
+        let (alpha, beta, l) = (0.45e-6, 1.0 / 20e9, 50e-9);
+        let mut samples = Vec::new();
+        for (i, pages) in [1usize, 4, 16, 64, 256, 1024].into_iter().enumerate() {
+            let bytes = (pages * 4096) as f64;
+            // A full copy of the pages, and a pin-only read of them.
+            samples.push(Transfer {
+                bytes,
+                pages: pages as f64,
+                seconds: (alpha + beta * bytes + l * pages as f64) * jitter(i, 1.0),
+            });
+            samples.push(Transfer {
+                bytes: 1.0,
+                pages: pages as f64,
+                seconds: (alpha + beta + l * pages as f64) * jitter(i + 50, 1.0),
+            });
+        }
+        let (a, b, p) = transfer(&samples).unwrap();
+        assert!((a / alpha - 1.0).abs() < 0.05, "alpha {a}");
+        assert!((b / beta - 1.0).abs() < 0.05, "beta {b}");
+        assert!((p / l - 1.0).abs() < 0.05, "l {p}");
+    }
+
+    #[test]
+    fn recovers_gamma_and_refuses_an_undetermined_fit() {
+        let (a, b) = (0.4, 0.6);
+        let samples: Vec<(f64, f64)> =
+            (1..=8).map(|c| (c as f64, (a * (c * c) as f64 + b * c as f64) * jitter(c, 2.0))).collect();
+        let (fa, fb) = gamma(&samples).unwrap();
+        assert!((fa / a - 1.0).abs() < 0.05, "a {fa}");
+        assert!((fb / b - 1.0).abs() < 0.1, "b {fb}");
+        // One concurrency level cannot separate a from b.
+        assert_eq!(gamma(&[(2.0, 2.8), (2.0, 2.8)]), None);
+    }
+
+    #[test]
+    fn exact_data_is_fitted_exactly() {
+        let rows: Vec<([f64; 2], f64)> = (0..5).map(|i| ([1.0, i as f64], 3.0 + 2.0 * i as f64)).collect();
+        let [c, m] = least_squares(&rows).unwrap();
+        assert!((c - 3.0).abs() < 1e-9 && (m - 2.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,10 @@
+//! Tuning: the cost model, its fit to measurements, and the choice of algorithms.
+//!
+//! `model` writes the cost of every algorithm in the contention model of the CMA paper;
+//! `fit` recovers the model's parameters from timings by least squares. The calibration
+//! that measures a machine and the per-call selection build on both.
+
+pub mod fit;
+pub mod model;
+
+pub use model::{Algo, Params};

@@ -1,0 +1,241 @@
+//! The cost model of the contention-aware CMA collectives (Cluster '17), extended with
+//! the copy-in/copy-out paths.
+//!
+//! One single-copy transfer of `n` bytes, while `c` processes pin pages of the same
+//! process at once, costs
+//!
+//! ```text
+//! T(n, c) = alpha + n * beta + l * gamma(c) * ceil(n / s),     gamma(c) = a c^2 + b c
+//! ```
+//!
+//! `alpha` is the start-up of a call, `beta` the cost per byte, `l` the cost of pinning
+//! one page without contention, `s` the page size, and `gamma(c)` the slowdown of the
+//! pinning when `c` readers pin one process's pages (normalised so that `gamma(1) = 1`
+//! for a fitted profile). A transfer that pins pages nobody else pins has `c = 1`.
+//! Copy-in/copy-out costs `2 n * memcpy_beta` plus `flag` per hand-off of a chunk.
+//!
+//! Every algorithm's cost is written from its schedule: what runs in parallel costs
+//! the slowest of its transfers, what runs in sequence adds up.
+
+/// The parameters of one machine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Params {
+    /// Start-up of one CMA call, seconds.
+    pub alpha: f64,
+    /// Seconds per byte copied by CMA.
+    pub beta: f64,
+    /// Seconds to pin one page without contention.
+    pub l: f64,
+    /// Page size, bytes.
+    pub s: f64,
+    /// `gamma(c) = a c^2 + b c`: the quadratic coefficient.
+    pub a: f64,
+    /// `gamma(c) = a c^2 + b c`: the linear coefficient.
+    pub b: f64,
+    /// Seconds per byte of a `memcpy` (the copy-in/copy-out paths).
+    pub memcpy_beta: f64,
+    /// Seconds for one flag hand-off between two ranks (a cache line moving).
+    pub flag: f64,
+}
+
+impl Params {
+    /// Parameters of the order measured on a 2-core x86-64 VM (DESIGN.md): the built-in
+    /// defaults when no profile was measured on this machine.
+    pub const DEFAULT: Params = Params {
+        alpha: 0.45e-6,
+        beta: 1.0 / 20e9,
+        l: 50e-9,
+        s: 4096.0,
+        a: 0.4,
+        b: 0.6,
+        memcpy_beta: 1.0 / 31e9,
+        flag: 0.2e-6,
+    };
+
+    /// The contention factor for `c` concurrent pinners of one process.
+    pub fn gamma(&self, c: usize) -> f64 {
+        let c = c.max(1) as f64;
+        self.a * c * c + self.b * c
+    }
+
+    /// One single-copy transfer of `n` bytes with `c` concurrent pinners.
+    pub fn transfer(&self, n: usize, c: usize) -> f64 {
+        if n == 0 {
+            return 0.0;
+        }
+        self.alpha + n as f64 * self.beta + self.l * self.gamma(c) * (n as f64 / self.s).ceil()
+    }
+
+    /// Copy-in/copy-out of `n` bytes in chunks of `chunk` bytes.
+    pub fn staged(&self, n: usize, chunk: usize) -> f64 {
+        2.0 * n as f64 * self.memcpy_beta + (n.div_ceil(chunk.max(1)).max(1)) as f64 * self.flag
+    }
+}
+
+fn ceil_log(p: usize, k: usize) -> usize {
+    let (mut levels, mut reach) = (0, 1usize);
+    while reach < p {
+        reach = reach.saturating_mul(k.max(2));
+        levels += 1;
+    }
+    levels
+}
+
+/// The modelled algorithms, with their parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Algo {
+    /// Broadcast: every non-root reads the root at once.
+    BcastDirectRead,
+    /// Broadcast: the root writes every non-root in turn.
+    BcastDirectWrite,
+    /// Broadcast: k-nomial read tree, at most `k - 1` readers per process at a time.
+    BcastKnomial(usize),
+    /// Broadcast: scatter of `p` chunks, then a ring allgather of them.
+    BcastScatterAllgather,
+    /// Broadcast through the staging area (32 KiB chunks).
+    BcastStaged,
+    /// Scatter: every non-root reads its block from the root at once.
+    ScatterParallelRead,
+    /// Scatter: the root writes each block in turn.
+    ScatterSequentialWrite,
+    /// Scatter: `k` readers at a time.
+    ScatterThrottledRead(usize),
+    /// Gather: every non-root writes its block into the root at once.
+    GatherParallelWrite,
+    /// Gather: the root reads each block in turn.
+    GatherSequentialRead,
+    /// Gather: `k` writers at a time.
+    GatherThrottledWrite(usize),
+    /// Allgather: a ring (each step reads one block from a neighbour).
+    AllgatherRing,
+    /// Allgather: recursive doubling.
+    AllgatherRecursiveDoubling,
+    /// Allgather: Bruck, with its final local rotation.
+    AllgatherBruck,
+    /// Alltoall: pairwise exchange.
+    AlltoallPairwise,
+    /// Alltoall: Bruck, with packing.
+    AlltoallBruck,
+    /// Allreduce: partitioned reduce-scatter and allgather.
+    AllreducePartitioned,
+    /// Allreduce through the staging areas.
+    AllreduceStaged,
+}
+
+impl Params {
+    /// The predicted time of `algo` on `p` ranks of one node, `n` bytes per block (the
+    /// whole message for broadcast and allreduce, one rank's block otherwise), in
+    /// seconds. A rank per core is assumed.
+    pub fn predict(&self, algo: Algo, p: usize, n: usize) -> f64 {
+        let p = p.max(1);
+        if p == 1 {
+            return 0.0;
+        }
+        let q = p - 1;
+        let pf = p as f64;
+        let t = |n, c| self.transfer(n, c);
+        match algo {
+            Algo::BcastDirectRead => t(n, q),
+            Algo::BcastDirectWrite => q as f64 * t(n, 1),
+            Algo::BcastKnomial(k) => ceil_log(p, k) as f64 * t(n, (k - 1).min(q)),
+            // The scatter reads disjoint pages of the root: no page pinned twice.
+            Algo::BcastScatterAllgather => t(n.div_ceil(p), 1) + q as f64 * t(n.div_ceil(p), 1),
+            Algo::BcastStaged => self.staged(n, 32 * 1024),
+            Algo::ScatterParallelRead | Algo::GatherParallelWrite => t(n, q),
+            Algo::ScatterSequentialWrite | Algo::GatherSequentialRead => q as f64 * t(n, 1),
+            Algo::ScatterThrottledRead(k) | Algo::GatherThrottledWrite(k) => {
+                let k = k.clamp(1, q);
+                q.div_ceil(k) as f64 * t(n, k)
+            }
+            Algo::AllgatherRing | Algo::AlltoallPairwise => q as f64 * t(n, 1),
+            Algo::AllgatherRecursiveDoubling => {
+                (0..ceil_log(p, 2)).map(|i| t(n << i, 1)).sum::<f64>().min(q as f64 * t(n, 1) * 2.0)
+            }
+            Algo::AllgatherBruck => {
+                (0..ceil_log(p, 2)).map(|i| t(n << i, 1)).sum::<f64>() + pf * n as f64 * self.memcpy_beta
+            }
+            Algo::AlltoallBruck => {
+                ceil_log(p, 2) as f64 * (t(n * p / 2, 1) + 2.0 * (n * p / 2) as f64 * self.memcpy_beta)
+            }
+            Algo::AllreducePartitioned => {
+                let part = n.div_ceil(p);
+                2.0 * q as f64 * t(part, 1)
+            }
+            Algo::AllreduceStaged => self.staged(n, 32 * 1024) + pf * n as f64 * self.memcpy_beta,
+        }
+    }
+
+    /// The cheapest of `candidates` for `p` ranks and `n` bytes, and its predicted time.
+    pub fn best(&self, candidates: &[Algo], p: usize, n: usize) -> Option<(Algo, f64)> {
+        candidates.iter().map(|&a| (a, self.predict(a, p, n))).min_by(|x, y| x.1.total_cmp(&y.1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: Params = Params {
+        alpha: 1e-6,
+        beta: 1e-9,
+        l: 1e-7,
+        s: 4096.0,
+        a: 0.5,
+        b: 0.5,
+        memcpy_beta: 0.5e-9,
+        flag: 1e-7,
+    };
+
+    #[test]
+    fn transfer_matches_the_formula_by_hand() {
+        assert_eq!(P.gamma(1), 1.0);
+        assert_eq!(P.gamma(3), 0.5 * 9.0 + 0.5 * 3.0);
+        // 10000 bytes: 3 pages.
+        let want = 1e-6 + 10000.0 * 1e-9 + 1e-7 * 6.0 * 3.0;
+        assert!((P.transfer(10000, 3) - want).abs() < 1e-15);
+        assert_eq!(P.transfer(0, 5), 0.0);
+        assert!((P.staged(65536, 32768) - (2.0 * 65536.0 * 0.5e-9 + 2.0 * 1e-7)).abs() < 1e-15);
+    }
+
+    #[test]
+    fn algorithm_costs_by_hand() {
+        let n = 8192; // 2 pages
+        let t1 = 1e-6 + 8192e-9 + 1e-7 * 2.0;
+        let t = |c: usize| 1e-6 + 8192e-9 + 1e-7 * P.gamma(c) * 2.0;
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        assert!(close(P.predict(Algo::ScatterParallelRead, 8, n), t(7)));
+        assert!(close(P.predict(Algo::ScatterSequentialWrite, 8, n), 7.0 * t1));
+        // k = 3 of 7 readers: 3 waves, 3 concurrent pinners each.
+        assert!(close(P.predict(Algo::ScatterThrottledRead(3), 8, n), 3.0 * t(3)));
+        assert!(close(P.predict(Algo::ScatterThrottledRead(100), 8, n), t(7)));
+        assert!(close(P.predict(Algo::BcastKnomial(2), 8, n), 3.0 * t(1)));
+        assert!(close(P.predict(Algo::BcastKnomial(4), 16, n), 2.0 * t(3)));
+        assert!(close(P.predict(Algo::AlltoallPairwise, 4, n), 3.0 * t1));
+        assert_eq!(P.predict(Algo::BcastDirectRead, 1, n), 0.0);
+    }
+
+    #[test]
+    fn contention_makes_throttling_win_for_large_messages_on_many_ranks() {
+        let strong = Params { a: 2.0, b: -1.0, ..P };
+        let (best, _) = strong
+            .best(
+                &[
+                    Algo::ScatterParallelRead,
+                    Algo::ScatterSequentialWrite,
+                    Algo::ScatterThrottledRead(2),
+                    Algo::ScatterThrottledRead(4),
+                    Algo::ScatterThrottledRead(8),
+                ],
+                64,
+                1 << 20,
+            )
+            .unwrap();
+        assert!(matches!(best, Algo::ScatterThrottledRead(_)), "{best:?}");
+        // Tiny messages under mild contention: the start-ups dominate, and one parallel
+        // round beats 63 sequential ones.
+        let mild = Params { a: 0.01, b: 0.99, ..P };
+        let (best, _) = mild.best(&[Algo::ScatterParallelRead, Algo::ScatterSequentialWrite], 64, 8).unwrap();
+        assert_eq!(best, Algo::ScatterParallelRead);
+    }
+}

@@ -25,6 +25,7 @@
 
 #![allow(unsafe_code)]
 
+mod parts;
 mod stage;
 pub(crate) mod wait;
 

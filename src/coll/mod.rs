@@ -7,6 +7,9 @@
 
 pub(crate) mod barrier;
 pub(crate) mod bcast;
+pub(crate) mod gather;
+mod rooted;
+pub(crate) mod scatter;
 
 use crate::error::{Error, Result};
 use crate::sync::{Call, Control, Round};
@@ -29,6 +32,8 @@ pub(crate) struct Ctx<'a> {
 pub(crate) enum Kind {
     Barrier = 1,
     Bcast = 2,
+    Scatter = 3,
+    Gather = 4,
 }
 
 /// Packs a collective, its algorithm and the algorithm's parameter into `Call::op`.

@@ -67,6 +67,17 @@ impl Hierarchy {
         usize::try_from(r).ok().and_then(|r| self.local_of.get(r).copied()).unwrap_or(0)
     }
 
+    /// The communicator of the node leaders (node `k`'s leader is its rank `k`), on the
+    /// leaders only.
+    pub(crate) fn leaders(&self) -> Option<&SimpleCommunicator> {
+        self.leaders.as_ref()
+    }
+
+    /// The node of parent rank `r`, or 0 for a rank that does not exist.
+    pub(crate) fn node_of(&self, r: i32) -> usize {
+        usize::try_from(r).ok().and_then(|r| self.node_of.get(r).copied()).unwrap_or(0)
+    }
+
     /// Checks across nodes that every rank calls `kind` with the same root and length;
     /// the node-local checks then run as usual.
     pub(crate) fn check(
@@ -123,7 +134,7 @@ impl Hierarchy {
     }
 
     /// Agrees across nodes on the outcome of a step every rank took.
-    fn agree(&self, parent: &SimpleCommunicator, result: Result<()>) -> Result<()> {
+    pub(crate) fn agree(&self, parent: &SimpleCommunicator, result: Result<()>) -> Result<()> {
         let mine = if result.is_err() { parent.rank() } else { i32::MAX };
         let mut first = 0i32;
         parent.all_reduce_into(&mine, &mut first, SystemOperation::min());

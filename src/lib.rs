@@ -33,6 +33,8 @@
 //! | `ZCOLL_NODE_SIZE=k` | virtual nodes of `k` consecutive ranks, to test the hierarchy on one machine |
 //! | `ZCOLL_TIMEOUT=s` | give up a wait after `s` seconds with [`Error::Timeout`] |
 //! | `ZCOLL_BCAST_ALGORITHM=name` | the default broadcast algorithm |
+//! | `ZCOLL_SCATTER_ALGORITHM=name[:k]` | the default scatter algorithm ([`ScatterAlgorithm`]) |
+//! | `ZCOLL_GATHER_ALGORITHM=name[:k]` | the default gather algorithm ([`GatherAlgorithm`]) |
 
 #![deny(unsafe_code)]
 
@@ -51,7 +53,9 @@ mod transport;
 pub mod tune;
 
 pub use coll::bcast::BcastAlgorithm;
+pub use coll::gather::GatherAlgorithm;
 pub use coll::reduce::ReduceAlgorithm;
+pub use coll::scatter::ScatterAlgorithm;
 pub use comm::{Comm, Info, ZeroCopy};
 pub use error::{Errno, Error, Result};
 pub use transport::TransportKind;

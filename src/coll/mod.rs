@@ -7,7 +7,10 @@
 
 pub(crate) mod barrier;
 pub(crate) mod bcast;
+pub(crate) mod gather;
 pub(crate) mod reduce;
+mod rooted;
+pub(crate) mod scatter;
 
 use crate::error::{Error, Result};
 use crate::sync::{Call, Control, Round};
@@ -32,6 +35,8 @@ pub(crate) enum Kind {
     Bcast = 2,
     Reduce = 7,
     Allreduce = 8,
+    Scatter = 3,
+    Gather = 4,
 }
 
 /// Packs a collective, its algorithm and the algorithm's parameter into `Call::op`.

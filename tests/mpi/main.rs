@@ -6,6 +6,7 @@
 mod launch;
 mod rank;
 mod reduce;
+mod scatter_gather;
 
 use launch::{mpirun, Job};
 
@@ -59,6 +60,36 @@ at! {
     reduce_cico_np3: 3, "reduce", ["ZCOLL_TRANSPORT" => "cico"];
     reduce_vnodes_np4_k2: 4, "reduce", ["ZCOLL_NODE_SIZE" => "2"];
     reduce_vnodes_np8_k3: 8, "reduce", ["ZCOLL_NODE_SIZE" => "3"];
+    scatter_np1: 1, "scatter", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    scatter_np2: 2, "scatter", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    scatter_np3: 3, "scatter", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    scatter_np4: 4, "scatter", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    scatter_np5: 5, "scatter", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    scatter_np8: 8, "scatter", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    scatter_cico_np3: 3, "scatter", ["ZCOLL_TRANSPORT" => "cico", "ZCOLL_EXPECT_TRANSPORT" => "cico"];
+    scatter_cico_np8: 8, "scatter", ["ZCOLL_TRANSPORT" => "cico", "ZCOLL_EXPECT_TRANSPORT" => "cico"];
+    scatter_vnodes_np4_k2: 4, "scatter", ["ZCOLL_NODE_SIZE" => "2"];
+    scatter_vnodes_np5_k2: 5, "scatter", ["ZCOLL_NODE_SIZE" => "2"];
+    scatter_vnodes_np8_k3: 8, "scatter", ["ZCOLL_NODE_SIZE" => "3"];
+    scatter_vnodes_cico_np5_k2: 5, "scatter", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TRANSPORT" => "cico"];
+    gather_np1: 1, "gather", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    gather_np2: 2, "gather", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    gather_np3: 3, "gather", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    gather_np4: 4, "gather", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    gather_np5: 5, "gather", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    gather_np8: 8, "gather", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    gather_cico_np3: 3, "gather", ["ZCOLL_TRANSPORT" => "cico", "ZCOLL_EXPECT_TRANSPORT" => "cico"];
+    gather_cico_np8: 8, "gather", ["ZCOLL_TRANSPORT" => "cico", "ZCOLL_EXPECT_TRANSPORT" => "cico"];
+    gather_vnodes_np4_k2: 4, "gather", ["ZCOLL_NODE_SIZE" => "2"];
+    gather_vnodes_np5_k2: 5, "gather", ["ZCOLL_NODE_SIZE" => "2"];
+    gather_vnodes_np8_k3: 8, "gather", ["ZCOLL_NODE_SIZE" => "3"];
+    gather_vnodes_cico_np5_k2: 5, "gather", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TRANSPORT" => "cico"];
+    scatter_gather_errors_np1: 1, "scatter-gather-errors", [];
+    scatter_gather_errors_np2: 2, "scatter-gather-errors", [];
+    scatter_gather_errors_np5: 5, "scatter-gather-errors", [];
+    scatter_gather_errors_np8: 8, "scatter-gather-errors", [];
+    scatter_gather_errors_cico_np3: 3, "scatter-gather-errors", ["ZCOLL_TRANSPORT" => "cico"];
+    scatter_gather_errors_vnodes_np8_k3: 8, "scatter-gather-errors", ["ZCOLL_NODE_SIZE" => "3"];
 }
 
 /// A rank that is not dumpable, in a job without CAP_SYS_PTRACE, really refuses CMA.

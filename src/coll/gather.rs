@@ -1,0 +1,375 @@
+//! Gather: rank `r`'s block ends up at block `r` of the root's buffer.
+//!
+//! The mirror of [`scatter`](super::scatter), with the same cost model (`p` ranks on the
+//! node, blocks of `n` bytes, `alpha` per CMA call, `beta` per byte, `l` per page pinned,
+//! `s` the page size, `gamma(c) = a c^2 + b c` the contention of `c` processes pinning the
+//! pages of one process):
+//!
+//! - [`GatherAlgorithm::ParallelWrite`]: the root publishes its receive buffer as
+//!   writable; every other rank writes its block into it with one CMA write, all at once.
+//!   `alpha + n beta + ceil(n / s) l gamma(p - 1)`.
+//! - [`GatherAlgorithm::SequentialRead`]: every non-root publishes its block; the root
+//!   reads them in turn. `(p - 1)(alpha + n beta + ceil(n / s) l)`: no contention, no
+//!   parallelism.
+//! - [`GatherAlgorithm::ThrottledWrite`] with factor `k`: as parallel write, `k` writers
+//!   at a time, the `i`-th writer after the root starting when the `(i - k)`-th has
+//!   finished. `ceil((p - 1) / k)(alpha + n beta + ceil(n / s) l gamma(k))`.
+//! - [`GatherAlgorithm::Staged`]: copy-in/copy-out through the root's staging area: every
+//!   rank copies its block in (in parallel, into slots of its own), the root copies them
+//!   out. Two memory copies per byte, no system call, no permission.
+//!
+//! The default is the scatter's, for the same reasons: staged below
+//! [`SINGLE_COPY_MIN_BYTES`] or on the `cico` transport, else throttled write with `k = 4`
+//! (parallel write when `p - 1 <= 4`).
+//!
+//! Across nodes ([`gather_hier`]): every node gathers to its leader, the leaders gather
+//! node parts to the root's leader over MPI (a gatherv into a scratch buffer, unpacked into
+//! rank order when the nodes do not hold consecutive ranks), and the root's leader hands
+//! the whole buffer to the root through the node if it is not the root itself.
+
+use super::rooted::{
+    blocks, env_choice, hier_check, parse_k, peers, relay, rooted_check, throttled, transport_error, zero_k,
+    Claim, Layout, Measure, DEFAULT_K, SINGLE_COPY_MIN_BYTES,
+};
+use super::{op, Ctx, Kind};
+use crate::error::Result;
+use crate::hier::Hierarchy;
+use crate::sync::{Call, Round};
+use crate::transport::{cma, TransportKind};
+use mpi::datatype::PartitionMut;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+
+/// How [`Comm::gather_into_root_with`](crate::Comm::gather_into_root_with) and its
+/// siblings move the blocks inside a node.
+///
+/// `ZCOLL_GATHER_ALGORITHM=name[:k]` sets what `Auto` means (`throttled-write:2`).
+///
+/// # Examples
+///
+/// ```
+/// use zcoll::GatherAlgorithm;
+/// assert_eq!("throttled-write:2".parse(), Ok(GatherAlgorithm::ThrottledWrite { k: 2 }));
+/// assert_eq!(GatherAlgorithm::SequentialRead.to_string(), "sequential-read");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum GatherAlgorithm {
+    /// Let zcoll choose by block size, node size and transport.
+    #[default]
+    Auto,
+    /// Every non-root writes its block into the root's buffer, all at once.
+    ParallelWrite,
+    /// The root reads every rank's block, one after the other.
+    SequentialRead,
+    /// Every non-root writes its block, `k` at a time (`k >= 1`).
+    ThrottledWrite {
+        /// How many ranks write at once.
+        k: u32,
+    },
+    /// Copy-in/copy-out through the root's staging area in the control segment.
+    Staged,
+}
+
+impl GatherAlgorithm {
+    /// Every algorithm that moves data (all but `Auto`), throttled write with `k = 4`.
+    pub const ALL: [GatherAlgorithm; 4] = [
+        GatherAlgorithm::ParallelWrite,
+        GatherAlgorithm::SequentialRead,
+        GatherAlgorithm::ThrottledWrite { k: DEFAULT_K },
+        GatherAlgorithm::Staged,
+    ];
+
+    /// The name used by `ZCOLL_GATHER_ALGORITHM` and the benchmarks (without `:k`).
+    pub fn name(self) -> &'static str {
+        match self {
+            GatherAlgorithm::Auto => "auto",
+            GatherAlgorithm::ParallelWrite => "parallel-write",
+            GatherAlgorithm::SequentialRead => "sequential-read",
+            GatherAlgorithm::ThrottledWrite { .. } => "throttled-write",
+            GatherAlgorithm::Staged => "staged",
+        }
+    }
+
+    /// The algorithm code and parameter published in the call.
+    fn code(self) -> (u8, u32) {
+        match self {
+            GatherAlgorithm::Auto => (0, 0),
+            GatherAlgorithm::ParallelWrite => (1, 0),
+            GatherAlgorithm::SequentialRead => (2, 0),
+            GatherAlgorithm::ThrottledWrite { k } => (3, k),
+            GatherAlgorithm::Staged => (4, 0),
+        }
+    }
+
+    /// The algorithm a gather of `block` bytes from each of `ranks` ranks uses on
+    /// `transport`, once `Auto` and `ZCOLL_GATHER_ALGORITHM` are resolved. Single-copy
+    /// algorithms run as `Staged` on the `cico` transport.
+    pub(crate) fn resolve(
+        self,
+        block: usize,
+        ranks: usize,
+        transport: TransportKind,
+    ) -> Result<GatherAlgorithm> {
+        let chosen = match self {
+            GatherAlgorithm::Auto => match env_choice("ZCOLL_GATHER_ALGORITHM", EXPECTED)? {
+                Some(a) => a,
+                None if block < SINGLE_COPY_MIN_BYTES => GatherAlgorithm::Staged,
+                None if ranks <= DEFAULT_K as usize + 1 => GatherAlgorithm::ParallelWrite,
+                None => GatherAlgorithm::ThrottledWrite { k: DEFAULT_K },
+            },
+            GatherAlgorithm::ThrottledWrite { k: 0 } => {
+                return Err(zero_k("GatherAlgorithm::ThrottledWrite"))
+            }
+            explicit => explicit,
+        };
+        Ok(match (chosen, transport) {
+            (GatherAlgorithm::Auto, _) | (_, TransportKind::Cico) => GatherAlgorithm::Staged,
+            (a, _) => a,
+        })
+    }
+}
+
+const EXPECTED: &str = "auto, parallel-write, sequential-read, throttled-write[:k] or staged";
+
+impl std::fmt::Display for GatherAlgorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GatherAlgorithm::ThrottledWrite { k } => write!(f, "{}:{k}", self.name()),
+            a => f.write_str(a.name()),
+        }
+    }
+}
+
+impl std::str::FromStr for GatherAlgorithm {
+    type Err = ();
+    fn from_str(s: &str) -> std::result::Result<Self, ()> {
+        match parse_k(s, "throttled-write")? {
+            Some(k) => Ok(GatherAlgorithm::ThrottledWrite { k }),
+            None => std::iter::once(GatherAlgorithm::Auto)
+                .chain(GatherAlgorithm::ALL)
+                .find(|a| a.name() == s && !matches!(a, GatherAlgorithm::ThrottledWrite { .. }))
+                .ok_or(()),
+        }
+    }
+}
+
+/// What a rank passes to a node-level gather.
+#[derive(Debug)]
+pub(crate) enum GatherBufs<'a> {
+    /// The root (the destination of this node's gather): its own block (`None`: already in
+    /// place in `recv`), and the buffer for every block in local-rank order.
+    Root { send: Option<&'a [u8]>, recv: &'a mut [u8] },
+    /// Any other rank: its block.
+    Leaf { send: &'a [u8] },
+}
+
+impl GatherBufs<'_> {
+    /// The block length this rank gives, with `ranks` ranks in the gather.
+    pub(crate) fn block(&self, ranks: usize) -> usize {
+        match self {
+            GatherBufs::Root { send: Some(s), .. } | GatherBufs::Leaf { send: s } => s.len(),
+            GatherBufs::Root { send: None, recv } => recv.len() / ranks.max(1),
+        }
+    }
+}
+
+/// Gathers inside the node to local rank `dst`. `root` is the root as the user gave it,
+/// published for the checks; `elem` the element size.
+///
+/// # Errors
+///
+/// The checks' errors, a transport error, or a peer's failure, on every rank of the node.
+pub(crate) fn gather(
+    ctx: &Ctx<'_>,
+    bufs: GatherBufs<'_>,
+    root: i32,
+    dst: usize,
+    elem: usize,
+    algorithm: GatherAlgorithm,
+) -> Result<()> {
+    let size = ctx.ctl.size();
+    let block = bufs.block(size);
+    let algorithm = algorithm.resolve(block, size, ctx.transport);
+    let (code, k) = algorithm.as_ref().map(|a| a.code()).unwrap_or((0, 0));
+    let is_root = matches!(bufs, GatherBufs::Root { .. });
+    let in_place = matches!(bufs, GatherBufs::Root { send: None, .. });
+    let (send, recv, recv_len) = match &bufs {
+        GatherBufs::Root { send, recv } => {
+            (send.map_or(0, |s| s.as_ptr() as usize), recv.as_ptr() as usize, recv.len())
+        }
+        GatherBufs::Leaf { send } => (send.as_ptr() as usize, 0, 0),
+    };
+    // Only the root of a (throttled) parallel write lets peers write into its buffer.
+    let written =
+        matches!(algorithm, Ok(GatherAlgorithm::ParallelWrite | GatherAlgorithm::ThrottledWrite { .. }));
+    let call = Call {
+        op: op(Kind::Gather, code, k),
+        root: root as i64,
+        send,
+        send_len: block,
+        recv,
+        recv_len,
+        recv_writable: written && is_root,
+        aux: dst as u64,
+        aux2: Claim { root: is_root, in_place, block, whole: recv_len, elem }.aux2(),
+    };
+    let measure = Measure { block: |c| c.send_len, whole: |c| c.recv_len, which: "receive" };
+    let round = rooted_check(ctx, call, dst, measure)?;
+    match (algorithm, bufs) {
+        (Ok(a), GatherBufs::Root { send, recv }) => {
+            let moved = collect(&round, a, dst, block, recv);
+            let outcome = round.finish(moved);
+            // Our own block last: peers may write into `recv` until the round is over.
+            if let (Ok(()), Some(send)) = (&outcome, send) {
+                recv[dst * block..(dst + 1) * block].copy_from_slice(send);
+            }
+            outcome
+        }
+        (Ok(a), GatherBufs::Leaf { send }) => {
+            let moved = contribute(&round, a, dst, block, send);
+            round.finish(moved)
+        }
+        (Err(e), _) => round.finish(Err(e)),
+    }
+}
+
+/// The root's side: what it copies itself.
+fn collect(
+    round: &Round<'_>,
+    algorithm: GatherAlgorithm,
+    dst: usize,
+    block: usize,
+    recv: &mut [u8],
+) -> Result<()> {
+    let size = round.size();
+    let rank = round.rank_of(round.me());
+    match algorithm {
+        GatherAlgorithm::SequentialRead => peers(dst, size).try_for_each(|r| {
+            cma::read(&round.remote_send(r), 0, &mut recv[r * block..(r + 1) * block])
+                .map_err(transport_error(rank, round.rank_of(r), "cma read"))
+        }),
+        GatherAlgorithm::Staged => round.stage_gather(dst, &blocks(size, block), &[], recv),
+        _ => Ok(()),
+    }
+}
+
+/// A non-root's side: what it copies into the root.
+fn contribute(
+    round: &Round<'_>,
+    algorithm: GatherAlgorithm,
+    dst: usize,
+    block: usize,
+    send: &[u8],
+) -> Result<()> {
+    let me = round.me();
+    let rank = round.rank_of(me);
+    let write = || {
+        cma::write(send, &round.remote_recv(dst), me * block).map_err(transport_error(
+            rank,
+            round.rank_of(dst),
+            "cma write",
+        ))
+    };
+    match algorithm {
+        GatherAlgorithm::ParallelWrite => write(),
+        GatherAlgorithm::ThrottledWrite { k } => throttled(round, dst, k, write),
+        GatherAlgorithm::Staged => round.stage_gather(dst, &blocks(round.size(), block), send, &mut []),
+        _ => Ok(()),
+    }
+}
+
+/// Gather across nodes: every node gathers to its leader, the leaders gather node parts to
+/// the root's leader over MPI, which hands the whole buffer to the root through the node.
+///
+/// # Errors
+///
+/// As [`hier_check`], then any rank's failure, on every rank.
+pub(crate) fn gather_hier(
+    hier: &Hierarchy,
+    parent: &SimpleCommunicator,
+    ctx: &Ctx<'_>,
+    bufs: GatherBufs<'_>,
+    root: i32,
+    elem: usize,
+    algorithm: GatherAlgorithm,
+) -> Result<()> {
+    let p = parent.size() as usize;
+    let mine = Claim {
+        root: matches!(bufs, GatherBufs::Root { .. }),
+        in_place: matches!(bufs, GatherBufs::Root { send: None, .. }),
+        block: bufs.block(p),
+        whole: match &bufs {
+            GatherBufs::Root { recv, .. } => recv.len(),
+            GatherBufs::Leaf { .. } => 0,
+        },
+        elem,
+    };
+    let block = hier_check(hier, parent, Kind::Gather, root, mine, "receive")?;
+    let layout = Layout::new(|r| hier.node_of(r as i32), p, hier.nodes(), block);
+    let (root_node, root_local) = (hier.node_of(root), hier.local_of(root));
+    let here = hier.my_node() == root_node;
+    let leader = ctx.ctl.me() == 0;
+    let (send, mut recv): (Option<&[u8]>, Option<&mut [u8]>) = match bufs {
+        GatherBufs::Leaf { send } => (Some(send), None),
+        GatherBufs::Root { send, recv } => (send, Some(recv)),
+    };
+    // 1. Every node gathers to its leader, into the node's part.
+    let mut part = if leader { vec![0u8; layout.counts[hier.my_node()] as usize] } else { Vec::new() };
+    let mut result = {
+        let own = match (send, recv.as_deref()) {
+            (Some(s), _) => s,
+            // In place: the root's block is where it belongs in its buffer.
+            (None, Some(r)) => &r[root as usize * block..][..block],
+            (None, None) => &[],
+        };
+        let node_bufs = match leader {
+            true => GatherBufs::Root { send: Some(own), recv: &mut part },
+            false => GatherBufs::Leaf { send: own },
+        };
+        gather(ctx, node_bufs, root, 0, elem, algorithm)
+    };
+
+    // 2. The root's leader gets every node's part: straight into the root's buffer when it
+    // is the root and the nodes hold consecutive ranks, else into scratch.
+    let direct = here && root_local == 0 && layout.identity;
+    let mut full = Vec::new();
+    if let Some(leaders) = hier.leaders() {
+        let to = leaders.process_at_rank(root_node as i32);
+        if block == 0 {
+            // Nothing to send, and MPI refuses empty buffers at dangling addresses.
+        } else if here {
+            let target: &mut [u8] = match recv.as_deref_mut() {
+                Some(r) if direct => r,
+                _ => {
+                    full = vec![0u8; p * block];
+                    &mut full
+                }
+            };
+            let mut parts = PartitionMut::new(target, &layout.counts[..], &layout.displs[..]);
+            to.gather_varcount_into_root(&part[..], &mut parts);
+        } else {
+            to.gather_varcount_into(&part[..]);
+        }
+    }
+
+    // 3. Back into rank order, and to the root if it is not the leader. An in-place root
+    // gets its own block back unchanged.
+    if here && leader && !direct && block > 0 {
+        match recv.as_deref_mut() {
+            Some(r) => layout.unpack(&full, r),
+            None if !layout.identity => {
+                let mut ranked = vec![0u8; p * block];
+                layout.unpack(&full, &mut ranked);
+                full = ranked;
+            }
+            None => {}
+        }
+    }
+    if here && root_local != 0 {
+        let send: &[u8] = if leader { &full } else { &[] };
+        let to = recv.unwrap_or(&mut []);
+        result = result.and(relay(ctx, Kind::Gather, root, 0, root_local, send, to));
+    }
+    hier.agree(parent, result)
+}

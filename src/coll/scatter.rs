@@ -1,0 +1,403 @@
+//! Scatter: block `r` of the root's buffer ends up in rank `r`'s buffer.
+//!
+//! Algorithms, with the cost model of the CMA paper (Cluster '17): for `p` ranks on the
+//! node and blocks of `n` bytes, `alpha` per CMA call, `beta` per byte copied, `l` per page
+//! pinned, `s` the page size, and `gamma(c) = a c^2 + b c` the slowdown of `c` processes
+//! pinning the pages of one process at once (`gamma(1) = 1`):
+//!
+//! - [`ScatterAlgorithm::ParallelRead`]: the root publishes its buffer; every other rank
+//!   reads its own block with one CMA read, all at once.
+//!   `alpha + n beta + ceil(n / s) l gamma(p - 1)`: one copy per byte and full parallelism,
+//!   but `p - 1` readers contend for the root's page tables.
+//! - [`ScatterAlgorithm::SequentialWrite`]: every non-root publishes its receive buffer;
+//!   the root writes each block in turn. `(p - 1)(alpha + n beta + ceil(n / s) l)`: no
+//!   contention, no parallelism.
+//! - [`ScatterAlgorithm::ThrottledRead`] with factor `k`: as parallel read, but only `k`
+//!   readers at a time: the `i`-th reader (counting from the root's successor) starts
+//!   when reader `i - k` has finished, a point-to-point signal through its `progress`
+//!   counter. `ceil((p - 1) / k)(alpha + n beta + ceil(n / s) l gamma(k))`, plus one
+//!   wake-up latency per group. `k = 1` is a sequential read; `k >= p - 1` is parallel read.
+//! - [`ScatterAlgorithm::Staged`]: copy-in/copy-out through the root's staging area in the
+//!   control segment: the root copies block `r` in, rank `r` alone copies it out. Blocks up
+//!   to half the area share it in cache-line-rounded slots, so small blocks need no wait;
+//!   larger ones are pipelined in two halves. Two memory copies per byte, no system call,
+//!   no permission: the path for small blocks and for the `cico` transport.
+//!
+//! # The default
+//!
+//! Blocks under [`SINGLE_COPY_MIN_BYTES`] take the staged path: a CMA call costs about
+//! 0.45 us, as much as copying several KiB twice through shared memory. Larger blocks are
+//! read by throttled read with `k = 4` (which is parallel read when `p - 1 <= 4`). Throttled
+//! read costs about `(p - 1)/k (alpha + n beta) + (p - 1) ceil(n / s) l (a k + b)`: the
+//! copies want `k` large, the contention wants `k` small, and the optimum is
+//! `k = sqrt(s beta / (a l))`. With this machine's figures (20 GB/s, 50 ns per page pinned,
+//! two readers of one process 2.8x slower than one, so `a = 0.4, b = 0.6`) that is about 3.2;
+//! 3 and 4 are within a few percent, and 4 keeps small nodes on the parallel read. A later
+//! model fitted per machine replaces these thresholds.
+//!
+//! # Several nodes
+//!
+//! [`scatter_hier`]: the root's node first moves the whole buffer to its leader (if the root
+//! is not the leader), the leader sends every other node its blocks with an MPI scatterv
+//! among the leaders, and every node scatters from its leader. Nodes found by the
+//! shared-memory split need not hold consecutive ranks, so the root's leader packs the
+//! blocks node by node in a scratch buffer when the ranks are not in node order (and sends
+//! the user's buffer as it is when they are).
+
+use super::rooted::{
+    blocks, env_choice, hier_check, parse_k, peers, relay, rooted_check, throttled, transport_error, zero_k,
+    Claim, Layout, Measure, DEFAULT_K, SINGLE_COPY_MIN_BYTES,
+};
+use super::{op, Ctx, Kind};
+use crate::error::Result;
+use crate::hier::Hierarchy;
+use crate::sync::{Call, Round};
+use crate::transport::{cma, TransportKind};
+use mpi::datatype::Partition;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+
+/// How [`Comm::scatter_into_root_with`](crate::Comm::scatter_into_root_with) and its
+/// siblings move the blocks inside a node.
+///
+/// `ZCOLL_SCATTER_ALGORITHM=name[:k]` sets what `Auto` means (`throttled-read:3`).
+///
+/// # Examples
+///
+/// ```
+/// use zcoll::ScatterAlgorithm;
+/// assert_eq!("throttled-read:3".parse(), Ok(ScatterAlgorithm::ThrottledRead { k: 3 }));
+/// assert_eq!("throttled-read".parse(), Ok(ScatterAlgorithm::ThrottledRead { k: 4 }));
+/// assert_eq!(ScatterAlgorithm::ParallelRead.to_string(), "parallel-read");
+/// assert_eq!(ScatterAlgorithm::ThrottledRead { k: 2 }.to_string(), "throttled-read:2");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum ScatterAlgorithm {
+    /// Let zcoll choose by block size, node size and transport.
+    #[default]
+    Auto,
+    /// Every non-root reads its block from the root's buffer, all at once.
+    ParallelRead,
+    /// The root writes every block into its rank's buffer, one after the other.
+    SequentialWrite,
+    /// Every non-root reads its block, `k` at a time (`k >= 1`).
+    ThrottledRead {
+        /// How many ranks read at once.
+        k: u32,
+    },
+    /// Copy-in/copy-out through the root's staging area in the control segment.
+    Staged,
+}
+
+impl ScatterAlgorithm {
+    /// Every algorithm that moves data (all but `Auto`), throttled read with `k = 4`.
+    pub const ALL: [ScatterAlgorithm; 4] = [
+        ScatterAlgorithm::ParallelRead,
+        ScatterAlgorithm::SequentialWrite,
+        ScatterAlgorithm::ThrottledRead { k: DEFAULT_K },
+        ScatterAlgorithm::Staged,
+    ];
+
+    /// The name used by `ZCOLL_SCATTER_ALGORITHM` and the benchmarks (without `:k`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ScatterAlgorithm::Auto => "auto",
+            ScatterAlgorithm::ParallelRead => "parallel-read",
+            ScatterAlgorithm::SequentialWrite => "sequential-write",
+            ScatterAlgorithm::ThrottledRead { .. } => "throttled-read",
+            ScatterAlgorithm::Staged => "staged",
+        }
+    }
+
+    /// The algorithm code and parameter published in the call.
+    fn code(self) -> (u8, u32) {
+        match self {
+            ScatterAlgorithm::Auto => (0, 0),
+            ScatterAlgorithm::ParallelRead => (1, 0),
+            ScatterAlgorithm::SequentialWrite => (2, 0),
+            ScatterAlgorithm::ThrottledRead { k } => (3, k),
+            ScatterAlgorithm::Staged => (4, 0),
+        }
+    }
+
+    /// The algorithm a scatter of `block` bytes to each of `ranks` ranks uses on
+    /// `transport`, once `Auto` and `ZCOLL_SCATTER_ALGORITHM` are resolved. Single-copy
+    /// algorithms run as `Staged` on the `cico` transport.
+    pub(crate) fn resolve(
+        self,
+        block: usize,
+        ranks: usize,
+        transport: TransportKind,
+    ) -> Result<ScatterAlgorithm> {
+        let chosen = match self {
+            ScatterAlgorithm::Auto => match env_choice("ZCOLL_SCATTER_ALGORITHM", EXPECTED)? {
+                Some(a) => a,
+                None if block < SINGLE_COPY_MIN_BYTES => ScatterAlgorithm::Staged,
+                None if ranks <= DEFAULT_K as usize + 1 => ScatterAlgorithm::ParallelRead,
+                None => ScatterAlgorithm::ThrottledRead { k: DEFAULT_K },
+            },
+            ScatterAlgorithm::ThrottledRead { k: 0 } => {
+                return Err(zero_k("ScatterAlgorithm::ThrottledRead"))
+            }
+            explicit => explicit,
+        };
+        Ok(match (chosen, transport) {
+            (ScatterAlgorithm::Auto, _) | (_, TransportKind::Cico) => ScatterAlgorithm::Staged,
+            (a, _) => a,
+        })
+    }
+}
+
+const EXPECTED: &str = "auto, parallel-read, sequential-write, throttled-read[:k] or staged";
+
+impl std::fmt::Display for ScatterAlgorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScatterAlgorithm::ThrottledRead { k } => write!(f, "{}:{k}", self.name()),
+            a => f.write_str(a.name()),
+        }
+    }
+}
+
+impl std::str::FromStr for ScatterAlgorithm {
+    type Err = ();
+    fn from_str(s: &str) -> std::result::Result<Self, ()> {
+        match parse_k(s, "throttled-read")? {
+            Some(k) => Ok(ScatterAlgorithm::ThrottledRead { k }),
+            None => std::iter::once(ScatterAlgorithm::Auto)
+                .chain(ScatterAlgorithm::ALL)
+                .find(|a| a.name() == s && !matches!(a, ScatterAlgorithm::ThrottledRead { .. }))
+                .ok_or(()),
+        }
+    }
+}
+
+/// What a rank passes to a node-level scatter.
+#[derive(Debug)]
+pub(crate) enum ScatterBufs<'a> {
+    /// The root (the source of this node's scatter): every block in local-rank order, and
+    /// where its own block goes (`None`: it stays where it is, in place).
+    Root { send: &'a [u8], recv: Option<&'a mut [u8]> },
+    /// Any other rank: where its block goes.
+    Leaf { recv: &'a mut [u8] },
+}
+
+impl ScatterBufs<'_> {
+    /// The block length this rank asks for, with `ranks` ranks in the scatter.
+    pub(crate) fn block(&self, ranks: usize) -> usize {
+        match self {
+            ScatterBufs::Root { recv: Some(r), .. } | ScatterBufs::Leaf { recv: r } => r.len(),
+            ScatterBufs::Root { send, recv: None } => send.len() / ranks.max(1),
+        }
+    }
+}
+
+/// Scatters inside the node from local rank `src`. `root` is the root as the user gave it
+/// (a rank of the whole communicator), published for the checks; `elem` the element size.
+///
+/// # Errors
+///
+/// The checks' errors, a transport error, or a peer's failure, on every rank of the node.
+pub(crate) fn scatter(
+    ctx: &Ctx<'_>,
+    bufs: ScatterBufs<'_>,
+    root: i32,
+    src: usize,
+    elem: usize,
+    algorithm: ScatterAlgorithm,
+) -> Result<()> {
+    let size = ctx.ctl.size();
+    let block = bufs.block(size);
+    let algorithm = algorithm.resolve(block, size, ctx.transport);
+    let (code, k) = algorithm.as_ref().map(|a| a.code()).unwrap_or((0, 0));
+    let is_root = matches!(bufs, ScatterBufs::Root { .. });
+    let in_place = matches!(bufs, ScatterBufs::Root { recv: None, .. });
+    let (send, send_len, recv) = match &bufs {
+        ScatterBufs::Root { send, recv } => {
+            (send.as_ptr() as usize, send.len(), recv.as_ref().map_or(0, |r| r.as_ptr() as usize))
+        }
+        ScatterBufs::Leaf { recv } => (0, 0, recv.as_ptr() as usize),
+    };
+    let call = Call {
+        op: op(Kind::Scatter, code, k),
+        root: root as i64,
+        send,
+        send_len,
+        recv,
+        recv_len: block,
+        // Only the receivers of a sequential write let a peer write into their buffer.
+        recv_writable: algorithm == Ok(ScatterAlgorithm::SequentialWrite) && !is_root,
+        aux: src as u64,
+        aux2: Claim { root: is_root, in_place, block, whole: send_len, elem }.aux2(),
+    };
+    let measure = Measure { block: |c| c.recv_len, whole: |c| c.send_len, which: "send" };
+    let round = rooted_check(ctx, call, src, measure)?;
+    let moved = algorithm.and_then(|a| move_blocks(&round, a, bufs, src, block));
+    round.finish(moved)
+}
+
+fn move_blocks(
+    round: &Round<'_>,
+    algorithm: ScatterAlgorithm,
+    bufs: ScatterBufs<'_>,
+    src: usize,
+    block: usize,
+) -> Result<()> {
+    let (me, size) = (round.me(), round.size());
+    let rank = round.rank_of(me);
+    let part = |r: usize| r * block..(r + 1) * block;
+    match bufs {
+        ScatterBufs::Root { send, recv } => {
+            if let Some(recv) = recv {
+                recv.copy_from_slice(&send[part(src)]);
+            }
+            match algorithm {
+                ScatterAlgorithm::SequentialWrite => peers(src, size).try_for_each(|r| {
+                    cma::write(&send[part(r)], &round.remote_recv(r), 0).map_err(transport_error(
+                        rank,
+                        round.rank_of(r),
+                        "cma write",
+                    ))
+                }),
+                ScatterAlgorithm::Staged => round.stage_scatter(src, &blocks(size, block), send, &mut []),
+                _ => Ok(()),
+            }
+        }
+        ScatterBufs::Leaf { recv } => {
+            let read = |recv: &mut [u8]| {
+                cma::read(&round.remote_send(src), part(me).start, recv).map_err(transport_error(
+                    rank,
+                    round.rank_of(src),
+                    "cma read",
+                ))
+            };
+            match algorithm {
+                ScatterAlgorithm::ParallelRead => read(recv),
+                ScatterAlgorithm::ThrottledRead { k } => throttled(round, src, k, || read(recv)),
+                ScatterAlgorithm::Staged => round.stage_scatter(src, &blocks(size, block), &[], recv),
+                _ => Ok(()),
+            }
+        }
+    }
+}
+
+/// Scatter across nodes: the root's node moves the whole buffer to its leader, the leaders
+/// scatter node parts over MPI, every node scatters from its leader.
+///
+/// # Errors
+///
+/// As [`hier_check`], then any rank's failure, on every rank.
+pub(crate) fn scatter_hier(
+    hier: &Hierarchy,
+    parent: &SimpleCommunicator,
+    ctx: &Ctx<'_>,
+    bufs: ScatterBufs<'_>,
+    root: i32,
+    elem: usize,
+    algorithm: ScatterAlgorithm,
+) -> Result<()> {
+    let p = parent.size() as usize;
+    let root_send = match &bufs {
+        ScatterBufs::Root { send, .. } => Some(*send),
+        ScatterBufs::Leaf { .. } => None,
+    };
+    let mine = Claim {
+        root: root_send.is_some(),
+        in_place: matches!(bufs, ScatterBufs::Root { recv: None, .. }),
+        block: bufs.block(p),
+        whole: root_send.map_or(0, <[u8]>::len),
+        elem,
+    };
+    let block = hier_check(hier, parent, Kind::Scatter, root, mine, "send")?;
+    let layout = Layout::new(|r| hier.node_of(r as i32), p, hier.nodes(), block);
+    let (root_node, root_local) = (hier.node_of(root), hier.local_of(root));
+    let here = hier.my_node() == root_node;
+    let leader = ctx.ctl.me() == 0;
+    let mut result = Ok(());
+
+    // 1. The root's leader needs the whole buffer.
+    let mut full = Vec::new();
+    if here && root_local != 0 {
+        if leader {
+            full = vec![0u8; p * block];
+        }
+        result = relay(ctx, Kind::Scatter, root, root_local, 0, root_send.unwrap_or(&[]), &mut full);
+    }
+
+    // 2. Every leader gets its node's blocks.
+    let mut part = Vec::new();
+    if let Some(leaders) = hier.leaders() {
+        part = vec![0u8; layout.counts[hier.my_node()] as usize];
+        let from = leaders.process_at_rank(root_node as i32);
+        if block == 0 {
+            // Nothing to send, and MPI refuses empty buffers at dangling addresses.
+        } else if here {
+            let ranked = if root_local == 0 { root_send.unwrap_or(&[]) } else { &full[..] };
+            let packed_store;
+            let packed = if layout.identity {
+                ranked
+            } else {
+                packed_store = layout.pack(ranked);
+                &packed_store[..]
+            };
+            let sends = Partition::new(packed, &layout.counts[..], &layout.displs[..]);
+            from.scatter_varcount_into_root(&sends, &mut part[..]);
+        } else {
+            from.scatter_varcount_into(&mut part[..]);
+        }
+    }
+
+    // 3. Every node scatters from its leader. A root that is not its node's leader and
+    // scatters in place receives its own block into scratch: it is already in place.
+    let mut scratch;
+    let node_bufs = match bufs {
+        ScatterBufs::Root { recv, .. } if leader => ScatterBufs::Root { send: &part, recv },
+        ScatterBufs::Leaf { recv } if leader => ScatterBufs::Root { send: &part, recv: Some(recv) },
+        ScatterBufs::Root { recv: Some(recv), .. } | ScatterBufs::Leaf { recv } => ScatterBufs::Leaf { recv },
+        ScatterBufs::Root { recv: None, .. } => {
+            scratch = vec![0u8; block];
+            ScatterBufs::Leaf { recv: &mut scratch }
+        }
+    };
+    result = result.and(scatter(ctx, node_bufs, root, 0, elem, algorithm));
+    hier.agree(parent, result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for a in std::iter::once(ScatterAlgorithm::Auto)
+            .chain(ScatterAlgorithm::ALL)
+            .chain([ScatterAlgorithm::ThrottledRead { k: 1 }, ScatterAlgorithm::ThrottledRead { k: 17 }])
+        {
+            assert_eq!(a.to_string().parse(), Ok(a));
+        }
+        for bad in ["", "throttled-read:0", "throttled-read:", "throttled-read:x", "staged:2", "parallel"] {
+            assert_eq!(bad.parse::<ScatterAlgorithm>(), Err(()), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn defaults_follow_size_ranks_and_transport() {
+        // Keep the environment out of it: only explicit choices read no variable.
+        let auto = |block, ranks, t| match std::env::var("ZCOLL_SCATTER_ALGORITHM") {
+            Ok(_) => None,
+            Err(_) => Some(ScatterAlgorithm::Auto.resolve(block, ranks, t).unwrap()),
+        };
+        use ScatterAlgorithm::*;
+        use TransportKind::*;
+        if let Some(a) = auto(8191, 8, Cma) {
+            assert_eq!(a, Staged);
+            assert_eq!(auto(8192, 5, Cma), Some(ParallelRead));
+            assert_eq!(auto(8192, 6, Cma), Some(ThrottledRead { k: 4 }));
+            assert_eq!(auto(1 << 20, 8, Cico), Some(Staged));
+        }
+        assert_eq!(SequentialWrite.resolve(1, 8, Cico), Ok(Staged));
+        assert_eq!(ThrottledRead { k: 2 }.resolve(1, 8, Cma), Ok(ThrottledRead { k: 2 }));
+        assert!(matches!(ThrottledRead { k: 0 }.resolve(1, 8, Cma), Err(crate::Error::Config { .. })));
+    }
+}

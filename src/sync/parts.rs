@@ -1,0 +1,259 @@
+//! Copy-in/copy-out of per-rank parts through one rank's staging area: the scatter and
+//! gather of the `cico` path, and the node-internal relay of the two-level versions.
+//!
+//! One rank, the hub, owns the staging area used. In a scatter the hub copies each peer's
+//! part into it and that peer alone copies it out; in a gather every peer copies its part
+//! in and the hub copies them all out. The area is cut into `slots` slots of `chunk` bytes,
+//! `chunk` being the longest part rounded up to a cache line but at most half the area: small
+//! parts all fit at once (a scatter of 1 KiB blocks to 60 ranks never waits), long ones
+//! are pipelined through at least two slots.
+//!
+//! Both sides derive the same list of items `(peer, offset, length)` from the part lengths
+//! alone, chunk-major (chunk 0 of every peer, then chunk 1, ...) with the peers in order
+//! starting after the hub, so every peer progresses at once. Item `g` lives in slot
+//! `g % slots`. Its producer publishes `progress = g + 1` once the item is in its slot, its
+//! consumer `ack = g + 1` once it has copied it out, and the slot is refilled with item
+//! `g + slots` only after that ack. A producer's items and a consumer's items are both
+//! increasing in `g`, so these cumulative step counts only grow within the round, as the
+//! monotonic counters require.
+
+use super::Round;
+use crate::error::Result;
+use std::ops::Range;
+
+/// One chunk of one peer's part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Item {
+    peer: usize,
+    offset: usize,
+    len: usize,
+}
+
+/// The schedule both sides of a staged scatter or gather compute alike.
+///
+/// Invariant: `slots * chunk <= stage_bytes` and every item's `len <= chunk`, so the bytes
+/// of item `g` at `slot(g)` lie inside the staging area.
+#[derive(Debug)]
+struct Plan {
+    chunk: usize,
+    slots: usize,
+    items: Vec<Item>,
+}
+
+impl Plan {
+    /// The schedule for parts of `len(r)` bytes, for every local rank `r` but `hub`, through
+    /// a staging area of `stage_bytes`.
+    fn new(stage_bytes: usize, size: usize, hub: usize, len: impl Fn(usize) -> usize) -> Plan {
+        let peers: Vec<(usize, usize)> = (1..size).map(|i| (hub + i) % size).map(|r| (r, len(r))).collect();
+        let longest = peers.iter().map(|&(_, n)| n).max().unwrap_or(0);
+        let chunk = longest.max(1).next_multiple_of(64).min(stage_bytes / 2);
+        let slots = stage_bytes / chunk;
+        let items = (0..longest.div_ceil(chunk))
+            .flat_map(|j| {
+                let offset = j * chunk;
+                peers.iter().filter(move |&&(_, n)| n > offset).map(move |&(peer, n)| Item {
+                    peer,
+                    offset,
+                    len: (n - offset).min(chunk),
+                })
+            })
+            .collect();
+        Plan { chunk, slots, items }
+    }
+
+    /// The byte offset in the staging area of item `g`'s slot.
+    fn slot(&self, g: usize) -> usize {
+        (g % self.slots) * self.chunk
+    }
+
+    /// The step number item `g` is published and acknowledged with.
+    fn step(g: usize) -> u32 {
+        u32::try_from(g + 1).expect("fewer than 2^32 staged chunks in one round")
+    }
+}
+
+impl Round<'_> {
+    /// Scatters parts of `hub`'s `send` through `hub`'s staging area: local rank `r` receives
+    /// `send[parts[r]]` into its `recv`. Every local rank calls it with the same `parts` (one
+    /// range per local rank; `parts[hub]` is ignored). On the hub `recv` is unused; on the
+    /// others `send` is unused and `recv` has `parts[me].len()` bytes.
+    ///
+    /// # Errors
+    ///
+    /// `PeerDied` or `Timeout` while waiting.
+    ///
+    /// # Panics
+    ///
+    /// If the buffers do not match `parts` (the callers check the lengths first).
+    pub(crate) fn stage_scatter(
+        &self,
+        hub: usize,
+        parts: &[Range<usize>],
+        send: &[u8],
+        recv: &mut [u8],
+    ) -> Result<()> {
+        assert_eq!(parts.len(), self.size());
+        let plan = Plan::new(self.ctl.stage_bytes(), self.size(), hub, |r| parts[r].len());
+        let area = self.ctl.stage(hub);
+        let me = self.me();
+        if me == hub {
+            assert!(parts.iter().enumerate().all(|(r, p)| r == hub || p.end <= send.len()));
+            for (g, item) in plan.items.iter().enumerate() {
+                if g >= plan.slots {
+                    let before = g - plan.slots;
+                    self.wait_ack(plan.items[before].peer, Plan::step(before))?;
+                }
+                let from = &send[parts[item.peer].start + item.offset..][..item.len];
+                // SAFETY: slot `g` lies in our area (`Plan` invariant); its consumer acked item
+                // `g - slots` (Acquire above) and nobody reads item `g` before our step below.
+                unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), area.add(plan.slot(g)), item.len) };
+                self.post_progress(Plan::step(g));
+            }
+        } else {
+            assert_eq!(recv.len(), parts[me].len());
+            for (g, item) in plan.items.iter().enumerate().filter(|(_, i)| i.peer == me) {
+                self.wait_progress(hub, Plan::step(g))?;
+                let to = &mut recv[item.offset..][..item.len];
+                // SAFETY: the hub published item `g` with Release and we saw its step with
+                // Acquire; it refills this slot only after our ack of `g`, published below,
+                // so the bytes are stable while we copy them into our own buffer.
+                unsafe { std::ptr::copy_nonoverlapping(area.add(plan.slot(g)), to.as_mut_ptr(), item.len) };
+                self.post_ack(Plan::step(g));
+            }
+        }
+        Ok(())
+    }
+
+    /// Gathers parts into `hub`'s `recv` through `hub`'s staging area: local rank `r`'s
+    /// `send` lands in `recv[parts[r]]`. Every local rank calls it with the same `parts`; on
+    /// the hub `send` is unused and `recv[parts[hub]]` is left alone; on the others `recv`
+    /// is unused and `send` has `parts[me].len()` bytes.
+    ///
+    /// # Errors
+    ///
+    /// `PeerDied` or `Timeout` while waiting.
+    ///
+    /// # Panics
+    ///
+    /// If the buffers do not match `parts` (the callers check the lengths first).
+    pub(crate) fn stage_gather(
+        &self,
+        hub: usize,
+        parts: &[Range<usize>],
+        send: &[u8],
+        recv: &mut [u8],
+    ) -> Result<()> {
+        assert_eq!(parts.len(), self.size());
+        let plan = Plan::new(self.ctl.stage_bytes(), self.size(), hub, |r| parts[r].len());
+        let area = self.ctl.stage(hub);
+        let me = self.me();
+        if me == hub {
+            assert!(parts.iter().enumerate().all(|(r, p)| r == hub || p.end <= recv.len()));
+            for (g, item) in plan.items.iter().enumerate() {
+                self.wait_progress(item.peer, Plan::step(g))?;
+                let to = &mut recv[parts[item.peer].start + item.offset..][..item.len];
+                // SAFETY: the slot lies inside our staging area (as in `stage_scatter`); its
+                // producer published item `g` with Release and we saw the step with Acquire;
+                // no producer refills the slot before our ack of `g`, published below.
+                unsafe { std::ptr::copy_nonoverlapping(area.add(plan.slot(g)), to.as_mut_ptr(), item.len) };
+                self.post_ack(Plan::step(g));
+            }
+        } else {
+            assert_eq!(send.len(), parts[me].len());
+            for (g, item) in plan.items.iter().enumerate().filter(|(_, i)| i.peer == me) {
+                if g >= plan.slots {
+                    self.wait_ack(hub, Plan::step(g - plan.slots))?;
+                }
+                let from = &send[item.offset..][..item.len];
+                // SAFETY: slot `g` lies in the hub's area (`Plan` invariant); the hub acked item
+                // `g - slots` (Acquire above), and reads item `g` only after our step below.
+                unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), area.add(plan.slot(g)), item.len) };
+                self.post_progress(Plan::step(g));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::node;
+    use super::super::Call;
+    use super::*;
+
+    #[test]
+    fn plans_are_chunk_major_and_fit_the_area() {
+        // 3 ranks, hub 1, parts of 10_000 and 3 bytes, a 8 KiB area: 4 KiB chunks.
+        let lens = [10_000, 0, 3];
+        let plan = Plan::new(8192, 3, 1, |r| lens[r]);
+        assert_eq!((plan.chunk, plan.slots), (4096, 2));
+        let peers: Vec<(usize, usize, usize)> =
+            plan.items.iter().map(|i| (i.peer, i.offset, i.len)).collect();
+        assert_eq!(peers, [(2, 0, 3), (0, 0, 4096), (0, 4096, 4096), (0, 8192, 1808)]);
+        // Small parts share the area: one slot each, no wait.
+        let plan = Plan::new(65536, 8, 0, |_| 100);
+        assert_eq!((plan.chunk, plan.slots, plan.items.len()), (128, 512, 7));
+        // Nothing to move.
+        assert!(Plan::new(8192, 4, 0, |_| 0).items.is_empty());
+        assert!(Plan::new(8192, 1, 0, |_| 5).items.is_empty());
+    }
+
+    /// Scatters then gathers blocks of several sizes (one part longer than the others, to
+    /// exercise unequal parts), on threads standing in for ranks.
+    #[test]
+    fn staged_scatter_and_gather_deliver_every_byte() {
+        let n = 4;
+        let sizes = [0usize, 1, 63, 4095, 4097, 3 * 4096 + 5, 40_000];
+        std::thread::scope(|s| {
+            for ctl in node(n, 8192) {
+                s.spawn(move || {
+                    for (i, &block) in sizes.iter().enumerate() {
+                        let hub = i % n;
+                        let me = ctl.me();
+                        let len = |r: usize| block + (r == 2) as usize * 7;
+                        let mut parts = Vec::new();
+                        let mut at = 0;
+                        for r in 0..n {
+                            parts.push(at..at + len(r));
+                            at += len(r);
+                        }
+                        let byte = |r: usize, j: usize| (j * 13 + r * 101 + i) as u8;
+                        let whole: Vec<u8> =
+                            (0..n).flat_map(|r| (0..len(r)).map(move |j| byte(r, j))).collect();
+
+                        let mut mine = vec![0xEE; len(me)];
+                        let round = ctl.begin(&Call::default()).unwrap();
+                        let send: &[u8] = if me == hub { &whole } else { &[] };
+                        let moved = round.stage_scatter(hub, &parts, send, &mut mine);
+                        round.finish(moved).unwrap();
+                        if me != hub {
+                            assert!(
+                                mine.iter().enumerate().all(|(j, &b)| b == byte(me, j)),
+                                "scatter {block}"
+                            );
+                        }
+
+                        let mut back = vec![0xEE; at];
+                        let round = ctl.begin(&Call::default()).unwrap();
+                        let moved = if me == hub {
+                            round.stage_gather(hub, &parts, &[], &mut back)
+                        } else {
+                            round.stage_gather(hub, &parts, &mine, &mut [])
+                        };
+                        round.finish(moved).unwrap();
+                        if me == hub {
+                            for r in 0..n {
+                                let got = &back[parts[r].clone()];
+                                if r == hub {
+                                    assert!(got.iter().all(|&b| b == 0xEE), "the hub's part was written");
+                                } else {
+                                    assert!(got.iter().enumerate().all(|(j, &b)| b == byte(r, j)), "gather");
+                                }
+                            }
+                        }
+                    }
+                });
+            }
+        });
+    }
+}

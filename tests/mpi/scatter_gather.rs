@@ -1,0 +1,456 @@
+//! Scatter and gather: every algorithm, root, block size, element type and variant,
+//! compared with rsmpi's `scatter_into_root` / `gather_into_root` on the same input, with
+//! guard bytes after every buffer; and bad calls, each the same `Err` on every rank with
+//! every buffer left as it was.
+
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use zcoll::{Comm, Error, GatherAlgorithm, Pod, ScatterAlgorithm, TransportKind};
+
+/// Bytes past the end of every buffer, checked after every call: nothing writes there.
+const GUARD: usize = 64;
+const GUARD_BYTE: u8 = 0xa5;
+const ROLE: &str = "root/non-root method";
+
+/// Runs scenario `scenario` (`scatter`, `gather` or `scatter-gather-errors`).
+pub(crate) fn run(scenario: &str, world: &SimpleCommunicator, comm: &Comm) {
+    match scenario {
+        "scatter" => scatter(world, comm),
+        "gather" => gather(world, comm),
+        "scatter-gather-errors" => errors(world, comm),
+        other => panic!("unknown scenario {other}"),
+    }
+}
+
+/// Deterministic content for (seed, byte index), different for every seed.
+fn pattern(seed: u64, i: usize) -> u8 {
+    let x = (i as u64 ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    (x >> 29) as u8
+}
+
+/// `n` elements of `T` followed by guard bytes, element-aligned.
+struct Guarded<T> {
+    store: Vec<T>,
+    n: usize,
+}
+
+impl<T: Pod> Guarded<T> {
+    /// `n` elements whose byte `i` is `fill(i)`.
+    fn new(n: usize, fill: impl Fn(usize) -> u8) -> Self {
+        let size = std::mem::size_of::<T>();
+        let mut store: Vec<T> = vec![T::zeroed(); n + GUARD.div_ceil(size)];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut store);
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = if i < n * size { fill(i) } else { GUARD_BYTE };
+        }
+        Guarded { store, n }
+    }
+
+    fn get(&self) -> &[T] {
+        &self.store[..self.n]
+    }
+
+    fn get_mut(&mut self) -> &mut [T] {
+        &mut self.store[..self.n]
+    }
+
+    fn bytes(&self) -> &[u8] {
+        bytemuck::cast_slice(self.get())
+    }
+
+    /// Panics if anything wrote past the buffer.
+    fn guard(&self, what: &str) {
+        let tail: &[u8] = bytemuck::cast_slice(&self.store[self.n..]);
+        assert!(tail.iter().all(|&b| b == GUARD_BYTE), "{what}: wrote past the buffer");
+    }
+}
+
+/// Whether `got` equals `want`, byte for byte; panics naming the first difference.
+fn same(got: &[u8], want: &[u8], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
+        panic!("{what}: differs from the oracle at byte {i} (block of {} bytes)", got.len());
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Variant {
+    Separate,
+    InPlace,
+}
+
+fn scatter_algorithms(p: u32) -> Vec<ScatterAlgorithm> {
+    let mut all =
+        vec![ScatterAlgorithm::Auto, ScatterAlgorithm::ParallelRead, ScatterAlgorithm::SequentialWrite];
+    for k in [2, 3, 4, p] {
+        let a = ScatterAlgorithm::ThrottledRead { k };
+        if !all.contains(&a) {
+            all.push(a);
+        }
+    }
+    all.push(ScatterAlgorithm::Staged);
+    all
+}
+
+fn gather_algorithms(p: u32) -> Vec<GatherAlgorithm> {
+    let mut all =
+        vec![GatherAlgorithm::Auto, GatherAlgorithm::ParallelWrite, GatherAlgorithm::SequentialRead];
+    for k in [2, 3, 4, p] {
+        let a = GatherAlgorithm::ThrottledWrite { k };
+        if !all.contains(&a) {
+            all.push(a);
+        }
+    }
+    all.push(GatherAlgorithm::Staged);
+    all
+}
+
+/// The cases of one job: (block in elements, root, variant), for u8 blocks of
+/// 0, 1, 4095, 4097 and 1 MiB + 3 bytes at every root (two roots for the large block at
+/// P > 5), 8 MiB in all at one root, and in-place calls.
+fn byte_cases(p: i32) -> Vec<(usize, i32, Variant)> {
+    let mut cases = Vec::new();
+    for n in [0usize, 1, 4095, 4097, (1 << 20) + 3] {
+        let roots: Vec<i32> = if n > 1 << 20 && p > 5 { vec![0, p - 1] } else { (0..p).collect() };
+        cases.extend(roots.into_iter().map(|root| (n, root, Variant::Separate)));
+    }
+    cases.push(((8 << 20) / p as usize, p / 2, Variant::Separate));
+    for (i, n) in [0usize, 1, 4097, (1 << 20) + 3].into_iter().enumerate() {
+        cases.push((n, (i as i32 + p - 1) % p, Variant::InPlace));
+    }
+    cases
+}
+
+/// u32 blocks of 4, 4092, 4100 and 1 MiB + 4 bytes, one root each.
+fn word_cases(p: i32) -> Vec<(usize, i32)> {
+    [1usize, 1023, 1025, (1 << 18) + 1]
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| (n, (i as i32 * 3 + 1) % p))
+        .collect()
+}
+
+fn scatter(world: &SimpleCommunicator, comm: &Comm) {
+    let p = world.size();
+    let mut seed = 1000;
+    for algo in scatter_algorithms(p as u32) {
+        for (n, root, variant) in byte_cases(p) {
+            seed += 1;
+            check_scatter::<u8>(world, comm, n, root, algo, variant, seed);
+        }
+        for (n, root) in word_cases(p) {
+            seed += 1;
+            check_scatter::<u32>(world, comm, n, root, algo, Variant::Separate, seed);
+        }
+    }
+}
+
+fn gather(world: &SimpleCommunicator, comm: &Comm) {
+    let p = world.size();
+    let mut seed = 2000;
+    for algo in gather_algorithms(p as u32) {
+        for (n, root, variant) in byte_cases(p) {
+            seed += 1;
+            check_gather::<u8>(world, comm, n, root, algo, variant, seed);
+        }
+        for (n, root) in word_cases(p) {
+            seed += 1;
+            check_gather::<u32>(world, comm, n, root, algo, Variant::Separate, seed);
+        }
+    }
+}
+
+/// Scatters blocks of `n` elements of `T` from `root` with zcoll and with rsmpi, and
+/// compares; the root's buffer must come back unchanged.
+fn check_scatter<T: Pod>(
+    world: &SimpleCommunicator,
+    comm: &Comm,
+    n: usize,
+    root: i32,
+    algo: ScatterAlgorithm,
+    variant: Variant,
+    seed: u64,
+) {
+    let (me, p) = (world.rank(), world.size() as usize);
+    let what =
+        format!("scatter {n} x {} B root={root} {algo} {variant:?} rank {me}", std::mem::size_of::<T>());
+    let is_root = me == root;
+    let mut send = Guarded::<T>::new(if is_root { p * n } else { 0 }, |i| pattern(seed, i));
+    let mut recv = Guarded::<T>::new(n, |i| !pattern(seed, i));
+    let mut oracle = vec![T::zeroed(); n];
+    if n > 0 {
+        // Open MPI rejects zero-length calls at dangling (empty Vec) addresses.
+        let at = world.process_at_rank(root);
+        if is_root {
+            at.scatter_into_root(send.get(), &mut oracle[..]);
+        } else {
+            at.scatter_into(&mut oracle[..]);
+        }
+    }
+    match (is_root, variant) {
+        (true, Variant::Separate) => comm.scatter_into_root_with(send.get(), recv.get_mut(), root, algo),
+        (true, Variant::InPlace) => comm.scatter_in_place_root_with(send.get_mut(), root, algo),
+        (false, _) => comm.scatter_into_with(recv.get_mut(), root, algo),
+    }
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let want: &[u8] = bytemuck::cast_slice(&oracle);
+    if is_root && variant == Variant::InPlace {
+        let size = std::mem::size_of::<T>();
+        same(&send.bytes()[root as usize * n * size..][..n * size], want, &what);
+        assert!(
+            recv.bytes().iter().enumerate().all(|(i, &b)| b == !pattern(seed, i)),
+            "{what}: recv touched"
+        );
+    } else {
+        same(recv.bytes(), want, &what);
+    }
+    assert!(send.bytes().iter().enumerate().all(|(i, &b)| b == pattern(seed, i)), "{what}: send changed");
+    send.guard(&what);
+    recv.guard(&what);
+}
+
+/// Gathers blocks of `n` elements of `T` to `root` with zcoll and with rsmpi, and
+/// compares; every rank's block must come back unchanged.
+fn check_gather<T: Pod>(
+    world: &SimpleCommunicator,
+    comm: &Comm,
+    n: usize,
+    root: i32,
+    algo: GatherAlgorithm,
+    variant: Variant,
+    seed: u64,
+) {
+    let (me, p) = (world.rank(), world.size() as usize);
+    let size = std::mem::size_of::<T>();
+    let what = format!("gather {n} x {size} B root={root} {algo} {variant:?} rank {me}");
+    let is_root = me == root;
+    let mine = |i: usize| pattern(seed + me as u64, i);
+    let send = Guarded::<T>::new(n, mine);
+    // The root's buffer: junk, but its own block already in place for the in-place call.
+    let own = root as usize * n * size..(root as usize + 1) * n * size;
+    let mut recv = Guarded::<T>::new(if is_root { p * n } else { 0 }, |i| match variant {
+        Variant::InPlace if own.contains(&i) => mine(i - own.start),
+        _ => !pattern(seed, i),
+    });
+    let mut oracle = vec![T::zeroed(); if is_root { p * n } else { 0 }];
+    if n > 0 {
+        let at = world.process_at_rank(root);
+        if is_root {
+            at.gather_into_root(send.get(), &mut oracle[..]);
+        } else {
+            at.gather_into(send.get());
+        }
+    }
+    match (is_root, variant) {
+        (true, Variant::Separate) => comm.gather_into_root_with(send.get(), recv.get_mut(), root, algo),
+        (true, Variant::InPlace) => comm.gather_in_place_root_with(recv.get_mut(), root, algo),
+        (false, _) => comm.gather_into_with(send.get(), root, algo),
+    }
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
+    same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
+    assert!(send.bytes().iter().enumerate().all(|(i, &b)| b == mine(i)), "{what}: send changed");
+    send.guard(&what);
+    recv.guard(&what);
+}
+
+/// A call on the two buffers of an error case: (send, receive).
+type Attempt<'a> = &'a dyn Fn(&mut [u32], &mut [u32]) -> zcoll::Result<()>;
+
+/// Every bad call is the same `Err` on every rank, and leaves every buffer as it was.
+fn errors(world: &SimpleCommunicator, comm: &Comm) {
+    let me = world.rank();
+    let p = world.size();
+    let pu = p as usize;
+    let n = 1000usize;
+    let last = p - 1;
+    // u32 elements, so that element counts (BufferSize) differ from byte counts.
+    let fill = |len: usize, salt: u64| -> Vec<u32> {
+        (0..len)
+            .map(|i| u32::from_le_bytes([0, 1, 2, 3].map(|j| pattern(salt + me as u64, 4 * i + j))))
+            .collect()
+    };
+    let single_node_cma = comm.info().nodes == 1 && comm.info().transport == TransportKind::Cma;
+
+    // Every call below fails on fresh buffers of the given lengths (send, receive), which
+    // must be as filled afterwards.
+    let case = |label: &str, send_len: usize, recv_len: usize, call: Attempt<'_>, want: Error| {
+        let (send0, recv0) = (fill(send_len, 1), fill(recv_len, 2));
+        let (mut send, mut recv) = (send0.clone(), recv0.clone());
+        let e = call(&mut send, &mut recv).expect_err(label);
+        assert_eq!(e, want, "{label}: rank {me}");
+        assert!(send == send0 && recv == recv0, "{label}: a failed call changed a buffer on rank {me}");
+    };
+
+    // A root outside the communicator, given alike by everyone.
+    for bad in [p, -1, i32::MAX] {
+        let want = Error::InvalidRoot { rank: me, root: bad, size: p };
+        case("scatter bad root", 0, n, &|_, r| comm.scatter_into(r, bad), want.clone());
+        case("gather bad root", n, 0, &|s, _| comm.gather_into(s, bad), want);
+    }
+
+    // The root's buffer does not hold p blocks.
+    let root = last;
+    let is_root = me == root;
+    let want = Error::BufferSize { rank: root, which: "send", expected: pu * n, found: pu * n + 1 };
+    case(
+        "scatter short send",
+        if is_root { pu * n + 1 } else { 0 },
+        n,
+        &|s, r| if is_root { comm.scatter_into_root(s, r, root) } else { comm.scatter_into(r, root) },
+        want.clone(),
+    );
+    if p > 1 {
+        // In place, p n + 1 elements is not p blocks of n (at p = 1 it is one block of n + 1).
+        case(
+            "scatter in place, long buffer",
+            if is_root { pu * n + 1 } else { 0 },
+            n,
+            &|s, r| if is_root { comm.scatter_in_place_root(s, root) } else { comm.scatter_into(r, root) },
+            want,
+        );
+    }
+    let want = Error::BufferSize { rank: root, which: "receive", expected: pu * n, found: pu * n - 1 };
+    case(
+        "gather short recv",
+        n,
+        if is_root { pu * n - 1 } else { 0 },
+        &|s, r| if is_root { comm.gather_into_root(s, r, root) } else { comm.gather_into(s, root) },
+        want.clone(),
+    );
+    if p > 1 {
+        case(
+            "gather in place, short buffer",
+            0,
+            if is_root { pu * n - 1 } else { n },
+            &|_, r| if is_root { comm.gather_in_place_root(r, root) } else { comm.gather_into(r, root) },
+            want,
+        );
+    }
+
+    // The root calls the non-root method: nobody claims the root's role.
+    let want = Error::Mismatch { rank: me, culprit: 0, what: ROLE };
+    case("scatter without root", 0, n, &|_, r| comm.scatter_into(r, 0), want.clone());
+    case("gather without root", n, 0, &|s, _| comm.gather_into(s, 0), want);
+
+    if p > 1 {
+        let root = 0;
+        let is_root = me == root;
+        // The last rank's block is one element longer.
+        let want = Error::LengthMismatch { rank: me, culprit: last, expected: 4 * n, found: 4 * (n + 1) };
+        let recv_len = if me == last { n + 1 } else { n };
+        case(
+            "scatter uneven block",
+            if is_root { pu * n } else { 0 },
+            recv_len,
+            &|s, r| if is_root { comm.scatter_into_root(s, r, root) } else { comm.scatter_into(r, root) },
+            want.clone(),
+        );
+        case(
+            "gather uneven block",
+            recv_len,
+            if is_root { pu * n } else { 0 },
+            &|s, r| if is_root { comm.gather_into_root(s, r, root) } else { comm.gather_into(s, root) },
+            want,
+        );
+
+        // The last rank calls the root's method too.
+        let want = Error::Mismatch { rank: me, culprit: last, what: ROLE };
+        let claims = is_root || me == last;
+        case(
+            "scatter with two roots",
+            if claims { pu * n } else { 0 },
+            n,
+            &|s, r| if claims { comm.scatter_into_root(s, r, root) } else { comm.scatter_into(r, root) },
+            want.clone(),
+        );
+        case(
+            "gather with two roots",
+            n,
+            if claims { pu * n } else { 0 },
+            &|s, r| if claims { comm.gather_into_root(s, r, root) } else { comm.gather_into(s, root) },
+            want,
+        );
+
+        // Rank 0 scatters while the others gather.
+        let want = Error::Mismatch { rank: me, culprit: 1, what: "collective" };
+        case(
+            "scatter against gather",
+            if is_root { pu * n } else { n },
+            n,
+            &|s, r| if is_root { comm.scatter_into_root(s, r, root) } else { comm.gather_into(s, root) },
+            want,
+        );
+
+        // The last rank names another root.
+        let want = Error::Mismatch { rank: me, culprit: last, what: "root" };
+        let named = if me == last { 1 } else { 0 };
+        case(
+            "scatter root disagreement",
+            if me == 0 { pu * n } else { 0 },
+            n,
+            &|s, r| if me == 0 { comm.scatter_into_root(s, r, 0) } else { comm.scatter_into(r, named) },
+            want,
+        );
+
+        if single_node_cma {
+            // Ranks choose different algorithms.
+            let want = Error::Mismatch { rank: me, culprit: last, what: "algorithm" };
+            let algo =
+                if me == last { ScatterAlgorithm::SequentialWrite } else { ScatterAlgorithm::ParallelRead };
+            case(
+                "scatter algorithm disagreement",
+                if is_root { pu * n } else { 0 },
+                n,
+                &|s, r| {
+                    if is_root {
+                        comm.scatter_into_root_with(s, r, root, algo)
+                    } else {
+                        comm.scatter_into_with(r, root, algo)
+                    }
+                },
+                want.clone(),
+            );
+            // `Auto` follows the environment: every rank but the last asks for throttled
+            // write, so the last one's explicit `Staged` (what `Auto` is for these blocks
+            // without the variable) disagrees, and its explicit throttled write agrees.
+            if me != last {
+                std::env::set_var("ZCOLL_GATHER_ALGORITHM", "throttled-write:2");
+            }
+            let algo = if me == last { GatherAlgorithm::Staged } else { GatherAlgorithm::Auto };
+            case(
+                "gather algorithm disagreement through the environment",
+                n,
+                if is_root { pu * n } else { 0 },
+                &|s, r| {
+                    if is_root {
+                        comm.gather_into_root_with(s, r, root, algo)
+                    } else {
+                        comm.gather_into_with(s, root, algo)
+                    }
+                },
+                want,
+            );
+            let algo =
+                if me == last { GatherAlgorithm::ThrottledWrite { k: 2 } } else { GatherAlgorithm::Auto };
+            check_gather::<u32>(world, comm, n, root, algo, Variant::Separate, 97);
+            std::env::remove_var("ZCOLL_GATHER_ALGORITHM");
+        }
+    }
+
+    // An environment variable zcoll cannot read is an error everywhere.
+    std::env::set_var("ZCOLL_SCATTER_ALGORITHM", "throttled-read:0");
+    let (send0, recv0) = (fill(if me == 0 { pu * n } else { 0 }, 3), fill(n, 4));
+    let (send, mut recv) = (send0.clone(), recv0.clone());
+    let e =
+        if me == 0 { comm.scatter_into_root(&send, &mut recv, 0) } else { comm.scatter_into(&mut recv, 0) }
+            .unwrap_err();
+    let config = |name: &str, value: &str| name == "ZCOLL_SCATTER_ALGORITHM" && value == "throttled-read:0";
+    assert!(matches!(&e, Error::Config { name, value, .. } if config(name, value)), "rank {me}: {e}");
+    assert!(send == send0 && recv == recv0, "a failed call changed a buffer on rank {me}");
+    std::env::remove_var("ZCOLL_SCATTER_ALGORITHM");
+
+    // The communicator is still usable after all that.
+    check_scatter::<u32>(world, comm, n, last, ScatterAlgorithm::Auto, Variant::Separate, 99);
+    check_gather::<u32>(world, comm, n, last, GatherAlgorithm::Auto, Variant::Separate, 98);
+    comm.barrier().unwrap();
+}

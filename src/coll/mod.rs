@@ -8,6 +8,7 @@
 pub(crate) mod barrier;
 pub(crate) mod bcast;
 pub(crate) mod gather;
+pub(crate) mod probe;
 pub(crate) mod reduce;
 mod rooted;
 pub(crate) mod scatter;
@@ -35,6 +36,7 @@ pub(crate) enum Kind {
     Bcast = 2,
     Reduce = 7,
     Allreduce = 8,
+    Probe = 15,
     Scatter = 3,
     Gather = 4,
 }

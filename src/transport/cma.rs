@@ -50,6 +50,25 @@ pub(crate) fn write(src: &[u8], dst: &RemoteBuf<'_, Write>, offset: usize) -> Re
     Ok(())
 }
 
+/// Reads one byte from `src` at `offset` against a remote iovec of `remote_len` bytes:
+/// the kernel pins up to 1024 pages of the remote range before it copies that byte, so
+/// the call's time is the start-up plus the pinning (the calibration's probe of `l` and
+/// of the contention). Returns the byte.
+///
+/// # Errors
+///
+/// As [`read`].
+pub(crate) fn pin_probe<A>(src: &RemoteBuf<'_, A>, offset: usize, remote_len: usize) -> Result<u8, Errno> {
+    let base = src.range(offset, remote_len.max(1))?;
+    let mut byte = 0u8;
+    let local = iovec { iov_base: (&mut byte as *mut u8).cast(), iov_len: 1 };
+    let remote = iovec { iov_base: base as *mut libc::c_void, iov_len: remote_len.max(1) };
+    // SAFETY: `local` covers one byte we own; the remote range lies inside `src` (checked
+    // above), which its owner published for this round, and is only read.
+    let r = unsafe { cma_sys::process_vm_readv(src.pid(), &local, 1, &remote, 1, 0) };
+    transferred(r).map(|_| byte)
+}
+
 /// Asks whether this process may use CMA on `pid`: reads 16 bytes at address 0, which
 /// gives `EFAULT` when access is allowed (the page does not exist) and `EPERM` or `ESRCH`
 /// when it is not.

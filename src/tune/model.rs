@@ -18,7 +18,7 @@
 //! the slowest of its transfers, what runs in sequence adds up.
 
 /// The parameters of one machine.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Params {
     /// Start-up of one CMA call, seconds.
     pub alpha: f64,

@@ -25,6 +25,7 @@
 
 #![allow(unsafe_code)]
 
+mod exchange;
 mod stage;
 pub(crate) mod wait;
 
@@ -32,6 +33,7 @@ use crate::error::{Error, Result};
 use crate::segment::Segment;
 use crate::transport::{Read, RemoteBuf, Write};
 use crossbeam_utils::CachePadded;
+pub(crate) use exchange::Span;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use wait::{Peer, WaitPolicy};

@@ -67,9 +67,25 @@ impl Hierarchy {
         usize::try_from(r).ok().and_then(|r| self.local_of.get(r).copied()).unwrap_or(0)
     }
 
+    /// The communicator of the node leaders, ordered by node (on leaders only).
+    pub(crate) fn leaders(&self) -> Option<&SimpleCommunicator> {
+        self.leaders.as_ref()
+    }
+
+    /// The node of parent rank `r` (a rank of the communicator).
+    pub(crate) fn node_of(&self, r: usize) -> usize {
+        self.node_of[r]
+    }
+
     /// Checks across nodes that every rank calls `kind` with the same root and length;
     /// the node-local checks then run as usual.
-    fn check(&self, parent: &SimpleCommunicator, kind: coll::Kind, root: i32, len: usize) -> Result<()> {
+    pub(crate) fn check(
+        &self,
+        parent: &SimpleCommunicator,
+        kind: coll::Kind,
+        root: i32,
+        len: usize,
+    ) -> Result<()> {
         let mine = [kind as i64, root as i64, len as i64];
         let both = [mine[0], -mine[0], mine[1], -mine[1], mine[2], -mine[2]];
         let mut max = [0i64; 6];
@@ -98,7 +114,7 @@ impl Hierarchy {
     }
 
     /// Agrees across nodes on the outcome of a step every rank took.
-    fn agree(&self, parent: &SimpleCommunicator, result: Result<()>) -> Result<()> {
+    pub(crate) fn agree(&self, parent: &SimpleCommunicator, result: Result<()>) -> Result<()> {
         let mine = if result.is_err() { parent.rank() } else { i32::MAX };
         let mut first = 0i32;
         parent.all_reduce_into(&mine, &mut first, SystemOperation::min());

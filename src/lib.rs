@@ -33,6 +33,8 @@
 //! | `ZCOLL_NODE_SIZE=k` | virtual nodes of `k` consecutive ranks, to test the hierarchy on one machine |
 //! | `ZCOLL_TIMEOUT=s` | give up a wait after `s` seconds with [`Error::Timeout`] |
 //! | `ZCOLL_BCAST_ALGORITHM=name` | the default broadcast algorithm |
+//! | `ZCOLL_ALLGATHER_ALGORITHM=name[:j]` | the default allgather algorithm (`j` for `ring-neighbor`) |
+//! | `ZCOLL_ALLTOALL_ALGORITHM=name` | the default alltoall algorithm |
 
 #![deny(unsafe_code)]
 
@@ -48,6 +50,8 @@ mod segment;
 mod sync;
 mod transport;
 
+pub use coll::allgather::AllgatherAlgorithm;
+pub use coll::alltoall::AlltoallAlgorithm;
 pub use coll::bcast::BcastAlgorithm;
 pub use comm::{Comm, Info, ZeroCopy};
 pub use error::{Errno, Error, Result};

@@ -5,6 +5,8 @@
 //! round and each evaluates the same checks over all of them, so a bad argument on one
 //! rank is the same `Err` on every rank, before any byte moves.
 
+pub(crate) mod allgather;
+pub(crate) mod alltoall;
 pub(crate) mod barrier;
 pub(crate) mod bcast;
 
@@ -29,6 +31,8 @@ pub(crate) struct Ctx<'a> {
 pub(crate) enum Kind {
     Barrier = 1,
     Bcast = 2,
+    Allgather = 5,
+    Alltoall = 6,
 }
 
 /// Packs a collective, its algorithm and the algorithm's parameter into `Call::op`.

@@ -42,6 +42,7 @@ pub(crate) fn main() {
         "bcast" => bcast(&world, &comm),
         "errors" => errors(&world, &comm),
         "barrier" => barrier(&world, &comm),
+        s if s.starts_with("exchange-") => crate::exchange::run(s, &world, &comm),
         other => panic!("unknown scenario {other}"),
     }
     println!("ZCOLL-RANK-OK {}", world.rank());

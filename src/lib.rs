@@ -35,6 +35,8 @@
 //! | `ZCOLL_BCAST_ALGORITHM=name` | the default broadcast algorithm |
 //! | `ZCOLL_SCATTER_ALGORITHM=name[:k]` | the default scatter algorithm ([`ScatterAlgorithm`]) |
 //! | `ZCOLL_GATHER_ALGORITHM=name[:k]` | the default gather algorithm ([`GatherAlgorithm`]) |
+//! | `ZCOLL_ALLGATHER_ALGORITHM=name[:j]` | the default allgather algorithm (`j` for `ring-neighbor`) |
+//! | `ZCOLL_ALLTOALL_ALGORITHM=name` | the default alltoall algorithm |
 
 #![deny(unsafe_code)]
 
@@ -52,6 +54,8 @@ mod sync;
 mod transport;
 pub mod tune;
 
+pub use coll::allgather::AllgatherAlgorithm;
+pub use coll::alltoall::AlltoallAlgorithm;
 pub use coll::bcast::BcastAlgorithm;
 pub use coll::gather::GatherAlgorithm;
 pub use coll::reduce::ReduceAlgorithm;

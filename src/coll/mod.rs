@@ -5,6 +5,8 @@
 //! round and each evaluates the same checks over all of them, so a bad argument on one
 //! rank is the same `Err` on every rank, before any byte moves.
 
+pub(crate) mod allgather;
+pub(crate) mod alltoall;
 pub(crate) mod barrier;
 pub(crate) mod bcast;
 pub(crate) mod gather;
@@ -39,6 +41,8 @@ pub(crate) enum Kind {
     Probe = 15,
     Scatter = 3,
     Gather = 4,
+    Allgather = 5,
+    Alltoall = 6,
 }
 
 /// Packs a collective, its algorithm and the algorithm's parameter into `Call::op`.

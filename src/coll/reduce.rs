@@ -280,7 +280,7 @@ fn partitioned<T: Pod, O: Operator<T>>(
         }
         round.wait_progress(owner, 1)?;
         cma::read(
-            &round.remote_recv_result(owner),
+            &round.remote_recv_read(owner),
             theirs.start * size,
             bytemuck::cast_slice_mut(&mut out[theirs]),
         )

@@ -91,6 +91,7 @@ impl Comm {
                 Split::Virtual(k) => Some(k),
                 Split::Shared => None,
             },
+            tuning: crate::tune::select::active().1.clone(),
         };
         Ok(Comm { parent, node, hier, info })
     }
@@ -700,6 +701,9 @@ pub struct Info {
     pub stage_bytes: usize,
     /// `Some(k)` when nodes are virtual (`ZCOLL_NODE_SIZE=k`).
     pub virtual_nodes: Option<usize>,
+    /// Where the cost model's parameters come from: this machine's profile, or the
+    /// built-in defaults.
+    pub tuning: String,
 }
 
 impl fmt::Display for Info {
@@ -718,12 +722,13 @@ impl fmt::Display for Info {
         )?;
         writeln!(f, "  pids       {:?}", self.pids)?;
         writeln!(f, "  transport  {} ({})", self.transport, self.reason)?;
-        write!(
+        writeln!(
             f,
             "  segment    {} bytes ({} KiB staging per rank)",
             self.segment_bytes,
             self.stage_bytes / 1024
-        )
+        )?;
+        write!(f, "  tuning     {}", self.tuning)
     }
 }
 

@@ -38,11 +38,11 @@
 //!   `(p - 1) n` out per rank), no system call and no permission: the path for small
 //!   blocks and for the `cico` transport.
 //!
-//! By default ([`AllgatherAlgorithm::Auto`]) blocks under [`STAGED_BELOW`] bytes take the
-//! staged path, since one CMA call (about 0.45 us, plus pinning) costs more than copying a
-//! few KiB twice; larger blocks take ring-source read, the one single-copy algorithm with
-//! no dependency between steps and one reader per source. A later issue replaces these
-//! thresholds with the fitted cost model.
+//! By default ([`AllgatherAlgorithm::Auto`]) the cost model chooses (`tune::select`):
+//! small blocks take the staged path, since one CMA call (about 0.45 us, plus pinning)
+//! costs more than copying a few KiB twice; larger blocks take ring-source read, the one
+//! single-copy algorithm with no dependency between steps and one reader per source, or
+//! recursive doubling where the model predicts fewer start-ups win.
 //!
 //! Across nodes ([`allgather_hier`]): the node's blocks are gathered at its leader, the
 //! leaders exchange node blocks with rsmpi's `all_gather_varcount_into`, and every leader
@@ -56,12 +56,10 @@ use crate::error::{Errno, Error, Result};
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round, Span};
 use crate::transport::{cma, TransportKind};
+use crate::tune::{select, Algo};
 use mpi::datatype::PartitionMut;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
-
-/// Blocks below this many bytes take the staged path by default.
-pub(crate) const STAGED_BELOW: usize = 4 * 1024;
 
 /// The algorithm code of the intra-node gather leg of a two-level collective.
 const HIER_GATHER: u8 = 0xf0;
@@ -151,7 +149,7 @@ impl AllgatherAlgorithm {
     /// The algorithm a call with blocks of `n` bytes uses on `transport`, after `Auto` and
     /// the environment override are resolved. Single-copy algorithms fall back to
     /// `Staged` where the transport cannot do single copies.
-    pub(crate) fn resolve(self, n: usize, transport: TransportKind) -> Result<AllgatherAlgorithm> {
+    pub(crate) fn resolve(self, n: usize, p: usize, transport: TransportKind) -> Result<AllgatherAlgorithm> {
         let chosen = match self {
             AllgatherAlgorithm::Auto => match std::env::var("ZCOLL_ALLGATHER_ALGORITHM") {
                 Ok(v) if !v.is_empty() && v != "auto" => v.parse().map_err(|()| Error::Config {
@@ -160,8 +158,11 @@ impl AllgatherAlgorithm {
                     expected: "auto, ring-neighbor[:j], ring-source-read, ring-source-write, \
                                recursive-doubling, bruck or staged",
                 })?,
-                _ if n < STAGED_BELOW => AllgatherAlgorithm::Staged,
-                _ => AllgatherAlgorithm::RingSourceRead,
+                _ => match select::choose(select::Coll::Allgather, n, p) {
+                    Algo::AllgatherStaged => AllgatherAlgorithm::Staged,
+                    Algo::AllgatherRecursiveDoubling => AllgatherAlgorithm::RecursiveDoubling,
+                    _ => AllgatherAlgorithm::RingSourceRead,
+                },
             },
             explicit => explicit,
         };
@@ -242,7 +243,7 @@ pub(crate) fn allgather(
 ) -> Result<()> {
     let (p, me) = (ctx.ctl.size(), ctx.ctl.me());
     let n = send.map_or(recv.len() / p, <[u8]>::len);
-    let algorithm = algorithm.resolve(n, ctx.transport);
+    let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport);
     let recv_addr = recv.as_mut_ptr() as usize;
     let call = Call {
         op: algorithm.as_ref().map_or(op(Kind::Allgather, 0, 0), |a| a.op()),
@@ -416,8 +417,10 @@ pub(crate) fn allgather_hier(
     let size = parent.size() as usize;
     let n = send.map_or(recv.len() / size, <[u8]>::len);
     hier.check(parent, Kind::Allgather, 0, n)?;
-    let algorithm = algorithm.resolve(n, ctx.transport);
-    let word = algorithm.as_ref().map_or(op(Kind::Allgather, 0, 0), |a| a.op());
+    // Ranks must agree on what they asked for; each node then resolves it for its own
+    // size, and nodes of different sizes may well choose differently.
+    let word = algorithm.op();
+    let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport);
     agree_shape(parent, n, recv.len(), word, |n| (n, size.saturating_mul(n)))?;
     algorithm?;
     if n == 0 {
@@ -602,18 +605,20 @@ mod tests {
     }
 
     #[test]
-    fn cico_takes_the_staged_path_and_small_blocks_too() {
+    fn cico_takes_the_staged_path_and_auto_asks_the_model() {
         for a in AllgatherAlgorithm::ALL {
-            assert_eq!(a.resolve(1 << 20, TransportKind::Cico), Ok(AllgatherAlgorithm::Staged));
-            assert_eq!(a.resolve(1, TransportKind::Cma), Ok(a));
+            assert_eq!(a.resolve(1 << 20, 4, TransportKind::Cico), Ok(AllgatherAlgorithm::Staged));
+            assert_eq!(a.resolve(1, 4, TransportKind::Cma), Ok(a));
         }
         if std::env::var_os("ZCOLL_ALLGATHER_ALGORITHM").is_none() {
-            let auto = AllgatherAlgorithm::Auto;
-            assert_eq!(auto.resolve(STAGED_BELOW - 1, TransportKind::Cma), Ok(AllgatherAlgorithm::Staged));
-            assert_eq!(
-                auto.resolve(STAGED_BELOW, TransportKind::Cma),
-                Ok(AllgatherAlgorithm::RingSourceRead)
-            );
+            for n in [1usize, 4096, 1 << 20] {
+                let want = match select::choose(select::Coll::Allgather, n, 4) {
+                    Algo::AllgatherStaged => AllgatherAlgorithm::Staged,
+                    Algo::AllgatherRecursiveDoubling => AllgatherAlgorithm::RecursiveDoubling,
+                    _ => AllgatherAlgorithm::RingSourceRead,
+                };
+                assert_eq!(AllgatherAlgorithm::Auto.resolve(n, 4, TransportKind::Cma), Ok(want));
+            }
         }
     }
 

@@ -34,12 +34,11 @@
 //!   handoff): two memory copies per byte, no system call, no permission: the path for
 //!   small blocks and for `cico`.
 //!
-//! By default ([`AlltoallAlgorithm::Auto`]) blocks under [`STAGED_BELOW`] bytes take the
-//! staged path (a CMA call costs more than copying that much twice), and larger blocks
-//! the pairwise read, which has no dependency between steps and no contention. Bruck is
-//! chosen only explicitly for now: on the 2-core machine measured so far it never beat
-//! the staged path for small blocks nor pairwise for large ones (see the book). A later
-//! issue replaces these thresholds with the fitted cost model.
+//! By default ([`AlltoallAlgorithm::Auto`]) the cost model chooses (`tune::select`):
+//! small blocks take the staged path (a CMA call costs more than copying that much
+//! twice), larger blocks the pairwise read, which has no dependency between steps and no
+//! contention. Bruck is chosen only explicitly: on the 2-core machine measured so far it
+//! never beat the staged path for small blocks nor pairwise for large ones (see the book).
 //!
 //! Across nodes ([`alltoall_hier`]): every leader gathers its node's send buffers, the
 //! leaders exchange node-to-node blocks with rsmpi's `all_to_all_varcount_into`, and every
@@ -55,12 +54,10 @@ use crate::error::{Error, Result};
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round, Span};
 use crate::transport::{cma, TransportKind};
+use crate::tune::{select, Algo};
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
-
-/// Blocks below this many bytes take the staged path by default.
-pub(crate) const STAGED_BELOW: usize = 4 * 1024;
 
 /// How [`Comm::all_to_all_into_with`](crate::Comm::all_to_all_into_with) moves the data.
 ///
@@ -114,7 +111,7 @@ impl AlltoallAlgorithm {
     /// The algorithm a call with blocks of `n` bytes uses on `transport`, after `Auto` and
     /// the environment override are resolved. Single-copy algorithms fall back to
     /// `Staged` where the transport cannot do single copies.
-    pub(crate) fn resolve(self, n: usize, transport: TransportKind) -> Result<AlltoallAlgorithm> {
+    pub(crate) fn resolve(self, n: usize, p: usize, transport: TransportKind) -> Result<AlltoallAlgorithm> {
         let chosen = match self {
             AlltoallAlgorithm::Auto => match std::env::var("ZCOLL_ALLTOALL_ALGORITHM") {
                 Ok(v) if !v.is_empty() && v != "auto" => v.parse().map_err(|()| Error::Config {
@@ -122,8 +119,10 @@ impl AlltoallAlgorithm {
                     value: v,
                     expected: "auto, pairwise, pairwise-write, bruck or staged",
                 })?,
-                _ if n < STAGED_BELOW => AlltoallAlgorithm::Staged,
-                _ => AlltoallAlgorithm::Pairwise,
+                _ => match select::choose(select::Coll::Alltoall, n, p) {
+                    Algo::AlltoallStaged => AlltoallAlgorithm::Staged,
+                    _ => AlltoallAlgorithm::Pairwise,
+                },
             },
             explicit => explicit,
         };
@@ -166,7 +165,7 @@ pub(crate) fn alltoall(
 ) -> Result<()> {
     let p = ctx.ctl.size();
     let n = send.len() / p;
-    let algorithm = algorithm.resolve(n, ctx.transport);
+    let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport);
     let code = algorithm.as_ref().map_or(0, |a| a.code());
     let call = Call {
         op: op(Kind::Alltoall, code, 0),
@@ -287,8 +286,10 @@ pub(crate) fn alltoall_hier(
 ) -> Result<()> {
     let size = parent.size() as usize;
     hier.check(parent, Kind::Alltoall, 0, send.len())?;
-    let algorithm = algorithm.resolve(send.len() / size, ctx.transport);
-    let word = op(Kind::Alltoall, algorithm.as_ref().map_or(0, |a| a.code()), 0);
+    // Ranks must agree on what they asked for; each node then resolves it for its own
+    // size, and nodes of different sizes may well choose differently.
+    let word = op(Kind::Alltoall, algorithm.code(), 0);
+    let algorithm = algorithm.resolve(send.len() / size, ctx.ctl.size(), ctx.transport);
     let whole = |first: usize| first / size * size;
     agree_shape(parent, send.len(), recv.len(), word, |first| (whole(first), whole(first)))?;
     algorithm?;
@@ -358,8 +359,8 @@ mod tests {
     #[test]
     fn cico_takes_the_staged_path() {
         for a in AlltoallAlgorithm::ALL {
-            assert_eq!(a.resolve(1 << 20, TransportKind::Cico), Ok(AlltoallAlgorithm::Staged));
-            assert_eq!(a.resolve(1, TransportKind::Cma), Ok(a));
+            assert_eq!(a.resolve(1 << 20, 4, TransportKind::Cico), Ok(AlltoallAlgorithm::Staged));
+            assert_eq!(a.resolve(1, 4, TransportKind::Cma), Ok(a));
         }
     }
 }

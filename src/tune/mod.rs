@@ -8,7 +8,7 @@ pub(crate) mod calibrate;
 pub mod fit;
 pub mod model;
 pub mod profile;
-pub(crate) mod select;
+pub mod select;
 
 pub use model::{Algo, Params};
 pub use profile::{Machine, Profile};

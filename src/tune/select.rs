@@ -12,17 +12,79 @@ use std::sync::OnceLock;
 
 /// The collectives the model chooses for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Coll {
+#[non_exhaustive]
+pub enum Coll {
+    /// `broadcast_into` (size: the message).
     Bcast,
+    /// `scatter_into_root` (size: one block).
     Scatter,
+    /// `gather_into_root` (size: one block).
     Gather,
+    /// `all_gather_into` (size: one block).
     Allgather,
+    /// `all_to_all_into` (size: one block).
     Alltoall,
+    /// `all_reduce_into` (size: the message).
     Allreduce,
 }
 
+impl Coll {
+    /// Every collective the model chooses for.
+    pub const ALL: [Coll; 6] =
+        [Coll::Bcast, Coll::Scatter, Coll::Gather, Coll::Allgather, Coll::Alltoall, Coll::Allreduce];
+
+    /// Its name, as the benchmarks spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Coll::Bcast => "bcast",
+            Coll::Scatter => "scatter",
+            Coll::Gather => "gather",
+            Coll::Allgather => "allgather",
+            Coll::Alltoall => "alltoall",
+            Coll::Allreduce => "allreduce",
+        }
+    }
+}
+
+/// One line of a plan: what the model picks for a collective and size, and its cost.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Choice {
+    /// The collective.
+    pub coll: Coll,
+    /// Bytes (per block, or the message for bcast and allreduce).
+    pub bytes: usize,
+    /// The algorithm, with its parameter (`k`).
+    pub algo: Algo,
+    /// Predicted seconds.
+    pub seconds: f64,
+}
+
+/// What the model would choose on a node of `p` ranks with `params`, for every
+/// collective and each of `sizes`: the planning tool for nodes larger than this one.
+///
+/// # Examples
+///
+/// ```
+/// use zcoll::tune::{select::{plan, Coll}, Params};
+/// let lines = plan(&Params::DEFAULT, 64, &[8, 1 << 20]);
+/// assert_eq!(lines.len(), 2 * Coll::ALL.len());
+/// assert!(lines.iter().all(|c| c.seconds > 0.0));
+/// ```
+pub fn plan(params: &Params, p: usize, sizes: &[usize]) -> Vec<Choice> {
+    Coll::ALL
+        .iter()
+        .flat_map(|&coll| {
+            sizes.iter().map(move |&bytes| {
+                let (algo, seconds) =
+                    params.best(&candidates(coll, p), p, bytes).expect("every collective has candidates");
+                Choice { coll, bytes, algo, seconds }
+            })
+        })
+        .collect()
+}
+
 /// The parameters in force, and where they come from.
-pub(crate) fn active() -> &'static (Params, String) {
+pub fn active() -> &'static (Params, String) {
     static ACTIVE: OnceLock<(Params, String)> = OnceLock::new();
     ACTIVE.get_or_init(|| {
         let path = Profile::path();
@@ -37,7 +99,7 @@ pub(crate) fn active() -> &'static (Params, String) {
 }
 
 /// The candidates for `coll` on a node of `p` ranks.
-pub(crate) fn candidates(coll: Coll, p: usize) -> Vec<Algo> {
+pub fn candidates(coll: Coll, p: usize) -> Vec<Algo> {
     let ks = || [2usize, 3, 4, 6, 8, 16, 32].into_iter().filter(move |&k| k < p.saturating_sub(1));
     match coll {
         Coll::Bcast => {

@@ -222,7 +222,7 @@ fn choose_transport(
             v[0],
             Errno::from_raw(v[1] as i32)
         )),
-        (None, None) => Ok("heap: every rank maps every peer's shared heap".to_owned()),
+        (None, None) => Ok("heap: every rank maps every peer's shared heap, for heap buffers".to_owned()),
     };
     let xpmem_why = match (xpmem_local, all.iter().position(|v| v[5] == -1)) {
         (Err(why), _) => Err(format!("xpmem: {why}")),
@@ -298,7 +298,7 @@ fn choose_transport(
             )),
             (Err(_), Ok(_)) => Ok((
                 TransportKind::Cma,
-                format!("{} (heap buffers mapped)", others(&cma_why)),
+                others(&cma_why),
                 Links { heap: Some(peer_heaps()), xpmem: None },
             )),
             (Err(_), Err(_)) => Ok((TransportKind::Cma, others(&cma_why), Links::default())),

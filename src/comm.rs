@@ -53,15 +53,16 @@ impl Comm {
     ///
     /// It splits `comm` into nodes (by shared memory, or into virtual nodes of `k`
     /// consecutive ranks with `ZCOLL_NODE_SIZE=k`), exchanges process ids, maps each node's
-    /// control segment, and decides each node's transport: `cma` if every rank of the node
-    /// may read every other with `process_vm_readv`, else `cico`
-    /// (`ZCOLL_TRANSPORT=cma|cico` forces one).
+    /// control segment, and decides each node's transport: `xpmem` if every rank of the
+    /// node loads XPMEM and may read every other with `process_vm_readv`, else `cma` (with
+    /// buffers in the shared heap mapped by every rank where the ranks may map each
+    /// other's heap), else `cico` (`ZCOLL_TRANSPORT=cma|cico|heap|xpmem` forces one).
     ///
     /// # Errors
     ///
     /// `Error::Config` for an environment variable zcoll cannot read, `Error::Segment` if
     /// the control segment cannot be created or mapped, `Error::Unsupported` if
-    /// `ZCOLL_TRANSPORT=cma` is set where the kernel refuses CMA.
+    /// `ZCOLL_TRANSPORT` asks for a transport the node cannot use.
     pub fn new<C: Communicator>(comm: &C) -> Result<Comm> {
         let parent = comm.duplicate();
         let split = Split::from_env();

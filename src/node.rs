@@ -296,11 +296,9 @@ fn choose_transport(
                 format!("{x}; {cma_why} for what cannot attach; {}", why(&heap_why)),
                 Links { heap: None, xpmem: xpmem_links() },
             )),
-            (Err(_), Ok(_)) => Ok((
-                TransportKind::Cma,
-                others(&cma_why),
-                Links { heap: Some(peer_heaps()), xpmem: None },
-            )),
+            (Err(_), Ok(_)) => {
+                Ok((TransportKind::Cma, others(&cma_why), Links { heap: Some(peer_heaps()), xpmem: None }))
+            }
             (Err(_), Err(_)) => Ok((TransportKind::Cma, others(&cma_why), Links::default())),
         },
         (_, Some(_)) => Ok((TransportKind::Cico, others(&cma_why), Links::default())),

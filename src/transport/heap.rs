@@ -572,6 +572,42 @@ mod tests {
     }
 
     #[test]
+    fn threads_allocate_and_free_concurrently_without_sharing_a_block() {
+        let a = ShmAlloc::with_threshold(4096);
+        std::thread::scope(|s| {
+            for t in 0..4u8 {
+                s.spawn(move || {
+                    let mut live = Vec::new();
+                    for i in 0..300usize {
+                        let layout = Layout::from_size_align(4096 << (i % 5), 64).unwrap();
+                        // SAFETY: a non-zero layout; freed below with the same layout.
+                        let p = unsafe { a.alloc(layout) };
+                        assert!(contains(p as usize));
+                        // SAFETY: the block has `layout.size()` bytes and is ours.
+                        unsafe { std::ptr::write_bytes(p, t, layout.size()) };
+                        live.push((p, layout));
+                        if i % 3 == 2 {
+                            let (p, layout) = live.swap_remove(i % live.len());
+                            // SAFETY: written above by this thread only, and still live.
+                            let all_ours = unsafe { std::slice::from_raw_parts(p, layout.size()) };
+                            assert!(all_ours.iter().all(|&x| x == t), "another thread wrote our block");
+                            // SAFETY: allocated above with this layout, freed once.
+                            unsafe { a.dealloc(p, layout) };
+                        }
+                    }
+                    for (p, layout) in live {
+                        // SAFETY: as above.
+                        unsafe {
+                            assert!(std::slice::from_raw_parts(p, layout.size()).iter().all(|&x| x == t));
+                            a.dealloc(p, layout);
+                        }
+                    }
+                });
+            }
+        });
+    }
+
+    #[test]
     fn the_allocator_serves_large_layouts_from_the_heap() {
         let a = ShmAlloc::with_threshold(8192);
         let big = Layout::from_size_align(20_000, 8).unwrap();

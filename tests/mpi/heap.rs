@@ -130,7 +130,14 @@ fn mpi_op(op: Builtin) -> SystemOperation {
 
 /// Allreduce (apart and in place) and reduce (apart, every rank's buffers from `source`)
 /// of `n` elements, against rsmpi's allreduce.
-fn reduce<T: Sample>(world: &SimpleCommunicator, comm: &Comm, source: Source, n: usize, op: Builtin, seed: u64) {
+fn reduce<T: Sample>(
+    world: &SimpleCommunicator,
+    comm: &Comm,
+    source: Source,
+    n: usize,
+    op: Builtin,
+    seed: u64,
+) {
     let (me, p) = (world.rank(), world.size());
     let send_vals: Vec<T> = (0..n).map(|i| sample(me, i, seed)).collect();
     let mut oracle = vec![T::zeroed(); n];
@@ -158,8 +165,14 @@ fn reduce<T: Sample>(world: &SimpleCommunicator, comm: &Comm, source: Source, n:
     let mut send = buffer::<T>(comm, source, n, |i| send_vals[i]);
     if me == root {
         let mut recv = buffer::<T>(comm, source, n, |_| T::zeroed());
-        comm.reduce_with(&send.all()[..n], Some(&mut recv.all()[..n]), root, op, ReduceAlgorithm::Partitioned)
-            .unwrap();
+        comm.reduce_with(
+            &send.all()[..n],
+            Some(&mut recv.all()[..n]),
+            root,
+            op,
+            ReduceAlgorithm::Partitioned,
+        )
+        .unwrap();
         assert!(recv.all()[..n] == oracle[..], "{}", what("reduce"));
         assert!(guard_intact(&mut *recv, n));
     } else {

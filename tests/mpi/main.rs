@@ -114,8 +114,12 @@ at! {
     heap_cma_np3: 3, "heap", ["ZCOLL_TRANSPORT" => "cma", "ZCOLL_EXPECT_TRANSPORT" => "cma"];
     heap_cico_np3: 3, "heap", ["ZCOLL_TRANSPORT" => "cico", "ZCOLL_EXPECT_TRANSPORT" => "cico"];
     heap_vnodes_np5_k2: 5, "heap", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TRANSPORT" => "heap"];
+    heap_reduce_np2: 2, "reduce", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
     heap_reduce_np4: 4, "reduce", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
+    heap_reduce_np8: 8, "reduce", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
+    heap_reduce_xpmem_np3: 3, "reduce", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem"];
     heap_reduce_xpmem_np5: 5, "reduce", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem"];
+    heap_reduce_xpmem_np8: 8, "reduce", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem"];
     heap_bcast_xpmem_np3: 3, "bcast", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem"];
 }
 

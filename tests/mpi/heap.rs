@@ -286,3 +286,17 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
     }
     comm.barrier().unwrap();
 }
+
+/// Forcing `xpmem` where the library is missing is the same error on every rank, naming
+/// the library; the default falls back to `cma` and says why.
+pub(crate) fn xpmem_missing(world: &SimpleCommunicator) {
+    let e = Comm::new(world).unwrap_err();
+    assert!(matches!(&e, Error::Unsupported { rank, .. } if *rank == world.rank()), "{e}");
+    assert!(e.to_string().contains("ZCOLL_TRANSPORT=xpmem, but xpmem: libxpmem.so.0 not found"), "{e}");
+    std::env::remove_var("ZCOLL_TRANSPORT");
+    let comm = Comm::new(world).unwrap();
+    assert_eq!(comm.info().transport, TransportKind::Cma, "{}", comm.info());
+    assert!(comm.info().reason.contains("xpmem: libxpmem.so.0 not found"), "{}", comm.info());
+    bcast(world, &comm, Source::Alloc, 100_000, 0, BcastAlgorithm::Auto);
+    println!("ZCOLL-RANK-OK {}", world.rank());
+}

@@ -36,6 +36,9 @@ pub(crate) fn main() {
     if scenario == "refused-cma" {
         return refused_cma(&world);
     }
+    if scenario == "xpmem-missing" {
+        return crate::heap::xpmem_missing(&world);
+    }
     let comm = Comm::new(&world).unwrap_or_else(|e| panic!("Comm::new: {e}"));
     expectations(&world, &comm);
     match scenario.as_str() {

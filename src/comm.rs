@@ -1,12 +1,14 @@
 //! [`Comm`]: the user's handle, built over any rsmpi communicator.
 
+use crate::alloc::ShmBox;
 use crate::coll::allgather::{allgather_hier, AllgatherAlgorithm};
 use crate::coll::alltoall::{alltoall_hier, AlltoallAlgorithm};
 use crate::coll::gather::{GatherAlgorithm, GatherBufs};
 use crate::coll::reduce::{Bufs, ReduceAlgorithm};
 use crate::coll::scatter::{ScatterAlgorithm, ScatterBufs};
 use crate::coll::{self, bcast::BcastAlgorithm, Ctx};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::exposure::Exposure;
 use crate::hier::Hierarchy;
 use crate::node::{NodeComm, Split};
 use crate::op::Operator;
@@ -53,15 +55,16 @@ impl Comm {
     ///
     /// It splits `comm` into nodes (by shared memory, or into virtual nodes of `k`
     /// consecutive ranks with `ZCOLL_NODE_SIZE=k`), exchanges process ids, maps each node's
-    /// control segment, and decides each node's transport: `cma` if every rank of the node
-    /// may read every other with `process_vm_readv`, else `cico`
-    /// (`ZCOLL_TRANSPORT=cma|cico` forces one).
+    /// control segment, and decides each node's transport: `xpmem` if every rank of the
+    /// node loads XPMEM and may read every other with `process_vm_readv`, else `cma` (with
+    /// buffers in the shared heap mapped by every rank where the ranks may map each
+    /// other's heap), else `cico` (`ZCOLL_TRANSPORT=cma|cico|heap|xpmem` forces one).
     ///
     /// # Errors
     ///
     /// `Error::Config` for an environment variable zcoll cannot read, `Error::Segment` if
     /// the control segment cannot be created or mapped, `Error::Unsupported` if
-    /// `ZCOLL_TRANSPORT=cma` is set where the kernel refuses CMA.
+    /// `ZCOLL_TRANSPORT` asks for a transport the node cannot use.
     pub fn new<C: Communicator>(comm: &C) -> Result<Comm> {
         let parent = comm.duplicate();
         let split = Split::from_env();
@@ -85,6 +88,7 @@ impl Comm {
             pids: node_pids(&node),
             transport: node.transport,
             reason: node.reason.clone(),
+            heap: node.heap,
             segment_bytes: node.ctl.segment_bytes(),
             stage_bytes: node.ctl.stage_bytes(),
             virtual_nodes: match split {
@@ -117,7 +121,7 @@ impl Comm {
         &self.parent
     }
 
-    fn ctx(&self) -> Ctx<'_> {
+    pub(crate) fn ctx(&self) -> Ctx<'_> {
         Ctx { ctl: &self.node.ctl, transport: self.node.transport, comm_size: self.info.size }
     }
 
@@ -695,6 +699,9 @@ pub struct Info {
     pub transport: TransportKind,
     /// Why that transport.
     pub reason: String,
+    /// Whether buffers in the shared heap ([`Comm::alloc`], [`ShmAlloc`](crate::ShmAlloc))
+    /// are mapped by every rank of the node, and copied with loads and stores.
+    pub heap: bool,
     /// The control segment's size in bytes.
     pub segment_bytes: usize,
     /// Its staging bytes per rank (the copy-in/copy-out area).
@@ -977,4 +984,85 @@ impl Comm {
         let (params, notes) = fit_all(&all, crate::tune::Params::DEFAULT);
         Ok(Some(crate::tune::Profile { machine: crate::tune::Machine::this(), params, notes }))
     }
+}
+
+/// The shared address space: buffers peers map, and buffers registered once.
+impl Comm {
+    /// Allocates `n` zeroed elements in this process's shared heap.
+    ///
+    /// The peers of the node map the heap, so collectives on this buffer copy it with
+    /// loads and stores, with no system call and no page pinning (on nodes whose transport
+    /// is `heap`, or `cma` with [`Info::heap`]; elsewhere it is an ordinary buffer). Not
+    /// collective: each rank allocates its own.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let mut buf = comm.alloc::<u32>(1 << 20)?;
+    /// if comm.rank() == 0 {
+    ///     buf.iter_mut().enumerate().for_each(|(i, x)| *x = i as u32);
+    /// }
+    /// comm.broadcast_into(&mut buf, 0)?;
+    /// assert_eq!(buf[77], 77);
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Error::Unsupported` if the heap cannot be created here (no `memfd_create`), is
+    /// full, or `T` is zero-sized.
+    pub fn alloc<T: Pod>(&self, n: usize) -> Result<ShmBox<T>> {
+        ShmBox::zeroed(n).map_err(|errno| Error::Unsupported {
+            rank: self.rank(),
+            what: format!("{n} elements of {} bytes in the shared heap: {errno}", std::mem::size_of::<T>()),
+        })
+    }
+
+    /// Exposes `buf` to every rank of the node until the returned [`Exposure`] drops.
+    /// Collective: every rank exposes a buffer of the same length in bytes.
+    ///
+    /// Each rank maps or attaches every peer's buffer once, here, and keeps the mapping;
+    /// the exposure's collectives reuse it, with no address exchange. The buffer stays
+    /// borrowed until the exposure drops.
+    ///
+    /// # Errors
+    ///
+    /// On every rank of the node: `Error::LengthMismatch` if the buffers' lengths differ,
+    /// `Error::Mismatch` if a rank calls another collective; `PeerDied` or `Timeout`.
+    pub fn expose<'a, T: Pod>(&'a self, buf: &'a mut [T]) -> Result<Exposure<'a, T>> {
+        Exposure::new(self, buf)
+    }
+
+    /// The bytes this rank has copied from and to its peers with single copies, by
+    /// transport, in broadcasts and reductions: how much of the traffic took the
+    /// load/store paths.
+    pub fn traffic(&self) -> Traffic {
+        let [cma, heap, xpmem] = self.node.ctl.traffic();
+        Traffic { cma, heap, xpmem }
+    }
+
+    /// The number of nodes.
+    pub(crate) fn nodes(&self) -> usize {
+        self.hier.nodes()
+    }
+
+    /// The local rank of rank `r` on its node.
+    pub(crate) fn local_of(&self, r: Rank) -> usize {
+        self.hier.local_of(r)
+    }
+}
+
+/// Bytes one rank moved with single copies, by transport: see [`Comm::traffic`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Traffic {
+    /// Through Cross Memory Attach.
+    pub cma: u64,
+    /// With loads and stores on peers' shared heaps.
+    pub heap: u64,
+    /// With loads and stores on attached XPMEM windows.
+    pub xpmem: u64,
 }

@@ -29,7 +29,8 @@
 //!
 //! | variable | effect |
 //! |---|---|
-//! | `ZCOLL_TRANSPORT=cma\|cico` | force a transport (default: `cma` where the kernel allows it) |
+//! | `ZCOLL_TRANSPORT=cma\|cico\|heap\|xpmem` | force a transport (default: `xpmem` where every rank has it, else `cma` with heap buffers mapped, where the kernel allows it) |
+//! | `XPMEM_LIBRARY=path` | the XPMEM library to load instead of `libxpmem.so.0` (and no `/dev/xpmem` check) |
 //! | `ZCOLL_NODE_SIZE=k` | virtual nodes of `k` consecutive ranks, to test the hierarchy on one machine |
 //! | `ZCOLL_TIMEOUT=s` | give up a wait after `s` seconds with [`Error::Timeout`] |
 //! | `ZCOLL_BCAST_ALGORITHM=name` | the default broadcast algorithm |
@@ -43,9 +44,11 @@
 #[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
 compile_error!("zcoll supports Linux on x86_64 and aarch64 only");
 
+mod alloc;
 mod coll;
 mod comm;
 mod error;
+mod exposure;
 mod hier;
 mod node;
 pub mod op;
@@ -54,14 +57,16 @@ mod sync;
 mod transport;
 pub mod tune;
 
+pub use alloc::{ShmAlloc, ShmBox};
 pub use coll::allgather::AllgatherAlgorithm;
 pub use coll::alltoall::AlltoallAlgorithm;
 pub use coll::bcast::BcastAlgorithm;
 pub use coll::gather::GatherAlgorithm;
 pub use coll::reduce::ReduceAlgorithm;
 pub use coll::scatter::ScatterAlgorithm;
-pub use comm::{Comm, Info, ZeroCopy};
+pub use comm::{Comm, Info, Traffic, ZeroCopy};
 pub use error::{Errno, Error, Result};
+pub use exposure::Exposure;
 pub use transport::TransportKind;
 
 /// The rsmpi version zcoll is built on, re-exported so that the types match.

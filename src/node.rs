@@ -5,7 +5,7 @@ use crate::error::{Errno, Error, Result};
 use crate::segment::Segment;
 use crate::sync::wait::WaitPolicy;
 use crate::sync::Control;
-use crate::transport::{cma, TransportKind};
+use crate::transport::{cma, heap, xpmem, Links, TransportKind};
 use mpi::collective::SystemOperation;
 use mpi::topology::{Color, Communicator, SimpleCommunicator};
 use mpi::traits::*;
@@ -23,6 +23,8 @@ pub(crate) struct NodeComm {
     pub(crate) transport: TransportKind,
     /// Why that transport (and not the others).
     pub(crate) reason: String,
+    /// Whether the ranks map each other's heap buffers.
+    pub(crate) heap: bool,
 }
 
 /// How the parent communicator is cut into nodes.
@@ -75,9 +77,11 @@ impl NodeComm {
         comm.all_gather_into(&rank, &mut ranks[..]);
 
         let requested = requested_transport();
-        let ctl = map_segment(&comm, rank, me, ranks, pids.clone(), policy)?;
-        let (transport, reason) = choose_transport(&comm, rank, me, &pids, requested)?;
-        Ok(NodeComm { comm, ctl, transport, reason })
+        let mut ctl = map_segment(&comm, rank, me, ranks, pids.clone(), policy)?;
+        let (transport, reason, links) = choose_transport(&comm, rank, me, &pids, requested)?;
+        let heap = links.heap.is_some();
+        ctl.set_links(links);
+        Ok(NodeComm { comm, ctl, transport, reason, heap })
     }
 }
 
@@ -134,35 +138,45 @@ fn requested_transport() -> Result<Option<TransportKind>> {
         Ok(v) => v.parse().map(Some).map_err(|()| Error::Config {
             name: "ZCOLL_TRANSPORT",
             value: v,
-            expected: "auto, cma or cico",
+            expected: "auto, cma, cico, heap or xpmem",
         }),
     }
 }
 
-/// Probes CMA between every pair of the node and agrees on one transport.
+/// What every rank contributes to the choice: its request (0 = none, -1 = invalid), the
+/// first peer it may not read with CMA and the errno, its heap (fd, base; fd -1 if it has
+/// none, with the errno in `base`), and its XPMEM segment id (-1 if none).
+const SHARE: usize = 7;
+
+/// Probes CMA, the shared heaps and XPMEM between every pair of the node and agrees on
+/// one transport, and on how peers' memory is reached besides CMA.
 fn choose_transport(
     comm: &SimpleCommunicator,
     rank: i32,
     me: usize,
     pids: &[libc::pid_t],
     requested: Result<Option<TransportKind>>,
-) -> Result<(TransportKind, String)> {
-    // Every rank contributes: its request (0 = none, -1 = invalid), the first peer it may
-    // not read, and the errno.
+) -> Result<(TransportKind, String, Links)> {
+    let n = pids.len();
     let refused = pids
         .iter()
         .enumerate()
         .filter(|&(r, _)| r != me)
-        .find_map(|(r, &pid)| cma::probe(pid).err().map(|e| (r as i32, e.raw())));
+        .find_map(|(r, &pid)| cma::probe(pid).err().map(|e| (r as i64, e.raw() as i64)));
     let want = match &requested {
         Ok(None) => 0,
-        Ok(Some(k)) => k.code() as i32,
+        Ok(Some(k)) => k.code() as i64,
         Err(_) => -1,
     };
     let (peer, errno) = refused.unwrap_or((-1, 0));
-    let n = pids.len();
-    let mut all = vec![[0i32; 3]; n];
-    comm.all_gather_into(&[want, peer, errno][..], flatten_mut(&mut all));
+    let (heap_fd, heap_base) = match heap::local() {
+        Ok(h) => (h.fd as i64, h.base as i64),
+        Err(e) => (-1, e.raw() as i64),
+    };
+    let xpmem_local = xpmem::local();
+    let segid = xpmem_local.map_or(-1, |x| x.segid());
+    let mut all = vec![[0i64; SHARE]; n];
+    comm.all_gather_into(&[want, peer, errno, heap_fd, heap_base, segid, 0][..], flatten_mut(&mut all));
     let requested = requested?;
     if let Some(r) = all.iter().position(|v| v[0] != want) {
         return Err(Error::Config {
@@ -171,21 +185,126 @@ fn choose_transport(
             expected: "the same value on every rank of a node",
         });
     }
-    let denial =
-        all.iter().enumerate().find(|(_, v)| v[1] >= 0).map(|(r, v)| {
-            format!("local rank {r} may not read local rank {}: {}", v[1], Errno::from_raw(v[2]))
-        });
-    match (requested, denial) {
-        (Some(TransportKind::Cico), _) => Ok((TransportKind::Cico, "forced by ZCOLL_TRANSPORT=cico".into())),
-        (_, None) if n == 1 => Ok((TransportKind::Cma, "single rank: nothing crosses processes".into())),
-        (_, None) => Ok((TransportKind::Cma, "cma: process_vm_readv allowed between every pair".into())),
-        (Some(TransportKind::Cma), Some(why)) => {
-            Err(Error::Unsupported { rank, what: format!("ZCOLL_TRANSPORT=cma, but {why}") })
+    let denial = all.iter().enumerate().find(|(_, v)| v[1] >= 0).map(|(r, v)| {
+        format!("local rank {r} may not read local rank {}: {}", v[1], Errno::from_raw(v[2] as i32))
+    });
+
+    // Second round: every rank opens every peer's heap and gets every peer's segment.
+    let heaps_exist = all.iter().position(|v| v[3] < 0);
+    let heap_refused = match heaps_exist {
+        Some(_) => None,
+        None => (0..n)
+            .filter(|&r| r != me)
+            .find_map(|r| heap::probe(pids[r], all[r][3] as i32).err().map(|e| (r as i64, e.raw() as i64))),
+    };
+    let segids: Vec<i64> = all.iter().map(|v| v[5]).collect();
+    let xpmem_peers = match (xpmem_local, segids.iter().all(|&s| s != -1)) {
+        (Ok(local), true) => Some(xpmem::Peers::new(local, me, &segids)),
+        _ => None,
+    };
+    let xpmem_refused = match &xpmem_peers {
+        Some(Err((r, e))) => (*r as i64, e.raw() as i64),
+        _ => (-1, 0),
+    };
+    let (hp, he) = heap_refused.unwrap_or((-1, 0));
+    let mut probes = vec![[0i64; 4]; n];
+    comm.all_gather_into(
+        &[hp, he, xpmem_refused.0, xpmem_refused.1][..],
+        bytemuck::cast_slice_mut::<_, i64>(&mut probes),
+    );
+
+    let heap_why = match (heaps_exist, probes.iter().enumerate().find(|(_, v)| v[0] >= 0)) {
+        (Some(r), _) => {
+            Err(format!("heap: local rank {r} has no shared heap ({})", Errno::from_raw(all[r][4] as i32)))
         }
-        (_, Some(why)) => Ok((TransportKind::Cico, format!("cma refused: {why}"))),
+        (None, Some((r, v))) => Err(format!(
+            "heap: local rank {r} may not map local rank {}'s heap: {}",
+            v[0],
+            Errno::from_raw(v[1] as i32)
+        )),
+        (None, None) => Ok("heap: every rank maps every peer's shared heap, for heap buffers".to_owned()),
+    };
+    let xpmem_why = match (xpmem_local, all.iter().position(|v| v[5] == -1)) {
+        (Err(why), _) => Err(format!("xpmem: {why}")),
+        (Ok(_), Some(r)) => Err(format!("xpmem: not available on local rank {r}")),
+        (Ok(_), None) => match probes.iter().enumerate().find(|(_, v)| v[2] >= 0) {
+            Some((r, v)) => Err(format!(
+                "xpmem: local rank {r} may not get local rank {}'s segment: {}",
+                v[2],
+                Errno::from_raw(v[3] as i32)
+            )),
+            None => Ok("xpmem: every rank attaches every peer's address space".to_owned()),
+        },
+    };
+    let why = |r: &std::result::Result<String, String>| match r {
+        Ok(s) | Err(s) => s.clone(),
+    };
+    let peer_heaps = || {
+        heap::PeerHeaps::new(
+            (0..n)
+                .map(|r| {
+                    (r != me).then(|| {
+                        (pids[r], heap::Published { fd: all[r][3] as i32, base: all[r][4] as usize })
+                    })
+                })
+                .collect(),
+        )
+    };
+    let xpmem_links = || match xpmem_peers {
+        Some(Ok(p)) => Some(p),
+        _ => None,
+    };
+    let unsupported = |what: String| Err(Error::Unsupported { rank, what });
+    let cma_why = match &denial {
+        None => "cma: process_vm_readv allowed between every pair".to_owned(),
+        Some(why) => format!("cma refused: {why}"),
+    };
+    let others = |first: &str| format!("{first}; {}; {}", why(&heap_why), why(&xpmem_why));
+    match (requested, &denial) {
+        (Some(TransportKind::Cico), _) => {
+            Ok((TransportKind::Cico, others("forced by ZCOLL_TRANSPORT=cico"), Links::default()))
+        }
+        (Some(TransportKind::Cma), Some(why)) => unsupported(format!("ZCOLL_TRANSPORT=cma, but {why}")),
+        (Some(TransportKind::Cma), None) => {
+            Ok((TransportKind::Cma, format!("forced by ZCOLL_TRANSPORT=cma; {cma_why}"), Links::default()))
+        }
+        (Some(k @ (TransportKind::Heap | TransportKind::Xpmem)), Some(why)) => {
+            unsupported(format!("ZCOLL_TRANSPORT={k} needs cma for other buffers, but {why}"))
+        }
+        (Some(TransportKind::Heap), None) => match heap_why {
+            Ok(h) => Ok((
+                TransportKind::Heap,
+                format!("forced by ZCOLL_TRANSPORT=heap; {h}; {cma_why} for other buffers"),
+                Links { heap: Some(peer_heaps()), xpmem: None },
+            )),
+            Err(h) => unsupported(format!("ZCOLL_TRANSPORT=heap, but {h}")),
+        },
+        (Some(TransportKind::Xpmem), None) => match xpmem_why {
+            Ok(x) => Ok((
+                TransportKind::Xpmem,
+                format!("forced by ZCOLL_TRANSPORT=xpmem; {x}; {cma_why} for what cannot attach"),
+                Links { heap: None, xpmem: xpmem_links() },
+            )),
+            Err(x) => unsupported(format!("ZCOLL_TRANSPORT=xpmem, but {x}")),
+        },
+        (_, None) if n == 1 => {
+            Ok((TransportKind::Cma, others("single rank: nothing crosses processes"), Links::default()))
+        }
+        (_, None) => match (&xpmem_why, &heap_why) {
+            (Ok(x), _) => Ok((
+                TransportKind::Xpmem,
+                format!("{x}; {cma_why} for what cannot attach; {}", why(&heap_why)),
+                Links { heap: None, xpmem: xpmem_links() },
+            )),
+            (Err(_), Ok(_)) => {
+                Ok((TransportKind::Cma, others(&cma_why), Links { heap: Some(peer_heaps()), xpmem: None }))
+            }
+            (Err(_), Err(_)) => Ok((TransportKind::Cma, others(&cma_why), Links::default())),
+        },
+        (_, Some(_)) => Ok((TransportKind::Cico, others(&cma_why), Links::default())),
     }
 }
 
-fn flatten_mut(v: &mut [[i32; 3]]) -> &mut [i32] {
+fn flatten_mut(v: &mut [[i64; SHARE]]) -> &mut [i64] {
     bytemuck::cast_slice_mut(v)
 }

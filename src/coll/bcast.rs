@@ -40,7 +40,7 @@
 use super::{all_equal, check, op, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::sync::{Call, Round};
-use crate::transport::{cma, TransportKind};
+use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
 
 /// The largest message the default sends through the Bcast FIFO (what its ring holds);
@@ -263,10 +263,14 @@ pub(crate) fn bcast(
 ) -> Result<()> {
     let feed_chunk = algorithm.feed_chunk();
     let algorithm = match (feed.is_some(), ctx.transport, algorithm) {
-        (true, TransportKind::Cma, BcastAlgorithm::Pipelined { chunk }) => {
-            Ok(BcastAlgorithm::Pipelined { chunk })
+        (
+            true,
+            TransportKind::Cma | TransportKind::Heap | TransportKind::Xpmem,
+            BcastAlgorithm::Pipelined { chunk },
+        ) => Ok(BcastAlgorithm::Pipelined { chunk }),
+        (true, TransportKind::Cma | TransportKind::Heap | TransportKind::Xpmem, _) => {
+            Ok(BcastAlgorithm::Pipelined { chunk: DEFAULT_CHUNK })
         }
-        (true, TransportKind::Cma, _) => Ok(BcastAlgorithm::Pipelined { chunk: DEFAULT_CHUNK }),
         (true, _, _) => Ok(BcastAlgorithm::Staged),
         (false, transport, a) => a.resolve(buf.len(), ctx.ctl.size(), transport),
     };
@@ -293,16 +297,11 @@ pub(crate) fn bcast(
         if round.size() == 1 {
             return Ok(());
         }
-        let rank = round.rank_of(round.me());
-        let failed = |peer: usize, op| {
-            let peer = round.rank_of(peer);
-            move |errno| Error::Transport { rank, peer, op, errno }
-        };
         match algorithm {
             BcastAlgorithm::DirectRead if round.me() != src => read_from(&round, src, 0, buf),
             BcastAlgorithm::DirectWrite if round.me() == src => (0..round.size())
                 .filter(|&r| r != src)
-                .try_for_each(|r| cma::write(buf, &round.remote_recv(r), 0).map_err(failed(r, "cma write"))),
+                .try_for_each(|r| round.write(buf, &round.peer_recv(r), r, 0)),
             BcastAlgorithm::DirectRead | BcastAlgorithm::DirectWrite => Ok(()),
             BcastAlgorithm::KnomialRead { k } => knomial_read(&round, src, buf, k as usize),
             BcastAlgorithm::ScatterAllgather => scatter_allgather(&round, src, buf),
@@ -361,14 +360,10 @@ fn pipelined(
     Ok(())
 }
 
-/// Reads `dst.len()` bytes at `offset` of local rank `peer`'s published buffer.
+/// Reads `dst.len()` bytes at `offset` of local rank `peer`'s published buffer: with
+/// loads where it is mapped here (its shared heap, an XPMEM window), else with CMA.
 fn read_from(round: &Round<'_>, peer: usize, offset: usize, dst: &mut [u8]) -> Result<()> {
-    cma::read(&round.remote_send(peer), offset, dst).map_err(|errno| Error::Transport {
-        rank: round.rank_of(round.me()),
-        peer: round.rank_of(peer),
-        op: "cma read",
-        errno,
-    })
+    round.read(&round.peer_send(peer), peer, offset, dst)
 }
 
 /// The k-nomial read tree. Ranks are numbered relative to the root (`v`); the parent of

@@ -43,6 +43,9 @@ pub(crate) enum Kind {
     Gather = 4,
     Allgather = 5,
     Alltoall = 6,
+    /// Registering an exposure, and withdrawing it.
+    Expose = 20,
+    Withdraw = 21,
 }
 
 /// Packs a collective, its algorithm and the algorithm's parameter into `Call::op`.
@@ -109,6 +112,9 @@ fn verdict(
         None => Ok(()),
     };
     mismatch("collective", &|c| c.op & 0xff == first.op & 0xff)?;
+    if let Some(r) = (0..round.size()).find(|&r| round.exposure_of(r) != round.exposure_of(0)) {
+        return Err(Error::Mismatch { rank, culprit: round.rank_of(r), what: "exposure" });
+    }
     mismatch("root", &|c| c.root == first.root && c.aux == first.aux)?;
     if rooted && !(0..ctx.comm_size as i64).contains(&first.root) {
         return Err(Error::InvalidRoot { rank, root: first.root as i32, size: ctx.comm_size });

@@ -31,9 +31,13 @@ use super::{check, op, BadLength, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::op::Operator;
 use crate::sync::{Call, Round, SCRATCH_HALF};
-use crate::transport::{cma, TransportKind};
+use crate::transport::{Read, RemoteBuf, TransportKind};
 use crate::tune::{select, Algo};
 use crate::Pod;
+
+/// The chunk of the partitioned reduction when every peer's input is mapped here: the
+/// accumulator's chunk and the peer's copy of it fit in L1 together.
+pub(crate) const MAPPED_CHUNK: usize = 8 * 1024;
 
 /// How a reduction moves and combines the data.
 ///
@@ -223,11 +227,6 @@ fn partition<T>(n: usize, p: usize, i: usize) -> std::ops::Range<usize> {
     (i * q).min(n)..((i + 1) * q).min(n)
 }
 
-fn transport_error(round: &Round<'_>, peer: usize, op: &'static str) -> impl Fn(crate::Errno) -> Error {
-    let (rank, peer) = (round.rank_of(round.me()), round.rank_of(peer));
-    move |errno| Error::Transport { rank, peer, op, errno }
-}
-
 fn partitioned<T: Pod, O: Operator<T>>(
     round: &Round<'_>,
     mut bufs: Bufs<'_, T>,
@@ -237,7 +236,14 @@ fn partitioned<T: Pod, O: Operator<T>>(
     let (p, me) = (round.size(), round.me());
     let n = bufs.input_len();
     let size = std::mem::size_of::<T>();
-    let chunk = SCRATCH_HALF / size;
+    // Every peer's input, resolved once: mapped here (heap, XPMEM) or through CMA.
+    let sends: Vec<_> = (0..p).map(|j| round.peer_send(j)).collect();
+    // Copies out of mapped memory cost no system call, so their chunk can be small enough
+    // for the accumulator and the peer's piece to stay in L1.
+    let mapped = (0..p).filter(|&j| j != me).all(|j| sends[j].kind() != TransportKind::Cma);
+    let chunk = if mapped { MAPPED_CHUNK.min(SCRATCH_HALF) } else { SCRATCH_HALF } / size;
+    let chunk = chunk.max(1);
+    let root_recv = src.filter(|&s| s != me).map(|s| round.peer_recv(s));
     let mine = partition::<T>(n, p, me);
     let mut scratch = round.scratch();
     let (first, second) = scratch.split_at_mut(SCRATCH_HALF);
@@ -253,17 +259,19 @@ fn partitioned<T: Pod, O: Operator<T>>(
         let c = start..(start + chunk).min(mine.end);
         let len = c.len();
         match &mut bufs {
-            Bufs::Apart(s, r) => fold(round, oper, &order, c.start, &mut r[c.clone()], &s[c.clone()], x)?,
+            Bufs::Apart(s, r) => {
+                fold(round, &sends, oper, &order, c.start, &mut r[c.clone()], &s[c.clone()], x)?
+            }
             Bufs::InPlace(b) => {
                 // Keep our own input: the fold may overwrite it before it uses it.
                 first[..len].copy_from_slice(&b[c.clone()]);
-                fold(round, oper, &order, c.start, &mut b[c.clone()], &first[..len], x)?
+                fold(round, &sends, oper, &order, c.start, &mut b[c.clone()], &first[..len], x)?
             }
             Bufs::SendOnly(s) => {
-                fold(round, oper, &order, c.start, &mut first[..len], &s[c.clone()], x)?;
+                fold(round, &sends, oper, &order, c.start, &mut first[..len], &s[c.clone()], x)?;
                 let root = src.expect("only a reduce has send-only ranks");
-                cma::write(bytemuck::cast_slice(&first[..len]), &round.remote_recv(root), c.start * size)
-                    .map_err(transport_error(round, root, "cma write"))?;
+                let dst = root_recv.as_ref().expect("a send-only rank is not the root");
+                round.write(bytemuck::cast_slice(&first[..len]), dst, root, c.start * size)?;
             }
         }
         start = c.end;
@@ -285,12 +293,12 @@ fn partitioned<T: Pod, O: Operator<T>>(
             continue;
         }
         round.wait_progress(owner, 1)?;
-        cma::read(
-            &round.remote_recv_read(owner),
+        round.read(
+            &round.peer_result(owner),
+            owner,
             theirs.start * size,
             bytemuck::cast_slice_mut(&mut out[theirs]),
-        )
-        .map_err(transport_error(round, owner, "cma read"))?;
+        )?;
     }
     Ok(())
 }
@@ -298,8 +306,10 @@ fn partitioned<T: Pod, O: Operator<T>>(
 /// Folds the chunk at element `at` of every rank's input into `acc`, in `order` (rank
 /// order, or this rank first for a commutative operator); `own` is this rank's input,
 /// `x` the scratch a peer's piece is read into.
+#[allow(clippy::too_many_arguments)] // the fold's inputs, each needed; grouping them hides nothing
 fn fold<T: Pod, O: Operator<T>>(
     round: &Round<'_>,
+    sends: &[RemoteBuf<'_, Read>],
     oper: &O,
     order: &[usize],
     at: usize,
@@ -319,8 +329,7 @@ fn fold<T: Pod, O: Operator<T>>(
             continue;
         }
         let dst: &mut [T] = if k == 0 { &mut *acc } else { &mut *x };
-        cma::read(&round.remote_send(j), at * size, bytemuck::cast_slice_mut(dst))
-            .map_err(transport_error(round, j, "cma read"))?;
+        round.read(&sends[j], j, at * size, bytemuck::cast_slice_mut(dst))?;
         if k > 0 {
             oper.apply(acc, x);
         }

@@ -36,7 +36,7 @@ pub(crate) mod wait;
 
 use crate::error::{Error, Result};
 use crate::segment::Segment;
-use crate::transport::{Read, RemoteBuf, Write};
+use crate::transport::{self, heap, Links, Read, RemoteBuf, TransportKind, Write};
 use crossbeam_utils::CachePadded;
 pub(crate) use exchange::Span;
 use std::cell::{Cell, RefCell, RefMut};
@@ -45,6 +45,13 @@ use wait::{Peer, WaitPolicy};
 
 /// Identifies the layout below; a rank built from another version refuses the segment.
 const MAGIC: u64 = 0x7a63_6f6c_6c5f_0001;
+/// The bits of a call record's flag word (word 6): `recv_writable`, whether `send` and
+/// `recv` lie in the publisher's shared heap, and above them the id of the exposure the
+/// call uses (0 for none).
+const FLAG_WRITABLE: u64 = 1;
+const FLAG_SEND_HEAP: u64 = 2;
+const FLAG_RECV_HEAP: u64 = 4;
+const EXPOSURE_SHIFT: u32 = 8;
 /// Words in a call record.
 const WORDS: usize = 10;
 const STATUS: usize = WORDS - 1;
@@ -114,7 +121,7 @@ impl Call {
             send_len: w[3] as usize,
             recv: w[4] as usize,
             recv_len: w[5] as usize,
-            recv_writable: w[6] != 0,
+            recv_writable: w[6] & FLAG_WRITABLE != 0,
             aux: w[7],
             aux2: w[8],
         }
@@ -140,6 +147,35 @@ pub(crate) struct Control {
     owed: Cell<u64>,
     /// Cache-sized scratch for the chunked reductions, reused by every call.
     scratch: RefCell<Vec<Line>>,
+    /// How this rank reaches peers' memory besides CMA.
+    links: Links,
+    /// Bytes moved by single copies, by transport: cma, heap, xpmem.
+    traffic: [Cell<u64>; 3],
+    /// The registration the current collective uses, while an exposure runs one.
+    exposed: RefCell<Option<Exposed>>,
+}
+
+/// A registration, as the rounds of one exposure's collective see it: the id, and every
+/// rank's buffer with where it is mapped here.
+#[derive(Debug)]
+struct Exposed {
+    id: u64,
+    bufs: Vec<(usize, usize, usize, TransportKind)>,
+}
+
+/// A buffer every local rank registered once (an exposure), with the mappings of the
+/// peers' buffers held for as long as it lives: the registration cache.
+#[derive(Debug)]
+pub(crate) struct Registration<'c> {
+    id: u64,
+    bufs: Vec<RemoteBuf<'c, Read>>,
+}
+
+impl Registration<'_> {
+    /// The id every rank of the node gave it (the epoch of the round that made it).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
 }
 
 /// A cache line of scratch: 64-byte aligned, so the scratch can be viewed as any
@@ -214,6 +250,9 @@ impl Control {
             p2p_cursor: fifo::Cursor::default(),
             owed: Cell::new(0),
             scratch: RefCell::new(vec![Line([0; 64]); 2 * SCRATCH_HALF / 64]),
+            links: Links::default(),
+            traffic: Default::default(),
+            exposed: RefCell::new(None),
         };
         let head = ctl.head();
         let expect = [MAGIC, n as u64, stage_bytes as u64, std::mem::size_of::<Slot>() as u64];
@@ -231,6 +270,41 @@ impl Control {
     /// This rank's index on the node.
     pub(crate) fn me(&self) -> usize {
         self.me
+    }
+
+    /// Sets how this rank reaches its peers' memory (decided by the node at creation).
+    pub(crate) fn set_links(&mut self, links: Links) {
+        self.links = links;
+    }
+
+    /// Bytes this rank moved by single copies so far: through CMA, the heap, XPMEM.
+    pub(crate) fn traffic(&self) -> [u64; 3] {
+        [self.traffic[0].get(), self.traffic[1].get(), self.traffic[2].get()]
+    }
+
+    /// Runs `f`, whose collectives take the peers' buffers from `reg` instead of the
+    /// addresses in their calls (and publish `reg`'s id, which every rank checks).
+    ///
+    /// # Errors
+    ///
+    /// `f`'s.
+    pub(crate) fn with_registration<R>(
+        &self,
+        reg: &Registration<'_>,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        let bufs = reg
+            .bufs
+            .iter()
+            .map(|b| {
+                let (addr, len, ptr, kind) = b.parts();
+                (addr, len, ptr as usize, kind)
+            })
+            .collect();
+        let previous = self.exposed.replace(Some(Exposed { id: reg.id, bufs }));
+        let r = f();
+        *self.exposed.borrow_mut() = previous;
+        r
     }
 
     /// The number of ranks on the node.
@@ -344,7 +418,13 @@ impl Control {
         self.epoch.set(epoch);
         let mine = self.slot(self.me);
         let record = &mine.call[(epoch % 2) as usize];
-        for (w, v) in record.iter().zip(call.words()) {
+        let mut words = call.words();
+        let in_heap = |addr, len| len > 0 && heap::contains(addr) && heap::contains(addr + len - 1);
+        words[6] = (call.recv_writable as u64)
+            | if in_heap(call.send, call.send_len) { FLAG_SEND_HEAP } else { 0 }
+            | if in_heap(call.recv, call.recv_len) { FLAG_RECV_HEAP } else { 0 }
+            | self.exposed.borrow().as_ref().map_or(0, |e| e.id << EXPOSURE_SHIFT);
+        for (w, v) in record.iter().zip(words) {
             w.store(v, Ordering::Relaxed);
         }
         record[STATUS].store(0, Ordering::Relaxed);
@@ -438,6 +518,148 @@ impl<'c> Round<'c> {
         // rank, us included, has posted `done`, which we only do in `finish`, after which
         // the handle's borrow of `self` has ended.
         unsafe { RemoteBuf::new(self.ctl.pids[r], c.send, c.send_len) }
+    }
+
+    /// The flag word of local rank `r`'s call.
+    fn flags(&self, r: usize) -> u64 {
+        self.ctl.slot(r).call[(self.epoch % 2) as usize][6].load(Ordering::Relaxed)
+    }
+
+    /// The exposure local rank `r`'s call uses (0 for none).
+    pub(crate) fn exposure_of(&self, r: usize) -> u64 {
+        self.flags(r) >> EXPOSURE_SHIFT
+    }
+
+    /// Rank `r`'s registered buffer, if this round runs on an exposure.
+    fn registered<A>(&self, r: usize, writable: bool) -> Option<RemoteBuf<'_, A>> {
+        let exposed = self.ctl.exposed.borrow();
+        let e = exposed.as_ref()?;
+        let (addr, len, ptr, kind) = e.bufs[r];
+        // Only a round of this exposure on every rank (which `coll::check` verifies
+        // before any copy) may use it; the id is in our own call.
+        debug_assert_eq!(self.exposure_of(self.me()), e.id);
+        let len = if writable { len } else { 0 };
+        // SAFETY: rank `r` registered this range when the exposure was made, and keeps it
+        // borrowed until the exposure is withdrawn; it uses it in this round (every rank
+        // publishes the exposure's id, checked before any copy) and does not return before
+        // we post `done`. `ptr` maps the range here, held by the registration, which
+        // `with_registration` keeps borrowed while this round runs.
+        Some(unsafe { RemoteBuf::new(self.ctl.pids[r], addr, len).with_mapping(ptr as *mut u8, kind) })
+    }
+
+    /// Local rank `r`'s send buffer, to read from, mapped here where the node's links
+    /// reach it (else a CMA buffer).
+    pub(crate) fn peer_send(&self, r: usize) -> RemoteBuf<'_, Read> {
+        if let Some(b) = self.registered(r, true) {
+            return b;
+        }
+        let heap = self.flags(r) & FLAG_SEND_HEAP != 0;
+        // SAFETY: `r` published the heap flag for this range (`begin` derives it from the
+        // address); the rest is `remote_send`'s contract.
+        unsafe { self.remote_send(r).map(&self.ctl.links, r, heap) }
+    }
+
+    /// Local rank `r`'s receive buffer, to read a result it made ready, mapped here where
+    /// the links reach it.
+    pub(crate) fn peer_result(&self, r: usize) -> RemoteBuf<'_, Read> {
+        if let Some(b) = self.registered(r, true) {
+            return b;
+        }
+        let heap = self.flags(r) & FLAG_RECV_HEAP != 0;
+        // SAFETY: as in `peer_send`.
+        unsafe { self.remote_recv_read(r).map(&self.ctl.links, r, heap) }
+    }
+
+    /// Local rank `r`'s receive buffer for peers to write (empty unless `r` marked it
+    /// writable), mapped here where the links reach it.
+    pub(crate) fn peer_recv(&self, r: usize) -> RemoteBuf<'_, Write> {
+        if let Some(b) = self.registered(r, self.call(r).recv_writable) {
+            return b;
+        }
+        let heap = self.flags(r) & FLAG_RECV_HEAP != 0;
+        // SAFETY: as in `peer_send`.
+        unsafe { self.remote_recv(r).map(&self.ctl.links, r, heap) }
+    }
+
+    fn count(&self, kind: TransportKind, bytes: usize) {
+        let i = match kind {
+            TransportKind::Heap => 1,
+            TransportKind::Xpmem => 2,
+            _ => 0,
+        };
+        let c = &self.ctl.traffic[i];
+        c.set(c.get() + bytes as u64);
+    }
+
+    /// Copies `dst.len()` bytes at `offset` of `src`, local rank `peer`'s buffer.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Transport` naming the transport and the peer.
+    pub(crate) fn read<A>(
+        &self,
+        src: &RemoteBuf<'_, A>,
+        peer: usize,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<()> {
+        transport::read(src, offset, dst)
+            .map_err(|errno| self.transport_error(src.kind(), false, peer, errno))?;
+        self.count(src.kind(), dst.len());
+        Ok(())
+    }
+
+    /// Copies `src` into `dst`, local rank `peer`'s buffer, at `offset`.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Transport` naming the transport and the peer.
+    pub(crate) fn write(
+        &self,
+        src: &[u8],
+        dst: &RemoteBuf<'_, Write>,
+        peer: usize,
+        offset: usize,
+    ) -> Result<()> {
+        transport::write(src, dst, offset)
+            .map_err(|errno| self.transport_error(dst.kind(), true, peer, errno))?;
+        self.count(dst.kind(), src.len());
+        Ok(())
+    }
+
+    fn transport_error(&self, kind: TransportKind, write: bool, peer: usize, errno: crate::Errno) -> Error {
+        let op = match (kind, write) {
+            (TransportKind::Heap, false) => "heap read",
+            (TransportKind::Heap, true) => "heap write",
+            (TransportKind::Xpmem, false) => "xpmem read",
+            (TransportKind::Xpmem, true) => "xpmem write",
+            (_, false) => "cma read",
+            (_, true) => "cma write",
+        };
+        Error::Transport { rank: self.rank_of(self.me()), peer: self.rank_of(peer), op, errno }
+    }
+
+    /// Registers every rank's send buffer of this round for later rounds (an exposure):
+    /// maps each peer's here and holds the mapping until the registration drops.
+    pub(crate) fn register(&self) -> Registration<'c> {
+        let ctl: &'c Control = self.ctl;
+        let bufs = (0..self.size())
+            .map(|r| {
+                let c = self.call(r);
+                let heap = self.flags(r) & FLAG_SEND_HEAP != 0;
+                // SAFETY: `r` published this range in the round that makes the exposure and
+                // keeps it borrowed for the exposure's life; the registration is only used
+                // by rounds of that exposure (see `registered`). `heap` is what `r`
+                // published. Our own buffer is described, never mapped.
+                let b = unsafe { RemoteBuf::new(ctl.pids[r], c.send, c.send_len) };
+                match r == self.me() {
+                    true => b,
+                    // SAFETY: as above.
+                    false => unsafe { b.map(&ctl.links, r, heap) },
+                }
+            })
+            .collect();
+        Registration { id: self.epoch, bufs }
     }
 
     /// The rank's cache-sized scratch (see [`Control::scratch`]).

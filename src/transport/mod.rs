@@ -3,13 +3,18 @@
 //! A single-copy transport moves bytes between this process and a buffer a peer has
 //! published for the current collective. Peer memory is never a `&[T]` here: it is a
 //! [`RemoteBuf`] (pid, address, length), and every access is an explicit, bounds-checked
-//! copy. Which transport a node uses is decided collectively by `node` when the
-//! communicator is created; the copy-in/copy-out path (`cico`) is not a transport object
-//! but the staging algorithms of `coll`, which go through the control segment.
+//! copy. Which transports a node can use is decided collectively by `node` when the
+//! communicator is created; which one a copy takes is decided per buffer: a buffer a peer
+//! has mapped here (its shared heap, or an XPMEM window) is copied with loads and stores
+//! through [`read`] and [`write`], any other with CMA. The copy-in/copy-out path (`cico`)
+//! is not a transport object but the staging algorithms of `coll`, which go through the
+//! control segment.
 
 #![allow(unsafe_code)]
 
 pub(crate) mod cma;
+pub(crate) mod heap;
+pub(crate) mod xpmem;
 
 use crate::error::Errno;
 
@@ -30,6 +35,13 @@ pub enum TransportKind {
     /// Copy-in/copy-out through the node's shared control segment: two copies, no special
     /// permission.
     Cico,
+    /// The shared heap: buffers allocated with [`Comm::alloc`](crate::Comm::alloc) or
+    /// [`ShmAlloc`](crate::ShmAlloc) are mapped by every peer and copied with loads and
+    /// stores; other buffers go through CMA.
+    Heap,
+    /// XPMEM: peers attach windows of each other's address space and copy with loads and
+    /// stores; what cannot be attached goes through CMA.
+    Xpmem,
 }
 
 impl TransportKind {
@@ -38,6 +50,8 @@ impl TransportKind {
         match self {
             TransportKind::Cma => "cma",
             TransportKind::Cico => "cico",
+            TransportKind::Heap => "heap",
+            TransportKind::Xpmem => "xpmem",
         }
     }
 
@@ -45,6 +59,8 @@ impl TransportKind {
         match self {
             TransportKind::Cma => 1,
             TransportKind::Cico => 2,
+            TransportKind::Heap => 3,
+            TransportKind::Xpmem => 4,
         }
     }
 }
@@ -61,6 +77,8 @@ impl std::str::FromStr for TransportKind {
         match s {
             "cma" => Ok(TransportKind::Cma),
             "cico" => Ok(TransportKind::Cico),
+            "heap" => Ok(TransportKind::Heap),
+            "xpmem" => Ok(TransportKind::Xpmem),
             _ => Err(()),
         }
     }
@@ -85,7 +103,27 @@ pub(crate) struct RemoteBuf<'r, A> {
     pid: libc::pid_t,
     addr: usize,
     len: usize,
+    /// Where the buffer is mapped in this process, if it is.
+    mapped: Option<Mapped<'r>>,
     _round: std::marker::PhantomData<(&'r (), A)>,
+}
+
+/// A peer's buffer mapped in this process: the address of its first byte here, and what
+/// keeps the mapping alive.
+#[derive(Debug)]
+struct Mapped<'r> {
+    ptr: *mut u8,
+    kind: TransportKind,
+    _hold: Option<xpmem::Hold<'r>>,
+}
+
+/// How this rank reaches its peers' memory besides CMA, as the node agreed at creation.
+#[derive(Debug, Default)]
+pub(crate) struct Links {
+    /// The peers' shared heaps, when heap buffers are mapped.
+    pub(crate) heap: Option<heap::PeerHeaps>,
+    /// The peers' address spaces, on an `xpmem` node.
+    pub(crate) xpmem: Option<xpmem::Peers>,
 }
 
 impl<'r, A> RemoteBuf<'r, A> {
@@ -99,7 +137,58 @@ impl<'r, A> RemoteBuf<'r, A> {
     /// - With `A = Write`, the owner published the range for peers to write, and derived
     ///   the address from a unique borrow.
     pub(crate) unsafe fn new(pid: libc::pid_t, addr: usize, len: usize) -> Self {
-        RemoteBuf { pid, addr, len, _round: std::marker::PhantomData }
+        RemoteBuf { pid, addr, len, mapped: None, _round: std::marker::PhantomData }
+    }
+
+    /// The same buffer, which local rank `r` published as lying in its heap if `in_heap`,
+    /// mapped here through the first of `links` that reaches it: an XPMEM window, or the
+    /// peer's heap. A buffer neither reaches, or an empty one, stays a CMA buffer.
+    ///
+    /// # Safety
+    ///
+    /// - `in_heap` is what `r` published: the range lies in its shared heap.
+    pub(crate) unsafe fn map(mut self, links: &'r Links, r: usize, in_heap: bool) -> Self {
+        if self.len == 0 {
+            return self;
+        }
+        if let Some(x) = &links.xpmem {
+            if let Ok((hold, ptr)) = x.acquire(r, self.addr, self.len) {
+                self.mapped = Some(Mapped { ptr, kind: TransportKind::Xpmem, _hold: Some(hold) });
+                return self;
+            }
+        }
+        if let (Some(h), true) = (&links.heap, in_heap) {
+            if let Ok(ptr) = h.locate(r, self.addr, self.len) {
+                self.mapped = Some(Mapped { ptr, kind: TransportKind::Heap, _hold: None });
+            }
+        }
+        self
+    }
+
+    /// The address and length published, and where it is mapped here (null if not).
+    pub(crate) fn parts(&self) -> (usize, usize, *mut u8, TransportKind) {
+        match &self.mapped {
+            Some(m) => (self.addr, self.len, m.ptr, m.kind),
+            None => (self.addr, self.len, std::ptr::null_mut(), TransportKind::Cma),
+        }
+    }
+
+    /// The buffer with the mapping of an earlier one (an exposure's registration).
+    ///
+    /// # Safety
+    ///
+    /// - `ptr` maps `addr..addr + len` of this buffer's owner in this process, through
+    ///   `kind`, and stays mapped for `'r` (the registration holds it).
+    pub(crate) unsafe fn with_mapping(mut self, ptr: *mut u8, kind: TransportKind) -> Self {
+        if !ptr.is_null() {
+            self.mapped = Some(Mapped { ptr, kind, _hold: None });
+        }
+        self
+    }
+
+    /// The transport a copy through this buffer takes.
+    pub(crate) fn kind(&self) -> TransportKind {
+        self.mapped.as_ref().map_or(TransportKind::Cma, |m| m.kind)
     }
 
     /// The process that owns it.
@@ -112,6 +201,47 @@ impl<'r, A> RemoteBuf<'r, A> {
         match offset.checked_add(n) {
             Some(end) if end <= self.len => Ok(self.addr + offset),
             _ => Err(Errno::EINVAL),
+        }
+    }
+}
+
+/// Copies `dst.len()` bytes from `src` at `offset` into `dst`: with loads where `src` is
+/// mapped here, else with CMA.
+///
+/// # Errors
+///
+/// `EINVAL` if the range is outside `src`; CMA's errors.
+pub(crate) fn read<A>(src: &RemoteBuf<'_, A>, offset: usize, dst: &mut [u8]) -> Result<(), Errno> {
+    match &src.mapped {
+        None => cma::read(src, offset, dst),
+        Some(m) => {
+            src.range(offset, dst.len())?;
+            // SAFETY: `m.ptr` maps the whole published range here for `'r` (the contract of
+            // `map`/`with_mapping`), and `offset + dst.len()` lies inside it (checked
+            // above); the owner does not write it during the round (a published send
+            // buffer, or a result its progress declared final), and `dst` is ours.
+            unsafe { std::ptr::copy_nonoverlapping(m.ptr.add(offset), dst.as_mut_ptr(), dst.len()) };
+            Ok(())
+        }
+    }
+}
+
+/// Copies `src` into `dst` at `offset`: with stores where `dst` is mapped here, else with
+/// CMA.
+///
+/// # Errors
+///
+/// As [`read`].
+pub(crate) fn write(src: &[u8], dst: &RemoteBuf<'_, Write>, offset: usize) -> Result<(), Errno> {
+    match &dst.mapped {
+        None => cma::write(src, dst, offset),
+        Some(m) => {
+            dst.range(offset, src.len())?;
+            // SAFETY: as in `read`; the owner published the range for peers to write during
+            // this round (a `Write` buffer), from a unique borrow, and does not access it
+            // while the round's algorithm lets us write.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), m.ptr.add(offset), src.len()) };
+            Ok(())
         }
     }
 }

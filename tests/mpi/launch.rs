@@ -61,7 +61,8 @@ impl Job<'_> {
             .env("ZCOLL_TEST_SCENARIO", self.scenario)
             .env("ZCOLL_TIMEOUT", "120")
             .env_remove("ZCOLL_TRANSPORT")
-            .env_remove("ZCOLL_NODE_SIZE");
+            .env_remove("ZCOLL_NODE_SIZE")
+            .env_remove("XPMEM_LIBRARY");
         for (k, v) in self.env {
             cmd.env(k, v);
         }

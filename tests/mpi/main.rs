@@ -4,12 +4,18 @@
 //! ignored test `rank`.
 
 mod exchange;
+mod heap;
 mod launch;
 mod rank;
 mod reduce;
 mod scatter_gather;
 
 use launch::{mpirun, Job};
+
+/// Every job allocates its large buffers in the shared heap: those of the `heap` scenario
+/// and, as a stress test of the allocator, everyone else's.
+#[global_allocator]
+static ALLOC: zcoll::ShmAlloc = zcoll::ShmAlloc::new();
 
 /// The entry point of every rank of a launched job (not a test of its own).
 #[test]
@@ -125,6 +131,32 @@ at! {
     exchange_errors_cico_np3: 3, "exchange-errors", ["ZCOLL_TRANSPORT" => "cico"];
     exchange_errors_vnodes_np8_k3: 8, "exchange-errors", ["ZCOLL_NODE_SIZE" => "3"];
     exchange_env_np3: 3, "exchange-env", ["ZCOLL_ALLGATHER_ALGORITHM" => "ring-neighbor:3", "ZCOLL_ALLTOALL_ALGORITHM" => "bogus"];
+    heap_np1: 1, "heap", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
+    heap_np2: 2, "heap", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
+    heap_np3: 3, "heap", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
+    heap_np4: 4, "heap", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
+    heap_np5: 5, "heap", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
+    heap_np8: 8, "heap", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
+    heap_xpmem_np1: 1, "heap", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem", "ZCOLL_EXPECT_TRANSPORT" => "xpmem"];
+    heap_xpmem_np2: 2, "heap", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem", "ZCOLL_EXPECT_TRANSPORT" => "xpmem"];
+    heap_xpmem_np3: 3, "heap", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem", "ZCOLL_EXPECT_TRANSPORT" => "xpmem"];
+    heap_xpmem_np4: 4, "heap", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem", "ZCOLL_EXPECT_TRANSPORT" => "xpmem"];
+    heap_xpmem_np5: 5, "heap", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem", "ZCOLL_EXPECT_TRANSPORT" => "xpmem"];
+    heap_xpmem_np8: 8, "heap", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem", "ZCOLL_EXPECT_TRANSPORT" => "xpmem"];
+    heap_xpmem_auto_np3: 3, "heap", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_EXPECT_TRANSPORT" => "xpmem"];
+    heap_no_xpmem_np3: 3, "heap", ["ZCOLL_EXPECT_TRANSPORT" => "cma", "ZCOLL_EXPECT_REASON" => "xpmem: libxpmem.so.0 not found"];
+    heap_no_xpmem_np1: 1, "heap", ["ZCOLL_EXPECT_TRANSPORT" => "cma", "ZCOLL_EXPECT_REASON" => "xpmem: libxpmem.so.0 not found"];
+    heap_xpmem_missing_np2: 2, "xpmem-missing", ["ZCOLL_TRANSPORT" => "xpmem"];
+    heap_cma_np3: 3, "heap", ["ZCOLL_TRANSPORT" => "cma", "ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    heap_cico_np3: 3, "heap", ["ZCOLL_TRANSPORT" => "cico", "ZCOLL_EXPECT_TRANSPORT" => "cico"];
+    heap_vnodes_np5_k2: 5, "heap", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TRANSPORT" => "heap"];
+    heap_reduce_np2: 2, "reduce", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
+    heap_reduce_np4: 4, "reduce", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
+    heap_reduce_np8: 8, "reduce", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
+    heap_reduce_xpmem_np3: 3, "reduce", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem"];
+    heap_reduce_xpmem_np5: 5, "reduce", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem"];
+    heap_reduce_xpmem_np8: 8, "reduce", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem"];
+    heap_bcast_xpmem_np3: 3, "bcast", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem"];
 }
 
 /// A rank that is not dumpable, in a job without CAP_SYS_PTRACE, really refuses CMA.

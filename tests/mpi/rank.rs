@@ -36,6 +36,9 @@ pub(crate) fn main() {
     if scenario == "refused-cma" {
         return refused_cma(&world);
     }
+    if scenario == "xpmem-missing" {
+        return crate::heap::xpmem_missing(&world);
+    }
     let comm = Comm::new(&world).unwrap_or_else(|e| panic!("Comm::new: {e}"));
     expectations(&world, &comm);
     match scenario.as_str() {
@@ -44,6 +47,7 @@ pub(crate) fn main() {
         "barrier" => barrier(&world, &comm),
         "reduce" => crate::reduce::reduce(&world, &comm),
         "calibrate" => calibrate(&world, &comm),
+        "heap" => crate::heap::run(&world, &comm),
         s @ ("scatter" | "gather" | "scatter-gather-errors") => crate::scatter_gather::run(s, &world, &comm),
         s if s.starts_with("exchange-") => crate::exchange::run(s, &world, &comm),
         other => panic!("unknown scenario {other}"),

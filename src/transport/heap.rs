@@ -1,0 +1,633 @@
+//! The shared heap: memory of this process that every peer of the node can map.
+//!
+//! Each process has at most one heap, created on first use: a `memfd` (named
+//! `zcoll-heap.<pid>`) and one reservation of [`RESERVE`] bytes of address space that maps
+//! all of it (`MAP_SHARED | MAP_NORESERVE`). The file starts empty and grows with
+//! `ftruncate` as blocks are handed out; pages past its end are never touched, because
+//! only blocks below the top are ever handed out. A peer opens the file through
+//! `/proc/<pid>/fd/<n>` (which needs the same ptrace permission as CMA) and maps the
+//! whole reservation once, on first use, so that an address `a` of the owner's heap is at
+//! `peer_base + (a - owner_base)` in the peer, for the life of both processes.
+//!
+//! Blocks come in power-of-two size classes from one page up, each page aligned, with one
+//! free list per class (the link lives in the free block itself) and a bump pointer for
+//! fresh blocks. A spin lock with backoff guards the lists: the heap serves a global
+//! allocator ([`ShmAlloc`]), so it must never allocate itself, and it never does: creating
+//! it, growing it and freeing into it are system calls and pointer writes only. Freed
+//! blocks of 1 MiB and more give their pages back to the kernel (`FALLOC_FL_PUNCH_HOLE`),
+//! as the system allocator unmaps its large blocks.
+//!
+//! Peer memory stays raw: [`PeerHeaps`] gives a pointer into the peer's mapping, which
+//! only the copy functions of `transport` dereference.
+
+use crate::error::Errno;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::{OnceCell, UnsafeCell};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicUsize, Ordering};
+
+/// The address space every heap reserves: its blocks never exceed it.
+pub(crate) const RESERVE: usize = 64 << 30;
+const PAGE: usize = 4096;
+/// The smallest class: one page (`1 << MIN_SHIFT` bytes).
+const MIN_SHIFT: u32 = 12;
+/// Classes up to `RESERVE` bytes.
+const CLASSES: usize = (RESERVE.trailing_zeros() - MIN_SHIFT + 1) as usize;
+/// The file grows in steps of at least this much.
+const GROW: usize = 2 << 20;
+/// Freed blocks from this size on give their pages back.
+const PUNCH_MIN: usize = 1 << 20;
+
+/// The state of the process's heap.
+const UNINIT: u8 = 0;
+const BUSY: u8 = 1;
+const READY: u8 = 2;
+const FAILED: u8 = 3;
+
+/// The free lists and the bump pointer, guarded by `Local::lock`.
+struct Lists {
+    /// The first never-used offset.
+    top: usize,
+    /// The file's length.
+    file_len: usize,
+    /// Per class: the offset of the first free block plus one (0: empty).
+    free: [usize; CLASSES],
+}
+
+/// This process's heap.
+struct Local {
+    status: AtomicU8,
+    /// The errno of a failed creation.
+    error: AtomicI32,
+    fd: AtomicI32,
+    base: AtomicUsize,
+    lock: AtomicBool,
+    lists: UnsafeCell<Lists>,
+}
+
+// SAFETY: `lists` is only touched by the thread that holds `lock` (acquired with a
+// compare-exchange, Acquire; released with Release), which serializes every access; the
+// other fields are atomics.
+unsafe impl Sync for Local {}
+
+static HEAP: Local = Local {
+    status: AtomicU8::new(UNINIT),
+    error: AtomicI32::new(0),
+    fd: AtomicI32::new(-1),
+    base: AtomicUsize::new(0),
+    lock: AtomicBool::new(false),
+    lists: UnsafeCell::new(Lists { top: 0, file_len: 0, free: [0; CLASSES] }),
+};
+
+/// What peers need to map this process's heap: the file descriptor number and the base
+/// address of the reservation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Published {
+    pub(crate) fd: i32,
+    pub(crate) base: usize,
+}
+
+/// Creates the heap if it does not exist yet, and says where it is.
+///
+/// # Errors
+///
+/// The errno of the step that failed (`memfd_create` or `mmap`), now or at an earlier
+/// attempt: a heap that could not be created is never tried again.
+pub(crate) fn local() -> Result<Published, Errno> {
+    loop {
+        match HEAP.status.load(Ordering::Acquire) {
+            READY => {
+                return Ok(Published {
+                    fd: HEAP.fd.load(Ordering::Relaxed),
+                    base: HEAP.base.load(Ordering::Relaxed),
+                })
+            }
+            FAILED => return Err(Errno::from_raw(HEAP.error.load(Ordering::Relaxed))),
+            // Another thread creates it: it takes two system calls.
+            BUSY => std::thread::yield_now(),
+            _ => {
+                let _ = try_init();
+            }
+        }
+    }
+}
+
+/// Creates the heap unless another thread is doing it; never waits and never allocates.
+/// Returns whether the heap is ready.
+fn try_init() -> bool {
+    if HEAP.status.compare_exchange(UNINIT, BUSY, Ordering::Acquire, Ordering::Acquire).is_err() {
+        return HEAP.status.load(Ordering::Acquire) == READY;
+    }
+    match create() {
+        Ok((fd, base)) => {
+            HEAP.fd.store(fd, Ordering::Relaxed);
+            HEAP.base.store(base, Ordering::Relaxed);
+            HEAP.status.store(READY, Ordering::Release);
+            true
+        }
+        Err(e) => {
+            HEAP.error.store(e.raw(), Ordering::Relaxed);
+            HEAP.status.store(FAILED, Ordering::Release);
+            false
+        }
+    }
+}
+
+/// The memfd and its reservation. The name is built on the stack: no allocation.
+fn create() -> Result<(i32, usize), Errno> {
+    let mut name = *b"zcoll-heap.\0\0\0\0\0\0\0\0\0\0\0\0";
+    let mut pid = std::process::id();
+    let mut digits = [0u8; 10];
+    let mut n = 0;
+    loop {
+        digits[n] = b'0' + (pid % 10) as u8;
+        n += 1;
+        pid /= 10;
+        if pid == 0 {
+            break;
+        }
+    }
+    for i in 0..n {
+        name[11 + i] = digits[n - 1 - i];
+    }
+    // SAFETY: `name` is NUL-terminated (at most 10 digits after 11 bytes, in 24 bytes).
+    let fd = unsafe { libc::memfd_create(name.as_ptr().cast(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: a fresh shared mapping of our own file, at an address the kernel chooses;
+    // nothing else uses the range.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            RESERVE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_NORESERVE,
+            fd,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        let e = Errno::last();
+        // SAFETY: `fd` is ours and used nowhere else.
+        unsafe { libc::close(fd) };
+        return Err(e);
+    }
+    Ok((fd, base as usize))
+}
+
+/// The class of a block of `size` bytes.
+fn class(size: usize) -> Option<usize> {
+    let bits = usize::BITS - size.max(1).saturating_sub(1).leading_zeros();
+    let class = bits.max(MIN_SHIFT) - MIN_SHIFT;
+    ((class as usize) < CLASSES).then_some(class as usize)
+}
+
+fn class_bytes(class: usize) -> usize {
+    1 << (class as u32 + MIN_SHIFT)
+}
+
+/// Runs `f` on the lists with the lock held.
+fn locked<R>(f: impl FnOnce(&mut Lists) -> R) -> R {
+    let backoff = crossbeam_utils::Backoff::new();
+    while HEAP.lock.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        if backoff.is_completed() {
+            std::thread::yield_now();
+        } else {
+            backoff.snooze();
+        }
+    }
+    // SAFETY: we hold the lock, so no other thread touches the lists until we release it.
+    let r = f(unsafe { &mut *HEAP.lists.get() });
+    HEAP.lock.store(false, Ordering::Release);
+    r
+}
+
+/// Whether `addr` lies in this process's heap.
+pub(crate) fn contains(addr: usize) -> bool {
+    HEAP.status.load(Ordering::Acquire) == READY && {
+        let base = HEAP.base.load(Ordering::Relaxed);
+        addr >= base && addr - base < RESERVE
+    }
+}
+
+/// A block of at least `size` bytes, page aligned, or `None` if the heap does not exist
+/// (it is created here if it was never tried) or is full.
+fn alloc(size: usize) -> Option<NonNull<u8>> {
+    if HEAP.status.load(Ordering::Acquire) != READY && !try_init() {
+        return None;
+    }
+    let class = class(size)?;
+    let bytes = class_bytes(class);
+    let base = HEAP.base.load(Ordering::Relaxed);
+    let fd = HEAP.fd.load(Ordering::Relaxed);
+    let offset = locked(|l| {
+        if l.free[class] != 0 {
+            let offset = l.free[class] - 1;
+            // SAFETY: a free block of this class starts at `offset`, below `top`, so inside
+            // the file and the reservation; its first word holds the next link, written by
+            // `free` under the lock.
+            l.free[class] = unsafe { ((base + offset) as *const usize).read() };
+            return Some(offset);
+        }
+        let offset = l.top;
+        let top = offset.checked_add(bytes).filter(|&t| t <= RESERVE)?;
+        if top > l.file_len {
+            let len = top.max(l.file_len + GROW).div_ceil(GROW) * GROW;
+            let len = len.min(RESERVE);
+            // SAFETY: plain system call on our own descriptor.
+            if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
+                return None;
+            }
+            l.file_len = len;
+        }
+        l.top = top;
+        Some(offset)
+    })?;
+    NonNull::new((base + offset) as *mut u8)
+}
+
+/// Returns a block to its class.
+///
+/// # Safety
+///
+/// - `ptr` was returned by [`alloc`] for a size of the same class as `size`, and is not
+///   used after this call.
+unsafe fn free(ptr: *mut u8, size: usize) {
+    let Some(class) = class(size) else { return };
+    let base = HEAP.base.load(Ordering::Relaxed);
+    let offset = ptr as usize - base;
+    let bytes = class_bytes(class);
+    if bytes >= PUNCH_MIN {
+        // Give the pages back, all but the first (which holds the link). Failure only
+        // keeps the memory.
+        // SAFETY: the range lies inside the block, which nobody uses any more, and inside
+        // the file (blocks are below `top`, which the file covers).
+        unsafe {
+            libc::fallocate(
+                HEAP.fd.load(Ordering::Relaxed),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                (offset + PAGE) as libc::off_t,
+                (bytes - PAGE) as libc::off_t,
+            )
+        };
+    }
+    locked(|l| {
+        // SAFETY: the block is ours to reuse (the caller's contract) and page aligned, so
+        // its first word is writable and aligned.
+        unsafe { (ptr as *mut usize).write(l.free[class]) };
+        l.free[class] = offset + 1;
+    });
+}
+
+/// An owned, zero-filled, page-aligned block of the shared heap: the storage of
+/// [`ShmBox`](crate::ShmBox).
+#[derive(Debug)]
+pub(crate) struct Block {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a `Block` owns its memory exclusively (like a `Box<[u8]>`); peers only touch it
+// during a collective that borrows it through the block's owner.
+unsafe impl Send for Block {}
+// SAFETY: shared access only reads through `&[u8]`.
+unsafe impl Sync for Block {}
+
+impl Block {
+    /// `len` zero bytes in the heap.
+    ///
+    /// # Errors
+    ///
+    /// The errno that prevented the heap's creation, or `ENOMEM` if it is full.
+    pub(crate) fn zeroed(len: usize) -> Result<Block, Errno> {
+        local()?;
+        let ptr = alloc(len).ok_or(Errno::ENOMEM)?;
+        // SAFETY: the block has at least `len` bytes (its class), and is ours.
+        unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len) };
+        Ok(Block { ptr, len })
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        // SAFETY: `len` initialized bytes we own; peers write them only during a
+        // collective, which holds the unique borrow of the `ShmBox`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    pub(crate) fn as_bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_bytes`, and `&mut self` makes the borrow unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        // SAFETY: the block came from `alloc(self.len)` and nothing refers to it any more.
+        unsafe { free(self.ptr.as_ptr(), self.len) };
+    }
+}
+
+/// A global allocator that puts large allocations in the shared heap, so that ordinary
+/// `Vec`s and `Box`es are mapped by the peers of a node and move at memcpy speed, with no
+/// system call per collective.
+///
+/// Allocations of at least the threshold (64 KiB by default) with an alignment of at most
+/// a page come from the heap; everything else, and everything if the heap cannot be
+/// created, from the system allocator. Either way the allocation works: the heap only
+/// changes how collectives reach the buffer.
+///
+/// # Examples
+///
+/// ```
+/// #[global_allocator]
+/// static ALLOC: zcoll::ShmAlloc = zcoll::ShmAlloc::new();
+///
+/// let big = vec![1.0f64; 1 << 20]; // 8 MiB: in the shared heap
+/// let small = vec![0u8; 100]; // from the system allocator
+/// assert_eq!(big.iter().sum::<f64>(), (1 << 20) as f64);
+/// assert_eq!(small.len(), 100);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct ShmAlloc {
+    threshold: usize,
+}
+
+impl ShmAlloc {
+    /// The allocator with the default threshold of 64 KiB.
+    pub const fn new() -> ShmAlloc {
+        ShmAlloc { threshold: 64 * 1024 }
+    }
+
+    /// The allocator that serves allocations of at least `bytes` bytes from the shared
+    /// heap (at least one byte: 0 counts as 1).
+    pub const fn with_threshold(bytes: usize) -> ShmAlloc {
+        ShmAlloc { threshold: if bytes == 0 { 1 } else { bytes } }
+    }
+
+    fn wants(&self, layout: Layout) -> bool {
+        layout.size() >= self.threshold && layout.align() <= PAGE
+    }
+}
+
+impl Default for ShmAlloc {
+    fn default() -> Self {
+        ShmAlloc::new()
+    }
+}
+
+// SAFETY: every pointer handed out is either the system allocator's (and given back to
+// it) or a heap block of at least `layout.size()` bytes, page aligned (so aligned for any
+// `layout.align() <= PAGE`), never handed out twice while live; `contains` tells the two
+// apart by address, since the heap's reservation is only used for heap blocks.
+unsafe impl GlobalAlloc for ShmAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if self.wants(layout) {
+            if let Some(p) = alloc(layout.size()) {
+                return p.as_ptr();
+            }
+        }
+        // SAFETY: the caller's layout is valid and of non-zero size (GlobalAlloc contract).
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if self.wants(layout) {
+            if let Some(p) = alloc(layout.size()) {
+                // SAFETY: the block has at least `layout.size()` bytes and is ours.
+                unsafe { std::ptr::write_bytes(p.as_ptr(), 0, layout.size()) };
+                return p.as_ptr();
+            }
+        }
+        // SAFETY: as in `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if contains(ptr as usize) {
+            // SAFETY: a heap pointer was allocated by `alloc(layout.size())` above.
+            unsafe { free(ptr, layout.size()) }
+        } else {
+            // SAFETY: any other pointer came from the system allocator with this layout.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let in_heap = contains(ptr as usize);
+        if in_heap && class(new_size).is_some() && class(new_size) == class(layout.size()) {
+            return ptr;
+        }
+        // SAFETY: `new_size` with the old alignment is a valid layout (the caller's contract).
+        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        if !in_heap && !self.wants(new_layout) {
+            // SAFETY: a system pointer with its layout; the caller's contract otherwise.
+            return unsafe { System.realloc(ptr, layout, new_size) };
+        }
+        // SAFETY: `new_layout` has a non-zero size (the caller's contract).
+        let new = unsafe { self.alloc(new_layout) };
+        if !new.is_null() {
+            // SAFETY: both blocks hold at least the smaller size and do not overlap (the
+            // new one is live while the old one is too).
+            unsafe { std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size)) };
+            // SAFETY: the old block with its layout, not used after this.
+            unsafe { self.dealloc(ptr, layout) };
+        }
+        new
+    }
+}
+
+/// A peer's heap, mapped in this process.
+#[derive(Debug)]
+struct Mapping {
+    base: *mut u8,
+}
+
+// SAFETY: the mapping belongs to the `PeerHeaps` that owns this value; the pointer is only
+// an address of it, usable from any thread (the process's address space is shared by all).
+unsafe impl Send for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping of `RESERVE` bytes; every pointer into it was borrowed
+        // from the `PeerHeaps` that owns it, which is being dropped.
+        unsafe { libc::munmap(self.base.cast(), RESERVE) };
+    }
+}
+
+/// The node's peers' heaps, mapped on first use and cached for the life of the
+/// communicator.
+#[derive(Debug)]
+pub(crate) struct PeerHeaps {
+    /// Per local rank: its pid and what it published (`None` for this rank).
+    peers: Vec<Option<(libc::pid_t, Published)>>,
+    maps: Vec<OnceCell<Result<Mapping, Errno>>>,
+}
+
+impl PeerHeaps {
+    pub(crate) fn new(peers: Vec<Option<(libc::pid_t, Published)>>) -> PeerHeaps {
+        let maps = peers.iter().map(|_| OnceCell::new()).collect();
+        PeerHeaps { peers, maps }
+    }
+
+    /// Where byte `addr` of local rank `r`'s heap is in this process, for a range of
+    /// `len` bytes that `r` published as lying in its heap.
+    ///
+    /// # Errors
+    ///
+    /// Why the heap cannot be mapped, or `EFAULT` if the range is not in `r`'s heap.
+    pub(crate) fn locate(&self, r: usize, addr: usize, len: usize) -> Result<*mut u8, Errno> {
+        let Some((pid, published)) = self.peers[r] else { return Err(Errno::EINVAL) };
+        let offset = addr.wrapping_sub(published.base);
+        if offset >= RESERVE || RESERVE - offset < len {
+            return Err(Errno::EFAULT);
+        }
+        let map = self.maps[r].get_or_init(|| map_peer(pid, published.fd));
+        match map {
+            // SAFETY: `offset + len <= RESERVE`, the length of the mapping.
+            Ok(m) => Ok(unsafe { m.base.add(offset) }),
+            Err(e) => Err(*e),
+        }
+    }
+}
+
+/// Opens a peer's heap file, for the permission check alone.
+///
+/// # Errors
+///
+/// The errno of the `open` (`EACCES` or `EPERM` where ptrace rules deny it).
+pub(crate) fn probe(pid: libc::pid_t, fd: i32) -> Result<(), Errno> {
+    open_peer(pid, fd).map(drop)
+}
+
+fn open_peer(pid: libc::pid_t, fd: i32) -> Result<std::fs::File, Errno> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/proc/{pid}/fd/{fd}"))
+        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+}
+
+fn map_peer(pid: libc::pid_t, fd: i32) -> Result<Mapping, Errno> {
+    use std::os::fd::AsRawFd;
+    let file = open_peer(pid, fd)?;
+    // SAFETY: a fresh shared mapping at an address the kernel chooses; the file stays
+    // mapped after `file` is closed.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            RESERVE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_NORESERVE,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return Err(Errno::last());
+    }
+    Ok(Mapping { base: base.cast() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_are_powers_of_two_from_a_page() {
+        assert_eq!(class(0), Some(0));
+        assert_eq!(class(1), Some(0));
+        assert_eq!(class(4096), Some(0));
+        assert_eq!(class(4097), Some(1));
+        assert_eq!(class(64 * 1024), Some(4));
+        assert_eq!(class(RESERVE), Some(CLASSES - 1));
+        assert_eq!(class(RESERVE + 1), None);
+        assert_eq!(class_bytes(class(100_000).unwrap()), 128 * 1024);
+    }
+
+    #[test]
+    fn blocks_are_aligned_distinct_reused_and_mapped_by_a_peer() {
+        let published = local().unwrap();
+        let mut a = Block::zeroed(100_000).unwrap();
+        let b = Block::zeroed(5).unwrap();
+        assert!(contains(a.as_bytes().as_ptr() as usize) && contains(b.as_bytes().as_ptr() as usize));
+        assert_eq!(a.as_bytes().as_ptr() as usize % PAGE, 0);
+        assert!(a.as_bytes().iter().all(|&x| x == 0));
+        a.as_bytes_mut().iter_mut().enumerate().for_each(|(i, x)| *x = i as u8);
+        // A second mapping of our own heap, as a peer maps it, sees the same bytes.
+        let me = std::process::id() as libc::pid_t;
+        let peers = PeerHeaps::new(vec![Some((me, published))]);
+        let addr = a.as_bytes().as_ptr() as usize;
+        let seen = peers.locate(0, addr + 10, 1000).unwrap();
+        assert_ne!(seen as usize, addr + 10);
+        // SAFETY: the block is ours, alive, and 100_000 bytes long.
+        assert_eq!(unsafe { seen.read() }, 10);
+        assert_eq!(peers.locate(0, 5, 1), Err(Errno::EFAULT));
+        let freed = addr;
+        drop(a);
+        let c = Block::zeroed(70_000).unwrap();
+        assert_eq!(c.as_bytes().as_ptr() as usize, freed, "a freed block of the class is reused");
+        assert!(c.as_bytes().iter().all(|&x| x == 0));
+        assert!(probe(me, published.fd).is_ok());
+        assert!(probe(me, 1 << 20).is_err());
+    }
+
+    #[test]
+    fn threads_allocate_and_free_concurrently_without_sharing_a_block() {
+        let a = ShmAlloc::with_threshold(4096);
+        std::thread::scope(|s| {
+            for t in 0..4u8 {
+                s.spawn(move || {
+                    let mut live = Vec::new();
+                    for i in 0..300usize {
+                        let layout = Layout::from_size_align(4096 << (i % 5), 64).unwrap();
+                        // SAFETY: a non-zero layout; freed below with the same layout.
+                        let p = unsafe { a.alloc(layout) };
+                        assert!(contains(p as usize));
+                        // SAFETY: the block has `layout.size()` bytes and is ours.
+                        unsafe { std::ptr::write_bytes(p, t, layout.size()) };
+                        live.push((p, layout));
+                        if i % 3 == 2 {
+                            let (p, layout) = live.swap_remove(i % live.len());
+                            // SAFETY: written above by this thread only, and still live.
+                            let all_ours = unsafe { std::slice::from_raw_parts(p, layout.size()) };
+                            assert!(all_ours.iter().all(|&x| x == t), "another thread wrote our block");
+                            // SAFETY: allocated above with this layout, freed once.
+                            unsafe { a.dealloc(p, layout) };
+                        }
+                    }
+                    for (p, layout) in live {
+                        // SAFETY: as above.
+                        unsafe {
+                            assert!(std::slice::from_raw_parts(p, layout.size()).iter().all(|&x| x == t));
+                            a.dealloc(p, layout);
+                        }
+                    }
+                });
+            }
+        });
+    }
+
+    #[test]
+    fn the_allocator_serves_large_layouts_from_the_heap() {
+        let a = ShmAlloc::with_threshold(8192);
+        let big = Layout::from_size_align(20_000, 8).unwrap();
+        let small = Layout::from_size_align(100, 8).unwrap();
+        // SAFETY: non-zero layouts, each freed with the layout it was allocated with.
+        unsafe {
+            let p = a.alloc_zeroed(big);
+            assert!(contains(p as usize));
+            p.add(19_999).write(7);
+            let q = a.realloc(p, big, 30_000);
+            assert_eq!(q, p, "same class: in place");
+            let r = a.realloc(q, Layout::from_size_align(30_000, 8).unwrap(), 200_000);
+            assert_ne!(r, q);
+            assert_eq!(r.add(19_999).read(), 7);
+            let s = a.alloc(small);
+            assert!(!contains(s as usize));
+            let s2 = a.realloc(s, small, 10_000);
+            assert!(contains(s2 as usize));
+            a.dealloc(s2, Layout::from_size_align(10_000, 8).unwrap());
+            a.dealloc(r, Layout::from_size_align(200_000, 8).unwrap());
+        }
+    }
+}

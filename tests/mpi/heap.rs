@@ -1,0 +1,302 @@
+//! The shared address space: broadcasts and reductions on buffers from `comm.alloc` and
+//! from `ShmAlloc` (this test binary's global allocator), and on exposures, each compared
+//! with rsmpi; run with the `heap` and `xpmem` (stand-in library) transports forced, and
+//! with neither.
+
+use mpi::collective::SystemOperation;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use zcoll::op::Builtin;
+use zcoll::{BcastAlgorithm, Comm, Error, Pod, ReduceAlgorithm, TransportKind};
+
+/// Bytes past the end of every buffer, checked after every call.
+const GUARD: usize = 64;
+const GUARD_BYTE: u8 = 0xa5;
+
+/// The stand-in libxpmem cargo built beside this test binary (a dev-dependency).
+pub(crate) fn standin() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let so = exe.parent().expect("target/<profile>/deps").join("libxpmem_standin.so");
+        assert!(so.exists(), "{} is missing: cargo builds it as a dev-dependency", so.display());
+        so.to_str().expect("a UTF-8 path").to_owned()
+    })
+}
+
+fn byte(seed: u64, i: usize) -> u8 {
+    let x = (i as u64 ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    (x >> 31) as u8
+}
+
+/// Where a test buffer comes from.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    /// `comm.alloc`: always in the heap.
+    Alloc,
+    /// A `Vec`: in the heap from 64 KiB on (`ShmAlloc`), from the system allocator below.
+    Vec,
+}
+
+/// A buffer of `n` elements plus guard bytes from `source`, filled by `fill`.
+fn buffer<T: Pod>(comm: &Comm, source: Source, n: usize, fill: impl Fn(usize) -> T) -> Box<dyn Buf<T>> {
+    let extra = GUARD.div_ceil(std::mem::size_of::<T>());
+    let mut b: Box<dyn Buf<T>> = match source {
+        Source::Alloc => Box::new(comm.alloc::<T>(n + extra).unwrap()),
+        Source::Vec => Box::new(vec![T::zeroed(); n + extra]),
+    };
+    let all = b.all();
+    all[..n].iter_mut().enumerate().for_each(|(i, x)| *x = fill(i));
+    bytemuck::cast_slice_mut::<T, u8>(&mut all[n..]).fill(GUARD_BYTE);
+    b
+}
+
+/// A buffer of either source, seen whole (elements and guard).
+trait Buf<T> {
+    fn all(&mut self) -> &mut [T];
+}
+
+impl<T: Pod> Buf<T> for zcoll::ShmBox<T> {
+    fn all(&mut self) -> &mut [T] {
+        self
+    }
+}
+
+impl<T: Pod> Buf<T> for Vec<T> {
+    fn all(&mut self) -> &mut [T] {
+        self
+    }
+}
+
+fn guard_intact<T: Pod>(b: &mut dyn Buf<T>, n: usize) -> bool {
+    bytemuck::cast_slice::<T, u8>(&b.all()[n..]).iter().all(|&x| x == GUARD_BYTE)
+}
+
+fn bcast(world: &SimpleCommunicator, comm: &Comm, source: Source, n: usize, root: i32, algo: BcastAlgorithm) {
+    let me = world.rank();
+    let seed = (n as u64) << 8 | root as u64;
+    let fill = |i| if me == root { byte(seed, i) } else { !byte(seed, i) };
+    let mut b = buffer::<u8>(comm, source, n, fill);
+    let mut oracle: Vec<u8> = (0..n).map(fill).collect();
+    if n > 0 {
+        world.process_at_rank(root).broadcast_into(&mut oracle[..]);
+    }
+    comm.broadcast_into_with(&mut b.all()[..n], root, algo)
+        .unwrap_or_else(|e| panic!("bcast {source:?} n={n} root={root} {algo}: {e}"));
+    if let Some(i) = b.all()[..n].iter().zip(&oracle).position(|(a, b)| a != b) {
+        panic!("bcast {source:?} n={n} root={root} {algo}: rank {me} differs at byte {i}");
+    }
+    assert!(guard_intact(&mut *b, n), "bcast {source:?} n={n} {algo}: wrote past the buffer");
+}
+
+/// Sample values whose sums, minima and maxima are exact in any order.
+fn sample<T: Sample>(rank: i32, i: usize, seed: u64) -> T {
+    T::from_i64(((i as i64).wrapping_mul(2654435761) + seed as i64 * 97 + rank as i64 * 40503) % 2001 - 1000)
+}
+
+trait Sample: Pod + PartialEq + std::fmt::Debug + zcoll::op::Reducible {
+    fn from_i64(v: i64) -> Self;
+}
+
+impl Sample for f64 {
+    fn from_i64(v: i64) -> Self {
+        v as f64
+    }
+}
+
+impl Sample for i32 {
+    fn from_i64(v: i64) -> Self {
+        v as i32
+    }
+}
+
+impl Sample for u64 {
+    fn from_i64(v: i64) -> Self {
+        (v as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+}
+
+fn mpi_op(op: Builtin) -> SystemOperation {
+    match op {
+        Builtin::Sum => SystemOperation::sum(),
+        Builtin::Prod => SystemOperation::product(),
+        Builtin::Min => SystemOperation::min(),
+        Builtin::Max => SystemOperation::max(),
+        Builtin::BitXor => SystemOperation::bitwise_xor(),
+        Builtin::BitAnd => SystemOperation::bitwise_and(),
+        _ => unreachable!("not used here"),
+    }
+}
+
+/// Allreduce (apart and in place) and reduce (apart, every rank's buffers from `source`)
+/// of `n` elements, against rsmpi's allreduce.
+fn reduce<T: Sample>(
+    world: &SimpleCommunicator,
+    comm: &Comm,
+    source: Source,
+    n: usize,
+    op: Builtin,
+    seed: u64,
+) {
+    let (me, p) = (world.rank(), world.size());
+    let send_vals: Vec<T> = (0..n).map(|i| sample(me, i, seed)).collect();
+    let mut oracle = vec![T::zeroed(); n];
+    if n > 0 {
+        world.all_reduce_into(&send_vals[..], &mut oracle[..], mpi_op(op));
+    }
+    let what = |w: &str| format!("{w} {op:?} {source:?} n={n} x {} B", std::mem::size_of::<T>());
+    for algo in [ReduceAlgorithm::Auto, ReduceAlgorithm::Partitioned] {
+        let mut send = buffer::<T>(comm, source, n, |i| send_vals[i]);
+        let mut recv = buffer::<T>(comm, source, n, |_| T::zeroed());
+        let send_slice: Vec<T> = send.all()[..n].to_vec();
+        // The input of `all_reduce_into_with` must be the heap buffer itself.
+        let input: &[T] = &send.all()[..n];
+        comm.all_reduce_into_with(input, &mut recv.all()[..n], op, algo)
+            .unwrap_or_else(|e| panic!("{}: {e}", what("allreduce")));
+        assert!(recv.all()[..n] == oracle[..], "{} {algo}: rank {me} differs from rsmpi", what("allreduce"));
+        assert!(guard_intact(&mut *recv, n) && send.all()[..n] == send_slice[..], "{}", what("allreduce"));
+    }
+    let mut inplace = buffer::<T>(comm, source, n, |i| send_vals[i]);
+    comm.all_reduce_in_place(&mut inplace.all()[..n], op).unwrap();
+    assert!(inplace.all()[..n] == oracle[..], "{} rank {me}", what("allreduce in place"));
+    assert!(guard_intact(&mut *inplace, n));
+
+    let root = (seed % p as u64) as i32;
+    let mut send = buffer::<T>(comm, source, n, |i| send_vals[i]);
+    if me == root {
+        let mut recv = buffer::<T>(comm, source, n, |_| T::zeroed());
+        comm.reduce_with(
+            &send.all()[..n],
+            Some(&mut recv.all()[..n]),
+            root,
+            op,
+            ReduceAlgorithm::Partitioned,
+        )
+        .unwrap();
+        assert!(recv.all()[..n] == oracle[..], "{}", what("reduce"));
+        assert!(guard_intact(&mut *recv, n));
+    } else {
+        comm.reduce_with(&send.all()[..n], None, root, op, ReduceAlgorithm::Partitioned).unwrap();
+    }
+}
+
+/// An exposure used for many collectives, against rsmpi's; then its errors.
+fn exposure(world: &SimpleCommunicator, comm: &Comm, source: Source, n: usize) {
+    let (me, p) = (world.rank(), world.size());
+    let mut b = buffer::<i32>(comm, source, n, |_| 0);
+    {
+        let mut exposed = comm.expose(&mut b.all()[..n]).unwrap();
+        for step in 0..6u64 {
+            let root = (step % p as u64) as i32;
+            let vals: Vec<i32> = (0..n).map(|i| sample(me, i, step)).collect();
+            exposed.copy_from_slice(&vals);
+            let mut oracle = vals.clone();
+            if n > 0 {
+                world.process_at_rank(root).broadcast_into(&mut oracle[..]);
+            }
+            exposed.broadcast(root).unwrap();
+            assert!(exposed[..] == oracle[..], "exposure {source:?} n={n} broadcast step {step}: rank {me}");
+            exposed.copy_from_slice(&vals);
+            if n > 0 {
+                world.all_reduce_into(&vals[..], &mut oracle[..], SystemOperation::sum());
+            }
+            exposed.all_reduce(Builtin::Sum).unwrap();
+            assert!(exposed[..] == oracle[..], "exposure {source:?} n={n} allreduce step {step}: rank {me}");
+        }
+        exposed.withdraw().unwrap();
+    }
+    assert!(guard_intact(&mut *b, n), "an exposure wrote past its buffer");
+}
+
+fn exposure_errors(world: &SimpleCommunicator, comm: &Comm) {
+    let (me, p) = (world.rank(), world.size());
+    if p == 1 || comm.info().nodes > 1 {
+        return;
+    }
+    // Exposed lengths differ: refused on every rank.
+    let mut buf = vec![0u8; 1000];
+    let len = if me == p - 1 { 999 } else { 1000 };
+    let e = comm.expose(&mut buf[..len]).unwrap_err();
+    assert!(matches!(e, Error::LengthMismatch { culprit, .. } if culprit == p - 1), "{e}");
+    // Ranks use different exposures: the last rank its second, the others their first.
+    let (mut a, mut b) = (vec![1u8; 100_000], vec![2u8; 100_000]);
+    let mut first = comm.expose(&mut a).unwrap();
+    let mut second = comm.expose(&mut b).unwrap();
+    let e = if me == p - 1 { second.broadcast(0) } else { first.broadcast(0) }.unwrap_err();
+    assert!(matches!(e, Error::Mismatch { what: "exposure", culprit, .. } if culprit == p - 1), "{e}");
+    // A plain collective against an exposure's: refused too.
+    let mut c = vec![0u8; 100_000];
+    let e = if me == 0 { comm.broadcast_into(&mut c, 0) } else { first.broadcast(0) }.unwrap_err();
+    assert!(matches!(e, Error::Mismatch { .. }), "{e}");
+    // Still usable, and withdrawn in the same order on every rank.
+    first.broadcast(0).unwrap();
+    second.broadcast(p - 1).unwrap();
+    second.withdraw().unwrap();
+    first.withdraw().unwrap();
+    assert!(a.iter().all(|&x| x == 1) && b.iter().all(|&x| x == 2));
+}
+
+pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
+    let p = world.size();
+    let info = comm.info();
+    let before = comm.traffic();
+    for source in [Source::Alloc, Source::Vec] {
+        for n in [0usize, 1, 4095, 65_536 + 3, (1 << 20) + 5, 16 << 20] {
+            let roots = if n >= 1 << 20 { vec![p - 1] } else { vec![0, p - 1] };
+            for root in roots {
+                for algo in [
+                    BcastAlgorithm::Auto,
+                    BcastAlgorithm::DirectRead,
+                    BcastAlgorithm::DirectWrite,
+                    BcastAlgorithm::KnomialRead { k: 2 },
+                    BcastAlgorithm::ScatterAllgather,
+                    BcastAlgorithm::Pipelined { chunk: 64 * 1024 },
+                ] {
+                    if n >= 16 << 20 && !matches!(algo, BcastAlgorithm::Auto | BcastAlgorithm::DirectRead) {
+                        continue;
+                    }
+                    bcast(world, comm, source, n, root, algo);
+                }
+            }
+        }
+        let mut seed = 0;
+        for n in [0usize, 1, 1000, 100_003] {
+            seed += 1;
+            reduce::<f64>(world, comm, source, n, Builtin::Sum, seed);
+            reduce::<i32>(world, comm, source, n, Builtin::Prod, seed);
+            reduce::<u64>(world, comm, source, n, Builtin::BitXor, seed);
+            reduce::<f64>(world, comm, source, n, Builtin::Min, seed);
+        }
+        // 16 MiB of f64, summed.
+        reduce::<f64>(world, comm, source, 2 << 20, Builtin::Sum, 99);
+        for n in [0usize, 5, 300_001] {
+            exposure(world, comm, source, n);
+        }
+    }
+    exposure_errors(world, comm);
+    // The buffers took the load/store path where the node has one.
+    let moved = comm.traffic();
+    let (heap, xpmem) = (moved.heap - before.heap, moved.xpmem - before.xpmem);
+    let local = info.node_ranks.len() > 1;
+    match info.transport {
+        TransportKind::Heap if local => assert!(heap > 16 << 20 && xpmem == 0, "{moved:?}"),
+        TransportKind::Xpmem if local => assert!(xpmem > 16 << 20 && heap == 0, "{moved:?}"),
+        TransportKind::Cma if local && info.heap => assert!(heap > 16 << 20, "{moved:?}"),
+        _ => assert_eq!((heap, xpmem), (0, 0), "{moved:?}"),
+    }
+    comm.barrier().unwrap();
+}
+
+/// Forcing `xpmem` where the library is missing is the same error on every rank, naming
+/// the library; the default falls back to `cma` and says why.
+pub(crate) fn xpmem_missing(world: &SimpleCommunicator) {
+    let e = Comm::new(world).unwrap_err();
+    assert!(matches!(&e, Error::Unsupported { rank, .. } if *rank == world.rank()), "{e}");
+    assert!(e.to_string().contains("ZCOLL_TRANSPORT=xpmem, but xpmem: libxpmem.so.0 not found"), "{e}");
+    std::env::remove_var("ZCOLL_TRANSPORT");
+    let comm = Comm::new(world).unwrap();
+    assert_eq!(comm.info().transport, TransportKind::Cma, "{}", comm.info());
+    assert!(comm.info().reason.contains("xpmem: libxpmem.so.0 not found"), "{}", comm.info());
+    bcast(world, &comm, Source::Alloc, 100_000, 0, BcastAlgorithm::Auto);
+    println!("ZCOLL-RANK-OK {}", world.rank());
+}

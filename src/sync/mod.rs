@@ -29,6 +29,7 @@
 
 mod counter;
 pub(crate) mod fifo;
+mod meta;
 mod parts;
 mod stage;
 pub(crate) mod wait;

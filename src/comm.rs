@@ -1,8 +1,11 @@
 //! [`Comm`]: the user's handle, built over any rsmpi communicator.
 
 use crate::coll::gather::{GatherAlgorithm, GatherBufs};
+use crate::coll::gatherv::GathervBufs;
 use crate::coll::reduce::{Bufs, ReduceAlgorithm};
 use crate::coll::scatter::{ScatterAlgorithm, ScatterBufs};
+use crate::coll::scatterv::ScattervBufs;
+use crate::coll::varcount::{Partition, PartitionMut};
 use crate::coll::{self, bcast::BcastAlgorithm, Ctx};
 use crate::error::Result;
 use crate::hier::Hierarchy;
@@ -12,6 +15,7 @@ use crate::sync::wait::WaitPolicy;
 use crate::transport::TransportKind;
 use crate::Pod;
 use mpi::topology::{Communicator, Rank, SimpleCommunicator};
+use mpi::Count;
 use std::fmt;
 
 /// A communicator with zero-copy collectives inside each node.
@@ -751,3 +755,282 @@ pub trait ZeroCopy: Communicator {
 }
 
 impl<C: Communicator> ZeroCopy for C {}
+
+/// Variable-count collectives: every rank's block has its own length and place.
+///
+/// The partitioned buffer is described as in MPI and rsmpi: `counts[r]` elements from
+/// `displs[r]` (both in elements, [`Count`] = `i32`) for rank `r`; displacements may leave
+/// gaps and come in any order, and zero counts cost nothing. Inside a node every block
+/// moves once, straight between the two ranks' buffers (or, small blocks and the `cico`
+/// transport, through the control segment): the owner of a partition publishes it in the
+/// segment and every rank finds its blocks from it. Each method has a `_with` variant that
+/// chooses the algorithm (every rank must choose the same one), and a `_partition`
+/// variant taking a [`Partition`] or [`PartitionMut`] as rsmpi's methods take theirs.
+///
+/// Every call is checked on every rank before any byte moves, and a bad call is the same
+/// `Err` on every rank with every buffer left as it was: a count that does not match the
+/// partner's length (`LengthMismatch`, in bytes, naming the rank whose buffer disagrees
+/// with the root's counts), a block outside its buffer or a count array without one entry
+/// per rank (`BufferSize`), a negative count or displacement, or receive blocks that
+/// overlap (`InvalidPartition`), the root calling a non-root method (`Mismatch`).
+impl Comm {
+    /// Scatters from this rank, the root: block `r` of `send` (`counts[r]` elements from
+    /// `displs[r]`) goes to rank `r`, this rank's own into `recv`. The other ranks call
+    /// [`scatter_varcount_into`](Self::scatter_varcount_into).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// // Rank r gets r + 1 elements, the blocks stored last rank first.
+    /// let p = comm.size();
+    /// let mut mine = vec![0u64; comm.rank() as usize + 1];
+    /// if comm.rank() == 0 {
+    ///     let counts: Vec<i32> = (0..p).map(|r| r + 1).collect();
+    ///     let displs: Vec<i32> = (0..p).map(|r| (r + 1..p).map(|q| q + 1).sum()).collect();
+    ///     let all: Vec<u64> = (0..(p * (p + 1) / 2) as u64).collect();
+    ///     comm.scatter_varcount_into_root(&all, &counts, &displs, &mut mine, 0)?;
+    /// } else {
+    ///     comm.scatter_varcount_into(&mut mine, 0)?;
+    /// }
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// On every rank: `InvalidRoot`, `Mismatch` (the root, the collective or the algorithm
+    /// differ, or `root` is not this rank), `BufferSize` (naming the root) if `counts` or
+    /// `displs` has not `size()` entries or a block ends past `send`, `InvalidPartition`
+    /// for a negative count or displacement, `LengthMismatch` if a rank's `recv` has
+    /// another length in bytes than its count; `Unsupported` beyond 8190 ranks on a node;
+    /// a transport error or a peer's failure during the copy.
+    ///
+    /// # Standard section(s)
+    ///
+    /// MPI 4.1, 6.6 (`MPI_Scatterv`).
+    pub fn scatter_varcount_into_root<T: Pod>(
+        &self,
+        send: &[T],
+        counts: &[Count],
+        displs: &[Count],
+        recv: &mut [T],
+        root: Rank,
+    ) -> Result<()> {
+        self.scatter_varcount_into_root_with(send, counts, displs, recv, root, ScatterAlgorithm::Auto)
+    }
+
+    /// [`scatter_varcount_into_root`](Self::scatter_varcount_into_root) with a chosen
+    /// algorithm (`ZCOLL_SCATTERV_ALGORITHM` sets what `Auto` means).
+    ///
+    /// # Errors
+    ///
+    /// As `scatter_varcount_into_root`.
+    pub fn scatter_varcount_into_root_with<T: Pod>(
+        &self,
+        send: &[T],
+        counts: &[Count],
+        displs: &[Count],
+        recv: &mut [T],
+        root: Rank,
+        algorithm: ScatterAlgorithm,
+    ) -> Result<()> {
+        let bufs = ScattervBufs::Root {
+            send: bytemuck::cast_slice(send),
+            counts,
+            displs,
+            recv: bytemuck::cast_slice_mut(recv),
+        };
+        self.scatterv_bytes(bufs, root, std::mem::size_of::<T>(), algorithm)
+    }
+
+    /// [`scatter_varcount_into_root`](Self::scatter_varcount_into_root) with the blocks
+    /// given as a [`Partition`], as rsmpi's `scatter_varcount_into_root` takes them.
+    ///
+    /// # Errors
+    ///
+    /// As `scatter_varcount_into_root`.
+    pub fn scatter_partition_into_root<T: Pod>(
+        &self,
+        send: &Partition<'_, T>,
+        recv: &mut [T],
+        root: Rank,
+    ) -> Result<()> {
+        self.scatter_varcount_into_root(send.buf(), send.counts(), send.displs(), recv, root)
+    }
+
+    /// Receives this rank's block of a variable-count scatter from `root` into `recv`,
+    /// which must be exactly as long as the root's count for this rank. The root calls
+    /// [`scatter_varcount_into_root`](Self::scatter_varcount_into_root).
+    ///
+    /// # Errors
+    ///
+    /// As `scatter_varcount_into_root`; `Mismatch` if this rank is `root`.
+    pub fn scatter_varcount_into<T: Pod>(&self, recv: &mut [T], root: Rank) -> Result<()> {
+        self.scatter_varcount_into_with(recv, root, ScatterAlgorithm::Auto)
+    }
+
+    /// [`scatter_varcount_into`](Self::scatter_varcount_into) with a chosen algorithm.
+    ///
+    /// # Errors
+    ///
+    /// As `scatter_varcount_into`.
+    pub fn scatter_varcount_into_with<T: Pod>(
+        &self,
+        recv: &mut [T],
+        root: Rank,
+        algorithm: ScatterAlgorithm,
+    ) -> Result<()> {
+        let bufs = ScattervBufs::Leaf { recv: bytemuck::cast_slice_mut(recv) };
+        self.scatterv_bytes(bufs, root, std::mem::size_of::<T>(), algorithm)
+    }
+
+    /// Gathers into `recv` on this rank, the root: rank `r`'s block lands at `displs[r]`,
+    /// `counts[r]` elements long, this rank's own from `send`. The other ranks call
+    /// [`gather_varcount_into`](Self::gather_varcount_into). Receive blocks may leave gaps
+    /// (left as they were) but must not overlap.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let (me, p) = (comm.rank(), comm.size());
+    /// let mine = vec![me as f32; me as usize];
+    /// if me == 0 {
+    ///     let counts: Vec<i32> = (0..p).collect();
+    ///     let displs: Vec<i32> = (0..p).map(|r| r * (r - 1) / 2).collect();
+    ///     let mut all = vec![0.0f32; (p * (p - 1) / 2) as usize];
+    ///     comm.gather_varcount_into_root(&mine, &mut all, &counts, &displs, 0)?;
+    ///     assert_eq!(all.last().copied(), (p > 1).then(|| (p - 1) as f32));
+    /// } else {
+    ///     comm.gather_varcount_into(&mine, 0)?;
+    /// }
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// On every rank: `InvalidRoot`, `Mismatch` (as for scatter), `BufferSize` (naming the
+    /// root) if `counts` or `displs` has not `size()` entries or a block ends past `recv`,
+    /// `InvalidPartition` for a negative count or displacement or overlapping blocks,
+    /// `LengthMismatch` if a rank's `send` has another length in bytes than its count;
+    /// `Unsupported` beyond 8190 ranks on a node; a transport error or a peer's failure.
+    ///
+    /// # Standard section(s)
+    ///
+    /// MPI 4.1, 6.5 (`MPI_Gatherv`).
+    pub fn gather_varcount_into_root<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[Count],
+        displs: &[Count],
+        root: Rank,
+    ) -> Result<()> {
+        self.gather_varcount_into_root_with(send, recv, counts, displs, root, GatherAlgorithm::Auto)
+    }
+
+    /// [`gather_varcount_into_root`](Self::gather_varcount_into_root) with a chosen
+    /// algorithm (`ZCOLL_GATHERV_ALGORITHM` sets what `Auto` means).
+    ///
+    /// # Errors
+    ///
+    /// As `gather_varcount_into_root`.
+    pub fn gather_varcount_into_root_with<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[Count],
+        displs: &[Count],
+        root: Rank,
+        algorithm: GatherAlgorithm,
+    ) -> Result<()> {
+        let bufs = GathervBufs::Root {
+            send: bytemuck::cast_slice(send),
+            recv: bytemuck::cast_slice_mut(recv),
+            counts,
+            displs,
+        };
+        self.gatherv_bytes(bufs, root, std::mem::size_of::<T>(), algorithm)
+    }
+
+    /// [`gather_varcount_into_root`](Self::gather_varcount_into_root) with the blocks
+    /// given as a [`PartitionMut`], as rsmpi's `gather_varcount_into_root` takes them.
+    ///
+    /// # Errors
+    ///
+    /// As `gather_varcount_into_root`.
+    pub fn gather_partition_into_root<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut PartitionMut<'_, T>,
+        root: Rank,
+    ) -> Result<()> {
+        let (buf, counts, displs) = recv.parts();
+        self.gather_varcount_into_root(send, buf, counts, displs, root)
+    }
+
+    /// Sends this rank's block `send` to the variable-count gather at `root`. The root
+    /// calls [`gather_varcount_into_root`](Self::gather_varcount_into_root).
+    ///
+    /// # Errors
+    ///
+    /// As `gather_varcount_into_root`; `Mismatch` if this rank is `root`.
+    pub fn gather_varcount_into<T: Pod>(&self, send: &[T], root: Rank) -> Result<()> {
+        self.gather_varcount_into_with(send, root, GatherAlgorithm::Auto)
+    }
+
+    /// [`gather_varcount_into`](Self::gather_varcount_into) with a chosen algorithm.
+    ///
+    /// # Errors
+    ///
+    /// As `gather_varcount_into`.
+    pub fn gather_varcount_into_with<T: Pod>(
+        &self,
+        send: &[T],
+        root: Rank,
+        algorithm: GatherAlgorithm,
+    ) -> Result<()> {
+        let bufs = GathervBufs::Leaf { send: bytemuck::cast_slice(send) };
+        self.gatherv_bytes(bufs, root, std::mem::size_of::<T>(), algorithm)
+    }
+
+    fn scatterv_bytes(
+        &self,
+        bufs: ScattervBufs<'_>,
+        root: Rank,
+        elem: usize,
+        algorithm: ScatterAlgorithm,
+    ) -> Result<()> {
+        let ctx = self.ctx();
+        if self.hier.nodes() > 1 {
+            return coll::scatterv::scatterv_hier(
+                &self.hier,
+                &self.parent,
+                &ctx,
+                bufs,
+                root,
+                elem,
+                algorithm,
+            );
+        }
+        coll::scatterv::scatterv(&ctx, bufs, root, self.hier.local_of(root), elem, algorithm)
+    }
+
+    fn gatherv_bytes(
+        &self,
+        bufs: GathervBufs<'_>,
+        root: Rank,
+        elem: usize,
+        algorithm: GatherAlgorithm,
+    ) -> Result<()> {
+        let ctx = self.ctx();
+        if self.hier.nodes() > 1 {
+            return coll::gatherv::gatherv_hier(&self.hier, &self.parent, &ctx, bufs, root, elem, algorithm);
+        }
+        coll::gatherv::gatherv(&ctx, bufs, root, self.hier.local_of(root), elem, algorithm)
+    }
+}

@@ -35,6 +35,8 @@
 //! | `ZCOLL_BCAST_ALGORITHM=name` | the default broadcast algorithm |
 //! | `ZCOLL_SCATTER_ALGORITHM=name[:k]` | the default scatter algorithm ([`ScatterAlgorithm`]) |
 //! | `ZCOLL_GATHER_ALGORITHM=name[:k]` | the default gather algorithm ([`GatherAlgorithm`]) |
+//! | `ZCOLL_SCATTERV_ALGORITHM=name[:k]` | the default variable-count scatter algorithm ([`ScatterAlgorithm`]) |
+//! | `ZCOLL_GATHERV_ALGORITHM=name[:k]` | the default variable-count gather algorithm ([`GatherAlgorithm`]) |
 
 #![deny(unsafe_code)]
 
@@ -56,6 +58,7 @@ pub use coll::bcast::BcastAlgorithm;
 pub use coll::gather::GatherAlgorithm;
 pub use coll::reduce::ReduceAlgorithm;
 pub use coll::scatter::ScatterAlgorithm;
+pub use coll::varcount::{Partition, PartitionMut};
 pub use comm::{Comm, Info, ZeroCopy};
 pub use error::{Errno, Error, Result};
 pub use transport::TransportKind;

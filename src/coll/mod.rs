@@ -8,9 +8,12 @@
 pub(crate) mod barrier;
 pub(crate) mod bcast;
 pub(crate) mod gather;
+pub(crate) mod gatherv;
 pub(crate) mod reduce;
 mod rooted;
 pub(crate) mod scatter;
+pub(crate) mod scatterv;
+pub(crate) mod varcount;
 
 use crate::error::{Error, Result};
 use crate::sync::{Call, Control, Round};
@@ -37,6 +40,8 @@ pub(crate) enum Kind {
     Allreduce = 8,
     Scatter = 3,
     Gather = 4,
+    Scatterv = 9,
+    Gatherv = 10,
 }
 
 /// Packs a collective, its algorithm and the algorithm's parameter into `Call::op`.
@@ -81,7 +86,23 @@ pub(crate) fn check<'c>(
     rooted: bool,
     lengths: impl Fn(&Round<'_>) -> std::result::Result<(), BadLength>,
 ) -> Result<Round<'c>> {
-    let round = ctx.ctl.begin(&call)?;
+    check_with_meta(ctx, call, &[], rooted, lengths)
+}
+
+/// [`check`], with `meta` published in this rank's staging area for the peers to read
+/// (see `Control::begin_with_meta`); `lengths` may read every rank's.
+///
+/// # Errors
+///
+/// As [`check`].
+pub(crate) fn check_with_meta<'c>(
+    ctx: &Ctx<'c>,
+    call: Call,
+    meta: &[u64],
+    rooted: bool,
+    lengths: impl Fn(&Round<'_>) -> std::result::Result<(), BadLength>,
+) -> Result<Round<'c>> {
+    let round = ctx.ctl.begin_with_meta(&call, meta)?;
     let verdict = verdict(ctx, &round, rooted, lengths);
     match verdict {
         Ok(()) => Ok(round),

@@ -44,6 +44,7 @@ pub(crate) fn main() {
         "barrier" => barrier(&world, &comm),
         "reduce" => crate::reduce::reduce(&world, &comm),
         s @ ("scatter" | "gather" | "scatter-gather-errors") => crate::scatter_gather::run(s, &world, &comm),
+        s @ ("varcount" | "varcount-errors") => crate::varcount::run(s, &world, &comm),
         other => panic!("unknown scenario {other}"),
     }
     println!("ZCOLL-RANK-OK {}", world.rank());

@@ -1,5 +1,7 @@
 //! [`Comm`]: the user's handle, built over any rsmpi communicator.
 
+use crate::coll::allgather::{allgather_hier, AllgatherAlgorithm};
+use crate::coll::alltoall::{alltoall_hier, AlltoallAlgorithm};
 use crate::coll::gather::{GatherAlgorithm, GatherBufs};
 use crate::coll::gatherv::GathervBufs;
 use crate::coll::reduce::{Bufs, ReduceAlgorithm};
@@ -93,6 +95,7 @@ impl Comm {
                 Split::Virtual(k) => Some(k),
                 Split::Shared => None,
             },
+            tuning: crate::tune::select::active().1.clone(),
         };
         Ok(Comm { parent, node, hier, info })
     }
@@ -702,6 +705,9 @@ pub struct Info {
     pub stage_bytes: usize,
     /// `Some(k)` when nodes are virtual (`ZCOLL_NODE_SIZE=k`).
     pub virtual_nodes: Option<usize>,
+    /// Where the cost model's parameters come from: this machine's profile, or the
+    /// built-in defaults.
+    pub tuning: String,
 }
 
 impl fmt::Display for Info {
@@ -720,12 +726,13 @@ impl fmt::Display for Info {
         )?;
         writeln!(f, "  pids       {:?}", self.pids)?;
         writeln!(f, "  transport  {} ({})", self.transport, self.reason)?;
-        write!(
+        writeln!(
             f,
             "  segment    {} bytes ({} KiB staging per rank)",
             self.segment_bytes,
             self.stage_bytes / 1024
-        )
+        )?;
+        write!(f, "  tuning     {}", self.tuning)
     }
 }
 
@@ -755,6 +762,226 @@ pub trait ZeroCopy: Communicator {
 }
 
 impl<C: Communicator> ZeroCopy for C {}
+
+/// Allgather and alltoall.
+impl Comm {
+    /// Gathers every rank's `send` into `recv` on every rank: block `i` of `recv` (of
+    /// `send.len()` elements) is rank `i`'s `send`.
+    ///
+    /// Inside a node every block is copied once, straight from the rank that owns it
+    /// (small blocks and the `cico` transport go twice through shared memory); across
+    /// nodes the node leaders exchange whole nodes' blocks with MPI.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let mine = [comm.rank() as u64; 2];
+    /// let mut all = vec![0u64; 2 * comm.size() as usize];
+    /// comm.all_gather_into(&mine, &mut all)?;
+    /// assert!(all.chunks(2).enumerate().all(|(r, b)| b == [r as u64; 2]));
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// On every rank, before any element moves: `Error::LengthMismatch` if a rank's
+    /// `send` has another length in bytes than rank 0's, or a `recv` is not `size()` times
+    /// that; `Error::Mismatch` if ranks called another collective. A transport error or a
+    /// peer's failure during the copies.
+    ///
+    /// # Standard section(s)
+    ///
+    /// MPI 4.1, 6.7 (`MPI_Allgather`).
+    pub fn all_gather_into<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
+        self.all_gather_into_with(send, recv, AllgatherAlgorithm::Auto)
+    }
+
+    /// [`all_gather_into`](Self::all_gather_into) with a chosen algorithm. Every rank must
+    /// choose the same one. A single-copy algorithm on a `cico` node runs as
+    /// [`AllgatherAlgorithm::Staged`]; across nodes the algorithm is checked but the
+    /// two-level composition moves the data.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::{AllgatherAlgorithm, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let mine = vec![comm.rank() as f64; 1 << 16];
+    /// let mut all = vec![0.0; mine.len() * comm.size() as usize];
+    /// comm.all_gather_into_with(&mine, &mut all, AllgatherAlgorithm::RecursiveDoubling)?;
+    /// assert_eq!(all[all.len() - 1], (comm.size() - 1) as f64);
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As `all_gather_into`; `Error::Mismatch` if ranks chose different algorithms;
+    /// `Error::Unsupported` for [`AllgatherAlgorithm::RingNeighbor`]`(j)` with `j` not
+    /// coprime with the number of ranks of the node.
+    pub fn all_gather_into_with<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        algorithm: AllgatherAlgorithm,
+    ) -> Result<()> {
+        let (send, recv) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
+        if self.hier.nodes() > 1 {
+            return allgather_hier(&self.hier, &self.parent, &self.ctx(), Some(send), recv, algorithm);
+        }
+        coll::allgather::allgather(&self.ctx(), Some(send), recv, algorithm)
+    }
+
+    /// Allgather in place: every rank's block already sits at its position in `buf`
+    /// (block `rank()` of `size()` equal blocks); afterwards every block is filled.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let mut ranks = vec![0i32; comm.size() as usize];
+    /// ranks[comm.rank() as usize] = comm.rank();
+    /// comm.all_gather_in_place(&mut ranks)?;
+    /// assert!(ranks.iter().enumerate().all(|(i, &r)| r == i as i32));
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`all_gather_into`](Self::all_gather_into): `Error::LengthMismatch` if a
+    /// rank's `buf` has another length, or one that is not a multiple of `size()`.
+    pub fn all_gather_in_place<T: Pod>(&self, buf: &mut [T]) -> Result<()> {
+        self.all_gather_in_place_with(buf, AllgatherAlgorithm::Auto)
+    }
+
+    /// [`all_gather_in_place`](Self::all_gather_in_place) with a chosen algorithm.
+    ///
+    /// # Errors
+    ///
+    /// As [`all_gather_into_with`](Self::all_gather_into_with).
+    pub fn all_gather_in_place_with<T: Pod>(
+        &self,
+        buf: &mut [T],
+        algorithm: AllgatherAlgorithm,
+    ) -> Result<()> {
+        let buf = bytemuck::cast_slice_mut(buf);
+        if self.hier.nodes() > 1 {
+            return allgather_hier(&self.hier, &self.parent, &self.ctx(), None, buf, algorithm);
+        }
+        coll::allgather::allgather(&self.ctx(), None, buf, algorithm)
+    }
+
+    /// Sends block `j` of `send` to rank `j`, and receives block `i` of `recv` from rank
+    /// `i`: both buffers hold `size()` blocks of equal length.
+    ///
+    /// Inside a node every block is copied once, read by its receiver straight from the
+    /// sender's buffer (small blocks and the `cico` transport go twice through shared
+    /// memory); across nodes the node leaders exchange node-to-node blocks with MPI.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let (me, p) = (comm.rank(), comm.size());
+    /// // Block j, two elements, says "from me, for j".
+    /// let send: Vec<i32> = (0..p).flat_map(|j| [me, j]).collect();
+    /// let mut recv = vec![0i32; send.len()];
+    /// comm.all_to_all_into(&send, &mut recv)?;
+    /// assert!(recv.chunks(2).enumerate().all(|(i, b)| b == [i as i32, me]));
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// On every rank, before any element moves: `Error::LengthMismatch` if a rank's
+    /// `send` or `recv` is not `size()` blocks of rank 0's block length (in bytes);
+    /// `Error::Mismatch` if ranks called another collective. A transport error or a
+    /// peer's failure during the copies.
+    ///
+    /// # Standard section(s)
+    ///
+    /// MPI 4.1, 6.8 (`MPI_Alltoall`).
+    pub fn all_to_all_into<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
+        self.all_to_all_into_with(send, recv, AlltoallAlgorithm::Auto)
+    }
+
+    /// [`all_to_all_into`](Self::all_to_all_into) with a chosen algorithm. Every rank must
+    /// choose the same one. A single-copy algorithm on a `cico` node runs as
+    /// [`AlltoallAlgorithm::Staged`]; across nodes the algorithm is checked but the
+    /// two-level composition moves the data.
+    ///
+    /// # Errors
+    ///
+    /// As `all_to_all_into`, and `Error::Mismatch` if ranks chose different algorithms.
+    pub fn all_to_all_into_with<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        algorithm: AlltoallAlgorithm,
+    ) -> Result<()> {
+        let (send, recv) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
+        if self.hier.nodes() > 1 {
+            return alltoall_hier(&self.hier, &self.parent, &self.ctx(), send, recv, algorithm);
+        }
+        coll::alltoall::alltoall(&self.ctx(), send, recv, algorithm)
+    }
+}
+
+/// Tuning.
+impl Comm {
+    /// Measures this node and fits the cost model: `reps` repetitions per point (the
+    /// median is kept). Collective over the communicator; every node measures itself,
+    /// and the profile of the node of rank 0 is returned on rank 0 (`None` elsewhere).
+    ///
+    /// It needs CMA, at least 2 ranks on the node for the transfer parameters, and 3 or
+    /// more for the contention factor; what it could not measure keeps the built-in
+    /// default, and the profile's notes say so. Run it with one rank per core: with
+    /// more ranks than cores, the timings measure the scheduler.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// if let Some(profile) = comm.calibrate(20)? {
+    ///     profile.save(&zcoll::tune::Profile::path())?;
+    /// }
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Error::Unsupported` on a node without CMA; a transport error or a peer's failure.
+    pub fn calibrate(&self, reps: usize) -> Result<Option<crate::tune::Profile>> {
+        use crate::tune::calibrate::{fit_all, Samples};
+        use mpi::traits::*;
+        let mut buf: Vec<u8> = (0..coll::probe::PROBE_BYTES).map(|i| i as u8).collect();
+        let mine = coll::probe::measure(&self.ctx(), &mut buf, reps)?;
+        let node = &self.node.comm;
+        if node.rank() != 0 {
+            node.process_at_rank(0).send(&mine.encode()[..]);
+            return Ok(None);
+        }
+        let mut all = vec![mine];
+        for r in 1..node.size() {
+            let (v, _) = node.process_at_rank(r).receive_vec::<f64>();
+            all.push(Samples::decode(&v).expect("a rank of this node encoded it"));
+        }
+        if self.rank() != 0 {
+            return Ok(None);
+        }
+        let (params, notes) = fit_all(&all, crate::tune::Params::DEFAULT);
+        Ok(Some(crate::tune::Profile { machine: crate::tune::Machine::this(), params, notes }))
+    }
+}
 
 /// Variable-count collectives: every rank's block has its own length and place.
 ///

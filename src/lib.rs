@@ -37,6 +37,8 @@
 //! | `ZCOLL_GATHER_ALGORITHM=name[:k]` | the default gather algorithm ([`GatherAlgorithm`]) |
 //! | `ZCOLL_SCATTERV_ALGORITHM=name[:k]` | the default variable-count scatter algorithm ([`ScatterAlgorithm`]) |
 //! | `ZCOLL_GATHERV_ALGORITHM=name[:k]` | the default variable-count gather algorithm ([`GatherAlgorithm`]) |
+//! | `ZCOLL_ALLGATHER_ALGORITHM=name[:j]` | the default allgather algorithm (`j` for `ring-neighbor`) |
+//! | `ZCOLL_ALLTOALL_ALGORITHM=name` | the default alltoall algorithm |
 
 #![deny(unsafe_code)]
 
@@ -54,6 +56,8 @@ mod sync;
 mod transport;
 pub mod tune;
 
+pub use coll::allgather::AllgatherAlgorithm;
+pub use coll::alltoall::AlltoallAlgorithm;
 pub use coll::bcast::BcastAlgorithm;
 pub use coll::gather::GatherAlgorithm;
 pub use coll::reduce::ReduceAlgorithm;

@@ -41,17 +41,11 @@ use super::{all_equal, check, op, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::sync::{Call, Round};
 use crate::transport::{cma, TransportKind};
+use crate::tune::{select, Algo};
 
-/// Messages below this many bytes take the staged path by default: a CMA call costs
-/// about as much as copying this much twice through shared memory.
-pub(crate) const DIRECT_MIN_BYTES: usize = 16 * 1024;
-
-/// From this many bytes, on nodes of at least [`SPLIT_MIN_RANKS`], the default is
-/// scatter-allgather: the root's pages are no longer pinned by every reader at once.
-/// Provisional thresholds, until the cost model chooses (see the tuning chapter).
-pub(crate) const SPLIT_MIN_BYTES: usize = 512 * 1024;
-/// See [`SPLIT_MIN_BYTES`].
-pub(crate) const SPLIT_MIN_RANKS: usize = 4;
+/// The largest message the default sends through the Bcast FIFO (what its ring holds);
+/// larger copy-in/copy-out broadcasts take the staging pipeline.
+const FIFO_MAX_BYTES: usize = crate::sync::fifo::BCAST_SLOTS * crate::sync::fifo::BCAST_PAYLOAD;
 
 /// The radix of [`BcastAlgorithm::KnomialRead`] when a name gives none.
 pub(crate) const DEFAULT_RADIX: u32 = 4;
@@ -146,6 +140,19 @@ impl BcastAlgorithm {
         }
     }
 
+    /// The algorithm the cost model chose; its copy-in/copy-out choice is the Bcast FIFO
+    /// while the message fits in the ring, the staging pipeline beyond.
+    fn from_model(a: Algo, len: usize) -> BcastAlgorithm {
+        match a {
+            Algo::BcastDirectWrite => BcastAlgorithm::DirectWrite,
+            Algo::BcastKnomial(k) => BcastAlgorithm::KnomialRead { k: k as u32 },
+            Algo::BcastScatterAllgather => BcastAlgorithm::ScatterAllgather,
+            Algo::BcastStaged if len <= FIFO_MAX_BYTES => BcastAlgorithm::Fifo,
+            Algo::BcastStaged => BcastAlgorithm::Staged,
+            _ => BcastAlgorithm::DirectRead,
+        }
+    }
+
     /// The code and parameter published in the call record.
     fn code(self) -> (u8, u32) {
         match self {
@@ -172,9 +179,7 @@ impl BcastAlgorithm {
                     expected: "auto, direct-read, direct-write, knomial-read[:k], scatter-allgather, \
                                pipelined[:bytes], fifo or staged",
                 })?,
-                _ if len < DIRECT_MIN_BYTES => BcastAlgorithm::Fifo,
-                _ if len >= SPLIT_MIN_BYTES && p >= SPLIT_MIN_RANKS => BcastAlgorithm::ScatterAllgather,
-                _ => BcastAlgorithm::DirectRead,
+                _ => BcastAlgorithm::from_model(select::choose(select::Coll::Bcast, len, p), len),
             },
             explicit => explicit,
         };

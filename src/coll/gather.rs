@@ -18,9 +18,9 @@
 //!   rank copies its block in (in parallel, into slots of its own), the root copies them
 //!   out. Two memory copies per byte, no system call, no permission.
 //!
-//! The default is the scatter's, for the same reasons: staged below
-//! [`SINGLE_COPY_MIN_BYTES`] or on the `cico` transport, else throttled write with `k = 4`
-//! (parallel write when `p - 1 <= 4`).
+//! The default is the cost model's choice (`tune::select`), as for the scatter: staged for
+//! small blocks or on the `cico` transport, else parallel, sequential or throttled write
+//! with the `k` the model predicts fastest.
 //!
 //! Across nodes ([`gather_hier`]): every node gathers to its leader, the leaders gather
 //! node parts to the root's leader over MPI (a gatherv into a scratch buffer, unpacked into
@@ -29,13 +29,14 @@
 
 use super::rooted::{
     blocks, env_choice, hier_check, parse_k, peers, relay, rooted_check, throttled, transport_error, zero_k,
-    Claim, Layout, Measure, DEFAULT_K, SINGLE_COPY_MIN_BYTES,
+    Claim, Layout, Measure, DEFAULT_K,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
 use crate::transport::{cma, TransportKind};
+use crate::tune::{select, Algo};
 use mpi::datatype::PartitionMut;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -114,9 +115,12 @@ impl GatherAlgorithm {
         let chosen = match self {
             GatherAlgorithm::Auto => match env_choice("ZCOLL_GATHER_ALGORITHM", EXPECTED)? {
                 Some(a) => a,
-                None if block < SINGLE_COPY_MIN_BYTES => GatherAlgorithm::Staged,
-                None if ranks <= DEFAULT_K as usize + 1 => GatherAlgorithm::ParallelWrite,
-                None => GatherAlgorithm::ThrottledWrite { k: DEFAULT_K },
+                None => match select::choose(select::Coll::Gather, block, ranks) {
+                    Algo::GatherStaged => GatherAlgorithm::Staged,
+                    Algo::GatherSequentialRead => GatherAlgorithm::SequentialRead,
+                    Algo::GatherThrottledWrite(k) => GatherAlgorithm::ThrottledWrite { k: k as u32 },
+                    _ => GatherAlgorithm::ParallelWrite,
+                },
             },
             GatherAlgorithm::ThrottledWrite { k: 0 } => {
                 return Err(zero_k("GatherAlgorithm::ThrottledWrite"))

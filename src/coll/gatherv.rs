@@ -18,7 +18,7 @@
 //!   every rank has read the root's counts before they overwrite them with data.
 //!
 //! `Auto` (unless `ZCOLL_GATHERV_ALGORITHM` says otherwise) stages the blocks under
-//! [`SINGLE_COPY_MIN_BYTES`](super::rooted::SINGLE_COPY_MIN_BYTES) and lets the others
+//! [`STAGED_BELOW`](super::varcount::STAGED_BELOW) and lets the others
 //! write with CMA four at a time, in the same round; on `cico` everything is staged.
 //!
 //! Across nodes ([`gatherv_hier`]): every node gathers to its leader into a packed part,

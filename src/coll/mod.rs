@@ -5,10 +5,13 @@
 //! round and each evaluates the same checks over all of them, so a bad argument on one
 //! rank is the same `Err` on every rank, before any byte moves.
 
+pub(crate) mod allgather;
+pub(crate) mod alltoall;
 pub(crate) mod barrier;
 pub(crate) mod bcast;
 pub(crate) mod gather;
 pub(crate) mod gatherv;
+pub(crate) mod probe;
 pub(crate) mod reduce;
 mod rooted;
 pub(crate) mod scatter;
@@ -38,10 +41,13 @@ pub(crate) enum Kind {
     Bcast = 2,
     Reduce = 7,
     Allreduce = 8,
+    Probe = 15,
     Scatter = 3,
     Gather = 4,
     Scatterv = 9,
     Gatherv = 10,
+    Allgather = 5,
+    Alltoall = 6,
 }
 
 /// Packs a collective, its algorithm and the algorithm's parameter into `Call::op`.

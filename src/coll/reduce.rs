@@ -32,10 +32,8 @@ use crate::error::{Error, Result};
 use crate::op::Operator;
 use crate::sync::{Call, Round, SCRATCH_HALF};
 use crate::transport::{cma, TransportKind};
+use crate::tune::{select, Algo};
 use crate::Pod;
-
-/// Below this many bytes, the default is the staged reduction.
-pub(crate) const PARTITIONED_MIN_BYTES: usize = 16 * 1024;
 
 /// How a reduction moves and combines the data.
 ///
@@ -80,7 +78,13 @@ impl ReduceAlgorithm {
         }
     }
 
-    fn resolve(self, var: &'static str, len: usize, transport: TransportKind) -> Result<ReduceAlgorithm> {
+    fn resolve(
+        self,
+        var: &'static str,
+        len: usize,
+        p: usize,
+        transport: TransportKind,
+    ) -> Result<ReduceAlgorithm> {
         let chosen = match self {
             ReduceAlgorithm::Auto => match std::env::var(var) {
                 Ok(v) if !v.is_empty() && v != "auto" => v.parse().map_err(|()| Error::Config {
@@ -88,8 +92,10 @@ impl ReduceAlgorithm {
                     value: v,
                     expected: "auto, partitioned or staged",
                 })?,
-                _ if len < PARTITIONED_MIN_BYTES => ReduceAlgorithm::Staged,
-                _ => ReduceAlgorithm::Partitioned,
+                _ => match select::choose(select::Coll::Allreduce, len, p) {
+                    Algo::AllreduceStaged => ReduceAlgorithm::Staged,
+                    _ => ReduceAlgorithm::Partitioned,
+                },
             },
             explicit => explicit,
         };
@@ -153,7 +159,7 @@ pub(crate) fn reduce<T: Pod, O: Operator<T>>(
         None => (Kind::Allreduce, "ZCOLL_ALLREDUCE_ALGORITHM"),
         Some(_) => (Kind::Reduce, "ZCOLL_REDUCE_ALGORITHM"),
     };
-    let algorithm = algorithm.resolve(var, n * size, ctx.transport);
+    let algorithm = algorithm.resolve(var, n * size, ctx.ctl.size(), ctx.transport);
     let code = algorithm.as_ref().map(|a| a.code()).unwrap_or(0);
     let (send, recv, recv_len) = match &mut bufs {
         Bufs::Apart(s, r) => (s.as_ptr() as usize, r.as_mut_ptr() as usize, std::mem::size_of_val(*r)),
@@ -280,7 +286,7 @@ fn partitioned<T: Pod, O: Operator<T>>(
         }
         round.wait_progress(owner, 1)?;
         cma::read(
-            &round.remote_recv_result(owner),
+            &round.remote_recv_read(owner),
             theirs.start * size,
             bytemuck::cast_slice_mut(&mut out[theirs]),
         )

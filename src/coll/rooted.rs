@@ -13,9 +13,6 @@ use mpi::traits::*;
 use std::cell::Cell;
 use std::ops::Range;
 
-/// Blocks below this many bytes take the staged path by default.
-pub(crate) const SINGLE_COPY_MIN_BYTES: usize = 8 * 1024;
-
 /// The throttling factor of the default and of a bare `throttled-read` in the environment.
 pub(crate) const DEFAULT_K: u32 = 4;
 

@@ -22,7 +22,7 @@
 //!   bytes of memory copies, no system call.
 //!
 //! `Auto` (unless `ZCOLL_SCATTERV_ALGORITHM` says otherwise) decides per block: blocks under
-//! [`SINGLE_COPY_MIN_BYTES`](super::rooted::SINGLE_COPY_MIN_BYTES) are staged, larger ones
+//! [`STAGED_BELOW`](super::varcount::STAGED_BELOW) are staged, larger ones
 //! read with CMA four at a time, in the same round; on the `cico` transport everything is
 //! staged. The choice is a pure function of the published counts, so every rank makes it
 //! alike.

@@ -28,6 +28,7 @@
 #![allow(unsafe_code)]
 
 mod counter;
+mod exchange;
 pub(crate) mod fifo;
 mod meta;
 mod parts;
@@ -38,6 +39,7 @@ use crate::error::{Error, Result};
 use crate::segment::Segment;
 use crate::transport::{Read, RemoteBuf, Write};
 use crossbeam_utils::CachePadded;
+pub(crate) use exchange::Span;
 use std::cell::{Cell, RefCell, RefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use wait::{Peer, WaitPolicy};
@@ -442,15 +444,6 @@ impl<'c> Round<'c> {
     /// The rank's cache-sized scratch (see [`Control::scratch`]).
     pub(crate) fn scratch(&self) -> RefMut<'_, [u8]> {
         self.ctl.scratch()
-    }
-
-    /// The receive buffer local rank `r` published, to read from (a result it made
-    /// ready, as its `progress` says).
-    pub(crate) fn remote_recv_result(&self, r: usize) -> RemoteBuf<'_, Read> {
-        let c = self.call(r);
-        // SAFETY: as in `remote_send`: `r` published the range for this round and keeps it
-        // borrowed until every rank has posted `done`; reading it cannot harm `r`.
-        unsafe { RemoteBuf::new(self.ctl.pids[r], c.recv, c.recv_len) }
     }
 
     /// The receive buffer local rank `r` published for peers to write. If `r` did not

@@ -29,6 +29,56 @@ pub(crate) fn read<A>(src: &RemoteBuf<'_, A>, offset: usize, dst: &mut [u8]) -> 
     Ok(())
 }
 
+/// Copies the ranges `(offset, len)` of `src`, in order, into `dst`, packed: one system
+/// call per [`cma_sys::IOV_MAX`] ranges (fewer calls than ranges is the point).
+///
+/// # Errors
+///
+/// As [`read`]; `EINVAL` also when the lengths do not add up to `dst.len()`.
+pub(crate) fn read_v<A>(
+    src: &RemoteBuf<'_, A>,
+    ranges: &[(usize, usize)],
+    dst: &mut [u8],
+) -> Result<(), Errno> {
+    let mut remote = Vec::with_capacity(ranges.len());
+    let mut total = 0usize;
+    for &(offset, len) in ranges.iter().filter(|r| r.1 > 0) {
+        let base = src.range(offset, len)?;
+        total = total.checked_add(len).ok_or(Errno::EINVAL)?;
+        remote.push(iovec { iov_base: base as *mut libc::c_void, iov_len: len });
+    }
+    if total != dst.len() {
+        return Err(Errno::EINVAL);
+    }
+    let (mut done, mut first) = (0, 0);
+    while done < dst.len() {
+        let last = remote.len().min(first + cma_sys::IOV_MAX);
+        let batch = &remote[first..last];
+        let want = batch.iter().map(|v| v.iov_len).sum::<usize>().min(cma_sys::MAX_RW_COUNT);
+        let local = iovec { iov_base: dst[done..].as_mut_ptr().cast(), iov_len: want };
+        // SAFETY: `local` covers `want <= dst.len() - done` bytes of `dst`, which we borrow
+        // mutably, so the kernel writes only memory we own exclusively; the remote iovecs
+        // were bounds-checked against `src` above and are only read (EFAULT otherwise).
+        let r =
+            unsafe { cma_sys::process_vm_readv(src.pid(), &local, 1, batch.as_ptr(), batch.len() as _, 0) };
+        let mut got = transferred(r)?;
+        done += got;
+        // Skip what was read: whole iovecs, then the start of a partly read one.
+        while got > 0 {
+            let v = &mut remote[first];
+            if got >= v.iov_len {
+                got -= v.iov_len;
+                first += 1;
+            } else {
+                v.iov_base = (v.iov_base as usize + got) as *mut libc::c_void;
+                v.iov_len -= got;
+                got = 0;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Copies `src` into `dst` at `offset`.
 ///
 /// # Errors
@@ -48,6 +98,25 @@ pub(crate) fn write(src: &[u8], dst: &RemoteBuf<'_, Write>, offset: usize) -> Re
         done += transferred(r)?;
     }
     Ok(())
+}
+
+/// Reads one byte from `src` at `offset` against a remote iovec of `remote_len` bytes:
+/// the kernel pins up to 1024 pages of the remote range before it copies that byte, so
+/// the call's time is the start-up plus the pinning (the calibration's probe of `l` and
+/// of the contention). Returns the byte.
+///
+/// # Errors
+///
+/// As [`read`].
+pub(crate) fn pin_probe<A>(src: &RemoteBuf<'_, A>, offset: usize, remote_len: usize) -> Result<u8, Errno> {
+    let base = src.range(offset, remote_len.max(1))?;
+    let mut byte = 0u8;
+    let local = iovec { iov_base: (&mut byte as *mut u8).cast(), iov_len: 1 };
+    let remote = iovec { iov_base: base as *mut libc::c_void, iov_len: remote_len.max(1) };
+    // SAFETY: `local` covers one byte we own; the remote range lies inside `src` (checked
+    // above), which its owner published for this round, and is only read.
+    let r = unsafe { cma_sys::process_vm_readv(src.pid(), &local, 1, &remote, 1, 0) };
+    transferred(r).map(|_| byte)
 }
 
 /// Asks whether this process may use CMA on `pid`: reads 16 bytes at address 0, which
@@ -107,6 +176,21 @@ mod tests {
         let seen = target;
         assert_eq!(&seen[90..], &[9u8; 10]);
         assert!(seen[..90].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn reads_scattered_ranges_packed() {
+        let src: Vec<u8> = (0..100_000u32).map(|i| (i * 13 + i / 256) as u8).collect();
+        // More ranges than one call takes, some empty, one crossing pages.
+        let ranges: Vec<(usize, usize)> =
+            (0..cma_sys::IOV_MAX + 300).map(|k| (k * 61 % 99_000, k % 7)).collect();
+        let total = ranges.iter().map(|r| r.1).sum();
+        let mut dst = vec![0u8; total];
+        read_v(&own(&src), &ranges, &mut dst).unwrap();
+        let want: Vec<u8> = ranges.iter().flat_map(|&(o, n)| src[o..o + n].iter().copied()).collect();
+        assert_eq!(dst, want);
+        assert_eq!(read_v(&own(&src), &[(0, 3)], &mut [0u8; 4]), Err(Errno::EINVAL));
+        assert_eq!(read_v(&own(&src), &[(99_999, 2)], &mut [0u8; 2]), Err(Errno::EINVAL));
     }
 
     #[test]

@@ -4,7 +4,11 @@
 //! `fit` recovers the model's parameters from timings by least squares. The calibration
 //! that measures a machine and the per-call selection build on both.
 
+pub(crate) mod calibrate;
 pub mod fit;
 pub mod model;
+pub mod profile;
+pub mod select;
 
 pub use model::{Algo, Params};
+pub use profile::{Machine, Profile};

@@ -18,7 +18,7 @@
 //! the slowest of its transfers, what runs in sequence adds up.
 
 /// The parameters of one machine.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Params {
     /// Start-up of one CMA call, seconds.
     pub alpha: f64,
@@ -72,6 +72,9 @@ impl Params {
     }
 }
 
+/// The chunk of the copy-in/copy-out paths: half a 64 KiB staging area.
+const STAGE_CHUNK: usize = 32 * 1024;
+
 fn ceil_log(p: usize, k: usize) -> usize {
     let (mut levels, mut reach) = (0, 1usize);
     while reach < p {
@@ -117,6 +120,14 @@ pub enum Algo {
     AlltoallPairwise,
     /// Alltoall: Bruck, with packing.
     AlltoallBruck,
+    /// Scatter through the root's staging area.
+    ScatterStaged,
+    /// Gather through the staging areas.
+    GatherStaged,
+    /// Allgather through the staging areas.
+    AllgatherStaged,
+    /// Alltoall through the staging areas.
+    AlltoallStaged,
     /// Allreduce: partitioned reduce-scatter and allgather.
     AllreducePartitioned,
     /// Allreduce through the staging areas.
@@ -141,7 +152,7 @@ impl Params {
             Algo::BcastKnomial(k) => ceil_log(p, k) as f64 * t(n, (k - 1).min(q)),
             // The scatter reads disjoint pages of the root: no page pinned twice.
             Algo::BcastScatterAllgather => t(n.div_ceil(p), 1) + q as f64 * t(n.div_ceil(p), 1),
-            Algo::BcastStaged => self.staged(n, 32 * 1024),
+            Algo::BcastStaged => self.staged(n, STAGE_CHUNK),
             Algo::ScatterParallelRead | Algo::GatherParallelWrite => t(n, q),
             Algo::ScatterSequentialWrite | Algo::GatherSequentialRead => q as f64 * t(n, 1),
             Algo::ScatterThrottledRead(k) | Algo::GatherThrottledWrite(k) => {
@@ -158,11 +169,23 @@ impl Params {
             Algo::AlltoallBruck => {
                 ceil_log(p, 2) as f64 * (t(n * p / 2, 1) + 2.0 * (n * p / 2) as f64 * self.memcpy_beta)
             }
+            // The root copies every block once, the readers copy theirs out in parallel.
+            Algo::ScatterStaged | Algo::GatherStaged => {
+                (q * n + n) as f64 * self.memcpy_beta
+                    + (q * n).div_ceil(STAGE_CHUNK).max(1) as f64 * self.flag
+            }
+            Algo::AllgatherStaged => {
+                (p * n) as f64 * self.memcpy_beta + (p * n.div_ceil(STAGE_CHUNK).max(1)) as f64 * self.flag
+            }
+            Algo::AlltoallStaged => {
+                (2 * q * n) as f64 * self.memcpy_beta
+                    + (q * n.div_ceil(STAGE_CHUNK).max(1)) as f64 * self.flag
+            }
             Algo::AllreducePartitioned => {
                 let part = n.div_ceil(p);
                 2.0 * q as f64 * t(part, 1)
             }
-            Algo::AllreduceStaged => self.staged(n, 32 * 1024) + pf * n as f64 * self.memcpy_beta,
+            Algo::AllreduceStaged => self.staged(n, STAGE_CHUNK) + pf * n as f64 * self.memcpy_beta,
         }
     }
 

@@ -3,6 +3,7 @@
 //! Each test starts `mpiexec` on this same binary (see `launch`); the ranks run the
 //! ignored test `rank`.
 
+mod exchange;
 mod launch;
 mod rank;
 mod reduce;
@@ -52,6 +53,9 @@ at! {
     barrier_np5: 5, "barrier", [];
     barrier_np8: 8, "barrier", [];
     barrier_vnodes_np8_k3: 8, "barrier", ["ZCOLL_NODE_SIZE" => "3"];
+    calibrate_np1: 1, "calibrate", [];
+    calibrate_np2: 2, "calibrate", [];
+    calibrate_np3: 3, "calibrate", [];
     reduce_np1: 1, "reduce", [];
     reduce_np2: 2, "reduce", [];
     reduce_np3: 3, "reduce", [];
@@ -109,6 +113,37 @@ at! {
     varcount_errors_np8: 8, "varcount-errors", [];
     varcount_errors_cico_np3: 3, "varcount-errors", ["ZCOLL_TRANSPORT" => "cico"];
     varcount_errors_vnodes_np8_k3: 8, "varcount-errors", ["ZCOLL_NODE_SIZE" => "3"];
+    exchange_allgather_np1: 1, "exchange-allgather", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    exchange_allgather_np2: 2, "exchange-allgather", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    exchange_allgather_np3: 3, "exchange-allgather", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    exchange_allgather_np4: 4, "exchange-allgather", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    exchange_allgather_np5: 5, "exchange-allgather", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    exchange_allgather_np8: 8, "exchange-allgather", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    exchange_allgather_cico_np3: 3, "exchange-allgather", ["ZCOLL_TRANSPORT" => "cico", "ZCOLL_EXPECT_TRANSPORT" => "cico"];
+    exchange_allgather_cico_np8: 8, "exchange-allgather", ["ZCOLL_TRANSPORT" => "cico", "ZCOLL_EXPECT_TRANSPORT" => "cico"];
+    exchange_allgather_vnodes_np4_k2: 4, "exchange-allgather", ["ZCOLL_NODE_SIZE" => "2"];
+    exchange_allgather_vnodes_np5_k2: 5, "exchange-allgather", ["ZCOLL_NODE_SIZE" => "2"];
+    exchange_allgather_vnodes_np8_k3: 8, "exchange-allgather", ["ZCOLL_NODE_SIZE" => "3"];
+    exchange_allgather_vnodes_cico_np5_k2: 5, "exchange-allgather", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TRANSPORT" => "cico"];
+    exchange_alltoall_np1: 1, "exchange-alltoall", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    exchange_alltoall_np2: 2, "exchange-alltoall", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    exchange_alltoall_np3: 3, "exchange-alltoall", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    exchange_alltoall_np4: 4, "exchange-alltoall", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    exchange_alltoall_np5: 5, "exchange-alltoall", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    exchange_alltoall_np8: 8, "exchange-alltoall", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    exchange_alltoall_cico_np3: 3, "exchange-alltoall", ["ZCOLL_TRANSPORT" => "cico", "ZCOLL_EXPECT_TRANSPORT" => "cico"];
+    exchange_alltoall_cico_np8: 8, "exchange-alltoall", ["ZCOLL_TRANSPORT" => "cico", "ZCOLL_EXPECT_TRANSPORT" => "cico"];
+    exchange_alltoall_vnodes_np4_k2: 4, "exchange-alltoall", ["ZCOLL_NODE_SIZE" => "2"];
+    exchange_alltoall_vnodes_np5_k2: 5, "exchange-alltoall", ["ZCOLL_NODE_SIZE" => "2"];
+    exchange_alltoall_vnodes_np8_k3: 8, "exchange-alltoall", ["ZCOLL_NODE_SIZE" => "3"];
+    exchange_alltoall_vnodes_cico_np5_k2: 5, "exchange-alltoall", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TRANSPORT" => "cico"];
+    exchange_errors_np1: 1, "exchange-errors", [];
+    exchange_errors_np2: 2, "exchange-errors", [];
+    exchange_errors_np5: 5, "exchange-errors", [];
+    exchange_errors_np8: 8, "exchange-errors", [];
+    exchange_errors_cico_np3: 3, "exchange-errors", ["ZCOLL_TRANSPORT" => "cico"];
+    exchange_errors_vnodes_np8_k3: 8, "exchange-errors", ["ZCOLL_NODE_SIZE" => "3"];
+    exchange_env_np3: 3, "exchange-env", ["ZCOLL_ALLGATHER_ALGORITHM" => "ring-neighbor:3", "ZCOLL_ALLTOALL_ALGORITHM" => "bogus"];
 }
 
 /// A rank that is not dumpable, in a job without CAP_SYS_PTRACE, really refuses CMA.

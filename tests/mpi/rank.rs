@@ -43,8 +43,10 @@ pub(crate) fn main() {
         "errors" => errors(&world, &comm),
         "barrier" => barrier(&world, &comm),
         "reduce" => crate::reduce::reduce(&world, &comm),
+        "calibrate" => calibrate(&world, &comm),
         s @ ("scatter" | "gather" | "scatter-gather-errors") => crate::scatter_gather::run(s, &world, &comm),
         s @ ("varcount" | "varcount-errors") => crate::varcount::run(s, &world, &comm),
+        s if s.starts_with("exchange-") => crate::exchange::run(s, &world, &comm),
         other => panic!("unknown scenario {other}"),
     }
     println!("ZCOLL-RANK-OK {}", world.rank());
@@ -246,4 +248,29 @@ fn refused_cma(world: &SimpleCommunicator) {
         comm.barrier().unwrap();
     }
     println!("ZCOLL-RANK-OK {me}");
+}
+
+/// Calibration produces a complete, plausible profile on rank 0, and says what it could
+/// not measure with this few ranks.
+fn calibrate(world: &SimpleCommunicator, comm: &Comm) {
+    let profile = comm.calibrate(5).unwrap();
+    assert_eq!(profile.is_some(), world.rank() == 0);
+    let Some(profile) = profile else { return };
+    let p = profile.params;
+    for (name, v) in
+        [("alpha", p.alpha), ("beta", p.beta), ("l", p.l), ("memcpy_beta", p.memcpy_beta), ("flag", p.flag)]
+    {
+        assert!(v.is_finite() && v > 0.0, "{name} = {v}");
+    }
+    assert!(p.s >= 4096.0);
+    let expected_notes = match world.size() {
+        1 => 3,
+        2 => 1,
+        _ => 0,
+    };
+    // With more ranks than cores the contention fit may fail; it is then noted, never wrong.
+    assert!(profile.notes.len() >= expected_notes, "{:?}", profile.notes);
+    assert!(profile.notes.len() <= 3);
+    let again = zcoll::tune::Profile::from_toml(&profile.to_toml()).unwrap();
+    assert_eq!(again, profile);
 }

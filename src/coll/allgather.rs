@@ -1,0 +1,630 @@
+//! Allgather: every rank's block of `n` bytes ends up, in rank order, in every rank's
+//! receive buffer.
+//!
+//! Algorithms (cost for `p` ranks and blocks of `n` bytes, with the model of the book's
+//! cost chapter: `alpha` per CMA call, `beta` per byte, `l` per page pinned, `s` page size,
+//! `gamma(c)` the slowdown of `c` readers pinning one process's pages at once):
+//!
+//! - [`AllgatherAlgorithm::RingNeighbor`]`(j)`: at step `t` rank `r` reads, from rank
+//!   `(r - j) mod p`'s receive buffer, the block that rank received at step `t - 1` (its
+//!   own block at step 1). Each buffer has one reader: `(p - 1)(alpha + n beta +
+//!   ceil(n/s) l)`, but each step waits for the neighbour's previous one (a chain of
+//!   `p - 1` dependent copies). Any `j` with `gcd(p, j) = 1` visits every block.
+//! - [`AllgatherAlgorithm::RingSourceRead`]: at step `t` rank `r` reads block
+//!   `(r - t) mod p` straight from its owner's send buffer. No waits between steps, and
+//!   while the ranks keep pace every owner has one reader per step:
+//!   `(p - 1)(alpha + n beta + ceil(n/s) l gamma(1))`.
+//! - [`AllgatherAlgorithm::RingSourceWrite`]: the mirror: rank `r` writes its block into
+//!   rank `(r + t) mod p`'s receive buffer at step `t`. Same cost; the writer pins the
+//!   target's pages.
+//! - [`AllgatherAlgorithm::RecursiveDoubling`]: `log2 p` steps; at step `k` a rank reads
+//!   the `2^k` blocks its partner `r xor 2^k` holds, one contiguous range of the partner's
+//!   receive buffer. `log2 p alpha + (p - 1) n beta + (p - 1) ceil(n/s) l`: fewest calls for
+//!   contiguous data. For `p` not a power of two, with `q = 2^floor(log2 p)`, rank
+//!   `r < p - q` first reads rank `r + q`'s block and stands for it, and rank `r + q` reads
+//!   the whole result from rank `r` at the end: two more steps (`2 alpha + (p - 1) n beta`
+//!   on those ranks), and two ranges per step.
+//! - [`AllgatherAlgorithm::Bruck`]: `ceil(log2 p)` steps; at step `k` rank `r` reads the
+//!   first `min(2^k, p - 2^k)` blocks of rank `(r + 2^k) mod p`, kept in rotated order (the
+//!   own block first) in the receive buffer itself.
+//!   `ceil(log2 p) alpha + (p - 1) n beta + (p - 1) ceil(n/s) l`, plus a final local
+//!   rotation of `p n` bytes. The rotation is done in place (`slice::rotate_right`), so no
+//!   scratch buffer is needed, but it must wait until the ranks that read from this buffer
+//!   have finished: one more wait than recursive doubling, and every `p` works alike.
+//! - [`AllgatherAlgorithm::Staged`]: copy-in/copy-out through the staging areas of the
+//!   control segment, in levels of half an area: every rank copies a chunk of its block
+//!   into its own area, then copies the same chunk of every peer's block out of theirs.
+//!   `ceil(n / 32 KiB)` synchronizations, two memory copies per byte (`n` in,
+//!   `(p - 1) n` out per rank), no system call and no permission: the path for small
+//!   blocks and for the `cico` transport.
+//!
+//! By default ([`AllgatherAlgorithm::Auto`]) the cost model chooses (`tune::select`):
+//! small blocks take the staged path, since one CMA call (about 0.45 us, plus pinning)
+//! costs more than copying a few KiB twice; larger blocks take ring-source read, the one
+//! single-copy algorithm with no dependency between steps and one reader per source, or
+//! recursive doubling where the model predicts fewer start-ups win.
+//!
+//! Across nodes ([`allgather_hier`]): the node's blocks are gathered at its leader, the
+//! leaders exchange node blocks with rsmpi's `all_gather_varcount_into`, and every leader
+//! broadcasts the full result in its node. Nodes need not hold consecutive ranks, so the
+//! leaders pack and unpack through scratch buffers: `k n` bytes for the node's blocks and
+//! `p n` for the exchange.
+
+use super::{all_equal, check, op, BadLength, Ctx, Kind};
+use crate::coll::bcast::{bcast, BcastAlgorithm};
+use crate::error::{Errno, Error, Result};
+use crate::hier::Hierarchy;
+use crate::sync::{Call, Round, Span};
+use crate::transport::{cma, TransportKind};
+use crate::tune::{select, Algo};
+use mpi::datatype::PartitionMut;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+
+/// The algorithm code of the intra-node gather leg of a two-level collective.
+const HIER_GATHER: u8 = 0xf0;
+/// The algorithm code of the intra-node scatter leg of a two-level collective.
+const HIER_SCATTER: u8 = 0xf1;
+
+/// How [`Comm::all_gather_into_with`](crate::Comm::all_gather_into_with) moves the data.
+///
+/// # Examples
+///
+/// ```
+/// use zcoll::AllgatherAlgorithm;
+/// assert_eq!("ring-neighbor:3".parse(), Ok(AllgatherAlgorithm::RingNeighbor(3)));
+/// assert_eq!("bruck".parse(), Ok(AllgatherAlgorithm::Bruck));
+/// assert_eq!(AllgatherAlgorithm::RingNeighbor(1).to_string(), "ring-neighbor:1");
+/// assert_eq!(AllgatherAlgorithm::RecursiveDoubling.to_string(), "recursive-doubling");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum AllgatherAlgorithm {
+    /// Let zcoll choose by size and transport (`ZCOLL_ALLGATHER_ALGORITHM` overrides).
+    #[default]
+    Auto,
+    /// A ring in which every rank reads from its `j`-th left neighbour's receive buffer
+    /// the block that neighbour received one step before; `j` must be coprime with the
+    /// number of ranks of the node.
+    RingNeighbor(u32),
+    /// Every rank reads block `r - t` from its owner's send buffer at step `t`.
+    RingSourceRead,
+    /// Every rank writes its block into rank `r + t`'s receive buffer at step `t`.
+    RingSourceWrite,
+    /// `log2 p` steps reading doubling ranges from the partner's receive buffer.
+    RecursiveDoubling,
+    /// `ceil(log2 p)` steps reading rotated ranges, then a local rotation.
+    Bruck,
+    /// Copy-in/copy-out through the control segment.
+    Staged,
+}
+
+impl AllgatherAlgorithm {
+    /// Every algorithm that moves data (all but `Auto`), the ring with `j = 1`.
+    pub const ALL: [AllgatherAlgorithm; 6] = [
+        AllgatherAlgorithm::RingNeighbor(1),
+        AllgatherAlgorithm::RingSourceRead,
+        AllgatherAlgorithm::RingSourceWrite,
+        AllgatherAlgorithm::RecursiveDoubling,
+        AllgatherAlgorithm::Bruck,
+        AllgatherAlgorithm::Staged,
+    ];
+
+    /// The name used by `ZCOLL_ALLGATHER_ALGORITHM` and the benchmarks (without the `:j`
+    /// of the ring).
+    pub fn name(self) -> &'static str {
+        match self {
+            AllgatherAlgorithm::Auto => "auto",
+            AllgatherAlgorithm::RingNeighbor(_) => "ring-neighbor",
+            AllgatherAlgorithm::RingSourceRead => "ring-source-read",
+            AllgatherAlgorithm::RingSourceWrite => "ring-source-write",
+            AllgatherAlgorithm::RecursiveDoubling => "recursive-doubling",
+            AllgatherAlgorithm::Bruck => "bruck",
+            AllgatherAlgorithm::Staged => "staged",
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            AllgatherAlgorithm::Auto => 0,
+            AllgatherAlgorithm::RingNeighbor(_) => 1,
+            AllgatherAlgorithm::RingSourceRead => 2,
+            AllgatherAlgorithm::RingSourceWrite => 3,
+            AllgatherAlgorithm::RecursiveDoubling => 4,
+            AllgatherAlgorithm::Bruck => 5,
+            AllgatherAlgorithm::Staged => 6,
+        }
+    }
+
+    /// The op word a call with this algorithm publishes (the ring's `j` included, so that
+    /// ranks with different `j` disagree).
+    fn op(self) -> u64 {
+        let j = match self {
+            AllgatherAlgorithm::RingNeighbor(j) => j,
+            _ => 0,
+        };
+        op(Kind::Allgather, self.code(), j)
+    }
+
+    /// The algorithm a call with blocks of `n` bytes uses on `transport`, after `Auto` and
+    /// the environment override are resolved. Single-copy algorithms fall back to
+    /// `Staged` where the transport cannot do single copies.
+    pub(crate) fn resolve(self, n: usize, p: usize, transport: TransportKind) -> Result<AllgatherAlgorithm> {
+        let chosen = match self {
+            AllgatherAlgorithm::Auto => match std::env::var("ZCOLL_ALLGATHER_ALGORITHM") {
+                Ok(v) if !v.is_empty() && v != "auto" => v.parse().map_err(|()| Error::Config {
+                    name: "ZCOLL_ALLGATHER_ALGORITHM",
+                    value: v,
+                    expected: "auto, ring-neighbor[:j], ring-source-read, ring-source-write, \
+                               recursive-doubling, bruck or staged",
+                })?,
+                _ => match select::choose(select::Coll::Allgather, n, p) {
+                    Algo::AllgatherStaged => AllgatherAlgorithm::Staged,
+                    Algo::AllgatherRecursiveDoubling => AllgatherAlgorithm::RecursiveDoubling,
+                    _ => AllgatherAlgorithm::RingSourceRead,
+                },
+            },
+            explicit => explicit,
+        };
+        Ok(match (chosen, transport) {
+            (AllgatherAlgorithm::Auto, _) | (_, TransportKind::Cico) => AllgatherAlgorithm::Staged,
+            (a, _) => a,
+        })
+    }
+}
+
+impl std::fmt::Display for AllgatherAlgorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AllgatherAlgorithm::RingNeighbor(j) => write!(f, "ring-neighbor:{j}"),
+            a => f.write_str(a.name()),
+        }
+    }
+}
+
+impl std::str::FromStr for AllgatherAlgorithm {
+    type Err = ();
+    /// Parses a name, or `ring-neighbor:j` with `j >= 1` (`ring-neighbor` alone is `j = 1`).
+    fn from_str(s: &str) -> std::result::Result<Self, ()> {
+        match s.split_once(':') {
+            Some(("ring-neighbor", j)) => match j.parse::<u32>() {
+                Ok(j) if j >= 1 => Ok(AllgatherAlgorithm::RingNeighbor(j)),
+                _ => Err(()),
+            },
+            Some(_) => Err(()),
+            None if s == "ring-neighbor" => Ok(AllgatherAlgorithm::RingNeighbor(1)),
+            None => std::iter::once(AllgatherAlgorithm::Auto)
+                .chain(AllgatherAlgorithm::ALL)
+                .find(|a| a.name() == s)
+                .ok_or(()),
+        }
+    }
+}
+
+/// The lengths of an exchange: every rank's send is `send(first)` bytes and its receive
+/// buffer `recv(first)`, where `first` is rank 0's send length.
+pub(super) fn lengths(
+    round: &Round<'_>,
+    send: impl Fn(usize) -> usize,
+    recv: impl Fn(usize) -> usize,
+) -> std::result::Result<(), BadLength> {
+    let first = round.call(0).send_len;
+    all_equal(round, |c| c.send_len, send(first))?;
+    all_equal(round, |c| c.recv_len, recv(first))
+}
+
+/// The error of a failed copy between this rank and local rank `peer`.
+pub(super) fn failed(round: &Round<'_>, peer: usize, op: &'static str) -> impl Fn(Errno) -> Error {
+    let (rank, peer) = (round.rank_of(round.me()), round.rank_of(peer));
+    move |errno| Error::Transport { rank, peer, op, errno }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Allgather among the ranks of the node: `send` (or, with `None`, the block already at
+/// `recv[me * n..]`) lands at `recv[r * n..]` of every local rank `r`.
+///
+/// # Errors
+///
+/// On every rank of the node: `LengthMismatch` if the blocks differ or a receive buffer is
+/// not `p` blocks, `Mismatch` if the algorithms differ, `Unsupported` for a ring whose `j`
+/// is not coprime with `p`; a transport error or a peer's failure during the copies.
+pub(crate) fn allgather(
+    ctx: &Ctx<'_>,
+    send: Option<&[u8]>,
+    recv: &mut [u8],
+    algorithm: AllgatherAlgorithm,
+) -> Result<()> {
+    let (p, me) = (ctx.ctl.size(), ctx.ctl.me());
+    let n = send.map_or(recv.len() / p, <[u8]>::len);
+    let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport);
+    let recv_addr = recv.as_mut_ptr() as usize;
+    let call = Call {
+        op: algorithm.as_ref().map_or(op(Kind::Allgather, 0, 0), |a| a.op()),
+        root: 0,
+        // In place, peers read this rank's block where it already is.
+        send: send.map_or(recv_addr + me * n, |s| s.as_ptr() as usize),
+        send_len: n,
+        recv: recv_addr,
+        recv_len: recv.len(),
+        // Only the ring-source writers let peers write into the receive buffers.
+        recv_writable: algorithm == Ok(AllgatherAlgorithm::RingSourceWrite),
+        aux: 0,
+        aux2: 0,
+    };
+    let round = check(ctx, call, false, |r| lengths(r, |n| n, |n| r.size().saturating_mul(n)))?;
+    let moved = algorithm.and_then(|a| gather_all(&round, a, send, recv, n));
+    round.finish(moved)
+}
+
+/// Moves the blocks of a checked allgather.
+fn gather_all(
+    round: &Round<'_>,
+    algorithm: AllgatherAlgorithm,
+    send: Option<&[u8]>,
+    recv: &mut [u8],
+    n: usize,
+) -> Result<()> {
+    let (p, me) = (round.size(), round.me());
+    if let AllgatherAlgorithm::RingNeighbor(j) = algorithm {
+        if gcd(j as usize % p, p) != 1 {
+            return Err(Error::Unsupported {
+                rank: round.rank_of(me),
+                what: format!(
+                    "allgather ring-neighbor:{j} on a node of {p} ranks (j must be coprime with {p})"
+                ),
+            });
+        }
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    if algorithm == AllgatherAlgorithm::Bruck && p > 1 {
+        return bruck(round, send, recv, n);
+    }
+    if let Some(send) = send {
+        recv[me * n..(me + 1) * n].copy_from_slice(send);
+    }
+    if p == 1 {
+        return Ok(());
+    }
+    match algorithm {
+        AllgatherAlgorithm::RingNeighbor(j) => {
+            let j = j as usize % p;
+            let left = (me + p - j) % p;
+            for t in 1..p {
+                // The block `left` received at step t - 1 (its own at step 1).
+                let b = (me + p - t * j % p) % p;
+                let out = &mut recv[b * n..(b + 1) * n];
+                let read = if t == 1 {
+                    cma::read(&round.remote_send(left), 0, out)
+                } else {
+                    round.wait_progress(left, t as u32 - 1)?;
+                    cma::read(&round.remote_recv_read(left), b * n, out)
+                };
+                read.map_err(failed(round, left, "cma read"))?;
+                round.post_progress(t as u32);
+            }
+            Ok(())
+        }
+        AllgatherAlgorithm::RingSourceRead => (1..p).try_for_each(|t| {
+            let src = (me + p - t) % p;
+            cma::read(&round.remote_send(src), 0, &mut recv[src * n..(src + 1) * n])
+                .map_err(failed(round, src, "cma read"))
+        }),
+        AllgatherAlgorithm::RingSourceWrite => {
+            let mine = send.unwrap_or(&recv[me * n..(me + 1) * n]);
+            (1..p).try_for_each(|t| {
+                let dst = (me + t) % p;
+                cma::write(mine, &round.remote_recv(dst), me * n).map_err(failed(round, dst, "cma write"))
+            })
+        }
+        AllgatherAlgorithm::RecursiveDoubling => recursive_doubling(round, recv, n),
+        _ => round.stage_allgather(&mut recv[..p * n], n),
+    }
+}
+
+/// Recursive doubling among the first `q = 2^floor(log2 p)` ranks, each standing for
+/// itself and for rank `r + q` if that exists. `progress = k + 1` says a rank holds the
+/// blocks of its group at level `k` (and of the group's extra ranks).
+fn recursive_doubling(round: &Round<'_>, recv: &mut [u8], n: usize) -> Result<()> {
+    let (p, me) = (round.size(), round.me());
+    let levels = p.ilog2();
+    let q = 1usize << levels;
+    if me >= q {
+        // An extra rank: its representative reads its block, and it reads the rest at the
+        // end.
+        let rep = me - q;
+        round.wait_progress(rep, levels + 1)?;
+        let theirs = round.remote_recv_read(rep);
+        let (before, after) = recv[..p * n].split_at_mut(me * n);
+        cma::read(&theirs, 0, before).map_err(failed(round, rep, "cma read"))?;
+        return cma::read(&theirs, (me + 1) * n, &mut after[n..]).map_err(failed(round, rep, "cma read"));
+    }
+    if me + q < p {
+        let extra = me + q;
+        cma::read(&round.remote_send(extra), 0, &mut recv[extra * n..(extra + 1) * n])
+            .map_err(failed(round, extra, "cma read"))?;
+    }
+    round.post_progress(1);
+    for k in 0..levels {
+        let partner = me ^ (1 << k);
+        let (g, size) = (partner >> k << k, 1usize << k);
+        round.wait_progress(partner, k + 1)?;
+        let theirs = round.remote_recv_read(partner);
+        cma::read(&theirs, g * n, &mut recv[g * n..(g + size) * n])
+            .map_err(failed(round, partner, "cma read"))?;
+        let (lo, hi) = (g + q, (g + size + q).min(p));
+        if lo < hi {
+            cma::read(&theirs, lo * n, &mut recv[lo * n..hi * n])
+                .map_err(failed(round, partner, "cma read"))?;
+        }
+        round.post_progress(k + 2);
+    }
+    Ok(())
+}
+
+/// Bruck: the receive buffer holds block `(me + i) mod p` at position `i` until the final
+/// rotation. `progress = k + 1` says a rank holds its first `2^k` positions.
+fn bruck(round: &Round<'_>, send: Option<&[u8]>, recv: &mut [u8], n: usize) -> Result<()> {
+    let (p, me) = (round.size(), round.me());
+    match send {
+        Some(send) => recv[..n].copy_from_slice(send),
+        None => recv.copy_within(me * n..(me + 1) * n, 0),
+    }
+    round.post_progress(1);
+    let steps = (p - 1).ilog2() + 1;
+    for k in 0..steps {
+        let d = 1usize << k;
+        let src = (me + d) % p;
+        let count = d.min(p - d);
+        round.wait_progress(src, k + 1)?;
+        cma::read(&round.remote_recv_read(src), 0, &mut recv[d * n..(d + count) * n])
+            .map_err(failed(round, src, "cma read"))?;
+        round.post_progress(k + 2);
+    }
+    // Rank me - 2^k read our first positions at its step k: wait for all of them before
+    // moving anything.
+    for k in 0..steps {
+        round.wait_progress((me + p - (1 << k) % p) % p, k + 2)?;
+    }
+    recv[..p * n].rotate_right(me * n);
+    Ok(())
+}
+
+/// Allgather over several nodes: gather at the leaders, allgather among the leaders with
+/// rsmpi, broadcast in every node. `send = None` is in place.
+///
+/// # Errors
+///
+/// On every rank: `Mismatch`, `LengthMismatch` as the single-node call (checked across
+/// the whole communicator), `Unsupported` if a leader's share exceeds the 2 GiB an MPI
+/// count can hold; a transport error or a peer's failure, agreed across nodes.
+pub(crate) fn allgather_hier(
+    hier: &Hierarchy,
+    parent: &SimpleCommunicator,
+    ctx: &Ctx<'_>,
+    send: Option<&[u8]>,
+    recv: &mut [u8],
+    algorithm: AllgatherAlgorithm,
+) -> Result<()> {
+    let size = parent.size() as usize;
+    let n = send.map_or(recv.len() / size, <[u8]>::len);
+    hier.check(parent, Kind::Allgather, 0, n)?;
+    // Ranks must agree on what they asked for; each node then resolves it for its own
+    // size, and nodes of different sizes may well choose differently.
+    let word = algorithm.op();
+    let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport);
+    agree_shape(parent, n, recv.len(), word, |n| (n, size.saturating_mul(n)))?;
+    algorithm?;
+    if n == 0 {
+        return Ok(());
+    }
+    let nodes = Nodes::of(hier, size);
+    if size * n > i32::MAX as usize {
+        return Err(too_big(parent, size * n));
+    }
+    let me = parent.rank() as usize;
+    let leader = ctx.ctl.me() == 0;
+    let mut block = vec![0u8; if leader { ctx.ctl.size() * n } else { 0 }];
+    let mine = send.unwrap_or(&recv[me * n..(me + 1) * n]);
+    let mut result = gather_to_leader(ctx, Kind::Allgather, mine, &mut block);
+    if let Some(leaders) = hier.leaders() {
+        let counts: Vec<i32> = nodes.members.iter().map(|m| (m.len() * n) as i32).collect();
+        let displs = prefix(&counts);
+        let mut all = vec![0u8; size * n];
+        leaders.all_gather_varcount_into(
+            &block[..],
+            &mut PartitionMut::new(&mut all[..], &counts[..], &displs[..]),
+        );
+        for (m, &at) in nodes.members.iter().zip(&displs) {
+            for (i, &g) in m.iter().enumerate() {
+                let from = at as usize + i * n;
+                recv[g * n..(g + 1) * n].copy_from_slice(&all[from..from + n]);
+            }
+        }
+    }
+    // Every rank takes part, whatever happened before, so that no rank is left waiting.
+    let spread = bcast(ctx, recv, ctx.ctl.rank_of(0), 0, BcastAlgorithm::Auto, None);
+    result = result.and(spread);
+    hier.agree(parent, result)
+}
+
+/// The ranks of every node, in local-rank order (ascending ranks of the communicator).
+pub(super) struct Nodes {
+    pub(super) members: Vec<Vec<usize>>,
+}
+
+impl Nodes {
+    pub(super) fn of(hier: &Hierarchy, size: usize) -> Nodes {
+        let mut members = vec![Vec::new(); hier.nodes()];
+        for r in 0..size {
+            members[hier.node_of(r as i32)].push(r);
+        }
+        Nodes { members }
+    }
+}
+
+/// The displacements of consecutive `counts`.
+pub(super) fn prefix(counts: &[i32]) -> Vec<i32> {
+    counts.iter().scan(0, |at, &c| Some(std::mem::replace(at, *at + c))).collect()
+}
+
+pub(super) fn too_big(parent: &SimpleCommunicator, bytes: usize) -> Error {
+    Error::Unsupported {
+        rank: parent.rank(),
+        what: format!("a two-level exchange of {bytes} bytes at a node leader (MPI counts stop at 2 GiB)"),
+    }
+}
+
+/// Checks across the communicator that every rank's send and receive lengths are
+/// `expected(rank 0's send length)` and that every rank publishes the same op word (the
+/// same algorithm). A pure function of the gathered values, so every rank reaches the same
+/// verdict.
+pub(super) fn agree_shape(
+    parent: &SimpleCommunicator,
+    send: usize,
+    recv: usize,
+    word: u64,
+    expected: impl Fn(usize) -> (usize, usize),
+) -> Result<()> {
+    let size = parent.size() as usize;
+    let mut all = vec![0u64; 3 * size];
+    parent.all_gather_into(&[send as u64, recv as u64, word][..], &mut all[..]);
+    let rank = parent.rank();
+    let (send, recv) = expected(all[0] as usize);
+    for (field, want) in [(0, send), (1, recv)] {
+        if let Some(c) = (0..size).find(|&c| all[3 * c + field] != want as u64) {
+            let found = all[3 * c + field] as usize;
+            return Err(Error::LengthMismatch { rank, culprit: c as i32, expected: want, found });
+        }
+    }
+    match (0..size).find(|&c| all[3 * c + 2] != all[2]) {
+        Some(c) => Err(Error::Mismatch { rank, culprit: c as i32, what: "algorithm" }),
+        None => Ok(()),
+    }
+}
+
+/// The intra-node gather leg: local rank `a`'s `mine` lands at `out[a * len..]` of the
+/// leader (local rank 0), with `len = mine.len()`; `out` is empty elsewhere.
+pub(super) fn gather_to_leader(ctx: &Ctx<'_>, kind: Kind, mine: &[u8], out: &mut [u8]) -> Result<()> {
+    let len = mine.len();
+    let call =
+        Call { op: op(kind, HIER_GATHER, 0), send: mine.as_ptr() as usize, send_len: len, ..Call::default() };
+    let round = check(ctx, call, false, |r| all_equal(r, |c| c.send_len, r.call(0).send_len))?;
+    let moved = gather_moves(ctx, &round, mine, out);
+    round.finish(moved)
+}
+
+/// The intra-node scatter leg: `src[b * len..]` of the leader (local rank 0) lands in
+/// `recv` of local rank `b`, with `len = recv.len()`; `src` is empty except at the leader.
+pub(super) fn scatter_from_leader(ctx: &Ctx<'_>, kind: Kind, src: &[u8], recv: &mut [u8]) -> Result<()> {
+    let len = recv.len();
+    let call = Call {
+        op: op(kind, HIER_SCATTER, 0),
+        send: src.as_ptr() as usize,
+        send_len: src.len(),
+        recv: recv.as_mut_ptr() as usize,
+        recv_len: len,
+        ..Call::default()
+    };
+    let round = check(ctx, call, false, |r| {
+        let len = r.call(0).recv_len;
+        all_equal(r, |c| c.recv_len, len)?;
+        match r.call(0).send_len {
+            n if n == r.size() * len => Ok(()),
+            found => Err(BadLength { culprit: 0, expected: r.size() * len, found }),
+        }
+    })?;
+    let moved = scatter_moves(ctx, &round, src, recv);
+    round.finish(moved)
+}
+
+/// The copies of [`gather_to_leader`].
+fn gather_moves(ctx: &Ctx<'_>, round: &Round<'_>, mine: &[u8], out: &mut [u8]) -> Result<()> {
+    let len = mine.len();
+    let (p, me) = (round.size(), round.me());
+    if me == 0 {
+        out[..len].copy_from_slice(mine);
+    }
+    match ctx.transport {
+        TransportKind::Cico => round.stage_pairwise(mine, out, |src, dst| match (src, dst) {
+            (src, 0) if src != 0 => Span { len, from: 0, to: src * len },
+            _ => Span::default(),
+        }),
+        _ if me == 0 => (1..p).try_for_each(|a| {
+            cma::read(&round.remote_send(a), 0, &mut out[a * len..(a + 1) * len])
+                .map_err(failed(round, a, "cma read"))
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The copies of [`scatter_from_leader`].
+fn scatter_moves(ctx: &Ctx<'_>, round: &Round<'_>, src: &[u8], recv: &mut [u8]) -> Result<()> {
+    let len = recv.len();
+    let me = round.me();
+    if me == 0 {
+        recv.copy_from_slice(&src[..len]);
+    }
+    match ctx.transport {
+        TransportKind::Cico => round.stage_pairwise(src, recv, |s, d| match (s, d) {
+            (0, d) if d != 0 => Span { len, from: d * len, to: 0 },
+            _ => Span::default(),
+        }),
+        _ if me != 0 => {
+            cma::read(&round.remote_send(0), me * len, recv).map_err(failed(round, 0, "cma read"))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for a in std::iter::once(AllgatherAlgorithm::Auto)
+            .chain(AllgatherAlgorithm::ALL)
+            .chain([AllgatherAlgorithm::RingNeighbor(7)])
+        {
+            assert_eq!(a.to_string().parse(), Ok(a), "{a}");
+        }
+        for bad in ["ring-neighbor:0", "ring-neighbor:x", "bruck:2", "ring", ""] {
+            assert_eq!(bad.parse::<AllgatherAlgorithm>(), Err(()), "{bad}");
+        }
+        let codes: std::collections::HashSet<u8> = AllgatherAlgorithm::ALL.iter().map(|a| a.code()).collect();
+        assert_eq!(codes.len(), AllgatherAlgorithm::ALL.len());
+    }
+
+    #[test]
+    fn cico_takes_the_staged_path_and_auto_asks_the_model() {
+        for a in AllgatherAlgorithm::ALL {
+            assert_eq!(a.resolve(1 << 20, 4, TransportKind::Cico), Ok(AllgatherAlgorithm::Staged));
+            assert_eq!(a.resolve(1, 4, TransportKind::Cma), Ok(a));
+        }
+        if std::env::var_os("ZCOLL_ALLGATHER_ALGORITHM").is_none() {
+            for n in [1usize, 4096, 1 << 20] {
+                let want = match select::choose(select::Coll::Allgather, n, 4) {
+                    Algo::AllgatherStaged => AllgatherAlgorithm::Staged,
+                    Algo::AllgatherRecursiveDoubling => AllgatherAlgorithm::RecursiveDoubling,
+                    _ => AllgatherAlgorithm::RingSourceRead,
+                };
+                assert_eq!(AllgatherAlgorithm::Auto.resolve(n, 4, TransportKind::Cma), Ok(want));
+            }
+        }
+    }
+
+    #[test]
+    fn displacements_are_prefix_sums() {
+        assert_eq!(prefix(&[3, 0, 5, 2]), vec![0, 3, 3, 8]);
+        assert!(prefix(&[]).is_empty());
+    }
+}

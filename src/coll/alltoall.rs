@@ -1,0 +1,366 @@
+//! Alltoall: block `j` of rank `i`'s send buffer ends up as block `i` of rank `j`'s receive
+//! buffer, for blocks of `n` bytes.
+//!
+//! Algorithms (cost for `p` ranks and blocks of `n` bytes, with the model of the book's
+//! cost chapter: `alpha` per CMA call, `beta` per byte, `l` per page pinned, `s` page size,
+//! `gamma(c)` the slowdown of `c` readers pinning one process's pages at once):
+//!
+//! - [`AlltoallAlgorithm::Pairwise`]: at step `t` rank `r` reads its block from the send
+//!   buffer of rank `r xor t` (`p` a power of two) or `(r - t) mod p`, so that while the
+//!   ranks keep pace every source has one reader. No waits between steps:
+//!   `(p - 1)(alpha + n beta + ceil(n/s) l gamma(1))`.
+//! - [`AlltoallAlgorithm::PairwiseWrite`]: the mirror: rank `r` writes block `d` of its
+//!   send buffer into rank `d`'s receive buffer, `d = r xor t` or `(r + t) mod p`. Same
+//!   cost; the writer pins the target's pages.
+//! - [`AlltoallAlgorithm::Bruck`]: `ceil(log2 p)` steps. The receive buffer first holds the
+//!   send blocks rotated (block `(r + i) mod p` at position `i`); at step `k` rank `r`
+//!   reads the blocks at the positions with bit `k` set from rank `(r - 2^k) mod p`, all in
+//!   one vectored CMA call, into a scratch buffer (up to `p / 2` blocks), and copies
+//!   them to the same positions once its own reader has taken them. A final local
+//!   permutation (block reversal and rotation, in place) puts every block where it
+//!   belongs. With `m = ceil(log2 p)` steps and `B <= (p / 2) m` blocks moved in all:
+//!   `m alpha + B n beta + B ceil(n/s) l + (B + 2 p) n beta_m`, where `beta_m` is a local
+//!   memory copy per byte (the unpacking and the final permutation). Fewer calls than
+//!   pairwise (`m` against `p - 1`) for about `m / 2` times the bytes, so it can only win
+//!   for small blocks and many ranks. It needs the scratch buffer because a rank's
+//!   positions are read by one peer while it receives the same positions from another.
+//! - [`AlltoallAlgorithm::Staged`]: copy-in/copy-out through the staging areas, in the
+//!   pairwise order `(r + t) mod p` out, `(r - t) mod p` in: every rank copies the block
+//!   for its step's destination into its own area in chunks of half an area, and copies
+//!   its step's source's chunk out of the source's area. `progress` counts the chunks a
+//!   rank produced, `ack` the chunks it consumed; both are cumulative and deterministic,
+//!   so a producer knows which acknowledgment frees a half.
+//!   `(p - 1) ceil(n / 32 KiB) lambda + 2 (p - 1) n beta_m` per rank (`lambda` one flag
+//!   handoff): two memory copies per byte, no system call, no permission: the path for
+//!   small blocks and for `cico`.
+//!
+//! By default ([`AlltoallAlgorithm::Auto`]) the cost model chooses (`tune::select`):
+//! small blocks take the staged path (a CMA call costs more than copying that much
+//! twice), larger blocks the pairwise read, which has no dependency between steps and no
+//! contention. Bruck is chosen only explicitly: on the 2-core machine measured so far it
+//! never beat the staged path for small blocks nor pairwise for large ones (see the book).
+//!
+//! Across nodes ([`alltoall_hier`]): every leader gathers its node's send buffers, the
+//! leaders exchange node-to-node blocks with rsmpi's `all_to_all_varcount_into`, and every
+//! leader scatters the received blocks in its node. The leaders pack and unpack through
+//! two scratch buffers of `k p n` bytes each (`k` ranks on the node), so that nodes need
+//! not hold consecutive ranks.
+
+use super::allgather::{
+    agree_shape, failed, gather_to_leader, lengths, prefix, scatter_from_leader, too_big, Nodes,
+};
+use super::{check, op, Ctx, Kind};
+use crate::error::{Error, Result};
+use crate::hier::Hierarchy;
+use crate::sync::{Call, Round, Span};
+use crate::transport::{cma, TransportKind};
+use crate::tune::{select, Algo};
+use mpi::datatype::{Partition, PartitionMut};
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+
+/// How [`Comm::all_to_all_into_with`](crate::Comm::all_to_all_into_with) moves the data.
+///
+/// # Examples
+///
+/// ```
+/// use zcoll::AlltoallAlgorithm;
+/// assert_eq!("pairwise".parse(), Ok(AlltoallAlgorithm::Pairwise));
+/// assert_eq!(AlltoallAlgorithm::Bruck.to_string(), "bruck");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum AlltoallAlgorithm {
+    /// Let zcoll choose by size and transport (`ZCOLL_ALLTOALL_ALGORITHM` overrides).
+    #[default]
+    Auto,
+    /// Every rank reads its block from one source's send buffer per step.
+    Pairwise,
+    /// Every rank writes one block into one destination's receive buffer per step.
+    PairwiseWrite,
+    /// `ceil(log2 p)` steps of packed reads, for small blocks and many ranks.
+    Bruck,
+    /// Copy-in/copy-out through the control segment, pairwise.
+    Staged,
+}
+
+impl AlltoallAlgorithm {
+    /// Every algorithm that moves data (all but `Auto`).
+    pub const ALL: [AlltoallAlgorithm; 4] = [
+        AlltoallAlgorithm::Pairwise,
+        AlltoallAlgorithm::PairwiseWrite,
+        AlltoallAlgorithm::Bruck,
+        AlltoallAlgorithm::Staged,
+    ];
+
+    /// The name used by `ZCOLL_ALLTOALL_ALGORITHM` and the benchmarks.
+    pub fn name(self) -> &'static str {
+        match self {
+            AlltoallAlgorithm::Auto => "auto",
+            AlltoallAlgorithm::Pairwise => "pairwise",
+            AlltoallAlgorithm::PairwiseWrite => "pairwise-write",
+            AlltoallAlgorithm::Bruck => "bruck",
+            AlltoallAlgorithm::Staged => "staged",
+        }
+    }
+
+    fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The algorithm a call with blocks of `n` bytes uses on `transport`, after `Auto` and
+    /// the environment override are resolved. Single-copy algorithms fall back to
+    /// `Staged` where the transport cannot do single copies.
+    pub(crate) fn resolve(self, n: usize, p: usize, transport: TransportKind) -> Result<AlltoallAlgorithm> {
+        let chosen = match self {
+            AlltoallAlgorithm::Auto => match std::env::var("ZCOLL_ALLTOALL_ALGORITHM") {
+                Ok(v) if !v.is_empty() && v != "auto" => v.parse().map_err(|()| Error::Config {
+                    name: "ZCOLL_ALLTOALL_ALGORITHM",
+                    value: v,
+                    expected: "auto, pairwise, pairwise-write, bruck or staged",
+                })?,
+                _ => match select::choose(select::Coll::Alltoall, n, p) {
+                    Algo::AlltoallStaged => AlltoallAlgorithm::Staged,
+                    _ => AlltoallAlgorithm::Pairwise,
+                },
+            },
+            explicit => explicit,
+        };
+        Ok(match (chosen, transport) {
+            (AlltoallAlgorithm::Auto, _) | (_, TransportKind::Cico) => AlltoallAlgorithm::Staged,
+            (a, _) => a,
+        })
+    }
+}
+
+impl std::fmt::Display for AlltoallAlgorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for AlltoallAlgorithm {
+    type Err = ();
+    fn from_str(s: &str) -> std::result::Result<Self, ()> {
+        std::iter::once(AlltoallAlgorithm::Auto)
+            .chain(AlltoallAlgorithm::ALL)
+            .find(|a| a.name() == s)
+            .ok_or(())
+    }
+}
+
+/// Alltoall among the ranks of the node: block `j` of `send` lands as block `me` of local
+/// rank `j`'s `recv`.
+///
+/// # Errors
+///
+/// On every rank of the node: `LengthMismatch` if a send or receive buffer is not `p`
+/// blocks of rank 0's block length, `Mismatch` if the algorithms differ; a transport
+/// error or a peer's failure during the copies.
+pub(crate) fn alltoall(
+    ctx: &Ctx<'_>,
+    send: &[u8],
+    recv: &mut [u8],
+    algorithm: AlltoallAlgorithm,
+) -> Result<()> {
+    let p = ctx.ctl.size();
+    let n = send.len() / p;
+    let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport);
+    let code = algorithm.as_ref().map_or(0, |a| a.code());
+    let call = Call {
+        op: op(Kind::Alltoall, code, 0),
+        root: 0,
+        send: send.as_ptr() as usize,
+        send_len: send.len(),
+        recv: recv.as_mut_ptr() as usize,
+        recv_len: recv.len(),
+        // Only the pairwise writers let peers write into the receive buffers.
+        recv_writable: algorithm == Ok(AlltoallAlgorithm::PairwiseWrite),
+        aux: 0,
+        aux2: 0,
+    };
+    let round = check(ctx, call, false, |r| {
+        let whole = |first: usize| first / r.size() * r.size();
+        lengths(r, whole, whole)
+    })?;
+    let moved = algorithm.and_then(|a| exchange(&round, a, send, recv, n));
+    round.finish(moved)
+}
+
+/// Moves the blocks of a checked alltoall.
+fn exchange(
+    round: &Round<'_>,
+    algorithm: AlltoallAlgorithm,
+    send: &[u8],
+    recv: &mut [u8],
+    n: usize,
+) -> Result<()> {
+    let (p, me) = (round.size(), round.me());
+    if n == 0 {
+        return Ok(());
+    }
+    if algorithm == AlltoallAlgorithm::Bruck && p > 1 {
+        return bruck(round, send, recv, n);
+    }
+    recv[me * n..(me + 1) * n].copy_from_slice(&send[me * n..(me + 1) * n]);
+    // The partner of step t: xor for a power of two, else a rotation (source r - t,
+    // destination r + t).
+    let xor = p.is_power_of_two();
+    match algorithm {
+        AlltoallAlgorithm::Pairwise => (1..p).try_for_each(|t| {
+            let src = if xor { me ^ t } else { (me + p - t) % p };
+            cma::read(&round.remote_send(src), me * n, &mut recv[src * n..(src + 1) * n])
+                .map_err(failed(round, src, "cma read"))
+        }),
+        AlltoallAlgorithm::PairwiseWrite => (1..p).try_for_each(|t| {
+            let dst = if xor { me ^ t } else { (me + t) % p };
+            cma::write(&send[dst * n..(dst + 1) * n], &round.remote_recv(dst), me * n).map_err(failed(
+                round,
+                dst,
+                "cma write",
+            ))
+        }),
+        _ => round.stage_pairwise(send, recv, |src, dst| Span { len: n, from: dst * n, to: src * n }),
+    }
+}
+
+/// Bruck's alltoall, read-based. `progress = k + 1` says a rank's positions are ready for
+/// step `k`; `ack = k + 1` that it has taken its step-`k` blocks from its source.
+fn bruck(round: &Round<'_>, send: &[u8], recv: &mut [u8], n: usize) -> Result<()> {
+    let (p, me) = (round.size(), round.me());
+    let whole = p * n;
+    // Position i holds the block for rank (me + i) mod p.
+    recv[..whole - me * n].copy_from_slice(&send[me * n..whole]);
+    recv[whole - me * n..whole].copy_from_slice(&send[..me * n]);
+    round.post_progress(1);
+    let steps = (p - 1).ilog2() + 1;
+    // The positions with bit k set: runs of 2^k blocks every 2^(k+1).
+    let runs = |k: u32| {
+        let d = 1usize << k;
+        (d..p).step_by(2 * d).map(move |i| (i * n, d.min(p - i) * n))
+    };
+    let most = (0..steps).map(|k| runs(k).map(|r| r.1).sum::<usize>()).max().unwrap_or(0);
+    let mut scratch = vec![0u8; most];
+    for k in 0..steps {
+        let d = 1usize << k;
+        let (src, dst) = ((me + p - d) % p, (me + d) % p);
+        let ranges: Vec<(usize, usize)> = runs(k).collect();
+        let taken = &mut scratch[..ranges.iter().map(|r| r.1).sum()];
+        round.wait_progress(src, k + 1)?;
+        cma::read_v(&round.remote_recv_read(src), &ranges, taken).map_err(failed(round, src, "cma read"))?;
+        round.post_ack(k + 1);
+        // Our blocks at these positions go to `dst`: wait until it has taken them.
+        round.wait_ack(dst, k + 1)?;
+        let mut at = 0;
+        for (offset, len) in ranges {
+            recv[offset..offset + len].copy_from_slice(&taken[at..at + len]);
+            at += len;
+        }
+        round.post_progress(k + 2);
+    }
+    // Position i now holds the block from rank (me - i) mod p; block i of the result is
+    // position (me - i) mod p: reverse the blocks, then rotate right by me + 1 blocks.
+    for i in 0..p / 2 {
+        let (head, tail) = recv.split_at_mut((p - 1 - i) * n);
+        head[i * n..(i + 1) * n].swap_with_slice(&mut tail[..n]);
+    }
+    recv[..whole].rotate_right((me + 1) % p * n);
+    Ok(())
+}
+
+/// Alltoall over several nodes: gather the send buffers at the leaders, exchange
+/// node-to-node blocks among the leaders with rsmpi, scatter in every node.
+///
+/// # Errors
+///
+/// On every rank: `Mismatch`, `LengthMismatch` as the single-node call (checked across
+/// the whole communicator), `Unsupported` if a leader's share exceeds the 2 GiB an MPI
+/// count can hold; a transport error or a peer's failure, agreed across nodes.
+pub(crate) fn alltoall_hier(
+    hier: &Hierarchy,
+    parent: &SimpleCommunicator,
+    ctx: &Ctx<'_>,
+    send: &[u8],
+    recv: &mut [u8],
+    algorithm: AlltoallAlgorithm,
+) -> Result<()> {
+    let size = parent.size() as usize;
+    hier.check(parent, Kind::Alltoall, 0, send.len())?;
+    // Ranks must agree on what they asked for; each node then resolves it for its own
+    // size, and nodes of different sizes may well choose differently.
+    let word = op(Kind::Alltoall, algorithm.code(), 0);
+    let algorithm = algorithm.resolve(send.len() / size, ctx.ctl.size(), ctx.transport);
+    let whole = |first: usize| first / size * size;
+    agree_shape(parent, send.len(), recv.len(), word, |first| (whole(first), whole(first)))?;
+    algorithm?;
+    let n = send.len() / size;
+    if n == 0 {
+        return Ok(());
+    }
+    let nodes = Nodes::of(hier, size);
+    let row = size * n;
+    let largest = nodes.members.iter().map(Vec::len).max().unwrap_or(0) * row;
+    if largest > i32::MAX as usize {
+        return Err(too_big(parent, largest));
+    }
+    let k = ctx.ctl.size();
+    let leader = ctx.ctl.me() == 0;
+    // At the leader: every local rank's send buffer, one row each.
+    let mut rows = vec![0u8; if leader { k * row } else { 0 }];
+    let mut result = gather_to_leader(ctx, Kind::Alltoall, send, &mut rows);
+    let mut out = Vec::new();
+    if let Some(leaders) = hier.leaders() {
+        // Pack by destination node: for node B, for our local rank a, for b in B: a -> b.
+        let mut packed = Vec::with_capacity(k * row);
+        for m in &nodes.members {
+            for a in 0..k {
+                for &b in m {
+                    packed.extend_from_slice(&rows[a * row + b * n..a * row + (b + 1) * n]);
+                }
+            }
+        }
+        let sends: Vec<i32> = nodes.members.iter().map(|m| (k * m.len() * n) as i32).collect();
+        let recvs = sends.clone();
+        let (sdispls, rdispls) = (prefix(&sends), prefix(&recvs));
+        // From node A: for a in A, for our local rank b: a -> b. It reuses `rows`.
+        leaders.all_to_all_varcount_into(
+            &Partition::new(&packed[..], &sends[..], &sdispls[..]),
+            &mut PartitionMut::new(&mut rows[..], &recvs[..], &rdispls[..]),
+        );
+        // Unpack into one row per local rank, in source order. It reuses `packed`.
+        out = packed;
+        for (m, &at) in nodes.members.iter().zip(&rdispls) {
+            for (i, &a) in m.iter().enumerate() {
+                for b in 0..k {
+                    let from = at as usize + (i * k + b) * n;
+                    out[b * row + a * n..b * row + (a + 1) * n].copy_from_slice(&rows[from..from + n]);
+                }
+            }
+        }
+    }
+    // Every rank takes part, whatever happened before, so that no rank is left waiting.
+    let spread = scatter_from_leader(ctx, Kind::Alltoall, &out, recv);
+    result = result.and(spread);
+    hier.agree(parent, result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for a in std::iter::once(AlltoallAlgorithm::Auto).chain(AlltoallAlgorithm::ALL) {
+            assert_eq!(a.to_string().parse(), Ok(a), "{a}");
+        }
+        assert_eq!("pairwise:2".parse::<AlltoallAlgorithm>(), Err(()));
+    }
+
+    #[test]
+    fn cico_takes_the_staged_path() {
+        for a in AlltoallAlgorithm::ALL {
+            assert_eq!(a.resolve(1 << 20, 4, TransportKind::Cico), Ok(AlltoallAlgorithm::Staged));
+            assert_eq!(a.resolve(1, 4, TransportKind::Cma), Ok(a));
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! The measurements behind calibration: timed CMA transfers, uncontended and with `c`
+//! concurrent readers of one process, a local `memcpy`, and the flag hand-off latency.
+//!
+//! One round: local rank 0 publishes a buffer of [`PROBE_BYTES`]; the other ranks take
+//! turns reading it, with flag barriers (`progress` steps) between the phases so that
+//! exactly the intended readers run at once. Each rank returns what it measured; the
+//! caller gathers and fits.
+
+use super::{check, op, Ctx, Kind};
+use crate::error::{Error, Result};
+use crate::sync::{Call, Round};
+use crate::transport::cma;
+use crate::tune::calibrate::Samples;
+use crate::tune::fit::Transfer;
+use std::time::Instant;
+
+/// The buffer the readers read: 1024 pages, the most one CMA call pins at a time.
+pub(crate) const PROBE_BYTES: usize = 1024 * 4096;
+/// Page counts of the uncontended transfers.
+const PAGES: [usize; 6] = [1, 4, 16, 64, 256, 1024];
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn time(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    let mut ts = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t = Instant::now();
+        f()?;
+        ts.push(t.elapsed().as_secs_f64());
+    }
+    Ok(median(ts))
+}
+
+/// Measures this node, `reps` repetitions per point. Every local rank calls it; `buf`
+/// is `PROBE_BYTES` long on every rank (local rank 0's is read by the others).
+///
+/// # Errors
+///
+/// `Unsupported` on a node without CMA; a transport error or a peer's failure.
+pub(crate) fn measure(ctx: &Ctx<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
+    let call = Call {
+        op: op(Kind::Probe, 0, reps as u32),
+        send: buf.as_ptr() as usize,
+        send_len: buf.len(),
+        ..Call::default()
+    };
+    let round = check(ctx, call, false, |r| super::all_equal(r, |c| c.send_len, PROBE_BYTES))?;
+    let measured = if ctx.transport != crate::TransportKind::Cma {
+        Err(Error::Unsupported { rank: round.rank_of(round.me()), what: "calibration without CMA".into() })
+    } else {
+        phases(&round, buf, reps.max(1))
+    };
+    round.finish(measured.as_ref().map(|_| ()).map_err(Clone::clone)).and(measured)
+}
+
+/// A flag barrier among the local ranks: everyone posts `step`, everyone waits for all.
+fn barrier(round: &Round<'_>, step: u32) -> Result<()> {
+    round.post_progress(step);
+    (0..round.size()).try_for_each(|r| round.wait_progress(r, step))
+}
+
+fn phases(round: &Round<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
+    let (me, p) = (round.me(), round.size());
+    let fail =
+        |errno| Error::Transport { rank: round.rank_of(me), peer: round.rank_of(0), op: "cma read", errno };
+    let mut out = Samples::default();
+    let mut step = 0;
+    let mut next = || {
+        step += 1;
+        step
+    };
+    // The local copy, on every rank.
+    let half = buf.len() / 2;
+    let (a, b) = buf.split_at_mut(half);
+    out.memcpy_beta = time(reps, || {
+        b.copy_from_slice(a);
+        Ok(())
+    })? / half as f64;
+    barrier(round, next())?;
+    if p == 1 {
+        return Ok(out);
+    }
+    // Uncontended: local rank 1 alone reads rank 0.
+    if me == 1 {
+        let src = round.remote_send(0);
+        let mut dst = vec![0u8; PROBE_BYTES];
+        for pages in PAGES {
+            let n = pages * 4096;
+            let full = time(reps, || cma::read(&src, 0, &mut dst[..n]).map_err(fail))?;
+            out.transfers.push(Transfer { bytes: n as f64, pages: pages as f64, seconds: full });
+            let pin = time(reps, || cma::pin_probe(&src, 0, n).map(drop).map_err(fail))?;
+            out.transfers.push(Transfer { bytes: 1.0, pages: pages as f64, seconds: pin });
+        }
+    }
+    barrier(round, next())?;
+    // Contended: ranks 1..=c pin all of rank 0's pages at once.
+    for c in 1..p {
+        let s = next();
+        if (1..=c).contains(&me) {
+            let src = round.remote_send(0);
+            let t = time(reps, || cma::pin_probe(&src, 0, PROBE_BYTES).map(drop).map_err(fail))?;
+            out.contended.push((c, t));
+        }
+        barrier(round, s)?;
+    }
+    // Flag hand-off: ranks 0 and 1 ping-pong on their progress counters.
+    let base = next();
+    if me <= 1 {
+        let other = 1 - me;
+        let rounds = 200u32;
+        let t = Instant::now();
+        for i in 0..rounds {
+            let ping = base + 1 + 2 * i;
+            if me == 0 {
+                round.post_progress(ping);
+                round.wait_progress(other, ping + 1)?;
+            } else {
+                round.wait_progress(other, ping)?;
+                round.post_progress(ping + 1);
+            }
+        }
+        out.flag = Some(t.elapsed().as_secs_f64() / (2 * rounds) as f64);
+    }
+    Ok(out)
+}

@@ -32,6 +32,7 @@ mod exchange;
 pub(crate) mod fifo;
 mod meta;
 mod parts;
+mod spans;
 mod stage;
 pub(crate) mod wait;
 

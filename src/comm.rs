@@ -1,7 +1,9 @@
 //! [`Comm`]: the user's handle, built over any rsmpi communicator.
 
 use crate::coll::allgather::{allgather_hier, AllgatherAlgorithm};
+use crate::coll::allgatherv::AllgathervAlgorithm;
 use crate::coll::alltoall::{alltoall_hier, AlltoallAlgorithm};
+use crate::coll::alltoallv::{AlltoallvAlgorithm, Sides};
 use crate::coll::gather::{GatherAlgorithm, GatherBufs};
 use crate::coll::gatherv::GathervBufs;
 use crate::coll::reduce::{Bufs, ReduceAlgorithm};
@@ -1223,6 +1225,196 @@ impl Comm {
     ) -> Result<()> {
         let bufs = GathervBufs::Leaf { send: bytemuck::cast_slice(send) };
         self.gatherv_bytes(bufs, root, std::mem::size_of::<T>(), algorithm)
+    }
+
+    /// Gathers every rank's `send` into every rank's `recv`: rank `r`'s block lands at
+    /// `displs[r]`, `counts[r]` elements long, in each rank's own partition (the ranks'
+    /// displacements may differ; their counts for rank `r` must all be `r`'s send length).
+    /// Receive blocks may leave gaps (left as they were) but must not overlap.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let (me, p) = (comm.rank(), comm.size());
+    /// // Rank r contributes r + 1 copies of r.
+    /// let mine = vec![me as u16; me as usize + 1];
+    /// let counts: Vec<i32> = (0..p).map(|r| r + 1).collect();
+    /// let displs: Vec<i32> = (0..p).map(|r| r * (r + 1) / 2).collect();
+    /// let mut all = vec![0u16; (p * (p + 1) / 2) as usize];
+    /// comm.all_gather_varcount_into(&mine, &mut all, &counts, &displs)?;
+    /// assert_eq!(all[all.len() - 1], (p - 1) as u16);
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// On every rank: `BufferSize` (naming the rank at fault) if a rank's `counts` or
+    /// `displs` has not `size()` entries or a block ends past its `recv`,
+    /// `InvalidPartition` for a negative count or displacement or overlapping blocks,
+    /// `LengthMismatch` if a rank's count for itself is not its send length, or (naming
+    /// the rank whose counts disagree) if a count for another rank is not that rank's send
+    /// length; `Mismatch` if the collective or algorithm differs; `Unsupported` beyond 8190
+    /// ranks on a node; a transport error or a peer's failure.
+    ///
+    /// # Standard section(s)
+    ///
+    /// MPI 4.1, 6.7 (`MPI_Allgatherv`).
+    pub fn all_gather_varcount_into<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[Count],
+        displs: &[Count],
+    ) -> Result<()> {
+        self.all_gather_varcount_into_with(send, recv, counts, displs, AllgathervAlgorithm::Auto)
+    }
+
+    /// [`all_gather_varcount_into`](Self::all_gather_varcount_into) with a chosen algorithm.
+    ///
+    /// # Errors
+    ///
+    /// As `all_gather_varcount_into`.
+    pub fn all_gather_varcount_into_with<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[Count],
+        displs: &[Count],
+        algorithm: AllgathervAlgorithm,
+    ) -> Result<()> {
+        let (send, recv) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
+        let elem = std::mem::size_of::<T>();
+        let ctx = self.ctx();
+        if self.hier.nodes() > 1 {
+            let (h, p) = (&self.hier, &self.parent);
+            return coll::allgatherv::allgatherv_hier(
+                h, p, &ctx, send, recv, counts, displs, elem, algorithm,
+            );
+        }
+        coll::allgatherv::allgatherv(&ctx, send, recv, counts, displs, elem, algorithm)
+    }
+
+    /// [`all_gather_varcount_into`](Self::all_gather_varcount_into) with the receive blocks
+    /// given as a [`PartitionMut`], as rsmpi's `all_gather_varcount_into` takes them.
+    ///
+    /// # Errors
+    ///
+    /// As `all_gather_varcount_into`.
+    pub fn all_gather_partition_into<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut PartitionMut<'_, T>,
+    ) -> Result<()> {
+        let (buf, counts, displs) = recv.parts();
+        self.all_gather_varcount_into(send, buf, counts, displs)
+    }
+
+    /// Sends every rank its own block and receives one from every rank: this rank's block
+    /// for rank `r` is `send_counts[r]` elements from `send_displs[r]` of `send`, and rank
+    /// `r`'s block for this rank lands at `recv_displs[r]` of `recv`, `recv_counts[r]`
+    /// elements long (which must be the bytes `r` sends). Receive blocks must not overlap.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let (me, p) = (comm.rank(), comm.size());
+    /// // Rank q sends q + 1 elements to every rank.
+    /// let send = vec![me as i64; (me as usize + 1) * p as usize];
+    /// let send_counts = vec![me + 1; p as usize];
+    /// let send_displs: Vec<i32> = (0..p).map(|r| r * (me + 1)).collect();
+    /// let recv_counts: Vec<i32> = (0..p).map(|q| q + 1).collect();
+    /// let recv_displs: Vec<i32> = (0..p).map(|q| q * (q + 1) / 2).collect();
+    /// let mut recv = vec![0i64; (p * (p + 1) / 2) as usize];
+    /// comm.all_to_all_varcount_into(&send, &send_counts, &send_displs, &mut recv, &recv_counts, &recv_displs)?;
+    /// assert_eq!(recv[0], 0);
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// On every rank: `BufferSize` (naming the rank at fault) if a count or displacement
+    /// array has not `size()` entries or a block ends past its buffer, `InvalidPartition` for
+    /// a negative count or displacement or overlapping receive blocks, `LengthMismatch` if
+    /// a rank's receive count for itself differs from its send count for itself, or (naming
+    /// the receiving rank) if a receive count is not the bytes its sender sends; `Mismatch`
+    /// if the collective or algorithm differs; `Unsupported` beyond 4094 ranks on a node; a
+    /// transport error or a peer's failure.
+    ///
+    /// # Standard section(s)
+    ///
+    /// MPI 4.1, 6.8 (`MPI_Alltoallv`).
+    pub fn all_to_all_varcount_into<T: Pod>(
+        &self,
+        send: &[T],
+        send_counts: &[Count],
+        send_displs: &[Count],
+        recv: &mut [T],
+        recv_counts: &[Count],
+        recv_displs: &[Count],
+    ) -> Result<()> {
+        let sides = Sides { send_counts, send_displs, recv_counts, recv_displs };
+        self.alltoallv_bytes(send, recv, sides, AlltoallvAlgorithm::Auto)
+    }
+
+    /// [`all_to_all_varcount_into`](Self::all_to_all_varcount_into) with a chosen algorithm.
+    ///
+    /// # Errors
+    ///
+    /// As `all_to_all_varcount_into`.
+    #[allow(clippy::too_many_arguments)] // rsmpi's six arguments and the algorithm
+    pub fn all_to_all_varcount_into_with<T: Pod>(
+        &self,
+        send: &[T],
+        send_counts: &[Count],
+        send_displs: &[Count],
+        recv: &mut [T],
+        recv_counts: &[Count],
+        recv_displs: &[Count],
+        algorithm: AlltoallvAlgorithm,
+    ) -> Result<()> {
+        let sides = Sides { send_counts, send_displs, recv_counts, recv_displs };
+        self.alltoallv_bytes(send, recv, sides, algorithm)
+    }
+
+    /// [`all_to_all_varcount_into`](Self::all_to_all_varcount_into) with the blocks given as
+    /// a [`Partition`] and a [`PartitionMut`], as rsmpi's `all_to_all_varcount_into` takes
+    /// them.
+    ///
+    /// # Errors
+    ///
+    /// As `all_to_all_varcount_into`.
+    pub fn all_to_all_partition_into<T: Pod>(
+        &self,
+        send: &Partition<'_, T>,
+        recv: &mut PartitionMut<'_, T>,
+    ) -> Result<()> {
+        let (buf, recv_counts, recv_displs) = recv.parts();
+        let sides =
+            Sides { send_counts: send.counts(), send_displs: send.displs(), recv_counts, recv_displs };
+        self.alltoallv_bytes(send.buf(), buf, sides, AlltoallvAlgorithm::Auto)
+    }
+
+    fn alltoallv_bytes<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        sides: Sides<'_>,
+        algorithm: AlltoallvAlgorithm,
+    ) -> Result<()> {
+        let (send, recv) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
+        let elem = std::mem::size_of::<T>();
+        let ctx = self.ctx();
+        if self.hier.nodes() > 1 {
+            let (h, p) = (&self.hier, &self.parent);
+            return coll::alltoallv::alltoallv_hier(h, p, &ctx, send, recv, sides, elem, algorithm);
+        }
+        coll::alltoallv::alltoallv(&ctx, send, recv, sides, elem, algorithm)
     }
 
     fn scatterv_bytes(

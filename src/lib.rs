@@ -39,6 +39,8 @@
 //! | `ZCOLL_GATHERV_ALGORITHM=name[:k]` | the default variable-count gather algorithm ([`GatherAlgorithm`]) |
 //! | `ZCOLL_ALLGATHER_ALGORITHM=name[:j]` | the default allgather algorithm (`j` for `ring-neighbor`) |
 //! | `ZCOLL_ALLTOALL_ALGORITHM=name` | the default alltoall algorithm |
+//! | `ZCOLL_ALLGATHERV_ALGORITHM=name` | the default variable-count allgather algorithm ([`AllgathervAlgorithm`]) |
+//! | `ZCOLL_ALLTOALLV_ALGORITHM=name` | the default variable-count alltoall algorithm ([`AlltoallvAlgorithm`]) |
 
 #![deny(unsafe_code)]
 
@@ -57,7 +59,9 @@ mod transport;
 pub mod tune;
 
 pub use coll::allgather::AllgatherAlgorithm;
+pub use coll::allgatherv::AllgathervAlgorithm;
 pub use coll::alltoall::AlltoallAlgorithm;
+pub use coll::alltoallv::AlltoallvAlgorithm;
 pub use coll::bcast::BcastAlgorithm;
 pub use coll::gather::GatherAlgorithm;
 pub use coll::reduce::ReduceAlgorithm;

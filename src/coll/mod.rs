@@ -6,7 +6,9 @@
 //! rank is the same `Err` on every rank, before any byte moves.
 
 pub(crate) mod allgather;
+pub(crate) mod allgatherv;
 pub(crate) mod alltoall;
+pub(crate) mod alltoallv;
 pub(crate) mod barrier;
 pub(crate) mod bcast;
 pub(crate) mod gather;
@@ -46,6 +48,8 @@ pub(crate) enum Kind {
     Gather = 4,
     Scatterv = 9,
     Gatherv = 10,
+    Allgatherv = 11,
+    Alltoallv = 12,
     Allgather = 5,
     Alltoall = 6,
 }

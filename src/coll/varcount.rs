@@ -238,6 +238,39 @@ impl Fault {
             Fault::Length { expected, found } => Error::LengthMismatch { rank: me, culprit, expected, found },
         }
     }
+
+    /// The fault as four words, to exchange over MPI.
+    pub(crate) fn encode(this: Option<Fault>) -> [i64; 4] {
+        let side = |s: Side| (s == Side::Recv) as i64;
+        match this {
+            None => [0, 0, 0, 0],
+            Some(Fault::Role) => [1, 0, 0, 0],
+            Some(Fault::Entries { side: s, displacements, found }) => {
+                [2, side(s) | (displacements as i64) << 1, found as i64, 0]
+            }
+            Some(Fault::Negative { side: s, index, displacement }) => {
+                [3, side(s) | (displacement as i64) << 1, index as i64, 0]
+            }
+            Some(Fault::Overlap { index }) => [4, 0, index as i64, 0],
+            Some(Fault::Bounds { side: s, expected, found }) => [5, side(s), expected as i64, found as i64],
+            Some(Fault::Length { expected, found }) => [6, 0, expected as i64, found as i64],
+        }
+    }
+
+    /// The inverse of [`encode`](Self::encode).
+    pub(crate) fn decode(w: &[i64]) -> Option<Fault> {
+        let side = if w[1] & 1 == 1 { Side::Recv } else { Side::Send };
+        let flag = w[1] & 2 == 2;
+        Some(match w[0] {
+            1 => Fault::Role,
+            2 => Fault::Entries { side, displacements: flag, found: w[2] as usize },
+            3 => Fault::Negative { side, index: w[2] as usize, displacement: flag },
+            4 => Fault::Overlap { index: w[2] as usize },
+            5 => Fault::Bounds { side, expected: w[2] as usize, found: w[3] as usize },
+            6 => Fault::Length { expected: w[2] as usize, found: w[3] as usize },
+            _ => return None,
+        })
+    }
 }
 
 /// The metadata words of one partition: the two array lengths, then `(count, displ)` for
@@ -299,14 +332,12 @@ impl Parts for Words<'_> {
     }
 }
 
-/// A partition given as arrays.
-#[cfg(test)]
+/// A partition given as arrays (this rank's own, checked).
 pub(crate) struct Given<'a> {
     pub(crate) counts: &'a [Count],
     pub(crate) displs: &'a [Count],
 }
 
-#[cfg(test)]
 impl Parts for Given<'_> {
     fn entries(&self) -> (usize, usize) {
         (self.counts.len(), self.displs.len())
@@ -431,6 +462,106 @@ pub(crate) fn judge_rooted(
         }
     }
     Ok(())
+}
+
+/// The verdict of an exchange over `p` ranks: the first rank with a fault of its own
+/// (`local`), else the first rank whose numbers disagree with its partners' (`cross`,
+/// asked only when no rank has a local fault). A pure function of what every rank sees.
+///
+/// # Errors
+///
+/// The first `(culprit, fault)`.
+pub(crate) fn first_fault(
+    p: usize,
+    local: impl Fn(usize) -> Option<Fault>,
+    cross: impl Fn(usize) -> Option<Fault>,
+) -> std::result::Result<(), (usize, Fault)> {
+    if let Some(e) = (0..p).find_map(|q| local(q).map(|f| (q, f))) {
+        return Err(e);
+    }
+    (0..p).find_map(|q| cross(q).map(|f| (q, f))).map_or(Ok(()), Err)
+}
+
+/// The faults of rank `q` of an allgatherv alone: its receive partition (`parts`, of a
+/// buffer of `recv_len` bytes), and its own block's count against its send length.
+pub(crate) fn allgatherv_local(
+    p: usize,
+    q: usize,
+    parts: &impl Parts,
+    elem: usize,
+    recv_len: usize,
+    send_len: usize,
+) -> Option<Fault> {
+    check_partition(p, parts, elem, recv_len, Side::Recv).err().or_else(|| {
+        let expected = bytes(parts.block(q).0, elem);
+        (expected != send_len).then_some(Fault::Length { expected, found: send_len })
+    })
+}
+
+/// The fault of rank `q` of an allgatherv against its partners: its count for every rank
+/// `r` against `send_len(r)`.
+pub(crate) fn allgatherv_cross(
+    p: usize,
+    parts: &impl Parts,
+    elem: usize,
+    send_len: impl Fn(usize) -> usize,
+) -> Option<Fault> {
+    (0..p).find_map(|r| {
+        let found = bytes(parts.block(r).0, elem);
+        (found != send_len(r)).then(|| Fault::Length { expected: send_len(r), found })
+    })
+}
+
+/// The faults of rank `q` of an alltoallv alone: its two partitions, and what it sends
+/// itself against what it receives from itself.
+pub(crate) fn alltoallv_local(
+    p: usize,
+    q: usize,
+    send: &impl Parts,
+    recv: &impl Parts,
+    elem: usize,
+    lens: (usize, usize),
+) -> Option<Fault> {
+    check_partition(p, send, elem, lens.0, Side::Send)
+        .and_then(|()| check_partition(p, recv, elem, lens.1, Side::Recv))
+        .err()
+        .or_else(|| {
+            let (expected, found) = (bytes(send.block(q).0, elem), bytes(recv.block(q).0, elem));
+            (expected != found).then_some(Fault::Length { expected, found })
+        })
+}
+
+/// The fault of rank `r` of an alltoallv as a receiver: its receive count for every rank
+/// `q` against the bytes `q` sends it, `sent(q)`.
+pub(crate) fn alltoallv_cross(
+    p: usize,
+    recv: &impl Parts,
+    elem: usize,
+    sent: impl Fn(usize) -> usize,
+) -> Option<Fault> {
+    (0..p).find_map(|q| {
+        let found = bytes(recv.block(q).0, elem);
+        (found != sent(q)).then(|| Fault::Length { expected: sent(q), found })
+    })
+}
+
+/// Every rank's `(local, cross)` faults gathered over MPI (four words each, as
+/// [`Fault::encode`] makes them), judged as [`first_fault`] judges them, as the error
+/// rank `me` reports.
+pub(crate) fn agree_faults(
+    parent: &mpi::topology::SimpleCommunicator,
+    local: Option<Fault>,
+    cross: Option<Fault>,
+) -> Result<()> {
+    use mpi::traits::*;
+    let p = parent.size() as usize;
+    let mut mine = [0i64; 8];
+    mine[..4].copy_from_slice(&Fault::encode(local));
+    mine[4..].copy_from_slice(&Fault::encode(cross));
+    let mut all = vec![0i64; 8 * p];
+    parent.all_gather_into(&mine[..], &mut all[..]);
+    let at = |q: usize, half: usize| Fault::decode(&all[8 * q + 4 * half..8 * q + 4 * half + 4]);
+    first_fault(p, |q| at(q, 0), |q| at(q, 1)).map_err(|(q, f)| f.error(parent.rank(), q as i32, p))
 }
 
 /// [`check_with_meta`] with a judge that may fail with any error (reported after the
@@ -677,6 +808,18 @@ mod tests {
         assert_eq!(w[0], 3 | 3 << 32);
         let block = |i: usize| (w[1 + i] as u32 as Count, (w[1 + i] >> 32) as u32 as Count);
         assert_eq!([block(0), block(1), block(2)], [(5, -1), (0, 7), (Count::MAX, 0)]);
+        let faults = [
+            None,
+            Some(Fault::Role),
+            Some(Fault::Entries { side: Side::Recv, displacements: true, found: 9 }),
+            Some(Fault::Negative { side: Side::Send, index: 3, displacement: false }),
+            Some(Fault::Overlap { index: 2 }),
+            Some(Fault::Bounds { side: Side::Recv, expected: 10, found: 9 }),
+            Some(Fault::Length { expected: 4, found: 8 }),
+        ];
+        for f in faults {
+            assert_eq!(Fault::decode(&Fault::encode(f)), f);
+        }
     }
 
     #[test]

@@ -9,7 +9,10 @@ use mpi::datatype::{Partition as MpiPartition, PartitionMut as MpiPartitionMut};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use mpi::Count;
-use zcoll::{Comm, Error, GatherAlgorithm, Partition, PartitionMut, Pod, ScatterAlgorithm, TransportKind};
+use zcoll::{
+    AllgathervAlgorithm, AlltoallvAlgorithm, Comm, Error, GatherAlgorithm, Partition, PartitionMut, Pod,
+    ScatterAlgorithm, TransportKind,
+};
 
 /// Bytes past the end of every buffer, checked after every call: nothing writes there.
 const GUARD: usize = 64;
@@ -21,6 +24,7 @@ pub(crate) fn run(scenario: &str, world: &SimpleCommunicator, comm: &Comm) {
     match scenario {
         "varcount" => {
             rooted(world, comm);
+            exchanges(world, comm);
         }
         "varcount-errors" => errors(world, comm),
         other => panic!("unknown scenario {other}"),
@@ -68,8 +72,14 @@ impl Layout {
     /// `p` blocks of up to `max` elements (a quarter of them empty), stored in a random
     /// order with random gaps of up to `gap` elements before each and after the last.
     fn random(rng: &mut Rng, p: usize, max: usize, gap: usize) -> Layout {
-        let counts: Vec<Count> =
-            (0..p).map(|_| if rng.below(4) == 0 { 0 } else { 1 + rng.below(max) as Count }).collect();
+        let counts = random_counts(rng, p, max);
+        Layout::placed(rng, counts, gap)
+    }
+
+    /// Blocks of `counts` stored in a random order with random gaps of up to `gap`
+    /// elements before each and after the last.
+    fn placed(rng: &mut Rng, counts: Vec<Count>, gap: usize) -> Layout {
+        let p = counts.len();
         let mut order: Vec<usize> = (0..p).collect();
         for i in (1..p).rev() {
             order.swap(i, rng.below(i + 1));
@@ -94,6 +104,11 @@ impl Layout {
     fn count(&self, r: usize) -> usize {
         self.counts[r] as usize
     }
+}
+
+/// `p` counts of up to `max` elements, a quarter of them zero.
+fn random_counts(rng: &mut Rng, p: usize, max: usize) -> Vec<Count> {
+    (0..p).map(|_| if rng.below(4) == 0 { 0 } else { 1 + rng.below(max) as Count }).collect()
 }
 
 /// `n` elements of `T` followed by guard bytes, element-aligned (so the address is valid
@@ -330,6 +345,130 @@ fn check_gatherv<T: Pod>(
     send.unchanged(mine, &what);
 }
 
+fn allgatherv_algorithms() -> Vec<AllgathervAlgorithm> {
+    std::iter::once(AllgathervAlgorithm::Auto).chain(AllgathervAlgorithm::ALL).collect()
+}
+
+fn alltoallv_algorithms() -> Vec<AlltoallvAlgorithm> {
+    std::iter::once(AlltoallvAlgorithm::Auto).chain(AlltoallvAlgorithm::ALL).collect()
+}
+
+/// Allgatherv and alltoallv: tiny, small and large blocks (a quarter empty), every rank
+/// with its own permuted and gapped partitions, every algorithm, in bytes and in words.
+fn exchanges(world: &SimpleCommunicator, comm: &Comm) {
+    let p = world.size() as usize;
+    let mut rng = Rng(0xa11_6a7e);
+    let mut seed = 20_000;
+    for (max, gap) in [(64, 64), (6000, 3000), (300_000 / p, 5000)] {
+        let counts = random_counts(&mut rng, p, max);
+        let matrix: Vec<Vec<Count>> = (0..p).map(|_| random_counts(&mut rng, p, max)).collect();
+        for algo in allgatherv_algorithms() {
+            seed += 1;
+            check_allgatherv::<u8>(world, comm, &counts, gap, algo, seed);
+        }
+        for algo in alltoallv_algorithms() {
+            seed += 1;
+            check_alltoallv::<u8>(world, comm, &matrix, gap, algo, seed);
+        }
+    }
+    // All empty, and one rank only.
+    let mut one = vec![0; p];
+    one[p / 2] = 70_000;
+    for counts in [vec![0; p], one] {
+        let matrix: Vec<Vec<Count>> = (0..p).map(|q| (0..p).map(|r| counts[(q + r) % p]).collect()).collect();
+        for algo in allgatherv_algorithms() {
+            seed += 1;
+            check_allgatherv::<u8>(world, comm, &counts, 10, algo, seed);
+        }
+        for algo in alltoallv_algorithms() {
+            seed += 1;
+            check_alltoallv::<u8>(world, comm, &matrix, 10, algo, seed);
+        }
+    }
+    for max in [100, 5000] {
+        seed += 1;
+        let counts = random_counts(&mut rng, p, max);
+        let matrix: Vec<Vec<Count>> = (0..p).map(|_| random_counts(&mut rng, p, max)).collect();
+        check_allgatherv::<u32>(world, comm, &counts, 7, AllgathervAlgorithm::Auto, seed);
+        check_alltoallv::<Particle>(world, comm, &matrix, 7, AlltoallvAlgorithm::Auto, seed);
+    }
+}
+
+/// Allgathers blocks of `counts[r]` elements with zcoll and with rsmpi, every rank with a
+/// partition of its own (permuted, gaps of up to `gap`), and compares the whole receive
+/// buffer. Odd seeds go through the `PartitionMut` adapter.
+fn check_allgatherv<T: Pod>(
+    world: &SimpleCommunicator,
+    comm: &Comm,
+    counts: &[Count],
+    gap: usize,
+    algo: AllgathervAlgorithm,
+    seed: u64,
+) {
+    let me = world.rank();
+    let layout = Layout::placed(&mut Rng(seed * 31 + me as u64), counts.to_vec(), gap);
+    let size = std::mem::size_of::<T>();
+    let what = format!("allgatherv {layout:?} x {size} B {algo} rank {me}");
+    let mine = |i: usize| pattern(seed + 5 * me as u64, i);
+    let send = Guarded::<T>::new(layout.count(me as usize), mine);
+    let junk = |i: usize| !pattern(seed, i);
+    let mut recv = Guarded::<T>::new(layout.len, junk);
+    let mut oracle = Guarded::<T>::new(layout.len, junk);
+    let mut parts = MpiPartitionMut::new(oracle.get_mut(), &layout.counts[..], &layout.displs[..]);
+    world.all_gather_varcount_into(send.get(), &mut parts);
+    let got = if seed % 2 == 1 && algo == AllgathervAlgorithm::Auto {
+        let mut parts = PartitionMut::new(recv.get_mut(), &layout.counts[..], &layout.displs[..]);
+        comm.all_gather_partition_into(send.get(), &mut parts)
+    } else {
+        comm.all_gather_varcount_into_with(send.get(), recv.get_mut(), &layout.counts, &layout.displs, algo)
+    };
+    got.unwrap_or_else(|e| panic!("{what}: {e}"));
+    same(recv.bytes(), oracle.bytes(), &what);
+    recv.guard(&what);
+    send.unchanged(mine, &what);
+}
+
+/// Exchanges blocks of `matrix[q][r]` elements from rank `q` to rank `r` with zcoll and with
+/// rsmpi, every rank with partitions of its own (permuted, gaps of up to `gap`), and
+/// compares the whole receive buffer. Odd seeds go through the partition adapter.
+fn check_alltoallv<T: Pod>(
+    world: &SimpleCommunicator,
+    comm: &Comm,
+    matrix: &[Vec<Count>],
+    gap: usize,
+    algo: AlltoallvAlgorithm,
+    seed: u64,
+) {
+    let (me, p) = (world.rank(), world.size() as usize);
+    let mut rng = Rng(seed * 37 + me as u64);
+    let out = Layout::placed(&mut rng, matrix[me as usize].clone(), gap);
+    let inn = Layout::placed(&mut rng, (0..p).map(|q| matrix[q][me as usize]).collect(), gap);
+    let size = std::mem::size_of::<T>();
+    let what = format!("alltoallv send {out:?} recv {inn:?} x {size} B {algo} rank {me}");
+    let mine = |i: usize| pattern(seed + 3 * me as u64, i);
+    let send = Guarded::<T>::new(out.len, mine);
+    let junk = |i: usize| !pattern(seed, i);
+    let mut recv = Guarded::<T>::new(inn.len, junk);
+    let mut oracle = Guarded::<T>::new(inn.len, junk);
+    world.all_to_all_varcount_into(
+        &MpiPartition::new(send.get(), &out.counts[..], &out.displs[..]),
+        &mut MpiPartitionMut::new(oracle.get_mut(), &inn.counts[..], &inn.displs[..]),
+    );
+    let got = if seed % 2 == 1 && algo == AlltoallvAlgorithm::Auto {
+        comm.all_to_all_partition_into(
+            &Partition::new(send.get(), &out.counts[..], &out.displs[..]),
+            &mut PartitionMut::new(recv.get_mut(), &inn.counts[..], &inn.displs[..]),
+        )
+    } else {
+        let (sc, sd, rc, rd) = (&out.counts, &out.displs, &inn.counts, &inn.displs);
+        comm.all_to_all_varcount_into_with(send.get(), sc, sd, recv.get_mut(), rc, rd, algo)
+    };
+    got.unwrap_or_else(|e| panic!("{what}: {e}"));
+    same(recv.bytes(), oracle.bytes(), &what);
+    recv.guard(&what);
+    send.unchanged(mine, &what);
+}
+
 /// A call on the two buffers of an error case: (send, receive).
 type Attempt<'a> = &'a dyn Fn(&mut [u32], &mut [u32]) -> zcoll::Result<()>;
 
@@ -527,6 +666,8 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
             );
         }
     }
+    exchange_errors(comm, &case, count);
+
     // An environment variable zcoll cannot read is an error everywhere.
     std::env::set_var("ZCOLL_GATHERV_ALGORITHM", "throttled-write:0");
     let e = gatherv(leak(c.to_vec()), leak(d.to_vec()))(&mut fill(count(me), 3), &mut fill(whole, 4))
@@ -537,5 +678,151 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
     // The communicator is still usable after all that.
     check_scatterv::<u32>(world, comm, &good, last, ScatterAlgorithm::Auto, 98);
     check_gatherv::<u32>(world, comm, &good, 0, GatherAlgorithm::Auto, 99);
+    check_allgatherv::<u32>(world, comm, &good.counts, 3, AllgathervAlgorithm::Auto, 100);
+    let matrix: Vec<Vec<Count>> = (0..p).map(|q| (0..p).map(|r| (q + 2 * r) % 3).collect()).collect();
+    check_alltoallv::<u32>(world, comm, &matrix, 3, AlltoallvAlgorithm::Auto, 101);
     comm.barrier().unwrap();
+}
+
+/// The bad allgatherv and alltoallv calls: each rank's block for rank `r` is `count(r)`
+/// elements (allgatherv) or `count(q + r)` elements from `q` to `r` (alltoallv), end to end
+/// in rank order, changed one number at a time.
+fn exchange_errors(
+    comm: &Comm,
+    case: &dyn Fn(&str, usize, usize, Attempt<'_>, Error),
+    count: impl Fn(i32) -> usize,
+) {
+    let (me, p) = (comm.rank(), comm.size());
+    let (pu, last) = (p as usize, p - 1);
+    let packed = |counts: Vec<Count>| Layout::packed(counts);
+    let all = packed((0..p).map(|r| count(r) as Count).collect());
+
+    // allgatherv: the last rank sends one element more than its count for itself.
+    let send_len = |r: i32| count(r) + (r == last) as usize;
+    let want = Error::LengthMismatch {
+        rank: me,
+        culprit: last,
+        expected: 4 * count(last),
+        found: 4 * send_len(last),
+    };
+    case(
+        "allgatherv long send",
+        send_len(me),
+        all.len,
+        &|s, r| comm.all_gather_varcount_into(s, r, &all.counts, &all.displs),
+        want,
+    );
+    if p > 1 {
+        // Rank 0 counts one element more for rank 1 (in a buffer long enough).
+        let mine = if me == 0 {
+            packed((0..p).map(|r| (count(r) + (r == 1) as usize) as Count).collect())
+        } else {
+            all.clone()
+        };
+        let want =
+            Error::LengthMismatch { rank: me, culprit: 0, expected: 4 * count(1), found: 4 * (count(1) + 1) };
+        case(
+            "allgatherv count disagreement",
+            count(me),
+            mine.len,
+            &|s, r| comm.all_gather_varcount_into(s, r, &mine.counts, &mine.displs),
+            want,
+        );
+        // Rank 1's block 1 starts inside its block 0.
+        let mut over = all.clone();
+        if me == 1 {
+            over.displs[1] = 1;
+        }
+        let want = Error::InvalidPartition {
+            rank: me,
+            culprit: 1,
+            which: "receive",
+            index: 1,
+            reason: "overlaps another block",
+        };
+        case(
+            "allgatherv overlap",
+            count(me),
+            all.len,
+            &|s, r| comm.all_gather_varcount_into(s, r, &over.counts, &over.displs),
+            want,
+        );
+    }
+
+    // alltoallv: q sends count(q + r) elements to r.
+    let n = |q: i32, r: i32| count((q + r) % p);
+    let out = packed((0..p).map(|r| n(me, r) as Count).collect());
+    let inn = packed((0..p).map(|q| n(q, me) as Count).collect());
+    let alltoallv = |out: &Layout, inn: &Layout| {
+        let (out, inn) = (out.clone(), inn.clone());
+        move |s: &mut [u32], r: &mut [u32]| {
+            comm.all_to_all_varcount_into(s, &out.counts, &out.displs, r, &inn.counts, &inn.displs)
+        }
+    };
+    // Rank 0's receive counts lack an entry.
+    let mut short = inn.clone();
+    if me == 0 {
+        short.counts.pop();
+    }
+    let want = Error::BufferSize { rank: 0, which: "receive counts", expected: pu, found: pu - 1 };
+    case("alltoallv short recv counts", out.len, inn.len, &alltoallv(&out, &short), want);
+    // Rank 1 (or 0) has a negative send displacement.
+    let bad = 1 % p;
+    let mut neg = out.clone();
+    if me == bad {
+        neg.displs[0] = -1;
+    }
+    let want = Error::InvalidPartition {
+        rank: me,
+        culprit: bad,
+        which: "send",
+        index: 0,
+        reason: "negative displacement",
+    };
+    case("alltoallv negative displacement", out.len, inn.len, &alltoallv(&neg, &inn), want);
+    // The last rank's send buffer is one element short.
+    let want = Error::BufferSize { rank: last, which: "send", expected: out.len, found: out.len - 1 };
+    let short_send = if me == last { out.len - 1 } else { out.len };
+    case("alltoallv short send", short_send, inn.len, &alltoallv(&out, &inn), want);
+    if p > 1 {
+        // The last rank expects one element more from rank 0 (in a buffer long enough).
+        let more = if me == last {
+            packed((0..p).map(|q| (n(q, me) + (q == 0) as usize) as Count).collect())
+        } else {
+            inn.clone()
+        };
+        let want = Error::LengthMismatch {
+            rank: me,
+            culprit: last,
+            expected: 4 * n(0, last),
+            found: 4 * (n(0, last) + 1),
+        };
+        case("alltoallv count disagreement", out.len, more.len, &alltoallv(&out, &more), want);
+        if comm.info().transport == TransportKind::Cma {
+            let want = Error::Mismatch { rank: me, culprit: last, what: "algorithm" };
+            let algo =
+                if me == last { AlltoallvAlgorithm::PairwiseWrite } else { AlltoallvAlgorithm::Pairwise };
+            case(
+                "alltoallv algorithm disagreement",
+                out.len,
+                inn.len,
+                &|s, r| {
+                    comm.all_to_all_varcount_into_with(
+                        s,
+                        &out.counts,
+                        &out.displs,
+                        r,
+                        &inn.counts,
+                        &inn.displs,
+                        algo,
+                    )
+                },
+                want,
+            );
+        }
+    }
+    std::env::set_var("ZCOLL_ALLTOALLV_ALGORITHM", "bogus");
+    let e = alltoallv(&out, &inn)(&mut vec![0; out.len], &mut vec![0; inn.len]).unwrap_err();
+    assert!(matches!(&e, Error::Config { name: "ZCOLL_ALLTOALLV_ALGORITHM", .. }), "rank {me}: {e}");
+    std::env::remove_var("ZCOLL_ALLTOALLV_ALGORITHM");
 }

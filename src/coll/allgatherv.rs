@@ -21,7 +21,7 @@
 //!   Two memory copies per byte, no system call, no permission.
 //!
 //! `Auto` (unless `ZCOLL_ALLGATHERV_ALGORITHM` says otherwise) stages the blocks under
-//! [`STAGED_BELOW`](super::varcount::STAGED_BELOW) and reads the others in ring order, in
+//! [`STAGED_BELOW`] and reads the others in ring order, in
 //! the same round; everything is staged on `cico`.
 //!
 //! Across nodes ([`allgatherv_hier`]): every node gathers its blocks at its leader, the

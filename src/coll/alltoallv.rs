@@ -20,7 +20,7 @@
 //!   Two memory copies per byte, no system call, no permission.
 //!
 //! `Auto` (unless `ZCOLL_ALLTOALLV_ALGORITHM` says otherwise) stages the pairs under
-//! [`STAGED_BELOW`](super::varcount::STAGED_BELOW) and reads the others pairwise, in the
+//! [`STAGED_BELOW`] and reads the others pairwise, in the
 //! same round; everything is staged on `cico`.
 //!
 //! Across nodes ([`alltoallv_hier`]): every rank packs its blocks by destination node, the

@@ -128,6 +128,21 @@ pub enum Error {
         /// What it found.
         what: String,
     },
+    /// A count or displacement of a variable-count collective is negative, or a block of
+    /// a receive buffer overlaps another (so some bytes would be written twice).
+    InvalidPartition {
+        /// The rank reporting the error.
+        rank: i32,
+        /// The rank that passed the partition.
+        culprit: i32,
+        /// Which of its buffers the partition cuts (`"send"`, `"receive"`).
+        which: &'static str,
+        /// The block (the rank it is for).
+        index: usize,
+        /// What is wrong (`"negative count"`, `"negative displacement"`, `"overlaps another
+        /// block"`).
+        reason: &'static str,
+    },
     /// The operation is not available with this transport, shape or configuration.
     Unsupported {
         /// The rank reporting the error.
@@ -151,6 +166,7 @@ impl Error {
             | Error::Transport { rank, .. }
             | Error::Segment { rank, .. }
             | Error::Protocol { rank, .. }
+            | Error::InvalidPartition { rank, .. }
             | Error::Unsupported { rank, .. } => Some(rank),
             Error::Config { .. } => None,
         }
@@ -191,6 +207,12 @@ impl fmt::Display for Error {
                 write!(f, "{name}={value:?} is not understood: expected {expected}")
             }
             Error::Protocol { rank, what } => write!(f, "rank {rank}: protocol violation: {what}"),
+            Error::InvalidPartition { rank, culprit, which, index, reason } => {
+                write!(
+                    f,
+                    "rank {rank}: block {index} of rank {culprit}'s {which} buffer is invalid: {reason}"
+                )
+            }
             Error::Unsupported { rank, what } => write!(f, "rank {rank}: unsupported: {what}"),
         }
     }

@@ -36,8 +36,12 @@
 //! | `ZCOLL_BCAST_ALGORITHM=name` | the default broadcast algorithm |
 //! | `ZCOLL_SCATTER_ALGORITHM=name[:k]` | the default scatter algorithm ([`ScatterAlgorithm`]) |
 //! | `ZCOLL_GATHER_ALGORITHM=name[:k]` | the default gather algorithm ([`GatherAlgorithm`]) |
+//! | `ZCOLL_SCATTERV_ALGORITHM=name[:k]` | the default variable-count scatter algorithm ([`ScatterAlgorithm`]) |
+//! | `ZCOLL_GATHERV_ALGORITHM=name[:k]` | the default variable-count gather algorithm ([`GatherAlgorithm`]) |
 //! | `ZCOLL_ALLGATHER_ALGORITHM=name[:j]` | the default allgather algorithm (`j` for `ring-neighbor`) |
 //! | `ZCOLL_ALLTOALL_ALGORITHM=name` | the default alltoall algorithm |
+//! | `ZCOLL_ALLGATHERV_ALGORITHM=name` | the default variable-count allgather algorithm ([`AllgathervAlgorithm`]) |
+//! | `ZCOLL_ALLTOALLV_ALGORITHM=name` | the default variable-count alltoall algorithm ([`AlltoallvAlgorithm`]) |
 
 #![deny(unsafe_code)]
 
@@ -59,11 +63,14 @@ pub mod tune;
 
 pub use alloc::{ShmAlloc, ShmBox};
 pub use coll::allgather::AllgatherAlgorithm;
+pub use coll::allgatherv::AllgathervAlgorithm;
 pub use coll::alltoall::AlltoallAlgorithm;
+pub use coll::alltoallv::AlltoallvAlgorithm;
 pub use coll::bcast::BcastAlgorithm;
 pub use coll::gather::GatherAlgorithm;
 pub use coll::reduce::ReduceAlgorithm;
 pub use coll::scatter::ScatterAlgorithm;
+pub use coll::varcount::{Partition, PartitionMut};
 pub use comm::{Comm, Info, Traffic, ZeroCopy};
 pub use error::{Errno, Error, Result};
 pub use exposure::Exposure;

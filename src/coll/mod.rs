@@ -6,14 +6,19 @@
 //! rank is the same `Err` on every rank, before any byte moves.
 
 pub(crate) mod allgather;
+pub(crate) mod allgatherv;
 pub(crate) mod alltoall;
+pub(crate) mod alltoallv;
 pub(crate) mod barrier;
 pub(crate) mod bcast;
 pub(crate) mod gather;
+pub(crate) mod gatherv;
 pub(crate) mod probe;
 pub(crate) mod reduce;
 mod rooted;
 pub(crate) mod scatter;
+pub(crate) mod scatterv;
+pub(crate) mod varcount;
 
 use crate::error::{Error, Result};
 use crate::sync::{Call, Control, Round};
@@ -41,6 +46,10 @@ pub(crate) enum Kind {
     Probe = 15,
     Scatter = 3,
     Gather = 4,
+    Scatterv = 9,
+    Gatherv = 10,
+    Allgatherv = 11,
+    Alltoallv = 12,
     Allgather = 5,
     Alltoall = 6,
     /// Registering an exposure, and withdrawing it.
@@ -90,7 +99,23 @@ pub(crate) fn check<'c>(
     rooted: bool,
     lengths: impl Fn(&Round<'_>) -> std::result::Result<(), BadLength>,
 ) -> Result<Round<'c>> {
-    let round = ctx.ctl.begin(&call)?;
+    check_with_meta(ctx, call, &[], rooted, lengths)
+}
+
+/// [`check`], with `meta` published in this rank's staging area for the peers to read
+/// (see `Control::begin_with_meta`); `lengths` may read every rank's.
+///
+/// # Errors
+///
+/// As [`check`].
+pub(crate) fn check_with_meta<'c>(
+    ctx: &Ctx<'c>,
+    call: Call,
+    meta: &[u64],
+    rooted: bool,
+    lengths: impl Fn(&Round<'_>) -> std::result::Result<(), BadLength>,
+) -> Result<Round<'c>> {
+    let round = ctx.ctl.begin_with_meta(&call, meta)?;
     let verdict = verdict(ctx, &round, rooted, lengths);
     match verdict {
         Ok(()) => Ok(round),

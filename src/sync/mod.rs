@@ -30,7 +30,9 @@
 mod counter;
 mod exchange;
 pub(crate) mod fifo;
+mod meta;
 mod parts;
+mod spans;
 mod stage;
 pub(crate) mod wait;
 

@@ -9,6 +9,7 @@ mod launch;
 mod rank;
 mod reduce;
 mod scatter_gather;
+mod varcount;
 
 use launch::{mpirun, Job};
 
@@ -100,6 +101,24 @@ at! {
     scatter_gather_errors_np8: 8, "scatter-gather-errors", [];
     scatter_gather_errors_cico_np3: 3, "scatter-gather-errors", ["ZCOLL_TRANSPORT" => "cico"];
     scatter_gather_errors_vnodes_np8_k3: 8, "scatter-gather-errors", ["ZCOLL_NODE_SIZE" => "3"];
+    varcount_np1: 1, "varcount", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    varcount_np2: 2, "varcount", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    varcount_np3: 3, "varcount", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    varcount_np4: 4, "varcount", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    varcount_np5: 5, "varcount", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    varcount_np8: 8, "varcount", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    varcount_cico_np3: 3, "varcount", ["ZCOLL_TRANSPORT" => "cico", "ZCOLL_EXPECT_TRANSPORT" => "cico"];
+    varcount_cico_np8: 8, "varcount", ["ZCOLL_TRANSPORT" => "cico", "ZCOLL_EXPECT_TRANSPORT" => "cico"];
+    varcount_vnodes_np4_k2: 4, "varcount", ["ZCOLL_NODE_SIZE" => "2"];
+    varcount_vnodes_np5_k2: 5, "varcount", ["ZCOLL_NODE_SIZE" => "2"];
+    varcount_vnodes_np8_k3: 8, "varcount", ["ZCOLL_NODE_SIZE" => "3"];
+    varcount_vnodes_cico_np5_k2: 5, "varcount", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TRANSPORT" => "cico"];
+    varcount_errors_np1: 1, "varcount-errors", [];
+    varcount_errors_np2: 2, "varcount-errors", [];
+    varcount_errors_np5: 5, "varcount-errors", [];
+    varcount_errors_np8: 8, "varcount-errors", [];
+    varcount_errors_cico_np3: 3, "varcount-errors", ["ZCOLL_TRANSPORT" => "cico"];
+    varcount_errors_vnodes_np8_k3: 8, "varcount-errors", ["ZCOLL_NODE_SIZE" => "3"];
     exchange_allgather_np1: 1, "exchange-allgather", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
     exchange_allgather_np2: 2, "exchange-allgather", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
     exchange_allgather_np3: 3, "exchange-allgather", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];

@@ -49,6 +49,7 @@ pub(crate) fn main() {
         "calibrate" => calibrate(&world, &comm),
         "heap" => crate::heap::run(&world, &comm),
         s @ ("scatter" | "gather" | "scatter-gather-errors") => crate::scatter_gather::run(s, &world, &comm),
+        s @ ("varcount" | "varcount-errors") => crate::varcount::run(s, &world, &comm),
         s if s.starts_with("exchange-") => crate::exchange::run(s, &world, &comm),
         other => panic!("unknown scenario {other}"),
     }

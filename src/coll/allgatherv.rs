@@ -1,0 +1,334 @@
+//! Allgatherv: every rank's block, of its own length, lands in every rank's receive buffer,
+//! at the place that rank's own partition gives it (`counts[r]` elements from
+//! `displs[r]` for rank `r`'s block).
+//!
+//! Every rank publishes its receive partition in its staging area (see
+//! [`varcount`](super::varcount)); the checks make sure that every rank's count for rank
+//! `r` is exactly `r`'s send length. Each block then moves once, straight from its owner's
+//! send buffer into every other rank's receive buffer. Algorithms (`alpha` per CMA call,
+//! `beta` per byte, `l` per page pinned, `s` the page size, blocks of `n_r` bytes, `m`
+//! non-empty blocks):
+//!
+//! - [`AllgathervAlgorithm::RingSourceRead`]: at step `t` rank `r` reads block `(r - t) mod p`
+//!   from its owner's send buffer; empty blocks are skipped. No waits; while the ranks keep
+//!   pace every owner has one reader per step. Per rank
+//!   `sum_{q != r, n_q > 0} (alpha + n_q beta + ceil(n_q / s) l)`.
+//! - [`AllgathervAlgorithm::RingSourceWrite`]: the mirror: rank `r` writes its block into
+//!   rank `(r + t) mod p`'s receive buffer, at the place that rank's partition says (read
+//!   from its published displacements). `(p - 1)(alpha + n_r beta + ceil(n_r / s) l)`.
+//! - [`AllgathervAlgorithm::Staged`]: copy-in/copy-out through the staging areas, one span
+//!   per pair, scheduled so that any lengths pass without deadlock (see `sync::spans`).
+//!   Two memory copies per byte, no system call, no permission.
+//!
+//! `Auto` (unless `ZCOLL_ALLGATHERV_ALGORITHM` says otherwise) stages the blocks under
+//! [`STAGED_BELOW`] and reads the others in ring order, in
+//! the same round; everything is staged on `cico`.
+//!
+//! Across nodes ([`allgatherv_hier`]): every node gathers its blocks at its leader, the
+//! leaders exchange node parts with rsmpi's `all_gather_varcount_into`, every leader
+//! broadcasts the packed result in its node, and every rank unpacks it into its partition.
+//! Every rank holds a scratch copy of all blocks for that last step.
+
+use super::bcast::{bcast, BcastAlgorithm};
+use super::gatherv::{gatherv, GathervBufs};
+use super::rooted::env_choice;
+use super::scatterv::BAD_CONFIG;
+use super::varcount::{
+    agree_faults, allgatherv_cross, allgatherv_local, checked, first_fault, fits, mpi_count, partition_len,
+    partition_words, range, scratch, Given, Packed, Published, STAGED_BELOW,
+};
+use super::{op, Ctx, Kind};
+use crate::error::{Errno, Error, Result};
+use crate::hier::Hierarchy;
+use crate::sync::{Call, Round};
+use crate::transport::{cma, TransportKind};
+use crate::GatherAlgorithm;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use mpi::Count;
+
+/// How [`Comm::all_gather_varcount_into_with`](crate::Comm::all_gather_varcount_into_with)
+/// moves the blocks inside a node.
+///
+/// `ZCOLL_ALLGATHERV_ALGORITHM=name` sets what `Auto` means.
+///
+/// # Examples
+///
+/// ```
+/// use zcoll::AllgathervAlgorithm;
+/// assert_eq!("ring-source-read".parse(), Ok(AllgathervAlgorithm::RingSourceRead));
+/// assert_eq!(AllgathervAlgorithm::Staged.to_string(), "staged");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum AllgathervAlgorithm {
+    /// Small blocks staged, large ones read in ring order (everything staged on `cico`).
+    #[default]
+    Auto,
+    /// Every rank reads block `r - t` from its owner's send buffer at step `t`.
+    RingSourceRead,
+    /// Every rank writes its block into rank `r + t`'s receive buffer at step `t`.
+    RingSourceWrite,
+    /// Copy-in/copy-out through the control segment.
+    Staged,
+}
+
+impl AllgathervAlgorithm {
+    /// Every algorithm that moves data (all but `Auto`).
+    pub const ALL: [AllgathervAlgorithm; 3] = [
+        AllgathervAlgorithm::RingSourceRead,
+        AllgathervAlgorithm::RingSourceWrite,
+        AllgathervAlgorithm::Staged,
+    ];
+
+    /// The name used by `ZCOLL_ALLGATHERV_ALGORITHM` and the benchmarks.
+    pub fn name(self) -> &'static str {
+        match self {
+            AllgathervAlgorithm::Auto => "auto",
+            AllgathervAlgorithm::RingSourceRead => "ring-source-read",
+            AllgathervAlgorithm::RingSourceWrite => "ring-source-write",
+            AllgathervAlgorithm::Staged => "staged",
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            AllgathervAlgorithm::Auto => 0,
+            AllgathervAlgorithm::RingSourceRead => 1,
+            AllgathervAlgorithm::RingSourceWrite => 2,
+            AllgathervAlgorithm::Staged => 3,
+        }
+    }
+
+    /// What this rank asks for, before the arrive phase: `Auto` becomes what
+    /// `ZCOLL_ALLGATHERV_ALGORITHM` names (if set), and everything is `Staged` on `cico`.
+    fn requested(self, transport: TransportKind) -> Result<AllgathervAlgorithm> {
+        let a = match self {
+            AllgathervAlgorithm::Auto => {
+                env_choice("ZCOLL_ALLGATHERV_ALGORITHM", EXPECTED)?.unwrap_or(AllgathervAlgorithm::Auto)
+            }
+            a => a,
+        };
+        Ok(if transport == TransportKind::Cico { AllgathervAlgorithm::Staged } else { a })
+    }
+}
+
+const EXPECTED: &str = "auto, ring-source-read, ring-source-write or staged";
+
+impl std::fmt::Display for AllgathervAlgorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for AllgathervAlgorithm {
+    type Err = ();
+    fn from_str(s: &str) -> std::result::Result<Self, ()> {
+        std::iter::once(AllgathervAlgorithm::Auto)
+            .chain(AllgathervAlgorithm::ALL)
+            .find(|a| a.name() == s)
+            .ok_or(())
+    }
+}
+
+/// The element size a call published.
+fn elem_of(c: &Call) -> usize {
+    c.aux2 as usize
+}
+
+/// Allgatherv among the ranks of the node: `send` lands at `recv[counts[me]` elements from
+/// `displs[me]]` of the caller, and at the block for this rank of every other rank's
+/// partition. `counts` and `displs` have one entry per local rank.
+///
+/// # Errors
+///
+/// On every rank of the node: the checks' errors (see [`varcount`](super::varcount)),
+/// `Mismatch` if the algorithms differ; a transport error or a peer's failure.
+pub(crate) fn allgatherv(
+    ctx: &Ctx<'_>,
+    send: &[u8],
+    recv: &mut [u8],
+    counts: &[Count],
+    displs: &[Count],
+    elem: usize,
+    algorithm: AllgathervAlgorithm,
+) -> Result<()> {
+    let p = ctx.ctl.size();
+    let algorithm = algorithm.requested(ctx.transport);
+    let code = algorithm.as_ref().map_or(BAD_CONFIG, |a| a.code());
+    let mut meta = Vec::new();
+    partition_words(&mut meta, p, counts, displs);
+    let call = Call {
+        op: op(Kind::Allgatherv, code, 0),
+        root: 0,
+        send: send.as_ptr() as usize,
+        send_len: send.len(),
+        recv: recv.as_mut_ptr() as usize,
+        recv_len: recv.len(),
+        // Only the ring-source writers let peers write into the receive buffers.
+        recv_writable: algorithm == Ok(AllgathervAlgorithm::RingSourceWrite),
+        aux: 0,
+        aux2: elem as u64,
+    };
+    let fit = fits(ctx, partition_len(p));
+    let round = checked(ctx, call, fit.then_some(&meta[..]), false, |r| {
+        let parts = |q| Published { round: r, owner: q, at: 0 };
+        let (send_len, call) = (|q| r.call(q).send_len, |q| r.call(q));
+        first_fault(
+            p,
+            |q| allgatherv_local(p, q, &parts(q), elem_of(&call(q)), call(q).recv_len, send_len(q)),
+            |q| allgatherv_cross(p, &parts(q), elem_of(&call(q)), send_len),
+        )
+        .map_err(|(q, f)| f.error(r.rank_of(r.me()), r.rank_of(q), p))
+    })?;
+    let moved = algorithm.and_then(|a| exchange(&round, a, send, recv, &Given { counts, displs }, elem));
+    round.finish(moved)
+}
+
+/// Moves the blocks of a checked allgatherv.
+fn exchange(
+    round: &Round<'_>,
+    algorithm: AllgathervAlgorithm,
+    send: &[u8],
+    recv: &mut [u8],
+    mine: &Given<'_>,
+    elem: usize,
+) -> Result<()> {
+    let (p, me) = (round.size(), round.me());
+    let at = |r: usize| range(mine, r, elem);
+    let send_len: Vec<usize> = (0..p).map(|r| round.call(r).send_len).collect();
+    // Where this rank's block goes in every peer's buffer (for the writers).
+    let targets: Vec<usize> = match algorithm {
+        AllgathervAlgorithm::RingSourceWrite => (0..p)
+            .map(|q| range(&Published { round, owner: q, at: 0 }, me, elem_of(&round.call(q))).start)
+            .collect(),
+        _ => Vec::new(),
+    };
+    round.release_meta();
+    recv[at(me)].copy_from_slice(send);
+    if p == 1 {
+        return Ok(());
+    }
+    let staged = |r: usize| match algorithm {
+        AllgathervAlgorithm::Staged => true,
+        AllgathervAlgorithm::Auto => send_len[r] < STAGED_BELOW,
+        _ => false,
+    };
+    if (0..p).any(|r| staged(r) && send_len[r] > 0) {
+        if staged(me) && send_len[me] > 0 {
+            round.reclaim_meta()?;
+        }
+        let len = |src: usize, _| if staged(src) { send_len[src] } else { 0 };
+        round.stage_spans(len, send, |_| 0, recv, |src| at(src).start)?;
+    }
+    let failed = |peer: usize, op| {
+        let (rank, peer) = (round.rank_of(me), round.rank_of(peer));
+        move |errno: Errno| Error::Transport { rank, peer, op, errno }
+    };
+    match algorithm {
+        AllgathervAlgorithm::RingSourceWrite if !send.is_empty() => (1..p).try_for_each(|t| {
+            let dst = (me + t) % p;
+            cma::write(send, &round.remote_recv(dst), targets[dst]).map_err(failed(dst, "cma write"))
+        }),
+        AllgathervAlgorithm::RingSourceRead | AllgathervAlgorithm::Auto => (1..p).try_for_each(|t| {
+            let src = (me + p - t) % p;
+            if staged(src) || send_len[src] == 0 {
+                return Ok(());
+            }
+            cma::read(&round.remote_send(src), 0, &mut recv[at(src)]).map_err(failed(src, "cma read"))
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Allgatherv across nodes: every node gathers its blocks at its leader, the leaders
+/// exchange node parts over MPI, every leader broadcasts the packed blocks in its node,
+/// and every rank unpacks them.
+///
+/// # Errors
+///
+/// The checks' errors (the same on every rank), `Mismatch` if the algorithms differ,
+/// `Unsupported` beyond 2 GiB in all; then any rank's failure, on every rank.
+#[allow(clippy::too_many_arguments)] // the two levels, the buffers, the partition, the algorithm
+pub(crate) fn allgatherv_hier(
+    hier: &Hierarchy,
+    parent: &SimpleCommunicator,
+    ctx: &Ctx<'_>,
+    send: &[u8],
+    recv: &mut [u8],
+    counts: &[Count],
+    displs: &[Count],
+    elem: usize,
+    algorithm: AllgathervAlgorithm,
+) -> Result<()> {
+    let p = parent.size() as usize;
+    let me = parent.rank();
+    hier.check(parent, Kind::Allgatherv, 0, 0)?;
+    // Every rank's send length and algorithm; then every rank judges its own numbers, and
+    // the verdicts are gathered.
+    let word = algorithm.requested(ctx.transport).map_or(BAD_CONFIG as u64, |a| a.code() as u64);
+    let mut all = vec![0u64; 2 * p];
+    parent.all_gather_into(&[send.len() as u64, word][..], &mut all[..]);
+    let send_len = |r: usize| all[2 * r] as usize;
+    let mine = Given { counts, displs };
+    let q = me as usize;
+    let local = allgatherv_local(p, q, &mine, elem, recv.len(), send.len());
+    let cross = if local.is_none() { allgatherv_cross(p, &mine, elem, send_len) } else { None };
+    agree_faults(parent, local, cross)?;
+    if let Some(c) = (0..p).find(|&c| all[2 * c + 1] != all[1]) {
+        return Err(Error::Mismatch { rank: me, culprit: c as i32, what: "algorithm" });
+    }
+    algorithm.requested(ctx.transport)?;
+    let total: usize = (0..p).map(send_len).sum();
+    mpi_count(total, me)?;
+    let layout = Packed::new((0..p).map(send_len).collect(), |r| hier.node_of(r as i32), hier.nodes());
+    let node = hier.my_node();
+    let leader = ctx.ctl.me() == 0;
+
+    // 1. Every node gathers its blocks at its leader, in bytes.
+    let n = layout.counts[node] as usize;
+    let mut part = if leader { scratch(n) } else { Vec::new() };
+    let mut result = {
+        let ranks: Vec<usize> = (0..ctx.ctl.size()).map(|l| ctx.ctl.rank_of(l) as usize).collect();
+        let counts: Vec<Count> = ranks.iter().map(|&r| layout.len[r] as Count).collect();
+        let displs: Vec<Count> = ranks.iter().map(|&r| layout.in_node(r, node).start as Count).collect();
+        let bufs = match leader {
+            true => GathervBufs::Root { send, recv: &mut part[..n], counts: &counts, displs: &displs },
+            false => GathervBufs::Leaf { send },
+        };
+        gatherv(ctx, bufs, 0, 0, 1, GatherAlgorithm::Auto)
+    };
+
+    // 2. The leaders exchange node parts; 3. every leader broadcasts them in its node.
+    let mut full = scratch(total);
+    if let Some(leaders) = hier.leaders() {
+        if total > 0 {
+            let mut parts =
+                mpi::datatype::PartitionMut::new(&mut full[..total], &layout.counts[..], &layout.displs[..]);
+            leaders.all_gather_varcount_into(&part[..n], &mut parts);
+        }
+    }
+    result = result.and(bcast(ctx, &mut full[..total], ctx.ctl.rank_of(0), 0, BcastAlgorithm::Auto, None));
+
+    // 4. Every rank unpacks into its partition.
+    if result.is_ok() {
+        for r in 0..p {
+            recv[range(&mine, r, elem)].copy_from_slice(&full[layout.block(r)]);
+        }
+    }
+    hier.agree(parent, result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_cico_stages() {
+        for a in std::iter::once(AllgathervAlgorithm::Auto).chain(AllgathervAlgorithm::ALL) {
+            assert_eq!(a.to_string().parse(), Ok(a));
+            assert_eq!(a.requested(TransportKind::Cico), Ok(AllgathervAlgorithm::Staged));
+        }
+        assert_eq!("bruck".parse::<AllgathervAlgorithm>(), Err(()));
+    }
+}

@@ -1,0 +1,315 @@
+//! Scatterv: block `r` of the root's buffer, `counts[r]` elements from `displs[r]`, ends
+//! up in rank `r`'s buffer.
+//!
+//! The root publishes its counts and displacements in its staging area (see
+//! [`varcount`](super::varcount)); every rank computes every block's place from them, so
+//! each block moves once, straight from the root's buffer into its rank's buffer. The
+//! algorithms are the scatter's ([`ScatterAlgorithm`]), with the same cost model (`alpha`
+//! per CMA call, `beta` per byte, `l` per page pinned, `s` the page size, `gamma(c)` the
+//! contention of `c` processes pinning one process's pages), over blocks of `n_r` bytes
+//! and only the `m` ranks whose block is not empty:
+//!
+//! - `ParallelRead`: every such rank reads its block at once.
+//!   `max_r (alpha + n_r beta + ceil(n_r / s) l gamma(m))`.
+//! - `SequentialWrite`: the root writes every block in turn.
+//!   `sum_r (alpha + n_r beta + ceil(n_r / s) l)`.
+//! - `ThrottledRead { k }`: `k` readers at a time, a reader starting when the reader `k`
+//!   places before it in the chain of non-empty blocks has finished (empty blocks are not
+//!   in the chain, so they neither wait nor hold anyone up). About
+//!   `sum over groups of max_r (alpha + n_r beta + ceil(n_r / s) l gamma(k))`.
+//! - `Staged`: copy-in/copy-out through the root's staging area, blocks packed in slots of
+//!   the largest block (rounded to a cache line, at most half the area). `2 sum_r n_r`
+//!   bytes of memory copies, no system call.
+//!
+//! `Auto` (unless `ZCOLL_SCATTERV_ALGORITHM` says otherwise) decides per block: blocks under
+//! [`STAGED_BELOW`](super::varcount::STAGED_BELOW) are staged, larger ones
+//! read with CMA four at a time, in the same round; on the `cico` transport everything is
+//! staged. The choice is a pure function of the published counts, so every rank makes it
+//! alike.
+//!
+//! Across nodes ([`scatterv_hier`]): the root packs its blocks node by node into a scratch
+//! buffer (handed to its leader through the node if it is not the leader), the leaders
+//! scatter node parts with rsmpi's `scatter_varcount_into_root`, and every node scatters
+//! from its leader. That costs a scratch copy at the root and a scratch part at every
+//! leader.
+
+use super::rooted::{env_choice, peers, relay, transport_error, zero_k, DEFAULT_K};
+use super::varcount::{
+    bytes, chain, checked, fits, judge_rooted, mpi_count, partition_len, partition_words, range, scratch,
+    Claim, Family, Moves, Packed, Parts, Published, Side, Words,
+};
+use super::{op, Ctx, Kind};
+use crate::error::Result;
+use crate::hier::Hierarchy;
+use crate::sync::{Call, Round};
+use crate::transport::{cma, TransportKind};
+use crate::ScatterAlgorithm;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use mpi::Count;
+use std::ops::Range;
+
+const EXPECTED: &str = "auto, parallel-read, sequential-write, throttled-read[:k] or staged";
+
+/// The code published for a rank whose algorithm could not be read: it never equals a
+/// valid one, so the others see an algorithm mismatch rather than wait for it.
+pub(crate) const BAD_CONFIG: u8 = 0xfe;
+
+/// The algorithm code and parameter published in the call.
+fn code(a: ScatterAlgorithm) -> (u8, u32) {
+    match a {
+        ScatterAlgorithm::Auto => (0, 0),
+        ScatterAlgorithm::ParallelRead => (1, 0),
+        ScatterAlgorithm::SequentialWrite => (2, 0),
+        ScatterAlgorithm::ThrottledRead { k } => (3, k),
+        ScatterAlgorithm::Staged => (4, 0),
+    }
+}
+
+/// What this rank asks for, before the arrive phase: `Auto` becomes what
+/// `ZCOLL_SCATTERV_ALGORITHM` names (if set), and everything is `Staged` on `cico`.
+fn requested(a: ScatterAlgorithm, transport: TransportKind) -> Result<ScatterAlgorithm> {
+    let a = match a {
+        ScatterAlgorithm::Auto => {
+            env_choice("ZCOLL_SCATTERV_ALGORITHM", EXPECTED)?.unwrap_or(ScatterAlgorithm::Auto)
+        }
+        ScatterAlgorithm::ThrottledRead { k: 0 } => return Err(zero_k("ScatterAlgorithm::ThrottledRead")),
+        a => a,
+    };
+    Ok(if transport == TransportKind::Cico { ScatterAlgorithm::Staged } else { a })
+}
+
+/// How an algorithm every rank asked for moves the blocks.
+fn family(a: ScatterAlgorithm) -> Family {
+    match a {
+        ScatterAlgorithm::Auto => Family::Mixed(DEFAULT_K as usize),
+        ScatterAlgorithm::ParallelRead => Family::Direct(usize::MAX),
+        ScatterAlgorithm::ThrottledRead { k } => Family::Direct(k as usize),
+        ScatterAlgorithm::SequentialWrite => Family::ByRoot,
+        ScatterAlgorithm::Staged => Family::Staged,
+    }
+}
+
+/// What a rank passes to a node-level scatterv.
+#[derive(Debug)]
+pub(crate) enum ScattervBufs<'a> {
+    /// The root: the buffer of all blocks, its partition (in elements, one entry per local
+    /// rank), and where its own block goes.
+    Root { send: &'a [u8], counts: &'a [Count], displs: &'a [Count], recv: &'a mut [u8] },
+    /// Any other rank: where its block goes.
+    Leaf { recv: &'a mut [u8] },
+}
+
+/// Scatters inside the node from local rank `src`. `root` is the root as the user gave it
+/// (published for the checks); `elem` the element size.
+///
+/// # Errors
+///
+/// The checks' errors, a transport error, or a peer's failure, on every rank of the node.
+pub(crate) fn scatterv(
+    ctx: &Ctx<'_>,
+    bufs: ScattervBufs<'_>,
+    root: i32,
+    src: usize,
+    elem: usize,
+    algorithm: ScatterAlgorithm,
+) -> Result<()> {
+    let p = ctx.ctl.size();
+    let algorithm = requested(algorithm, ctx.transport);
+    let (code, k) = algorithm.as_ref().map_or((BAD_CONFIG, 0), |&a| code(a));
+    let mut meta = Vec::new();
+    let (is_root, send, send_len, recv) = match &bufs {
+        ScattervBufs::Root { send, counts, displs, recv } => {
+            partition_words(&mut meta, p, counts, displs);
+            (true, send.as_ptr() as usize, send.len(), &**recv)
+        }
+        ScattervBufs::Leaf { recv } => (false, 0, 0, &**recv),
+    };
+    let call = Call {
+        op: op(Kind::Scatterv, code, k),
+        root: root as i64,
+        send,
+        send_len,
+        recv: recv.as_ptr() as usize,
+        recv_len: recv.len(),
+        // Only the receivers of a sequential write let a peer write into their buffer.
+        recv_writable: algorithm == Ok(ScatterAlgorithm::SequentialWrite) && !is_root,
+        aux: src as u64,
+        aux2: Claim { root: is_root, elem, block: recv.len(), whole: send_len }.aux2(),
+    };
+    let fit = fits(ctx, partition_len(p));
+    let round = checked(ctx, call, fit.then_some(&meta[..]), true, |r| {
+        let parts = Published { round: r, owner: src, at: 0 };
+        let claim = |q| Claim::from_call(&r.call(q), |c| (c.recv_len, c.send_len));
+        judge_rooted(r.size(), src, claim, &parts, Side::Send)
+            .map_err(|(q, f)| f.error(r.rank_of(r.me()), r.rank_of(q), r.size()))
+    })?;
+    let moved = algorithm.and_then(|a| {
+        let parts = Published { round: &round, owner: src, at: 0 };
+        let elem = Claim::from_call(&round.call(src), |_| (0, 0)).elem;
+        let blocks: Vec<Range<usize>> = (0..p).map(|r| range(&parts, r, elem)).collect();
+        let moves = Moves::new(family(a), p, src, |r| blocks[r].clone());
+        move_blocks(&round, bufs, src, &blocks, &moves)
+    });
+    round.finish(moved)
+}
+
+fn move_blocks(
+    round: &Round<'_>,
+    bufs: ScattervBufs<'_>,
+    src: usize,
+    blocks: &[Range<usize>],
+    moves: &Moves,
+) -> Result<()> {
+    // Everything this rank needs from the root's area is in `blocks` and `moves` now.
+    round.release_meta();
+    let (me, p) = (round.me(), round.size());
+    let rank = round.rank_of(me);
+    match bufs {
+        ScattervBufs::Root { send, recv, .. } => {
+            recv.copy_from_slice(&send[blocks[src].clone()]);
+            if moves.by_root {
+                for r in peers(src, p).filter(|&r| !blocks[r].is_empty()) {
+                    cma::write(&send[blocks[r].clone()], &round.remote_recv(r), 0)
+                        .map_err(transport_error(rank, round.rank_of(r), "cma write"))?;
+                }
+            }
+            if moves.staging() {
+                round.reclaim_meta()?;
+                round.stage_scatter(src, &moves.staged, send, &mut [])?;
+            }
+            Ok(())
+        }
+        ScattervBufs::Leaf { recv } if !moves.staged[me].is_empty() => {
+            round.stage_scatter(src, &moves.staged, &[], recv)
+        }
+        ScattervBufs::Leaf { recv } => chain(round, &moves.direct, moves.k, || {
+            cma::read(&round.remote_send(src), blocks[me].start, recv).map_err(transport_error(
+                rank,
+                round.rank_of(src),
+                "cma read",
+            ))
+        }),
+    }
+}
+
+/// Scatterv across nodes: the root packs its blocks node by node and hands them to its
+/// leader, the leaders scatter node parts over MPI, every node scatters from its leader.
+///
+/// # Errors
+///
+/// The checks' errors (the same on every rank), then any rank's failure, on every rank.
+pub(crate) fn scatterv_hier(
+    hier: &Hierarchy,
+    parent: &SimpleCommunicator,
+    ctx: &Ctx<'_>,
+    bufs: ScattervBufs<'_>,
+    root: i32,
+    elem: usize,
+    algorithm: ScatterAlgorithm,
+) -> Result<()> {
+    let p = parent.size() as usize;
+    let me = parent.rank();
+    hier.check(parent, Kind::Scatterv, root, 0)?;
+    // Every rank's claim, and the root's partition, everywhere: the node-level checks,
+    // over the whole communicator.
+    let (root_send, recv) = match bufs {
+        ScattervBufs::Root { send, counts, displs, recv } => (Some((send, counts, displs)), recv),
+        ScattervBufs::Leaf { recv } => (None, recv),
+    };
+    let mine = [
+        root_send.is_some() as i64,
+        elem as i64,
+        recv.len() as i64,
+        root_send.map_or(0, |s| s.0.len()) as i64,
+    ];
+    let mut all = vec![0i64; 4 * p];
+    parent.all_gather_into(&mine[..], &mut all[..]);
+    let claim = |q: usize| Claim {
+        root: all[4 * q] == 1,
+        elem: all[4 * q + 1] as usize,
+        block: all[4 * q + 2] as usize,
+        whole: all[4 * q + 3] as usize,
+    };
+    let mut words = vec![0u64; partition_len(p)];
+    if let Some((_, counts, displs)) = root_send {
+        words.clear();
+        partition_words(&mut words, p, counts, displs);
+    }
+    parent.process_at_rank(root).broadcast_into(&mut words[..]);
+    let parts = Words(&words);
+    judge_rooted(p, root as usize, claim, &parts, Side::Send).map_err(|(q, f)| f.error(me, q as i32, p))?;
+    let elem_root = claim(root as usize).elem;
+    let len: Vec<usize> = (0..p).map(|r| bytes(parts.block(r).0, elem_root)).collect();
+    let total: usize = len.iter().sum();
+    mpi_count(total, me)?;
+    let layout = Packed::new(len, |r| hier.node_of(r as i32), hier.nodes());
+    let (root_node, root_local) = (hier.node_of(root), hier.local_of(root));
+    let node = hier.my_node();
+    let here = node == root_node;
+    let leader = ctx.ctl.me() == 0;
+    let mut result = Ok(());
+
+    // 1. The root packs its blocks node by node; its leader gets them.
+    let mut full = Vec::new();
+    if let Some((send, _, _)) = root_send {
+        full = scratch(total);
+        for r in 0..p {
+            full[layout.block(r)].copy_from_slice(&send[range(&parts, r, elem_root)]);
+        }
+    }
+    if here && root_local != 0 {
+        let mut to = if leader { scratch(total) } else { Vec::new() };
+        let from: &[u8] = if root_send.is_some() { &full[..total] } else { &[] };
+        let n = if leader { total } else { 0 };
+        result = relay(ctx, Kind::Scatterv, root, root_local, 0, from, &mut to[..n]);
+        full = to;
+    }
+
+    // 2. Every leader gets its node's part.
+    let mut part = Vec::new();
+    if let Some(leaders) = hier.leaders() {
+        let n = layout.counts[node] as usize;
+        part = scratch(n);
+        let from = leaders.process_at_rank(root_node as i32);
+        if total == 0 {
+            // Nothing to send anywhere.
+        } else if here {
+            let sends = mpi::datatype::Partition::new(&full[..total], &layout.counts[..], &layout.displs[..]);
+            from.scatter_varcount_into_root(&sends, &mut part[..n]);
+        } else {
+            from.scatter_varcount_into(&mut part[..n]);
+        }
+    }
+
+    // 3. Every node scatters from its leader, in bytes.
+    let size = ctx.ctl.size();
+    let ranks: Vec<usize> = (0..size).map(|l| ctx.ctl.rank_of(l) as usize).collect();
+    let counts: Vec<Count> = ranks.iter().map(|&r| layout.len[r] as Count).collect();
+    let displs: Vec<Count> = ranks.iter().map(|&r| layout.in_node(r, node).start as Count).collect();
+    let node_bufs = if leader {
+        let n = layout.counts[node] as usize;
+        ScattervBufs::Root { send: &part[..n], counts: &counts, displs: &displs, recv }
+    } else {
+        ScattervBufs::Leaf { recv }
+    };
+    result = result.and(scatterv(ctx, node_bufs, root, 0, 1, algorithm));
+    hier.agree(parent, result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    #[test]
+    fn requests_follow_transport_and_reject_k_zero() {
+        use ScatterAlgorithm::*;
+        assert_eq!(ParallelRead.to_string().parse::<ScatterAlgorithm>(), Ok(ParallelRead));
+        assert_eq!(requested(SequentialWrite, TransportKind::Cico), Ok(Staged));
+        assert_eq!(requested(ThrottledRead { k: 2 }, TransportKind::Cma), Ok(ThrottledRead { k: 2 }));
+        assert!(matches!(requested(ThrottledRead { k: 0 }, TransportKind::Cma), Err(Error::Config { .. })));
+        assert_eq!(family(ThrottledRead { k: 3 }), Family::Direct(3));
+        assert_eq!(family(Auto), Family::Mixed(4));
+    }
+}

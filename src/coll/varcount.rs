@@ -1,0 +1,865 @@
+//! What the variable-count collectives (scatterv, gatherv, allgatherv, alltoallv) share:
+//! the partition types of the public API, how counts and displacements are published and
+//! judged, the throttled chain over the ranks that move bytes, and the layout of packed
+//! node parts for the two-level versions.
+//!
+//! # Publishing counts
+//!
+//! A call record has a few words; a partition has two numbers per rank. Every rank that
+//! owns a partition (the root of a scatterv or gatherv, every rank of an allgatherv, every
+//! rank of an alltoallv, for both its buffers) writes it into its own staging area before
+//! it arrives ([`Control::begin_with_meta`](crate::sync::Control::begin_with_meta)): one
+//! word with the two array lengths, then one word per rank holding the count (low 32 bits)
+//! and the displacement (high 32 bits), both in elements as the user gave them. A
+//! staging area of 64 KiB holds 8191 such words, so a node of up to 8190 ranks (4094 for
+//! alltoallv, which publishes two partitions) is supported; beyond that every rank gets
+//! `Unsupported`.
+//!
+//! # Judging
+//!
+//! After the arrive phase every rank reads every published partition and runs the same
+//! pure function over them (and over the lengths in the call records), so every rank
+//! reaches the same verdict before any byte moves. In order:
+//!
+//! 1. the roles (exactly the root called the root's method), as in scatter and gather;
+//! 2. each partition by itself: one count and one displacement per rank
+//!    (`BufferSize { which: "send counts" | ... }`), none negative (`InvalidPartition`),
+//!    every non-empty block inside its buffer (`BufferSize`, in elements), and, for a
+//!    partition of a receive buffer, no two non-empty blocks overlapping
+//!    (`InvalidPartition`): every byte of a receive buffer is written at most once, so the
+//!    result does not depend on the order of the copies;
+//! 3. every pair of partners: the bytes one sends are the bytes the other receives
+//!    (`LengthMismatch`, in bytes, naming the receiving rank, or the rank whose own two
+//!    numbers disagree).
+//!
+//! Zero-length blocks are skipped by every algorithm: no system call, no wait, no slot.
+
+use super::rooted::ROLE;
+use super::{check_with_meta, Ctx};
+use crate::error::{Error, Result};
+use crate::sync::{Call, Round};
+use mpi::Count;
+use std::borrow::Borrow;
+use std::cell::Cell;
+use std::ops::Range;
+
+/// Blocks under this many bytes are staged by the default (`Auto`) algorithms, larger ones
+/// copied once with CMA: a CMA call costs about 0.45 us, as much as copying several KiB
+/// twice through shared memory (the crossover of scatter and gather on the machine the
+/// design was measured on). A fixed threshold rather than the cost model's choice, because
+/// every rank must reach the same decision from the published counts alone.
+pub(crate) const STAGED_BELOW: usize = 8 * 1024;
+
+/// A buffer cut into one block per rank, by counts and displacements in elements: what
+/// rsmpi's [`mpi::datatype::Partition`] describes, for zcoll's variable-count collectives.
+///
+/// The constructor takes what rsmpi's does, so porting is a change of path; unlike
+/// rsmpi's, it does not check the blocks against the buffer: the collective does, on
+/// every rank, and returns an `Err` rather than panicking. [`as_mpi`](Self::as_mpi) lends
+/// the same partition to rsmpi.
+///
+/// # Examples
+///
+/// ```
+/// use zcoll::Partition;
+///
+/// let data = [1u32, 2, 3, 4, 5];
+/// let parts = Partition::new(&data[..], [2, 0, 3], [3, 0, 0]);
+/// assert_eq!(parts.counts(), [2, 0, 3]);
+/// assert_eq!(parts.buf().len(), 5);
+/// ```
+#[derive(Debug)]
+pub struct Partition<'a, T> {
+    buf: &'a [T],
+    counts: Vec<Count>,
+    displs: Vec<Count>,
+}
+
+impl<'a, T: crate::Pod> Partition<'a, T> {
+    /// Cuts `buf` into blocks: block `r` is `counts[r]` elements from `displs[r]`.
+    pub fn new(buf: &'a [T], counts: impl Borrow<[Count]>, displs: impl Borrow<[Count]>) -> Self {
+        Partition { buf, counts: counts.borrow().to_vec(), displs: displs.borrow().to_vec() }
+    }
+
+    /// The whole buffer.
+    pub fn buf(&self) -> &'a [T] {
+        self.buf
+    }
+
+    /// The count of every block, in elements.
+    pub fn counts(&self) -> &[Count] {
+        &self.counts
+    }
+
+    /// The displacement of every block from the start of the buffer, in elements.
+    pub fn displs(&self) -> &[Count] {
+        &self.displs
+    }
+
+    /// The same partition as rsmpi's type, to hand to rsmpi.
+    ///
+    /// # Panics
+    ///
+    /// As [`mpi::datatype::Partition::new`]: if a block ends past the buffer.
+    pub fn as_mpi(&self) -> mpi::datatype::Partition<'a, [T], Vec<Count>, Vec<Count>> {
+        mpi::datatype::Partition::new(self.buf, self.counts.clone(), self.displs.clone())
+    }
+}
+
+/// A mutable buffer cut into one block per rank: the receiving side of
+/// [`Partition`], what rsmpi's [`mpi::datatype::PartitionMut`] describes.
+///
+/// # Examples
+///
+/// ```
+/// use zcoll::PartitionMut;
+///
+/// let mut data = [0u8; 4];
+/// let mut parts = PartitionMut::new(&mut data[..], vec![1, 3], vec![3, 0]);
+/// parts.buf_mut()[0] = 7;
+/// assert_eq!(parts.displs(), [3, 0]);
+/// ```
+#[derive(Debug)]
+pub struct PartitionMut<'a, T> {
+    buf: &'a mut [T],
+    counts: Vec<Count>,
+    displs: Vec<Count>,
+}
+
+impl<'a, T: crate::Pod> PartitionMut<'a, T> {
+    /// Cuts `buf` into blocks: block `r` is `counts[r]` elements from `displs[r]`.
+    pub fn new(buf: &'a mut [T], counts: impl Borrow<[Count]>, displs: impl Borrow<[Count]>) -> Self {
+        PartitionMut { buf, counts: counts.borrow().to_vec(), displs: displs.borrow().to_vec() }
+    }
+
+    /// The whole buffer.
+    pub fn buf(&self) -> &[T] {
+        self.buf
+    }
+
+    /// The whole buffer, to fill or read.
+    pub fn buf_mut(&mut self) -> &mut [T] {
+        self.buf
+    }
+
+    /// The count of every block, in elements.
+    pub fn counts(&self) -> &[Count] {
+        &self.counts
+    }
+
+    /// The displacement of every block from the start of the buffer, in elements.
+    pub fn displs(&self) -> &[Count] {
+        &self.displs
+    }
+
+    /// The buffer, counts and displacements, for a collective that writes the buffer.
+    pub(crate) fn parts(&mut self) -> (&mut [T], &[Count], &[Count]) {
+        (self.buf, &self.counts, &self.displs)
+    }
+
+    /// The same partition as rsmpi's type, to hand to rsmpi.
+    ///
+    /// # Panics
+    ///
+    /// As [`mpi::datatype::PartitionMut::new`]: if a block ends past the buffer.
+    pub fn as_mpi(&mut self) -> mpi::datatype::PartitionMut<'_, [T], Vec<Count>, Vec<Count>> {
+        mpi::datatype::PartitionMut::new(&mut *self.buf, self.counts.clone(), self.displs.clone())
+    }
+}
+
+/// Which buffer a partition cuts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    Send,
+    Recv,
+}
+
+impl Side {
+    fn buffer(self) -> &'static str {
+        match self {
+            Side::Send => "send",
+            Side::Recv => "receive",
+        }
+    }
+
+    fn array(self, displacements: bool) -> &'static str {
+        match (self, displacements) {
+            (Side::Send, false) => "send counts",
+            (Side::Send, true) => "send displacements",
+            (Side::Recv, false) => "receive counts",
+            (Side::Recv, true) => "receive displacements",
+        }
+    }
+}
+
+/// What is wrong with one rank's call, without naming ranks: the checks are pure functions
+/// that return the first `(culprit, Fault)`, turned into an [`Error`] by [`Fault::error`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// It called the root's method and is not the root, or the reverse.
+    Role,
+    /// Its count (or displacement) array for `side` has `found` entries, not one per rank.
+    Entries { side: Side, displacements: bool, found: usize },
+    /// Block `index` of its `side` partition has a negative count or displacement.
+    Negative { side: Side, index: usize, displacement: bool },
+    /// Block `index` of its receive partition overlaps an earlier non-empty block.
+    Overlap { index: usize },
+    /// Its `side` buffer has `found` elements where its partition needs `expected`.
+    Bounds { side: Side, expected: usize, found: usize },
+    /// It passes `found` bytes where its partner's numbers say `expected`.
+    Length { expected: usize, found: usize },
+}
+
+impl Fault {
+    /// The error rank `me` reports for this fault of rank `culprit`, `p` ranks in all.
+    pub(crate) fn error(self, me: i32, culprit: i32, p: usize) -> Error {
+        match self {
+            Fault::Role => Error::Mismatch { rank: me, culprit, what: ROLE },
+            Fault::Entries { side, displacements, found } => {
+                Error::BufferSize { rank: culprit, which: side.array(displacements), expected: p, found }
+            }
+            Fault::Negative { side, index, displacement } => Error::InvalidPartition {
+                rank: me,
+                culprit,
+                which: side.buffer(),
+                index,
+                reason: if displacement { "negative displacement" } else { "negative count" },
+            },
+            Fault::Overlap { index } => Error::InvalidPartition {
+                rank: me,
+                culprit,
+                which: Side::Recv.buffer(),
+                index,
+                reason: "overlaps another block",
+            },
+            Fault::Bounds { side, expected, found } => {
+                Error::BufferSize { rank: culprit, which: side.buffer(), expected, found }
+            }
+            Fault::Length { expected, found } => Error::LengthMismatch { rank: me, culprit, expected, found },
+        }
+    }
+
+    /// The fault as four words, to exchange over MPI.
+    pub(crate) fn encode(this: Option<Fault>) -> [i64; 4] {
+        let side = |s: Side| (s == Side::Recv) as i64;
+        match this {
+            None => [0, 0, 0, 0],
+            Some(Fault::Role) => [1, 0, 0, 0],
+            Some(Fault::Entries { side: s, displacements, found }) => {
+                [2, side(s) | (displacements as i64) << 1, found as i64, 0]
+            }
+            Some(Fault::Negative { side: s, index, displacement }) => {
+                [3, side(s) | (displacement as i64) << 1, index as i64, 0]
+            }
+            Some(Fault::Overlap { index }) => [4, 0, index as i64, 0],
+            Some(Fault::Bounds { side: s, expected, found }) => [5, side(s), expected as i64, found as i64],
+            Some(Fault::Length { expected, found }) => [6, 0, expected as i64, found as i64],
+        }
+    }
+
+    /// The inverse of [`encode`](Self::encode).
+    pub(crate) fn decode(w: &[i64]) -> Option<Fault> {
+        let side = if w[1] & 1 == 1 { Side::Recv } else { Side::Send };
+        let flag = w[1] & 2 == 2;
+        Some(match w[0] {
+            1 => Fault::Role,
+            2 => Fault::Entries { side, displacements: flag, found: w[2] as usize },
+            3 => Fault::Negative { side, index: w[2] as usize, displacement: flag },
+            4 => Fault::Overlap { index: w[2] as usize },
+            5 => Fault::Bounds { side, expected: w[2] as usize, found: w[3] as usize },
+            6 => Fault::Length { expected: w[2] as usize, found: w[3] as usize },
+            _ => return None,
+        })
+    }
+}
+
+/// The metadata words of one partition: the two array lengths, then `(count, displ)` for
+/// each of `p` ranks (zeros past a short array, which the checks reject anyway).
+pub(crate) fn partition_words(out: &mut Vec<u64>, p: usize, counts: &[Count], displs: &[Count]) {
+    let clamp = |n: usize| n.min(u32::MAX as usize) as u64;
+    out.push(clamp(counts.len()) | clamp(displs.len()) << 32);
+    out.extend((0..p).map(|r| {
+        let c = counts.get(r).copied().unwrap_or(0);
+        let d = displs.get(r).copied().unwrap_or(0);
+        c as u32 as u64 | (d as u32 as u64) << 32
+    }));
+}
+
+/// The number of metadata words of one partition for `p` ranks.
+pub(crate) fn partition_len(p: usize) -> usize {
+    1 + p
+}
+
+/// A partition as the checks see it: the array lengths, and block `r`'s count and
+/// displacement in elements.
+pub(crate) trait Parts {
+    /// The lengths of the count and displacement arrays.
+    fn entries(&self) -> (usize, usize);
+    /// `(count, displacement)` of block `r`.
+    fn block(&self, r: usize) -> (Count, Count);
+}
+
+/// A partition published in the staging area of local rank `owner`, from word `at`.
+pub(crate) struct Published<'r, 'c> {
+    pub(crate) round: &'r Round<'c>,
+    pub(crate) owner: usize,
+    pub(crate) at: usize,
+}
+
+impl Parts for Published<'_, '_> {
+    fn entries(&self) -> (usize, usize) {
+        let w = self.round.meta(self.owner, self.at);
+        ((w & 0xffff_ffff) as usize, (w >> 32) as usize)
+    }
+
+    fn block(&self, r: usize) -> (Count, Count) {
+        let w = self.round.meta(self.owner, self.at + 1 + r);
+        (w as u32 as Count, (w >> 32) as u32 as Count)
+    }
+}
+
+/// A partition as the words [`partition_words`] makes (received over MPI).
+pub(crate) struct Words<'a>(pub(crate) &'a [u64]);
+
+impl Parts for Words<'_> {
+    fn entries(&self) -> (usize, usize) {
+        ((self.0[0] & 0xffff_ffff) as usize, (self.0[0] >> 32) as usize)
+    }
+
+    fn block(&self, r: usize) -> (Count, Count) {
+        let w = self.0[1 + r];
+        (w as u32 as Count, (w >> 32) as u32 as Count)
+    }
+}
+
+/// A partition given as arrays (this rank's own, checked).
+pub(crate) struct Given<'a> {
+    pub(crate) counts: &'a [Count],
+    pub(crate) displs: &'a [Count],
+}
+
+impl Parts for Given<'_> {
+    fn entries(&self) -> (usize, usize) {
+        (self.counts.len(), self.displs.len())
+    }
+
+    fn block(&self, r: usize) -> (Count, Count) {
+        (self.counts[r], self.displs[r])
+    }
+}
+
+/// Bytes of `count` elements of `elem` bytes (saturating: such a block fits no buffer).
+pub(crate) fn bytes(count: Count, elem: usize) -> usize {
+    (count.max(0) as usize).saturating_mul(elem)
+}
+
+/// The byte range of block `r` of a partition checked by [`check_partition`].
+pub(crate) fn range(parts: &impl Parts, r: usize, elem: usize) -> Range<usize> {
+    let (c, d) = parts.block(r);
+    let start = bytes(d, elem);
+    start..start + bytes(c, elem)
+}
+
+/// Checks one partition of `p` blocks over a buffer of `len` bytes with elements of
+/// `elem` bytes: one entry per rank, nothing negative, every non-empty block inside the
+/// buffer, and (for a receive buffer) no two non-empty blocks overlapping.
+///
+/// # Errors
+///
+/// The first fault found, in that order.
+pub(crate) fn check_partition(
+    p: usize,
+    parts: &impl Parts,
+    elem: usize,
+    len: usize,
+    side: Side,
+) -> std::result::Result<(), Fault> {
+    let (nc, nd) = parts.entries();
+    if nc != p {
+        return Err(Fault::Entries { side, displacements: false, found: nc });
+    }
+    if nd != p {
+        return Err(Fault::Entries { side, displacements: true, found: nd });
+    }
+    let elem = elem.max(1);
+    let mut end = 0usize;
+    for r in 0..p {
+        let (c, d) = parts.block(r);
+        if c < 0 || d < 0 {
+            return Err(Fault::Negative { side, index: r, displacement: c >= 0 });
+        }
+        if c > 0 {
+            end = end.max(d as usize + c as usize);
+        }
+    }
+    if end.saturating_mul(elem) > len {
+        return Err(Fault::Bounds { side, expected: end, found: len / elem });
+    }
+    if side == Side::Recv {
+        let mut blocks: Vec<(usize, usize, usize)> = (0..p)
+            .map(|r| (parts.block(r), r))
+            .filter(|&((c, _), _)| c > 0)
+            .map(|((c, d), r)| (d as usize, d as usize + c as usize, r))
+            .collect();
+        blocks.sort_unstable();
+        if let Some(w) = blocks.windows(2).find(|w| w[1].0 < w[0].1) {
+            return Err(Fault::Overlap { index: w[1].2 });
+        }
+    }
+    Ok(())
+}
+
+/// What one rank of a rooted variable-count call says, as the checks see it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Claim {
+    /// It called the root's method.
+    pub(crate) root: bool,
+    /// Its element size.
+    pub(crate) elem: usize,
+    /// Its own block (receive buffer of a scatterv, send buffer of a gatherv), in bytes.
+    pub(crate) block: usize,
+    /// The root's partitioned buffer (send of a scatterv, receive of a gatherv), in bytes.
+    pub(crate) whole: usize,
+}
+
+impl Claim {
+    /// The flags and element size, as published in `Call::aux2`.
+    pub(crate) fn aux2(&self) -> u64 {
+        self.root as u64 | (self.elem as u64) << 8
+    }
+
+    /// The claim in a call record, with the block and buffer lengths `measure` picks.
+    pub(crate) fn from_call(c: &Call, measure: fn(&Call) -> (usize, usize)) -> Claim {
+        let (block, whole) = measure(c);
+        Claim { root: c.aux2 & 1 == 1, elem: (c.aux2 >> 8) as usize, block, whole }
+    }
+}
+
+/// The checks of a rooted variable-count call over `p` ranks whose root is `root`: the
+/// roles, the root's partition (of its `side` buffer), and every rank's block against the
+/// root's count for it. A pure function: every rank reaches the same verdict.
+///
+/// # Errors
+///
+/// The first `(culprit, fault)`.
+pub(crate) fn judge_rooted(
+    p: usize,
+    root: usize,
+    claim: impl Fn(usize) -> Claim,
+    parts: &impl Parts,
+    side: Side,
+) -> std::result::Result<(), (usize, Fault)> {
+    if let Some(q) = (0..p).find(|&q| claim(q).root != (q == root)) {
+        return Err((q, Fault::Role));
+    }
+    let r = claim(root);
+    check_partition(p, parts, r.elem, r.whole, side).map_err(|f| (root, f))?;
+    for q in 0..p {
+        let expected = bytes(parts.block(q).0, r.elem);
+        let found = claim(q).block;
+        if found != expected {
+            return Err((q, Fault::Length { expected, found }));
+        }
+    }
+    Ok(())
+}
+
+/// The verdict of an exchange over `p` ranks: the first rank with a fault of its own
+/// (`local`), else the first rank whose numbers disagree with its partners' (`cross`,
+/// asked only when no rank has a local fault). A pure function of what every rank sees.
+///
+/// # Errors
+///
+/// The first `(culprit, fault)`.
+pub(crate) fn first_fault(
+    p: usize,
+    local: impl Fn(usize) -> Option<Fault>,
+    cross: impl Fn(usize) -> Option<Fault>,
+) -> std::result::Result<(), (usize, Fault)> {
+    if let Some(e) = (0..p).find_map(|q| local(q).map(|f| (q, f))) {
+        return Err(e);
+    }
+    (0..p).find_map(|q| cross(q).map(|f| (q, f))).map_or(Ok(()), Err)
+}
+
+/// The faults of rank `q` of an allgatherv alone: its receive partition (`parts`, of a
+/// buffer of `recv_len` bytes), and its own block's count against its send length.
+pub(crate) fn allgatherv_local(
+    p: usize,
+    q: usize,
+    parts: &impl Parts,
+    elem: usize,
+    recv_len: usize,
+    send_len: usize,
+) -> Option<Fault> {
+    check_partition(p, parts, elem, recv_len, Side::Recv).err().or_else(|| {
+        let expected = bytes(parts.block(q).0, elem);
+        (expected != send_len).then_some(Fault::Length { expected, found: send_len })
+    })
+}
+
+/// The fault of rank `q` of an allgatherv against its partners: its count for every rank
+/// `r` against `send_len(r)`.
+pub(crate) fn allgatherv_cross(
+    p: usize,
+    parts: &impl Parts,
+    elem: usize,
+    send_len: impl Fn(usize) -> usize,
+) -> Option<Fault> {
+    (0..p).find_map(|r| {
+        let found = bytes(parts.block(r).0, elem);
+        (found != send_len(r)).then(|| Fault::Length { expected: send_len(r), found })
+    })
+}
+
+/// The faults of rank `q` of an alltoallv alone: its two partitions, and what it sends
+/// itself against what it receives from itself.
+pub(crate) fn alltoallv_local(
+    p: usize,
+    q: usize,
+    send: &impl Parts,
+    recv: &impl Parts,
+    elem: usize,
+    lens: (usize, usize),
+) -> Option<Fault> {
+    check_partition(p, send, elem, lens.0, Side::Send)
+        .and_then(|()| check_partition(p, recv, elem, lens.1, Side::Recv))
+        .err()
+        .or_else(|| {
+            let (expected, found) = (bytes(send.block(q).0, elem), bytes(recv.block(q).0, elem));
+            (expected != found).then_some(Fault::Length { expected, found })
+        })
+}
+
+/// The fault of rank `r` of an alltoallv as a receiver: its receive count for every rank
+/// `q` against the bytes `q` sends it, `sent(q)`.
+pub(crate) fn alltoallv_cross(
+    p: usize,
+    recv: &impl Parts,
+    elem: usize,
+    sent: impl Fn(usize) -> usize,
+) -> Option<Fault> {
+    (0..p).find_map(|q| {
+        let found = bytes(recv.block(q).0, elem);
+        (found != sent(q)).then(|| Fault::Length { expected: sent(q), found })
+    })
+}
+
+/// Every rank's `(local, cross)` faults gathered over MPI (four words each, as
+/// [`Fault::encode`] makes them), judged as [`first_fault`] judges them, as the error
+/// rank `me` reports.
+pub(crate) fn agree_faults(
+    parent: &mpi::topology::SimpleCommunicator,
+    local: Option<Fault>,
+    cross: Option<Fault>,
+) -> Result<()> {
+    use mpi::traits::*;
+    let p = parent.size() as usize;
+    let mut mine = [0i64; 8];
+    mine[..4].copy_from_slice(&Fault::encode(local));
+    mine[4..].copy_from_slice(&Fault::encode(cross));
+    let mut all = vec![0i64; 8 * p];
+    parent.all_gather_into(&mine[..], &mut all[..]);
+    let at = |q: usize, half: usize| Fault::decode(&all[8 * q + 4 * half..8 * q + 4 * half + 4]);
+    first_fault(p, |q| at(q, 0), |q| at(q, 1)).map_err(|(q, f)| f.error(parent.rank(), q as i32, p))
+}
+
+/// [`check_with_meta`] with a judge that may fail with any error (reported after the
+/// common checks of collective and root, before the algorithm's); `None` for `meta` when
+/// the partitions do not fit the staging area, which is `Unsupported` on every rank.
+///
+/// # Errors
+///
+/// As `check_with_meta` and `judge`, the same on every rank.
+pub(crate) fn checked<'c>(
+    ctx: &Ctx<'c>,
+    call: Call,
+    meta: Option<&[u64]>,
+    rooted: bool,
+    judge: impl Fn(&Round<'_>) -> Result<()>,
+) -> Result<Round<'c>> {
+    let judged = Cell::new(None);
+    let checked = check_with_meta(ctx, call, meta.unwrap_or(&[]), rooted, |r| {
+        let verdict = match meta {
+            Some(_) => judge(r),
+            None => Err(Error::Unsupported {
+                rank: r.rank_of(r.me()),
+                what: format!(
+                    "{} ranks on a node in a variable-count collective (the counts do not fit the \
+                     staging area)",
+                    r.size()
+                ),
+            }),
+        };
+        if let Err(e) = verdict {
+            judged.set(Some(e));
+        }
+        Ok(())
+    });
+    match (checked, judged.take()) {
+        (Ok(round), Some(e)) => Err(round.finish(Err(e)).unwrap_err()),
+        // The algorithms may differ only because the arguments do: report those.
+        (Err(Error::Mismatch { what: "algorithm", .. }), Some(e)) => Err(e),
+        (checked, _) => checked,
+    }
+}
+
+/// Whether `words` metadata words fit every rank's staging area.
+pub(crate) fn fits(ctx: &Ctx<'_>, words: usize) -> bool {
+    words <= ctx.ctl.meta_words()
+}
+
+/// Runs `io` as member `pos` of `chain` (the ranks that move bytes, in order), `k` at a
+/// time: member `pos` starts once member `pos - k` has finished, then tells member
+/// `pos + k` through its `progress` (step 1). The signal is posted even if `io` fails, so
+/// no successor waits for ever. Ranks outside the chain (zero-length blocks) neither wait
+/// nor are waited for.
+///
+/// # Errors
+///
+/// `io`'s error, or a wait's.
+pub(crate) fn chain(
+    round: &Round<'_>,
+    chain: &[usize],
+    k: usize,
+    io: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    let Some(pos) = chain.iter().position(|&r| r == round.me()) else {
+        return Ok(());
+    };
+    let waited = if pos >= k { round.wait_progress(chain[pos - k], 1) } else { Ok(()) };
+    let done = waited.and_then(|()| io());
+    if pos.saturating_add(k) < chain.len() {
+        round.post_progress(1);
+    }
+    done
+}
+
+/// How the blocks of a rooted variable-count call move inside a node, once the algorithm
+/// is settled: the parts staged through the root's area (empty ranges for the others),
+/// the ranks that copy with CMA themselves in chain order and how many at a time, and
+/// whether the root copies every block itself.
+#[derive(Debug, Default)]
+pub(crate) struct Moves {
+    pub(crate) staged: Vec<Range<usize>>,
+    pub(crate) direct: Vec<usize>,
+    pub(crate) k: usize,
+    pub(crate) by_root: bool,
+}
+
+/// How a rooted variable-count call moves blocks, by family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Family {
+    /// Every non-empty block through the root's staging area.
+    Staged,
+    /// Every non-root copies its own block, `k` at a time (`usize::MAX`: all at once).
+    Direct(usize),
+    /// The root copies every block, one after the other.
+    ByRoot,
+    /// Blocks under [`STAGED_BELOW`] staged, the others direct, `k` at a time.
+    Mixed(usize),
+}
+
+impl Moves {
+    /// The moves of a call whose block `r` is `block(r)` (byte ranges in the root's
+    /// buffer), `p` ranks, root `root`.
+    pub(crate) fn new(family: Family, p: usize, root: usize, block: impl Fn(usize) -> Range<usize>) -> Moves {
+        let peers = || (1..p).map(move |i| (root + i) % p).filter(|&r| !block(r).is_empty());
+        let mut m = Moves { staged: vec![0..0; p], direct: Vec::new(), k: usize::MAX, by_root: false };
+        match family {
+            Family::Staged => peers().for_each(|r| m.staged[r] = block(r)),
+            Family::Direct(k) => {
+                m.direct = peers().collect();
+                m.k = k;
+            }
+            Family::ByRoot => m.by_root = true,
+            Family::Mixed(k) => {
+                m.k = k;
+                for r in peers() {
+                    if block(r).len() < STAGED_BELOW {
+                        m.staged[r] = block(r);
+                    } else {
+                        m.direct.push(r);
+                    }
+                }
+            }
+        }
+        m
+    }
+
+    /// Whether anything goes through the staging area.
+    pub(crate) fn staging(&self) -> bool {
+        self.staged.iter().any(|r| !r.is_empty())
+    }
+}
+
+/// Where every rank's block sits in the buffers the leaders exchange in a two-level call:
+/// node by node (in node order), each node's ranks in rank order, blocks packed end to end.
+#[derive(Debug)]
+pub(crate) struct Packed {
+    /// The offset of every rank's block in the packed buffer, in bytes.
+    pub(crate) at: Vec<usize>,
+    /// Every rank's block length, in bytes.
+    pub(crate) len: Vec<usize>,
+    /// Bytes of each node's blocks, for MPI.
+    pub(crate) counts: Vec<Count>,
+    /// Where each node's blocks start, for MPI.
+    pub(crate) displs: Vec<Count>,
+}
+
+impl Packed {
+    /// The layout of blocks of `len[r]` bytes for rank `r`, on node `node_of(r)` of
+    /// `nodes`. The total must fit an MPI count (checked by the callers).
+    pub(crate) fn new(len: Vec<usize>, node_of: impl Fn(usize) -> usize, nodes: usize) -> Packed {
+        let p = len.len();
+        let mut order: Vec<usize> = (0..p).collect();
+        order.sort_by_key(|&r| node_of(r)); // stable: rank order inside a node
+        let mut at = vec![0; p];
+        let mut counts = vec![0 as Count; nodes];
+        let mut offset = 0;
+        for &r in &order {
+            at[r] = offset;
+            offset += len[r];
+            counts[node_of(r)] += len[r] as Count;
+        }
+        let displs = counts
+            .iter()
+            .scan(0, |s, &c| {
+                let d = *s;
+                *s += c;
+                Some(d)
+            })
+            .collect();
+        Packed { at, len, counts, displs }
+    }
+
+    /// Block `r`'s range in the packed buffer.
+    pub(crate) fn block(&self, r: usize) -> Range<usize> {
+        self.at[r]..self.at[r] + self.len[r]
+    }
+
+    /// Block `r`'s range in its node's part of the packed buffer.
+    pub(crate) fn in_node(&self, r: usize, node: usize) -> Range<usize> {
+        let base = self.displs[node] as usize;
+        self.at[r] - base..self.at[r] - base + self.len[r]
+    }
+}
+
+/// A buffer of `len` bytes whose address is valid even when empty (MPI libraries refuse
+/// some dangling pointers): allocate at least one byte, use `..len`.
+pub(crate) fn scratch(len: usize) -> Vec<u8> {
+    vec![0u8; len.max(1)]
+}
+
+/// `Unsupported` if `total` bytes do not fit a 32-bit MPI count.
+pub(crate) fn mpi_count(total: usize, me: i32) -> Result<()> {
+    if total > Count::MAX as usize {
+        let what = format!("{total} bytes in one collective across nodes (MPI counts are 32-bit)");
+        return Err(Error::Unsupported { rank: me, what });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn given<'a>(counts: &'a [Count], displs: &'a [Count]) -> Given<'a> {
+        Given { counts, displs }
+    }
+
+    #[test]
+    fn partitions_are_judged_in_order() {
+        let ok = |c: &[Count], d: &[Count], len, side| check_partition(c.len(), &given(c, d), 4, len, side);
+        // Gaps, any order, zero blocks anywhere (even past the end).
+        assert_eq!(ok(&[2, 0, 3], &[6, 100, 0], 32, Side::Recv), Ok(()));
+        assert_eq!(
+            check_partition(3, &given(&[1, 2], &[0, 1, 2]), 4, 64, Side::Send),
+            Err(Fault::Entries { side: Side::Send, displacements: false, found: 2 })
+        );
+        assert_eq!(
+            check_partition(2, &given(&[1, 2], &[0, 1, 2]), 4, 64, Side::Recv),
+            Err(Fault::Entries { side: Side::Recv, displacements: true, found: 3 })
+        );
+        assert_eq!(
+            ok(&[1, -1], &[0, 1], 64, Side::Send),
+            Err(Fault::Negative { side: Side::Send, index: 1, displacement: false })
+        );
+        assert_eq!(
+            ok(&[0, 1], &[-1, 1], 64, Side::Send),
+            Err(Fault::Negative { side: Side::Send, index: 0, displacement: true })
+        );
+        // 8 elements needed, 7 there (28 bytes of 4-byte elements).
+        assert_eq!(
+            ok(&[2, 3], &[6, 0], 28, Side::Send),
+            Err(Fault::Bounds { side: Side::Send, expected: 8, found: 7 })
+        );
+        // Overlapping sends are allowed, overlapping receives are not.
+        assert_eq!(ok(&[3, 3], &[0, 2], 64, Side::Send), Ok(()));
+        assert_eq!(ok(&[3, 3], &[2, 0], 64, Side::Recv), Err(Fault::Overlap { index: 0 }));
+        assert_eq!(ok(&[3, 3, 0], &[0, 3, 1], 64, Side::Recv), Ok(()));
+    }
+
+    #[test]
+    fn published_words_round_trip() {
+        let mut w = Vec::new();
+        partition_words(&mut w, 3, &[5, 0, Count::MAX], &[-1, 7, 0]);
+        assert_eq!(w.len(), partition_len(3));
+        assert_eq!(w[0], 3 | 3 << 32);
+        let block = |i: usize| (w[1 + i] as u32 as Count, (w[1 + i] >> 32) as u32 as Count);
+        assert_eq!([block(0), block(1), block(2)], [(5, -1), (0, 7), (Count::MAX, 0)]);
+        let faults = [
+            None,
+            Some(Fault::Role),
+            Some(Fault::Entries { side: Side::Recv, displacements: true, found: 9 }),
+            Some(Fault::Negative { side: Side::Send, index: 3, displacement: false }),
+            Some(Fault::Overlap { index: 2 }),
+            Some(Fault::Bounds { side: Side::Recv, expected: 10, found: 9 }),
+            Some(Fault::Length { expected: 4, found: 8 }),
+        ];
+        for f in faults {
+            assert_eq!(Fault::decode(&Fault::encode(f)), f);
+        }
+    }
+
+    #[test]
+    fn rooted_judge_names_the_culprit() {
+        let claims = |blocks: [usize; 3], root: usize, whole: usize| {
+            move |q: usize| Claim { root: q == root, elem: 2, block: blocks[q], whole }
+        };
+        let parts = given(&[1, 0, 3], &[3, 9, 0]);
+        assert_eq!(judge_rooted(3, 1, claims([2, 0, 6], 1, 8), &parts, Side::Send), Ok(()));
+        assert_eq!(
+            judge_rooted(3, 1, claims([2, 0, 4], 1, 8), &parts, Side::Send),
+            Err((2, Fault::Length { expected: 6, found: 4 }))
+        );
+        assert_eq!(
+            judge_rooted(3, 1, claims([2, 0, 6], 1, 6), &parts, Side::Send),
+            Err((1, Fault::Bounds { side: Side::Send, expected: 4, found: 3 }))
+        );
+        let two_roots = |q: usize| Claim { root: q != 2, ..claims([2, 0, 6], 1, 8)(q) };
+        assert_eq!(judge_rooted(3, 1, two_roots, &parts, Side::Send), Err((0, Fault::Role)));
+    }
+
+    #[test]
+    fn moves_skip_empty_blocks_and_mix_by_size() {
+        let blocks = [0..10, 10..10, 20..20_000, 5..6];
+        let m = Moves::new(Family::Mixed(4), 4, 0, |r| blocks[r].clone());
+        assert_eq!(m.direct, [2]);
+        assert_eq!(m.staged, [0..0, 0..0, 0..0, 5..6]);
+        let m = Moves::new(Family::Direct(2), 4, 2, |r| blocks[r].clone());
+        assert_eq!((m.direct.as_slice(), m.k), (&[3, 0][..], 2));
+        assert!(!m.staging());
+        assert!(Moves::new(Family::Staged, 4, 3, |r| blocks[r].clone()).staging());
+    }
+
+    #[test]
+    fn packed_layout_groups_nodes() {
+        // Ranks 0 and 2 on node 0, 1 and 3 on node 1.
+        let node_of = [0, 1, 0, 1];
+        let l = Packed::new(vec![3, 0, 5, 2], |r| node_of[r], 2);
+        assert_eq!(l.at, [0, 8, 3, 8]);
+        assert_eq!((l.counts.as_slice(), l.displs.as_slice()), (&[8, 2][..], &[0, 8][..]));
+        assert_eq!((l.block(2), l.in_node(3, 1)), (3..8, 0..2));
+    }
+}

@@ -1,0 +1,152 @@
+//! Per-call metadata that does not fit a call record: the counts and displacements of the
+//! variable-count collectives.
+//!
+//! A call record has a few words; a variable-count call has two per rank. A rank writes
+//! its metadata words into its **own staging area** before it arrives
+//! ([`Control::begin_with_meta`]); its peers read them after the arrive phase
+//! ([`Round::meta`]). The area is idle then: a rank starts round `e` only after every rank
+//! finished round `e - 1` (posted `done`), and nobody touches another rank's staging area
+//! outside a round. The arrive flag's Release (and the readers' Acquire in `begin`) orders
+//! the words before every peer's reads, exactly as it orders the call record.
+//!
+//! The words stay valid for the whole round unless their owner stages data through its
+//! area in the same round. Then the owner must first know that every peer has finished
+//! reading them: each rank calls [`Round::release_meta`] once it has read everything it
+//! needs (it posts `progress` step 0, which no algorithm's wait asks for: the staged and
+//! throttled copies wait for steps of at least 1), and the owner waits for all of
+//! them with [`Round::reclaim_meta`], which also posts `ack` step 0 so that ranks that
+//! write into the owner's area can wait for that with [`Round::wait_meta_reclaimed`].
+//!
+//! The words are read and written with atomic operations on the shared mapping, never
+//! through a `&[u64]`: a peer's area is memory another process can change.
+
+use super::{Control, Round};
+use crate::error::Result;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+impl Control {
+    /// How many metadata words a rank can publish: its staging area, in 8-byte words.
+    pub(crate) fn meta_words(&self) -> usize {
+        self.stage_bytes / 8
+    }
+
+    /// Word `i` of local rank `r`'s staging area, as an atomic.
+    fn meta_word(&self, r: usize, i: usize) -> &AtomicU64 {
+        assert!(i < self.meta_words(), "metadata word {i} is outside the staging area");
+        // SAFETY: `stage(r)` is page aligned and `stage_bytes` long, so word `i` (checked
+        // above) is 8-byte aligned and inside the mapping, which lives as long as `self`.
+        // The segment is shared memory that every rank accesses only through atomics or
+        // through copies ordered by the round's step counters (see the module docs), so
+        // viewing a word as an `AtomicU64` races with no non-atomic access.
+        unsafe { AtomicU64::from_ptr(self.stage(r).add(8 * i).cast::<u64>()) }
+    }
+
+    /// [`begin`](Control::begin), after writing `meta` into this rank's staging area for
+    /// the peers to read with [`Round::meta`].
+    ///
+    /// # Errors
+    ///
+    /// As `begin`.
+    ///
+    /// # Panics
+    ///
+    /// If `meta` is longer than [`meta_words`](Control::meta_words).
+    pub(crate) fn begin_with_meta(&self, call: &super::Call, meta: &[u64]) -> Result<Round<'_>> {
+        assert!(meta.len() <= self.meta_words(), "{} metadata words do not fit", meta.len());
+        for (i, &w) in meta.iter().enumerate() {
+            // Relaxed: the Release store of `arrive` in `begin` publishes them.
+            self.meta_word(self.me, i).store(w, Ordering::Relaxed);
+        }
+        self.begin(call)
+    }
+}
+
+impl Round<'_> {
+    /// Metadata word `i` that local rank `r` published with
+    /// [`begin_with_meta`](Control::begin_with_meta) for this round. Meaningful only for a
+    /// rank that called the same collective (check the call first) and only until `r`
+    /// reclaims its area.
+    pub(crate) fn meta(&self, r: usize, i: usize) -> u64 {
+        // Relaxed: `begin` saw `r`'s arrive with Acquire, after `r` stored the word.
+        self.ctl.meta_word(r, i).load(Ordering::Relaxed)
+    }
+
+    /// Says that this rank has read every metadata word it needs in this round. Must come
+    /// before any other `progress` this rank posts in the round (it posts step 0).
+    pub(crate) fn release_meta(&self) {
+        self.post_progress(0);
+    }
+
+    /// Waits until every other rank has released the metadata of this round, so that this
+    /// rank may stage data through its own area; then says so with `ack` step 0 (which
+    /// must come before any other `ack` this rank posts in the round).
+    ///
+    /// # Errors
+    ///
+    /// `PeerDied` or `Timeout`.
+    pub(crate) fn reclaim_meta(&self) -> Result<()> {
+        for r in (0..self.size()).filter(|&r| r != self.me()) {
+            self.wait_progress(r, 0)?;
+        }
+        self.post_ack(0);
+        Ok(())
+    }
+
+    /// Waits until local rank `owner` has reclaimed its area with
+    /// [`reclaim_meta`](Round::reclaim_meta), before writing into it.
+    ///
+    /// # Errors
+    ///
+    /// `PeerDied` or `Timeout`.
+    pub(crate) fn wait_meta_reclaimed(&self, owner: usize) -> Result<()> {
+        self.wait_ack(owner, 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::node;
+    use super::super::Call;
+
+    /// Every rank publishes words that depend on the round, reads every peer's, then the
+    /// owner of the round stages over its area once the others released it: the words of
+    /// the next round are never mixed with the bytes of this one.
+    #[test]
+    fn metadata_is_read_before_the_owner_reuses_its_area() {
+        let n = 4;
+        let words = 8192 / 8;
+        std::thread::scope(|s| {
+            for ctl in node(n, 8192) {
+                s.spawn(move || {
+                    let me = ctl.me();
+                    for round in 0..200u64 {
+                        let owner = (round % n as u64) as usize;
+                        let len = 1 + (round as usize * 37) % words;
+                        let meta: Vec<u64> =
+                            (0..len as u64).map(|i| round << 40 | (me as u64) << 32 | i).collect();
+                        let r = ctl.begin_with_meta(&Call::default(), &meta).unwrap();
+                        for peer in 0..n {
+                            for i in [0, len / 2, len - 1] {
+                                assert_eq!(r.meta(peer, i), round << 40 | (peer as u64) << 32 | i as u64);
+                            }
+                        }
+                        r.release_meta();
+                        let mut mine = vec![0u8; 3000];
+                        let moved = if me == owner {
+                            let whole = vec![round as u8; 3000 * n];
+                            let parts: Vec<_> = (0..n).map(|q| q * 3000..(q + 1) * 3000).collect();
+                            r.reclaim_meta().and_then(|()| r.stage_scatter(owner, &parts, &whole, &mut []))
+                        } else {
+                            let parts: Vec<_> = (0..n).map(|q| q * 3000..(q + 1) * 3000).collect();
+                            r.stage_scatter(owner, &parts, &[], &mut mine)
+                        };
+                        r.finish(moved).unwrap();
+                        if me != owner {
+                            assert!(mine.iter().all(|&b| b == round as u8));
+                        }
+                    }
+                });
+            }
+        });
+    }
+}

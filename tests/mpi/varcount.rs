@@ -1,0 +1,828 @@
+//! Variable-count collectives: scatterv, gatherv, allgatherv and alltoallv, with random
+//! counts (zeros included), permuted and gapped displacements, every root and every
+//! algorithm, compared with rsmpi's own varcount collectives on the same input, with guard
+//! bytes after every buffer; and bad calls, each the same `Err` on every rank with every
+//! buffer left as it was.
+
+use crate::rank::Particle;
+use mpi::datatype::{Partition as MpiPartition, PartitionMut as MpiPartitionMut};
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use mpi::Count;
+use zcoll::{
+    AllgathervAlgorithm, AlltoallvAlgorithm, Comm, Error, GatherAlgorithm, Partition, PartitionMut, Pod,
+    ScatterAlgorithm, TransportKind,
+};
+
+/// Bytes past the end of every buffer, checked after every call: nothing writes there.
+const GUARD: usize = 64;
+const GUARD_BYTE: u8 = 0xc3;
+const ROLE: &str = "root/non-root method";
+
+/// Runs scenario `scenario` (`varcount` or `varcount-errors`).
+pub(crate) fn run(scenario: &str, world: &SimpleCommunicator, comm: &Comm) {
+    match scenario {
+        "varcount" => {
+            rooted(world, comm);
+            exchanges(world, comm);
+        }
+        "varcount-errors" => errors(world, comm),
+        other => panic!("unknown scenario {other}"),
+    }
+}
+
+/// Deterministic content for (seed, byte index), different for every seed.
+fn pattern(seed: u64, i: usize) -> u8 {
+    let x = (i as u64 ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    (x >> 29) as u8
+}
+
+/// A small deterministic generator (splitmix64): every rank draws the same numbers.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (0 for `n = 0`).
+    fn below(&mut self, n: usize) -> usize {
+        if n == 0 {
+            0
+        } else {
+            (self.next() % n as u64) as usize
+        }
+    }
+}
+
+/// A partition of a buffer among `p` ranks: counts, displacements, and the buffer length,
+/// all in elements.
+#[derive(Clone, Debug)]
+struct Layout {
+    counts: Vec<Count>,
+    displs: Vec<Count>,
+    len: usize,
+}
+
+impl Layout {
+    /// `p` blocks of up to `max` elements (a quarter of them empty), stored in a random
+    /// order with random gaps of up to `gap` elements before each and after the last.
+    fn random(rng: &mut Rng, p: usize, max: usize, gap: usize) -> Layout {
+        let counts = random_counts(rng, p, max);
+        Layout::placed(rng, counts, gap)
+    }
+
+    /// Blocks of `counts` stored in a random order with random gaps of up to `gap`
+    /// elements before each and after the last.
+    fn placed(rng: &mut Rng, counts: Vec<Count>, gap: usize) -> Layout {
+        let p = counts.len();
+        let mut order: Vec<usize> = (0..p).collect();
+        for i in (1..p).rev() {
+            order.swap(i, rng.below(i + 1));
+        }
+        let mut displs = vec![0; p];
+        let mut at = 0;
+        for &r in &order {
+            at += rng.below(gap + 1);
+            displs[r] = at as Count;
+            at += counts[r] as usize;
+        }
+        Layout { counts, displs, len: at + rng.below(gap + 1) }
+    }
+
+    /// Blocks of `counts` end to end in rank order.
+    fn packed(counts: Vec<Count>) -> Layout {
+        let displs = counts.iter().scan(0, |s, &c| Some(std::mem::replace(s, *s + c))).collect();
+        let len = counts.iter().map(|&c| c as usize).sum();
+        Layout { counts, displs, len }
+    }
+
+    fn count(&self, r: usize) -> usize {
+        self.counts[r] as usize
+    }
+}
+
+/// `p` counts of up to `max` elements, a quarter of them zero.
+fn random_counts(rng: &mut Rng, p: usize, max: usize) -> Vec<Count> {
+    (0..p).map(|_| if rng.below(4) == 0 { 0 } else { 1 + rng.below(max) as Count }).collect()
+}
+
+/// `n` elements of `T` followed by guard bytes, element-aligned (so the address is valid
+/// even for `n = 0`).
+struct Guarded<T> {
+    store: Vec<T>,
+    n: usize,
+}
+
+impl<T: Pod> Guarded<T> {
+    /// `n` elements whose byte `i` is `fill(i)`.
+    fn new(n: usize, fill: impl Fn(usize) -> u8) -> Self {
+        let size = std::mem::size_of::<T>();
+        let mut store: Vec<T> = vec![T::zeroed(); n + GUARD.div_ceil(size)];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut store);
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = if i < n * size { fill(i) } else { GUARD_BYTE };
+        }
+        Guarded { store, n }
+    }
+
+    fn get(&self) -> &[T] {
+        &self.store[..self.n]
+    }
+
+    fn get_mut(&mut self) -> &mut [T] {
+        &mut self.store[..self.n]
+    }
+
+    fn bytes(&self) -> &[u8] {
+        bytemuck::cast_slice(self.get())
+    }
+
+    /// Panics if anything wrote past the buffer.
+    fn guard(&self, what: &str) {
+        let tail: &[u8] = bytemuck::cast_slice(&self.store[self.n..]);
+        assert!(tail.iter().all(|&b| b == GUARD_BYTE), "{what}: wrote past the buffer");
+    }
+
+    /// Panics unless byte `i` is still `fill(i)`.
+    fn unchanged(&self, fill: impl Fn(usize) -> u8, what: &str) {
+        if let Some(i) = self.bytes().iter().enumerate().position(|(i, &b)| b != fill(i)) {
+            panic!("{what}: byte {i} of a buffer that must not change changed");
+        }
+        self.guard(what);
+    }
+}
+
+/// Panics naming the first byte where `got` differs from `want`.
+fn same(got: &[u8], want: &[u8], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
+        panic!("{what}: differs from rsmpi at byte {i} of {}", got.len());
+    }
+}
+
+fn scatter_algorithms(p: u32) -> Vec<ScatterAlgorithm> {
+    let mut all =
+        vec![ScatterAlgorithm::Auto, ScatterAlgorithm::ParallelRead, ScatterAlgorithm::SequentialWrite];
+    for k in [1, 2, p] {
+        let a = ScatterAlgorithm::ThrottledRead { k };
+        if !all.contains(&a) {
+            all.push(a);
+        }
+    }
+    all.push(ScatterAlgorithm::Staged);
+    all
+}
+
+fn gather_algorithms(p: u32) -> Vec<GatherAlgorithm> {
+    let mut all =
+        vec![GatherAlgorithm::Auto, GatherAlgorithm::ParallelWrite, GatherAlgorithm::SequentialRead];
+    for k in [1, 2, p] {
+        let a = GatherAlgorithm::ThrottledWrite { k };
+        if !all.contains(&a) {
+            all.push(a);
+        }
+    }
+    all.push(GatherAlgorithm::Staged);
+    all
+}
+
+/// The layouts of one job: tiny, small and large blocks (across the 8 KiB threshold of
+/// the staged path and the 32 KiB halves of the staging area), all empty, one rank only,
+/// and blocks end to end.
+fn layouts(rng: &mut Rng, p: usize, elem: usize) -> Vec<Layout> {
+    let e = |bytes: usize| (bytes / elem).max(1);
+    let mut all = vec![
+        Layout::random(rng, p, e(64), e(64)),
+        Layout::random(rng, p, e(6000), e(3000)),
+        Layout::random(rng, p, e(300_000), e(5000)),
+        Layout::packed(vec![0; p]),
+        Layout::packed((0..p).map(|r| (r + 1) as Count * e(20_000) as Count).collect()),
+    ];
+    let mut one = vec![0; p];
+    one[rng.below(p)] = e(70_000) as Count;
+    all.push(Layout::packed(one));
+    all
+}
+
+/// Every root, algorithm and layout for scatterv and gatherv, in bytes, and a few in
+/// other element types.
+fn rooted(world: &SimpleCommunicator, comm: &Comm) {
+    let p = world.size();
+    let mut rng = Rng(0x5ca7_7e4f);
+    let mut seed = 10_000;
+    for (i, layout) in layouts(&mut rng, p as usize, 1).into_iter().enumerate() {
+        // Every root for the small layouts, two for the large ones.
+        let roots: Vec<i32> = if i == 2 || i == 4 { vec![0, p - 1] } else { (0..p).collect() };
+        for &root in &roots {
+            for algo in scatter_algorithms(p as u32) {
+                seed += 1;
+                check_scatterv::<u8>(world, comm, &layout, root, algo, seed);
+            }
+            for algo in gather_algorithms(p as u32) {
+                seed += 1;
+                check_gatherv::<u8>(world, comm, &layout, root, algo, seed);
+            }
+        }
+    }
+    for layout in layouts(&mut rng, p as usize, 8).into_iter().take(3) {
+        seed += 1;
+        let root = rng.below(p as usize) as i32;
+        check_scatterv::<u64>(world, comm, &layout, root, ScatterAlgorithm::Auto, seed);
+        check_gatherv::<u64>(world, comm, &layout, root, GatherAlgorithm::Auto, seed);
+    }
+    for layout in layouts(&mut rng, p as usize, 32).into_iter().take(2) {
+        seed += 1;
+        let root = rng.below(p as usize) as i32;
+        check_scatterv::<Particle>(world, comm, &layout, root, ScatterAlgorithm::Auto, seed);
+        check_gatherv::<Particle>(world, comm, &layout, root, GatherAlgorithm::Auto, seed);
+    }
+}
+
+/// Scatters `layout` from `root` with zcoll and with rsmpi, and compares; the root's
+/// buffer must not change. Odd seeds go through the `Partition` adapter.
+fn check_scatterv<T: Pod>(
+    world: &SimpleCommunicator,
+    comm: &Comm,
+    layout: &Layout,
+    root: i32,
+    algo: ScatterAlgorithm,
+    seed: u64,
+) {
+    let me = world.rank();
+    let size = std::mem::size_of::<T>();
+    let what = format!("scatterv {layout:?} x {size} B root={root} {algo} rank {me}");
+    let is_root = me == root;
+    let n = layout.count(me as usize);
+    let send = Guarded::<T>::new(if is_root { layout.len } else { 0 }, |i| pattern(seed, i));
+    let mut recv = Guarded::<T>::new(n, |i| !pattern(seed, i));
+    let mut oracle = Guarded::<T>::new(n, |_| 0);
+    let at = world.process_at_rank(root);
+    if is_root {
+        let parts = MpiPartition::new(send.get(), &layout.counts[..], &layout.displs[..]);
+        at.scatter_varcount_into_root(&parts, oracle.get_mut());
+    } else {
+        at.scatter_varcount_into(oracle.get_mut());
+    }
+    let got = match (is_root, seed % 2) {
+        (true, 0) => comm.scatter_varcount_into_root_with(
+            send.get(),
+            &layout.counts,
+            &layout.displs,
+            recv.get_mut(),
+            root,
+            algo,
+        ),
+        (true, _) if algo == ScatterAlgorithm::Auto => {
+            let parts = Partition::new(send.get(), &layout.counts[..], &layout.displs[..]);
+            comm.scatter_partition_into_root(&parts, recv.get_mut(), root)
+        }
+        (true, _) => comm.scatter_varcount_into_root_with(
+            send.get(),
+            &layout.counts,
+            &layout.displs,
+            recv.get_mut(),
+            root,
+            algo,
+        ),
+        (false, _) => comm.scatter_varcount_into_with(recv.get_mut(), root, algo),
+    };
+    got.unwrap_or_else(|e| panic!("{what}: {e}"));
+    same(recv.bytes(), oracle.bytes(), &what);
+    recv.guard(&what);
+    send.unchanged(|i| pattern(seed, i), &what);
+}
+
+/// Gathers `layout` to `root` with zcoll and with rsmpi, and compares the whole receive
+/// buffer (its gaps must keep their bytes); every send buffer must not change.
+fn check_gatherv<T: Pod>(
+    world: &SimpleCommunicator,
+    comm: &Comm,
+    layout: &Layout,
+    root: i32,
+    algo: GatherAlgorithm,
+    seed: u64,
+) {
+    let me = world.rank();
+    let size = std::mem::size_of::<T>();
+    let what = format!("gatherv {layout:?} x {size} B root={root} {algo} rank {me}");
+    let is_root = me == root;
+    let mine = |i: usize| pattern(seed + 7 * me as u64, i);
+    let send = Guarded::<T>::new(layout.count(me as usize), mine);
+    let junk = |i: usize| !pattern(seed, i);
+    let whole = if is_root { layout.len } else { 0 };
+    let mut recv = Guarded::<T>::new(whole, junk);
+    let mut oracle = Guarded::<T>::new(whole, junk);
+    let at = world.process_at_rank(root);
+    if is_root {
+        let mut parts = MpiPartitionMut::new(oracle.get_mut(), &layout.counts[..], &layout.displs[..]);
+        at.gather_varcount_into_root(send.get(), &mut parts);
+    } else {
+        at.gather_varcount_into(send.get());
+    }
+    let got = match (is_root, seed % 2) {
+        (true, 1) if algo == GatherAlgorithm::Auto => {
+            let mut parts = PartitionMut::new(recv.get_mut(), &layout.counts[..], &layout.displs[..]);
+            comm.gather_partition_into_root(send.get(), &mut parts, root)
+        }
+        (true, _) => comm.gather_varcount_into_root_with(
+            send.get(),
+            recv.get_mut(),
+            &layout.counts,
+            &layout.displs,
+            root,
+            algo,
+        ),
+        (false, _) => comm.gather_varcount_into_with(send.get(), root, algo),
+    };
+    got.unwrap_or_else(|e| panic!("{what}: {e}"));
+    same(recv.bytes(), oracle.bytes(), &what);
+    recv.guard(&what);
+    send.unchanged(mine, &what);
+}
+
+fn allgatherv_algorithms() -> Vec<AllgathervAlgorithm> {
+    std::iter::once(AllgathervAlgorithm::Auto).chain(AllgathervAlgorithm::ALL).collect()
+}
+
+fn alltoallv_algorithms() -> Vec<AlltoallvAlgorithm> {
+    std::iter::once(AlltoallvAlgorithm::Auto).chain(AlltoallvAlgorithm::ALL).collect()
+}
+
+/// Allgatherv and alltoallv: tiny, small and large blocks (a quarter empty), every rank
+/// with its own permuted and gapped partitions, every algorithm, in bytes and in words.
+fn exchanges(world: &SimpleCommunicator, comm: &Comm) {
+    let p = world.size() as usize;
+    let mut rng = Rng(0xa11_6a7e);
+    let mut seed = 20_000;
+    for (max, gap) in [(64, 64), (6000, 3000), (300_000 / p, 5000)] {
+        let counts = random_counts(&mut rng, p, max);
+        let matrix: Vec<Vec<Count>> = (0..p).map(|_| random_counts(&mut rng, p, max)).collect();
+        for algo in allgatherv_algorithms() {
+            seed += 1;
+            check_allgatherv::<u8>(world, comm, &counts, gap, algo, seed);
+        }
+        for algo in alltoallv_algorithms() {
+            seed += 1;
+            check_alltoallv::<u8>(world, comm, &matrix, gap, algo, seed);
+        }
+    }
+    // All empty, and one rank only.
+    let mut one = vec![0; p];
+    one[p / 2] = 70_000;
+    for counts in [vec![0; p], one] {
+        let matrix: Vec<Vec<Count>> = (0..p).map(|q| (0..p).map(|r| counts[(q + r) % p]).collect()).collect();
+        for algo in allgatherv_algorithms() {
+            seed += 1;
+            check_allgatherv::<u8>(world, comm, &counts, 10, algo, seed);
+        }
+        for algo in alltoallv_algorithms() {
+            seed += 1;
+            check_alltoallv::<u8>(world, comm, &matrix, 10, algo, seed);
+        }
+    }
+    for max in [100, 5000] {
+        seed += 1;
+        let counts = random_counts(&mut rng, p, max);
+        let matrix: Vec<Vec<Count>> = (0..p).map(|_| random_counts(&mut rng, p, max)).collect();
+        check_allgatherv::<u32>(world, comm, &counts, 7, AllgathervAlgorithm::Auto, seed);
+        check_alltoallv::<Particle>(world, comm, &matrix, 7, AlltoallvAlgorithm::Auto, seed);
+    }
+}
+
+/// Allgathers blocks of `counts[r]` elements with zcoll and with rsmpi, every rank with a
+/// partition of its own (permuted, gaps of up to `gap`), and compares the whole receive
+/// buffer. Odd seeds go through the `PartitionMut` adapter.
+fn check_allgatherv<T: Pod>(
+    world: &SimpleCommunicator,
+    comm: &Comm,
+    counts: &[Count],
+    gap: usize,
+    algo: AllgathervAlgorithm,
+    seed: u64,
+) {
+    let me = world.rank();
+    let layout = Layout::placed(&mut Rng(seed * 31 + me as u64), counts.to_vec(), gap);
+    let size = std::mem::size_of::<T>();
+    let what = format!("allgatherv {layout:?} x {size} B {algo} rank {me}");
+    let mine = |i: usize| pattern(seed + 5 * me as u64, i);
+    let send = Guarded::<T>::new(layout.count(me as usize), mine);
+    let junk = |i: usize| !pattern(seed, i);
+    let mut recv = Guarded::<T>::new(layout.len, junk);
+    let mut oracle = Guarded::<T>::new(layout.len, junk);
+    let mut parts = MpiPartitionMut::new(oracle.get_mut(), &layout.counts[..], &layout.displs[..]);
+    world.all_gather_varcount_into(send.get(), &mut parts);
+    let got = if seed % 2 == 1 && algo == AllgathervAlgorithm::Auto {
+        let mut parts = PartitionMut::new(recv.get_mut(), &layout.counts[..], &layout.displs[..]);
+        comm.all_gather_partition_into(send.get(), &mut parts)
+    } else {
+        comm.all_gather_varcount_into_with(send.get(), recv.get_mut(), &layout.counts, &layout.displs, algo)
+    };
+    got.unwrap_or_else(|e| panic!("{what}: {e}"));
+    same(recv.bytes(), oracle.bytes(), &what);
+    recv.guard(&what);
+    send.unchanged(mine, &what);
+}
+
+/// Exchanges blocks of `matrix[q][r]` elements from rank `q` to rank `r` with zcoll and with
+/// rsmpi, every rank with partitions of its own (permuted, gaps of up to `gap`), and
+/// compares the whole receive buffer. Odd seeds go through the partition adapter.
+fn check_alltoallv<T: Pod>(
+    world: &SimpleCommunicator,
+    comm: &Comm,
+    matrix: &[Vec<Count>],
+    gap: usize,
+    algo: AlltoallvAlgorithm,
+    seed: u64,
+) {
+    let (me, p) = (world.rank(), world.size() as usize);
+    let mut rng = Rng(seed * 37 + me as u64);
+    let out = Layout::placed(&mut rng, matrix[me as usize].clone(), gap);
+    let inn = Layout::placed(&mut rng, (0..p).map(|q| matrix[q][me as usize]).collect(), gap);
+    let size = std::mem::size_of::<T>();
+    let what = format!("alltoallv send {out:?} recv {inn:?} x {size} B {algo} rank {me}");
+    let mine = |i: usize| pattern(seed + 3 * me as u64, i);
+    let send = Guarded::<T>::new(out.len, mine);
+    let junk = |i: usize| !pattern(seed, i);
+    let mut recv = Guarded::<T>::new(inn.len, junk);
+    let mut oracle = Guarded::<T>::new(inn.len, junk);
+    world.all_to_all_varcount_into(
+        &MpiPartition::new(send.get(), &out.counts[..], &out.displs[..]),
+        &mut MpiPartitionMut::new(oracle.get_mut(), &inn.counts[..], &inn.displs[..]),
+    );
+    let got = if seed % 2 == 1 && algo == AlltoallvAlgorithm::Auto {
+        comm.all_to_all_partition_into(
+            &Partition::new(send.get(), &out.counts[..], &out.displs[..]),
+            &mut PartitionMut::new(recv.get_mut(), &inn.counts[..], &inn.displs[..]),
+        )
+    } else {
+        let (sc, sd, rc, rd) = (&out.counts, &out.displs, &inn.counts, &inn.displs);
+        comm.all_to_all_varcount_into_with(send.get(), sc, sd, recv.get_mut(), rc, rd, algo)
+    };
+    got.unwrap_or_else(|e| panic!("{what}: {e}"));
+    same(recv.bytes(), oracle.bytes(), &what);
+    recv.guard(&what);
+    send.unchanged(mine, &what);
+}
+
+/// A call on the two buffers of an error case: (send, receive).
+type Attempt<'a> = &'a dyn Fn(&mut [u32], &mut [u32]) -> zcoll::Result<()>;
+
+/// Every bad call is the same `Err` on every rank, and leaves every buffer as it was.
+fn errors(world: &SimpleCommunicator, comm: &Comm) {
+    let me = world.rank();
+    let p = world.size();
+    let pu = p as usize;
+    let last = p - 1;
+    // u32 elements, so that element counts (BufferSize) differ from byte counts.
+    let fill = |len: usize, salt: u64| -> Vec<u32> {
+        (0..len)
+            .map(|i| u32::from_le_bytes([0, 1, 2, 3].map(|j| pattern(salt + me as u64, 4 * i + j))))
+            .collect()
+    };
+    let single_node_cma = comm.info().nodes == 1 && comm.info().transport == TransportKind::Cma;
+    // Each call fails on fresh buffers of the given lengths (send, receive), which must be
+    // as filled afterwards.
+    let case = |label: &str, send_len: usize, recv_len: usize, call: Attempt<'_>, want: Error| {
+        let (send0, recv0) = (fill(send_len, 1), fill(recv_len, 2));
+        let (mut send, mut recv) = (send0.clone(), recv0.clone());
+        let e = call(&mut send, &mut recv).expect_err(label);
+        assert_eq!(e, want, "{label}: rank {me}");
+        assert!(send == send0 && recv == recv0, "{label}: a failed call changed a buffer on rank {me}");
+    };
+    // Rank r's block is r + 2 elements, end to end.
+    let good = Layout::packed((0..p).map(|r| r + 2).collect());
+    let count = |r: i32| (r + 2) as usize;
+    let (c, d) = (&good.counts[..], &good.displs[..]);
+    let root = last;
+    let is_root = me == root;
+    let whole = if is_root { good.len } else { 0 };
+
+    // A root outside the communicator, given alike by everyone.
+    for bad in [p, -1] {
+        let want = Error::InvalidRoot { rank: me, root: bad, size: p };
+        case("scatterv bad root", 0, 3, &|_, r| comm.scatter_varcount_into(r, bad), want.clone());
+        case("gatherv bad root", 3, 0, &|s, _| comm.gather_varcount_into(s, bad), want);
+    }
+    // Nobody calls the root's method.
+    let want = Error::Mismatch { rank: me, culprit: 0, what: ROLE };
+    case("scatterv without root", 0, count(me), &|_, r| comm.scatter_varcount_into(r, 0), want.clone());
+    case("gatherv without root", count(me), 0, &|s, _| comm.gather_varcount_into(s, 0), want);
+
+    // The root's arrays lack an entry.
+    let scatterv = |counts: &'static [Count], displs: &'static [Count]| {
+        move |s: &mut [u32], r: &mut [u32]| {
+            if is_root {
+                comm.scatter_varcount_into_root(s, counts, displs, r, root)
+            } else {
+                comm.scatter_varcount_into(r, root)
+            }
+        }
+    };
+    let leak = |v: Vec<Count>| -> &'static [Count] { Vec::leak(v) };
+    let want = Error::BufferSize { rank: root, which: "send counts", expected: pu, found: pu - 1 };
+    case(
+        "scatterv short counts",
+        whole,
+        count(me),
+        &scatterv(leak(c[..pu - 1].to_vec()), leak(d.to_vec())),
+        want,
+    );
+    let want = Error::BufferSize { rank: root, which: "send displacements", expected: pu, found: pu + 1 };
+    let mut long = d.to_vec();
+    long.push(0);
+    case("scatterv long displs", whole, count(me), &scatterv(leak(c.to_vec()), leak(long)), want);
+    // A negative count, and a negative displacement.
+    let mut neg = c.to_vec();
+    neg[pu - 1] = -1;
+    let want = Error::InvalidPartition {
+        rank: me,
+        culprit: root,
+        which: "send",
+        index: pu - 1,
+        reason: "negative count",
+    };
+    case("scatterv negative count", whole, count(me), &scatterv(leak(neg), leak(d.to_vec())), want);
+    let mut neg = d.to_vec();
+    neg[0] = -3;
+    let want = Error::InvalidPartition {
+        rank: me,
+        culprit: root,
+        which: "send",
+        index: 0,
+        reason: "negative displacement",
+    };
+    case("scatterv negative displ", whole, count(me), &scatterv(leak(c.to_vec()), leak(neg)), want);
+    // The last block ends one element past the send buffer.
+    let want = Error::BufferSize { rank: root, which: "send", expected: good.len, found: good.len - 1 };
+    case(
+        "scatterv short send",
+        if is_root { good.len - 1 } else { 0 },
+        count(me),
+        &scatterv(leak(c.to_vec()), leak(d.to_vec())),
+        want,
+    );
+
+    let gatherv = |counts: &'static [Count], displs: &'static [Count]| {
+        move |s: &mut [u32], r: &mut [u32]| {
+            if is_root {
+                comm.gather_varcount_into_root(s, r, counts, displs, root)
+            } else {
+                comm.gather_varcount_into(s, root)
+            }
+        }
+    };
+    let want = Error::BufferSize { rank: root, which: "receive", expected: good.len, found: good.len - 1 };
+    case(
+        "gatherv short recv",
+        count(me),
+        if is_root { good.len - 1 } else { 0 },
+        &gatherv(leak(c.to_vec()), leak(d.to_vec())),
+        want,
+    );
+    if p > 1 {
+        // Block 1 starts inside block 0.
+        let mut over = d.to_vec();
+        over[1] = 1;
+        let want = Error::InvalidPartition {
+            rank: me,
+            culprit: root,
+            which: "receive",
+            index: 1,
+            reason: "overlaps another block",
+        };
+        case("gatherv overlap", count(me), whole, &gatherv(leak(c.to_vec()), leak(over)), want);
+
+        // The first rank's buffer is one element longer than the root's count for it.
+        let first = 0;
+        let len = |r: i32| count(r) + (r == first) as usize;
+        let want = Error::LengthMismatch {
+            rank: me,
+            culprit: first,
+            expected: 4 * count(first),
+            found: 4 * len(first),
+        };
+        case(
+            "scatterv long recv",
+            whole,
+            len(me),
+            &scatterv(leak(c.to_vec()), leak(d.to_vec())),
+            want.clone(),
+        );
+        case("gatherv long send", len(me), whole, &gatherv(leak(c.to_vec()), leak(d.to_vec())), want);
+
+        // The last rank calls the root's method too.
+        let r0 = 0;
+        let claims = me == r0 || me == last;
+        let want = Error::Mismatch { rank: me, culprit: last, what: ROLE };
+        case(
+            "scatterv with two roots",
+            if claims { good.len } else { 0 },
+            count(me),
+            &|s, r| {
+                if claims {
+                    comm.scatter_varcount_into_root(s, c, d, r, r0)
+                } else {
+                    comm.scatter_varcount_into(r, r0)
+                }
+            },
+            want,
+        );
+        // Rank 0 scatters while the others gather.
+        let want = Error::Mismatch { rank: me, culprit: 1, what: "collective" };
+        case(
+            "scatterv against gatherv",
+            if me == 0 { good.len } else { count(me) },
+            count(me),
+            &|s, r| {
+                if me == 0 {
+                    comm.scatter_varcount_into_root(s, c, d, r, 0)
+                } else {
+                    comm.gather_varcount_into(s, 0)
+                }
+            },
+            want,
+        );
+        if single_node_cma {
+            let want = Error::Mismatch { rank: me, culprit: last, what: "algorithm" };
+            let algo =
+                if me == last { ScatterAlgorithm::SequentialWrite } else { ScatterAlgorithm::ParallelRead };
+            case(
+                "scatterv algorithm disagreement",
+                whole,
+                count(me),
+                &|s, r| {
+                    if is_root {
+                        comm.scatter_varcount_into_root_with(s, c, d, r, root, algo)
+                    } else {
+                        comm.scatter_varcount_into_with(r, root, algo)
+                    }
+                },
+                want,
+            );
+        }
+    }
+    exchange_errors(comm, &case, count);
+
+    // An environment variable zcoll cannot read is an error everywhere.
+    std::env::set_var("ZCOLL_GATHERV_ALGORITHM", "throttled-write:0");
+    let e = gatherv(leak(c.to_vec()), leak(d.to_vec()))(&mut fill(count(me), 3), &mut fill(whole, 4))
+        .unwrap_err();
+    assert!(matches!(&e, Error::Config { name: "ZCOLL_GATHERV_ALGORITHM", .. }), "rank {me}: {e}");
+    std::env::remove_var("ZCOLL_GATHERV_ALGORITHM");
+
+    // The communicator is still usable after all that.
+    check_scatterv::<u32>(world, comm, &good, last, ScatterAlgorithm::Auto, 98);
+    check_gatherv::<u32>(world, comm, &good, 0, GatherAlgorithm::Auto, 99);
+    check_allgatherv::<u32>(world, comm, &good.counts, 3, AllgathervAlgorithm::Auto, 100);
+    let matrix: Vec<Vec<Count>> = (0..p).map(|q| (0..p).map(|r| (q + 2 * r) % 3).collect()).collect();
+    check_alltoallv::<u32>(world, comm, &matrix, 3, AlltoallvAlgorithm::Auto, 101);
+    comm.barrier().unwrap();
+}
+
+/// The bad allgatherv and alltoallv calls: each rank's block for rank `r` is `count(r)`
+/// elements (allgatherv) or `count(q + r)` elements from `q` to `r` (alltoallv), end to end
+/// in rank order, changed one number at a time.
+fn exchange_errors(
+    comm: &Comm,
+    case: &dyn Fn(&str, usize, usize, Attempt<'_>, Error),
+    count: impl Fn(i32) -> usize,
+) {
+    let (me, p) = (comm.rank(), comm.size());
+    let (pu, last) = (p as usize, p - 1);
+    let packed = |counts: Vec<Count>| Layout::packed(counts);
+    let all = packed((0..p).map(|r| count(r) as Count).collect());
+
+    // allgatherv: the last rank sends one element more than its count for itself.
+    let send_len = |r: i32| count(r) + (r == last) as usize;
+    let want = Error::LengthMismatch {
+        rank: me,
+        culprit: last,
+        expected: 4 * count(last),
+        found: 4 * send_len(last),
+    };
+    case(
+        "allgatherv long send",
+        send_len(me),
+        all.len,
+        &|s, r| comm.all_gather_varcount_into(s, r, &all.counts, &all.displs),
+        want,
+    );
+    if p > 1 {
+        // Rank 0 counts one element more for rank 1 (in a buffer long enough).
+        let mine = if me == 0 {
+            packed((0..p).map(|r| (count(r) + (r == 1) as usize) as Count).collect())
+        } else {
+            all.clone()
+        };
+        let want =
+            Error::LengthMismatch { rank: me, culprit: 0, expected: 4 * count(1), found: 4 * (count(1) + 1) };
+        case(
+            "allgatherv count disagreement",
+            count(me),
+            mine.len,
+            &|s, r| comm.all_gather_varcount_into(s, r, &mine.counts, &mine.displs),
+            want,
+        );
+        // Rank 1's block 1 starts inside its block 0.
+        let mut over = all.clone();
+        if me == 1 {
+            over.displs[1] = 1;
+        }
+        let want = Error::InvalidPartition {
+            rank: me,
+            culprit: 1,
+            which: "receive",
+            index: 1,
+            reason: "overlaps another block",
+        };
+        case(
+            "allgatherv overlap",
+            count(me),
+            all.len,
+            &|s, r| comm.all_gather_varcount_into(s, r, &over.counts, &over.displs),
+            want,
+        );
+    }
+
+    // alltoallv: q sends count(q + r) elements to r.
+    let n = |q: i32, r: i32| count((q + r) % p);
+    let out = packed((0..p).map(|r| n(me, r) as Count).collect());
+    let inn = packed((0..p).map(|q| n(q, me) as Count).collect());
+    let alltoallv = |out: &Layout, inn: &Layout| {
+        let (out, inn) = (out.clone(), inn.clone());
+        move |s: &mut [u32], r: &mut [u32]| {
+            comm.all_to_all_varcount_into(s, &out.counts, &out.displs, r, &inn.counts, &inn.displs)
+        }
+    };
+    // Rank 0's receive counts lack an entry.
+    let mut short = inn.clone();
+    if me == 0 {
+        short.counts.pop();
+    }
+    let want = Error::BufferSize { rank: 0, which: "receive counts", expected: pu, found: pu - 1 };
+    case("alltoallv short recv counts", out.len, inn.len, &alltoallv(&out, &short), want);
+    // Rank 1 (or 0) has a negative send displacement.
+    let bad = 1 % p;
+    let mut neg = out.clone();
+    if me == bad {
+        neg.displs[0] = -1;
+    }
+    let want = Error::InvalidPartition {
+        rank: me,
+        culprit: bad,
+        which: "send",
+        index: 0,
+        reason: "negative displacement",
+    };
+    case("alltoallv negative displacement", out.len, inn.len, &alltoallv(&neg, &inn), want);
+    // The last rank's send buffer is one element short.
+    let want = Error::BufferSize { rank: last, which: "send", expected: out.len, found: out.len - 1 };
+    let short_send = if me == last { out.len - 1 } else { out.len };
+    case("alltoallv short send", short_send, inn.len, &alltoallv(&out, &inn), want);
+    if p > 1 {
+        // The last rank expects one element more from rank 0 (in a buffer long enough).
+        let more = if me == last {
+            packed((0..p).map(|q| (n(q, me) + (q == 0) as usize) as Count).collect())
+        } else {
+            inn.clone()
+        };
+        let want = Error::LengthMismatch {
+            rank: me,
+            culprit: last,
+            expected: 4 * n(0, last),
+            found: 4 * (n(0, last) + 1),
+        };
+        case("alltoallv count disagreement", out.len, more.len, &alltoallv(&out, &more), want);
+        if comm.info().transport == TransportKind::Cma {
+            let want = Error::Mismatch { rank: me, culprit: last, what: "algorithm" };
+            let algo =
+                if me == last { AlltoallvAlgorithm::PairwiseWrite } else { AlltoallvAlgorithm::Pairwise };
+            case(
+                "alltoallv algorithm disagreement",
+                out.len,
+                inn.len,
+                &|s, r| {
+                    comm.all_to_all_varcount_into_with(
+                        s,
+                        &out.counts,
+                        &out.displs,
+                        r,
+                        &inn.counts,
+                        &inn.displs,
+                        algo,
+                    )
+                },
+                want,
+            );
+        }
+    }
+    std::env::set_var("ZCOLL_ALLTOALLV_ALGORITHM", "bogus");
+    let e = alltoallv(&out, &inn)(&mut vec![0; out.len], &mut vec![0; inn.len]).unwrap_err();
+    assert!(matches!(&e, Error::Config { name: "ZCOLL_ALLTOALLV_ALGORITHM", .. }), "rank {me}: {e}");
+    std::env::remove_var("ZCOLL_ALLTOALLV_ALGORITHM");
+}

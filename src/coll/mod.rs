@@ -10,6 +10,7 @@ pub(crate) mod alltoall;
 pub(crate) mod barrier;
 pub(crate) mod bcast;
 pub(crate) mod gather;
+mod pap;
 pub(crate) mod probe;
 pub(crate) mod reduce;
 mod rooted;

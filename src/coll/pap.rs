@@ -92,11 +92,13 @@
 //! the whole communicator; a final allreduce (the outcome has to be agreed anyway, and
 //! nobody can finish before the last arrival's data) hands it to every rank, with the
 //! first failed rank. On `cico` nodes the local legs go through the point-to-point FIFOs
-//! instead of CMA. What it cannot catch: ranks of one whole node calling something else
-//! than the other nodes (another collective, a non-PAP algorithm) at this point. No rank
-//! synchronizes at entry, so the leaders wait for headers that never come; with
-//! `ZCOLL_TIMEOUT` set the wait ends and the process aborts (an MPI request cannot be
-//! abandoned), without it the job hangs, as MPI itself does on such a program.
+//! instead of CMA. What it cannot catch: ranks that call something else at this point
+//! (another collective, a non-PAP alltoall algorithm), which take another path over MPI
+//! that starts with a synchronizing check this one never calls. No rank synchronizes at
+//! entry, so the two sides wait for each other; with `ZCOLL_TIMEOUT` set the leaders'
+//! wait ends and the process aborts (an MPI request cannot be abandoned), without it the
+//! job hangs, as MPI itself does on such a program. PAP variants that disagree are
+//! caught: the headers carry every rank's op word.
 //!
 //! # Arrival-aware broadcast
 //!
@@ -105,7 +107,9 @@
 //! rank that holds it (the root, or a reader that has posted `progress >= c + 1`), picked
 //! among the holders by `(rank + c) mod holders`. There is no tree fixed in advance: a
 //! late reader delays nobody, and readers that arrive after others find several sources
-//! to spread over. When all arrive at once it is a chunked direct read.
+//! to spread over. When all arrive at once it is a chunked direct read. Across nodes the
+//! broadcast's entry check synchronizes every rank first (`Hierarchy::bcast`), so there
+//! only the root node's readers are spread.
 
 use super::allgather::{failed, lengths, Nodes};
 use super::alltoall::AlltoallAlgorithm;
@@ -1178,4 +1182,73 @@ fn lead<'a, 's>(
     // Everything that will land has landed (and, on `cico`, has been pushed).
     round.post_progress(1);
     (result, shapes_verdict(&ex.shapes, &k_of, n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nodes of 2, 2 and 1 ranks, seen from the middle one, blocks of 3 bytes: the
+    /// regions of the other nodes follow one another, and a block's place in the sender's
+    /// outbox is its place in the receiver's inbox.
+    #[test]
+    fn layout_places_every_block_once() {
+        let members = vec![vec![0, 1], vec![2, 3], vec![4]];
+        let l = Layout::new(members.clone(), 1, 3);
+        assert_eq!((l.k, l.total()), (2, 2 * 2 * 3 + 2 * 3));
+        assert_eq!((l.region(0), l.region(1), l.region(2)), (0..12, 12..12, 12..18));
+        // Local rank 1 (rank 3) sends to node 0: blocks for ranks 0 and 1, at ia = 1.
+        assert_eq!(l.gather_ranges(0, 1), (vec![(0, 3), (3, 3)], 6..12));
+        // Local rank 1 receives from node 2 (rank 4): ia = 0, ib = 1.
+        assert_eq!(l.inbox_ranges(2, 1), vec![(12 + 3, 3)]);
+        // The sender's view: node 0's outbox region for node 1 has (ia, ib) at (ia 2 + ib) 3.
+        let sender = Layout::new(members, 0, 3);
+        let (_, at) = sender.gather_ranges(1, 1);
+        assert_eq!(at.start - sender.region(1).start, 2 * 3);
+        let every: Vec<usize> = (0..2).flat_map(|ib| l.inbox_ranges(0, ib)).map(|r| r.0).collect();
+        let mut sorted = every.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), every.len(), "two blocks in one place");
+    }
+
+    #[test]
+    fn the_shapes_verdict_names_the_first_culprit_in_rank_order() {
+        let ok = Shape { op: 0x0406, send_len: 40, recv_len: 40 };
+        let mut shapes = vec![ok; 4];
+        let k_of = [2, 2];
+        assert_eq!(shapes_verdict(&shapes, &k_of, 10), [0; 4]);
+        shapes[3].send_len = 50;
+        shapes[2].recv_len = 30;
+        assert_eq!(shapes_verdict(&shapes, &k_of, 10), [2, 3, 40, 50]);
+        shapes[1].op = 0x0506;
+        assert_eq!(shapes_verdict(&shapes, &k_of, 10), [2, 3, 40, 50]);
+        shapes[0].op = 0x0505;
+        assert_eq!(shapes_verdict(&shapes, &k_of, 10)[..2], [1, 1]);
+        // A send length that is not p blocks is wrong on rank 0 itself.
+        let odd = vec![Shape { send_len: 41, recv_len: 41, ..ok }; 4];
+        assert_eq!(shapes_verdict(&odd, &k_of, 10), [2, 0, 40, 41]);
+        let big = vec![Shape { send_len: 4 << 30, recv_len: 4 << 30, ..ok }; 4];
+        assert_eq!(shapes_verdict(&big, &k_of, 1 << 30)[0], 4);
+    }
+
+    #[test]
+    fn headers_carry_every_shape() {
+        let shapes = [Shape { op: 1, send_len: 2, recv_len: 3 }, Shape { op: 4, send_len: 5, recv_len: 6 }];
+        let h = header(true, 99, &shapes);
+        assert_eq!(h.len(), header_len(2));
+        let words: Vec<u64> = h.chunks(8).map(|w| u64::from_ne_bytes(w.try_into().unwrap())).collect();
+        assert_eq!(words, [1, 99, 1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn compatibility_is_equality_of_what_the_checks_compare() {
+        let a = Call { op: 6, send: 1, send_len: 8, recv: 2, recv_len: 8, ..Call::default() };
+        assert!(self_ok(&a, 4) && !self_ok(&a, 3));
+        // Addresses differ between ranks; nothing else may.
+        assert!(compatible(&a, &Call { send: 7, recv: 9, ..a }));
+        for b in [Call { op: 7, ..a }, Call { recv_len: 4, ..a }, Call { recv_writable: true, ..a }] {
+            assert!(!compatible(&a, &b), "{b:?}");
+        }
+    }
 }

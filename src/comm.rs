@@ -923,12 +923,18 @@ impl Comm {
 
     /// [`all_to_all_into`](Self::all_to_all_into) with a chosen algorithm. Every rank must
     /// choose the same one. A single-copy algorithm on a `cico` node runs as
-    /// [`AlltoallAlgorithm::Staged`]; across nodes the algorithm is checked but the
-    /// two-level composition moves the data.
+    /// [`AlltoallAlgorithm::Staged`] (an arrival-aware one as
+    /// [`AlltoallAlgorithm::PapStaged`]); across nodes the algorithm is checked but the
+    /// two-level composition moves the data, except that the arrival-aware (`Pap*`)
+    /// algorithms run PAP-Shm-Direct.
     ///
     /// # Errors
     ///
     /// As `all_to_all_into`, and `Error::Mismatch` if ranks chose different algorithms.
+    /// The arrival-aware algorithms check each peer as it arrives rather than every rank
+    /// before any byte moves: the errors are the same, on every rank, but a failed call
+    /// may leave blocks from agreeing peers in a receive buffer (never in the culprit's,
+    /// never in a send buffer); see the book's arrival chapter.
     pub fn all_to_all_into_with<T: Pod>(
         &self,
         send: &[T],

@@ -82,15 +82,32 @@ pub enum AlltoallAlgorithm {
     Bruck,
     /// Copy-in/copy-out through the control segment, pairwise.
     Staged,
+    /// Arrival-aware (PAP-Direct): every rank writes its blocks straight into the peers
+    /// that have already arrived, and comes back to the late ones as they arrive.
+    PapWrite,
+    /// Arrival-aware, read-based: every rank reads its blocks from the senders that have
+    /// already arrived.
+    PapRead,
+    /// Arrival-aware copy-in/copy-out: blocks go into the receivers' point-to-point FIFOs
+    /// as soon as the receiver has arrived, for small blocks and the `cico` transport.
+    PapStaged,
+    /// Arrival-aware across nodes (PAP-Shm-Direct): gather at the node leader, exchange
+    /// among leaders in completion order, copy out per source node as each lands. On one
+    /// node it runs as [`PapWrite`](Self::PapWrite).
+    PapShmDirect,
 }
 
 impl AlltoallAlgorithm {
     /// Every algorithm that moves data (all but `Auto`).
-    pub const ALL: [AlltoallAlgorithm; 4] = [
+    pub const ALL: [AlltoallAlgorithm; 8] = [
         AlltoallAlgorithm::Pairwise,
         AlltoallAlgorithm::PairwiseWrite,
         AlltoallAlgorithm::Bruck,
         AlltoallAlgorithm::Staged,
+        AlltoallAlgorithm::PapWrite,
+        AlltoallAlgorithm::PapRead,
+        AlltoallAlgorithm::PapStaged,
+        AlltoallAlgorithm::PapShmDirect,
     ];
 
     /// The name used by `ZCOLL_ALLTOALL_ALGORITHM` and the benchmarks.
@@ -101,11 +118,26 @@ impl AlltoallAlgorithm {
             AlltoallAlgorithm::PairwiseWrite => "pairwise-write",
             AlltoallAlgorithm::Bruck => "bruck",
             AlltoallAlgorithm::Staged => "staged",
+            AlltoallAlgorithm::PapWrite => "pap-write",
+            AlltoallAlgorithm::PapRead => "pap-read",
+            AlltoallAlgorithm::PapStaged => "pap-staged",
+            AlltoallAlgorithm::PapShmDirect => "pap-shm-direct",
         }
     }
 
-    fn code(self) -> u8 {
+    pub(super) fn code(self) -> u8 {
         self as u8
+    }
+
+    /// Whether this is one of the arrival-aware algorithms (`coll::pap`).
+    pub(super) fn arrival_aware(self) -> bool {
+        matches!(
+            self,
+            AlltoallAlgorithm::PapWrite
+                | AlltoallAlgorithm::PapRead
+                | AlltoallAlgorithm::PapStaged
+                | AlltoallAlgorithm::PapShmDirect
+        )
     }
 
     /// The algorithm a call with blocks of `n` bytes uses on `transport`, after `Auto` and
@@ -117,7 +149,8 @@ impl AlltoallAlgorithm {
                 Ok(v) if !v.is_empty() && v != "auto" => v.parse().map_err(|()| Error::Config {
                     name: "ZCOLL_ALLTOALL_ALGORITHM",
                     value: v,
-                    expected: "auto, pairwise, pairwise-write, bruck or staged",
+                    expected: "auto, pairwise, pairwise-write, bruck, staged, pap-write, pap-read, \
+                               pap-staged or pap-shm-direct",
                 })?,
                 _ => match select::choose(select::Coll::Alltoall, n, p) {
                     Algo::AlltoallStaged => AlltoallAlgorithm::Staged,
@@ -127,6 +160,7 @@ impl AlltoallAlgorithm {
             explicit => explicit,
         };
         Ok(match (chosen, transport) {
+            (a, TransportKind::Cico) if a.arrival_aware() => AlltoallAlgorithm::PapStaged,
             (AlltoallAlgorithm::Auto, _) | (_, TransportKind::Cico) => AlltoallAlgorithm::Staged,
             (a, _) => a,
         })
@@ -166,6 +200,10 @@ pub(crate) fn alltoall(
     let p = ctx.ctl.size();
     let n = send.len() / p;
     let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport);
+    match algorithm {
+        Ok(a) if a.arrival_aware() => return super::pap::alltoall(ctx, send, recv, a),
+        _ => {}
+    }
     let code = algorithm.as_ref().map_or(0, |a| a.code());
     let call = Call {
         op: op(Kind::Alltoall, code, 0),
@@ -285,6 +323,12 @@ pub(crate) fn alltoall_hier(
     algorithm: AlltoallAlgorithm,
 ) -> Result<()> {
     let size = parent.size() as usize;
+    // Decided without the transport and with the communicator's size (nodes may differ in
+    // both), so every node takes the same path.
+    match algorithm.resolve(send.len() / size, size, TransportKind::Cma) {
+        Ok(a) if a.arrival_aware() => return super::pap::alltoall_hier(hier, parent, ctx, send, recv, a),
+        _ => {}
+    }
     hier.check(parent, Kind::Alltoall, 0, send.len())?;
     // Ranks must agree on what they asked for; each node then resolves it for its own
     // size, and nodes of different sizes may well choose differently.
@@ -359,7 +403,9 @@ mod tests {
     #[test]
     fn cico_takes_the_staged_path() {
         for a in AlltoallAlgorithm::ALL {
-            assert_eq!(a.resolve(1 << 20, 4, TransportKind::Cico), Ok(AlltoallAlgorithm::Staged));
+            let staged =
+                if a.arrival_aware() { AlltoallAlgorithm::PapStaged } else { AlltoallAlgorithm::Staged };
+            assert_eq!(a.resolve(1 << 20, 4, TransportKind::Cico), Ok(staged));
             assert_eq!(a.resolve(1, 4, TransportKind::Cma), Ok(a));
         }
     }

@@ -36,6 +36,9 @@
 //! - [`BcastAlgorithm::Staged`]: copy-in/copy-out through the root's staging area in the
 //!   control segment, pipelined in two half-area chunks. Two copies per byte, no system
 //!   call, no permission: the path for large messages on the `cico` transport.
+//! - [`BcastAlgorithm::ArrivalAware`]: no tree fixed in advance: a reader reads each
+//!   chunk, as soon as it arrives, from the root or from any reader that already holds
+//!   the chunk, so a late non-root delays nobody (see `coll::pap`).
 
 use super::{all_equal, check, op, Ctx, Kind};
 use crate::error::{Error, Result};
@@ -62,7 +65,7 @@ pub(crate) type Feed<'f> = &'f mut dyn FnMut(&mut [u8]) -> Result<()>;
 ///
 /// The names (for `ZCOLL_BCAST_ALGORITHM` and the benchmarks) are `auto`,
 /// `direct-read`, `direct-write`, `knomial-read[:k]`, `scatter-allgather`,
-/// `pipelined[:chunk bytes]`, `fifo` and `staged`.
+/// `pipelined[:chunk bytes]`, `fifo`, `staged` and `arrival-aware`.
 ///
 /// # Examples
 ///
@@ -102,6 +105,8 @@ pub enum BcastAlgorithm {
     Fifo,
     /// Copy-in/copy-out through the root's staging area, pipelined.
     Staged,
+    /// Readers read each chunk, as they arrive, from the root or any reader that holds it.
+    ArrivalAware,
 }
 
 impl BcastAlgorithm {
@@ -116,7 +121,7 @@ impl BcastAlgorithm {
     }
 
     /// Every algorithm that moves data (all but `Auto`), k-nomial with its default radix.
-    pub const ALL: [BcastAlgorithm; 7] = [
+    pub const ALL: [BcastAlgorithm; 8] = [
         BcastAlgorithm::DirectRead,
         BcastAlgorithm::DirectWrite,
         BcastAlgorithm::KnomialRead { k: DEFAULT_RADIX },
@@ -124,6 +129,7 @@ impl BcastAlgorithm {
         BcastAlgorithm::Pipelined { chunk: DEFAULT_CHUNK },
         BcastAlgorithm::Fifo,
         BcastAlgorithm::Staged,
+        BcastAlgorithm::ArrivalAware,
     ];
 
     /// The algorithm's name, without parameters.
@@ -137,6 +143,7 @@ impl BcastAlgorithm {
             BcastAlgorithm::Pipelined { .. } => "pipelined",
             BcastAlgorithm::Fifo => "fifo",
             BcastAlgorithm::Staged => "staged",
+            BcastAlgorithm::ArrivalAware => "arrival-aware",
         }
     }
 
@@ -164,6 +171,7 @@ impl BcastAlgorithm {
             BcastAlgorithm::Staged => (5, 0),
             BcastAlgorithm::Pipelined { chunk } => (6, chunk),
             BcastAlgorithm::Fifo => (7, 0),
+            BcastAlgorithm::ArrivalAware => (8, 0),
         }
     }
 
@@ -177,7 +185,7 @@ impl BcastAlgorithm {
                     name: "ZCOLL_BCAST_ALGORITHM",
                     value: v,
                     expected: "auto, direct-read, direct-write, knomial-read[:k], scatter-allgather, \
-                               pipelined[:bytes], fifo or staged",
+                               pipelined[:bytes], fifo, staged or arrival-aware",
                 })?,
                 _ => BcastAlgorithm::from_model(select::choose(select::Coll::Bcast, len, p), len),
             },
@@ -275,6 +283,9 @@ pub(crate) fn bcast(
         (false, transport, a) => a.resolve(buf.len(), ctx.ctl.size(), transport),
     };
     let (code, param) = algorithm.as_ref().map(|a| a.code()).unwrap_or((0, 0));
+    if algorithm == Ok(BcastAlgorithm::ArrivalAware) {
+        return super::pap::bcast(ctx, buf, root, src, op(Kind::Bcast, code, param));
+    }
     let len = buf.len();
     // Only the direct-write receivers let a peer write into their buffer.
     let written = algorithm == Ok(BcastAlgorithm::DirectWrite) && ctx.ctl.me() != src;
@@ -307,7 +318,8 @@ pub(crate) fn bcast(
             BcastAlgorithm::ScatterAllgather => scatter_allgather(&round, src, buf),
             BcastAlgorithm::Pipelined { chunk } => pipelined(&round, src, buf, chunk as usize, feed.take()),
             BcastAlgorithm::Fifo => round.fifo_bcast(src, buf),
-            BcastAlgorithm::Staged | BcastAlgorithm::Auto => match feed.take() {
+            BcastAlgorithm::Staged | BcastAlgorithm::Auto | BcastAlgorithm::ArrivalAware => match feed.take()
+            {
                 Some(feed) if round.me() == src => {
                     feed_all(buf, feed_chunk, feed).and_then(|()| round.stage_bcast(src, buf))
                 }

@@ -13,6 +13,7 @@ pub(crate) mod barrier;
 pub(crate) mod bcast;
 pub(crate) mod gather;
 pub(crate) mod gatherv;
+mod pap;
 pub(crate) mod probe;
 pub(crate) mod reduce;
 mod rooted;

@@ -8,8 +8,13 @@
 //! may reuse its buffer once the completion counter has grown by its number of readers.
 //!
 //! The completion counter is never reset: it counts every completion the owner was ever
-//! owed, and the owner keeps the running total of what it is owed (`Control::owed`), so
-//! the target of each wait is known without any exchange.
+//! owed. The owner notes its value when it arrives at a round (`Round::base`): no peer
+//! adds to it for this round before seeing that arrival, and every addition of earlier
+//! rounds was made before its author posted `done`, which the owner's previous `finish`
+//! awaited. So `counter - base` is exactly this round's completions, even after a round in
+//! which a peer failed before completing (a running total of what was owed would then stay
+//! ahead of the counter for ever). The arrival-aware alltoall uses the same counter as a
+//! landing count: each writer adds one after writing its block into the owner's buffer.
 //!
 //! ```text
 //!   owner:   fill c0 ─ ready=1 ─ fill c1 ─ ready=2 ─ fill c2 ─ ready=3 ─ wait completed >= owed + (n-1)
@@ -18,7 +23,7 @@
 
 use super::wait;
 use super::Round;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use std::sync::atomic::Ordering;
 
 impl Round<'_> {
@@ -36,23 +41,38 @@ impl Round<'_> {
         self.wait_progress(owner, chunks)
     }
 
-    /// Tells local rank `owner` that this rank has finished reading its buffer.
+    /// Tells local rank `owner` that this rank has finished reading (or writing) its
+    /// buffer. Only after seeing `owner` arrive at this round (its `progress`, or
+    /// `arrived`): the owner counts from where its counter stood at its arrival.
     pub(crate) fn complete(&self, owner: usize) {
         self.ctl.slot(owner).completed.fetch_add(1, Ordering::Release);
     }
 
-    /// Waits until `readers` more peers have completed reading this rank's buffer.
+    /// The completions this rank's counter has received in this round.
+    pub(crate) fn completions(&self) -> u64 {
+        self.ctl.slot(self.ctl.me).completed.load(Ordering::Acquire).wrapping_sub(self.base)
+    }
+
+    /// Waits until `readers` peers have completed this round (in all), or until a peer has
+    /// failed the round (it may never complete).
     ///
     /// # Errors
     ///
-    /// `PeerDied` or `Timeout`.
+    /// `PeerDied` or `Timeout`; `PeerFailed` for a peer that failed first.
     pub(crate) fn wait_completions(&self, readers: u64) -> Result<()> {
         let ctl = self.ctl;
-        let target = ctl.owed.get() + readers;
-        ctl.owed.set(target);
-        let completed = &ctl.slot(ctl.me).completed;
         let peers: Vec<_> = (0..ctl.size()).filter(|&r| r != ctl.me).map(|r| ctl.peer(r)).collect();
-        wait::wait_until_any(&ctl.policy, &peers, || completed.load(Ordering::Acquire) >= target)
+        let mut failed = None;
+        wait::wait_until_any(&ctl.policy, &peers, || {
+            failed = self.peer_failed();
+            self.completions() >= readers || failed.is_some()
+        })?;
+        match failed {
+            Some(peer) if self.completions() < readers => {
+                Err(Error::PeerFailed { rank: ctl.rank_of(ctl.me), peer: ctl.rank_of(peer) })
+            }
+            _ => Ok(()),
+        }
     }
 }
 

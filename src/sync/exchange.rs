@@ -27,9 +27,9 @@ impl Round<'_> {
     /// The receive buffer local rank `r` published, to read from. Readers only read the
     /// parts `r` has announced complete (through `progress`), which `r` no longer writes.
     pub(crate) fn remote_recv_read(&self, r: usize) -> RemoteBuf<'_, Read> {
-        let c = self.call(r);
+        let c = self.published(r);
         // SAFETY: rank `r` published this range for this round (we saw its `arrive` with
-        // Acquire in `begin`), from a borrow it holds until it returns, which is after every
+        // Acquire in `begin` or in `published`; an empty range if not), from a borrow it holds until it returns, which is after every
         // rank, us included, has posted `done` in `finish`; the handle's borrow of `self`
         // ends before that. Only reads go through it, and the collectives read only blocks
         // the owner has finished writing (a protocol error would copy stale bytes into our

@@ -172,6 +172,78 @@ impl<'c> Fifo<'c> {
         Ok(())
     }
 
+    /// Whether a packet could be appended now without waiting.
+    pub(crate) fn has_room(&self) -> bool {
+        let ends = self.ends();
+        let tail = ends.tail.load(Ordering::Relaxed);
+        tail.saturating_sub(ends.head.load(Ordering::Acquire)) < self.slots as u64
+    }
+
+    /// Appends one packet if the ring has room now, without waiting: the arrival-aware
+    /// collectives never block on one receiver while others could take data. A ticket is
+    /// taken (by compare-and-swap on `tail`) only when its slot is free, so a writer that
+    /// gives up never leaves a ticket without a packet behind.
+    ///
+    /// Returns whether the packet was appended.
+    pub(crate) fn try_push(&self, stream: u32, meta: u64, data: &[u8]) -> bool {
+        assert!(data.len() <= self.payload, "a packet is at most one slot");
+        let ends = self.ends();
+        let mut t = ends.tail.load(Ordering::Relaxed);
+        loop {
+            // (A stale `t` behind `head` looks like room; the swap below then fails.)
+            if t.saturating_sub(ends.head.load(Ordering::Acquire)) >= self.slots as u64 {
+                return false;
+            }
+            match ends.tail.compare_exchange_weak(t, t + 1, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => t = now,
+            }
+        }
+        let (packet, payload) = self.slot(t);
+        // SAFETY: ticket `t` is ours alone (the compare-and-swap moved `tail` past it), and
+        // `head > t - slots` (seen with Acquire before the swap, which orders us after
+        // every reader's copy of the slot's previous packet; `head` only grows), so nobody
+        // reads this payload until we publish `seq` below.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), payload, data.len()) };
+        packet.len.store(data.len() as u64, Ordering::Relaxed);
+        packet.stream.store(stream as u64, Ordering::Relaxed);
+        packet.meta.store(meta, Ordering::Relaxed);
+        packet.writer.store(self.ctl.me() as u64, Ordering::Relaxed);
+        packet.countdown.store(self.readers, Ordering::Relaxed);
+        packet.seq.store(t + 1, Ordering::Release);
+        true
+    }
+
+    /// Whether tickets past `cursor` have been taken (packets published or about to be).
+    pub(crate) fn behind(&self, cursor: &Cursor) -> bool {
+        self.ends().tail.load(Ordering::Acquire) > self.next_ticket(cursor)
+    }
+
+    /// The header of the next packet at `cursor` if it is published, without taking it.
+    pub(crate) fn peek(&self, cursor: &Cursor) -> Option<Header> {
+        let t = self.next_ticket(cursor);
+        let (packet, _) = self.slot(t);
+        (packet.seq.load(Ordering::Acquire) == t + 1).then(|| Header {
+            len: packet.len.load(Ordering::Relaxed) as usize,
+            stream: packet.stream.load(Ordering::Relaxed) as u32,
+            meta: packet.meta.load(Ordering::Relaxed),
+            writer: packet.writer.load(Ordering::Relaxed) as usize,
+        })
+    }
+
+    /// The ticket the reader at `cursor` takes next, past the packets it wrote itself
+    /// (which it skips for good).
+    fn next_ticket(&self, cursor: &Cursor) -> u64 {
+        let mut t = cursor.next.get();
+        let mut own = cursor.own.borrow_mut();
+        while let Some(i) = own.iter().position(|&o| o == t) {
+            own.swap_remove(i);
+            t += 1;
+        }
+        cursor.next.set(t);
+        t
+    }
+
     /// Takes the next packet at `cursor` (skipping the reader's own), copies its payload
     /// into the front of `dst`, and returns its header.
     ///
@@ -180,17 +252,7 @@ impl<'c> Fifo<'c> {
     /// `PeerDied` or `Timeout` while waiting for a packet; `Unsupported` if the packet
     /// does not fit in `dst` (it is consumed all the same, so the ring stays consistent).
     pub(crate) fn pop(&self, cursor: &Cursor, dst: &mut [u8]) -> Result<Header> {
-        let mut t = cursor.next.get();
-        loop {
-            let mut own = cursor.own.borrow_mut();
-            match own.iter().position(|&o| o == t) {
-                Some(i) => {
-                    own.swap_remove(i);
-                    t += 1;
-                }
-                None => break,
-            }
-        }
+        let t = self.next_ticket(cursor);
         let (packet, payload) = self.slot(t);
         wait::wait_until_any(&self.ctl.policy, &self.peers(), || {
             packet.seq.load(Ordering::Acquire) == t + 1

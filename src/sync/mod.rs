@@ -27,6 +27,7 @@
 
 #![allow(unsafe_code)]
 
+mod arrival;
 mod counter;
 mod exchange;
 pub(crate) mod fifo;
@@ -145,8 +146,6 @@ pub(crate) struct Control {
     bcast_cursor: fifo::Cursor,
     /// This rank's position in its own point-to-point FIFO.
     p2p_cursor: fifo::Cursor,
-    /// How many completions this rank's message counter has been owed so far.
-    owed: Cell<u64>,
     /// Cache-sized scratch for the chunked reductions, reused by every call.
     scratch: RefCell<Vec<Line>>,
     /// How this rank reaches peers' memory besides CMA.
@@ -250,7 +249,6 @@ impl Control {
             policy,
             bcast_cursor: fifo::Cursor::default(),
             p2p_cursor: fifo::Cursor::default(),
-            owed: Cell::new(0),
             scratch: RefCell::new(vec![Line([0; 64]); 2 * SCRATCH_HALF / 64]),
             links: Links::default(),
             traffic: Default::default(),
@@ -369,7 +367,6 @@ impl Control {
     }
 
     /// Local rank `r`'s point-to-point FIFO: every packet is read by `r` alone.
-    #[cfg_attr(not(test), allow(dead_code))] // no collective sends point to point yet
     pub(crate) fn p2p_fifo(&self, r: usize) -> fifo::Fifo<'_> {
         assert!(r < self.size());
         let offset = Control::p2p_offset(self.size(), self.stage_bytes) + r * P2P_RING;
@@ -416,22 +413,8 @@ impl Control {
     ///
     /// `PeerDied` or `Timeout` while waiting for an arrival.
     pub(crate) fn begin(&self, call: &Call) -> Result<Round<'_>> {
-        let epoch = self.epoch.get() + 1;
-        self.epoch.set(epoch);
-        let mine = self.slot(self.me);
-        let record = &mine.call[(epoch % 2) as usize];
-        let mut words = call.words();
-        let in_heap = |addr, len| len > 0 && heap::contains(addr) && heap::contains(addr + len - 1);
-        words[6] = (call.recv_writable as u64)
-            | if in_heap(call.send, call.send_len) { FLAG_SEND_HEAP } else { 0 }
-            | if in_heap(call.recv, call.recv_len) { FLAG_RECV_HEAP } else { 0 }
-            | self.exposed.borrow().as_ref().map_or(0, |e| e.id << EXPOSURE_SHIFT);
-        for (w, v) in record.iter().zip(words) {
-            w.store(v, Ordering::Relaxed);
-        }
-        record[STATUS].store(0, Ordering::Relaxed);
-        mine.arrive.store(epoch, Ordering::Release);
-        let mut round = Round { ctl: self, epoch, writable: call.recv_writable, finished: false };
+        let mut round = self.publish(call, 0);
+        let (epoch, mine) = (round.epoch, self.slot(self.me));
         for r in 0..self.size() {
             if let Err(e) = self.wait_ge(r, |s| &s.arrive, epoch) {
                 // We arrived, so a peer may already be copying: we cannot wait for it (the
@@ -444,6 +427,35 @@ impl Control {
             }
         }
         Ok(round)
+    }
+
+    /// Starts round `epoch + 1`: clears the first `board` words of this rank's staging area
+    /// (see `arrival`), notes where this rank's completion counter stands, writes `call`
+    /// and publishes the arrival. Nothing is awaited.
+    fn publish(&self, call: &Call, board: usize) -> Round<'_> {
+        let epoch = self.epoch.get() + 1;
+        self.epoch.set(epoch);
+        let mine = self.slot(self.me);
+        for i in 0..board {
+            self.board_word(self.me, i).store(0, Ordering::Relaxed);
+        }
+        // Peers add to our counter only after seeing this arrival, and every addition of
+        // an earlier round was made before its author's `done`, which our previous
+        // `finish` awaited: the value now is exactly this round's starting point.
+        let base = mine.completed.load(Ordering::Acquire);
+        let record = &mine.call[(epoch % 2) as usize];
+        let mut words = call.words();
+        let in_heap = |addr, len| len > 0 && heap::contains(addr) && heap::contains(addr + len - 1);
+        words[6] = (call.recv_writable as u64)
+            | if in_heap(call.send, call.send_len) { FLAG_SEND_HEAP } else { 0 }
+            | if in_heap(call.recv, call.recv_len) { FLAG_RECV_HEAP } else { 0 }
+            | self.exposed.borrow().as_ref().map_or(0, |e| e.id << EXPOSURE_SHIFT);
+        for (w, v) in record.iter().zip(words) {
+            w.store(v, Ordering::Relaxed);
+        }
+        record[STATUS].store(0, Ordering::Relaxed);
+        mine.arrive.store(epoch, Ordering::Release);
+        Round { ctl: self, epoch, writable: call.recv_writable, finished: false, eager: false, base }
     }
 
     /// Publishes this rank's status for `epoch`, waits for every rank's, and reports the
@@ -484,6 +496,10 @@ pub(crate) struct Round<'c> {
     /// Whether this rank published a buffer for peers to write.
     writable: bool,
     finished: bool,
+    /// Started by [`Control::begin_eager`]: peers may not have arrived yet.
+    eager: bool,
+    /// This rank's completion counter when it arrived (see `counter`).
+    base: u64,
 }
 
 impl<'c> Round<'c> {
@@ -514,9 +530,9 @@ impl<'c> Round<'c> {
 
     /// The send buffer local rank `r` published, to read from.
     pub(crate) fn remote_send(&self, r: usize) -> RemoteBuf<'_, Read> {
-        let c = self.call(r);
+        let c = self.published(r);
         // SAFETY: rank `r` published this range for this round (we saw its `arrive` with
-        // Acquire in `begin`); it keeps the buffer borrowed and does not return before every
+        // Acquire in `begin` or in `published`; an empty range if not); it keeps the buffer borrowed and does not return before every
         // rank, us included, has posted `done`, which we only do in `finish`, after which
         // the handle's borrow of `self` has ended.
         unsafe { RemoteBuf::new(self.ctl.pids[r], c.send, c.send_len) }
@@ -672,7 +688,7 @@ impl<'c> Round<'c> {
     /// The receive buffer local rank `r` published for peers to write. If `r` did not
     /// mark it writable, the handle is empty and every write through it fails.
     pub(crate) fn remote_recv(&self, r: usize) -> RemoteBuf<'_, Write> {
-        let c = self.call(r);
+        let c = self.published(r);
         let len = if c.recv_writable { c.recv_len } else { 0 };
         // SAFETY: as in `remote_send`; `r` set `recv_writable` only for a range it lets
         // peers write during the round, whose address it took from a unique borrow (an

@@ -6,6 +6,7 @@
 mod exchange;
 mod heap;
 mod launch;
+mod pap;
 mod rank;
 mod reduce;
 mod scatter_gather;
@@ -176,6 +177,23 @@ at! {
     heap_reduce_xpmem_np5: 5, "reduce", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem"];
     heap_reduce_xpmem_np8: 8, "reduce", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem"];
     heap_bcast_xpmem_np3: 3, "bcast", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem"];
+    pap_np1: 1, "pap", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    pap_np2: 2, "pap", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    pap_np3: 3, "pap", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    pap_np4: 4, "pap", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    pap_np5: 5, "pap", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    pap_np8: 8, "pap", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    pap_cico_np3: 3, "pap", ["ZCOLL_TRANSPORT" => "cico", "ZCOLL_EXPECT_TRANSPORT" => "cico"];
+    pap_env_np3: 3, "pap", ["ZCOLL_ALLTOALL_ALGORITHM" => "pap-write"];
+    pap_vnodes_np4_k2: 4, "pap", ["ZCOLL_NODE_SIZE" => "2"];
+    pap_vnodes_np5_k2: 5, "pap", ["ZCOLL_NODE_SIZE" => "2"];
+    pap_vnodes_np8_k3: 8, "pap", ["ZCOLL_NODE_SIZE" => "3"];
+    pap_vnodes_cico_np5_k2: 5, "pap", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TRANSPORT" => "cico"];
+    pap_errors_np2: 2, "pap-errors", [];
+    pap_errors_np5: 5, "pap-errors", [];
+    pap_errors_cico_np3: 3, "pap-errors", ["ZCOLL_TRANSPORT" => "cico"];
+    pap_errors_vnodes_np5_k2: 5, "pap-errors", ["ZCOLL_NODE_SIZE" => "2"];
+    pap_errors_vnodes_np8_k3: 8, "pap-errors", ["ZCOLL_NODE_SIZE" => "3"];
 }
 
 /// A rank that is not dumpable, in a job without CAP_SYS_PTRACE, really refuses CMA.

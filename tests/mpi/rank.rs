@@ -51,6 +51,7 @@ pub(crate) fn main() {
         s @ ("scatter" | "gather" | "scatter-gather-errors") => crate::scatter_gather::run(s, &world, &comm),
         s @ ("varcount" | "varcount-errors") => crate::varcount::run(s, &world, &comm),
         s if s.starts_with("exchange-") => crate::exchange::run(s, &world, &comm),
+        s @ ("pap" | "pap-errors") => crate::pap::run(s, &world, &comm),
         other => panic!("unknown scenario {other}"),
     }
     println!("ZCOLL-RANK-OK {}", world.rank());

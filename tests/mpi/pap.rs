@@ -1,0 +1,266 @@
+//! The arrival-aware (PAP) collectives: every PAP alltoall variant and the arrival-aware
+//! broadcast against rsmpi's own collectives, with every rank sleeping a few random
+//! milliseconds before each call so that ranks really arrive out of order; and bad input,
+//! which must still be the same `Err` on every rank, also when the culprit arrives last.
+
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use std::time::Duration;
+use zcoll::{AlltoallAlgorithm, BcastAlgorithm, Comm, Error};
+
+/// Bytes past the end of every buffer, checked after every call: nothing writes there.
+const GUARD: usize = 64;
+const GUARD_BYTE: u8 = 0x3c;
+
+/// The PAP variants.
+const VARIANTS: [AlltoallAlgorithm; 4] = [
+    AlltoallAlgorithm::PapWrite,
+    AlltoallAlgorithm::PapRead,
+    AlltoallAlgorithm::PapStaged,
+    AlltoallAlgorithm::PapShmDirect,
+];
+
+/// Runs scenario `name` (`pap`, `pap-errors`).
+pub(crate) fn run(name: &str, world: &SimpleCommunicator, comm: &Comm) {
+    match name {
+        "pap" => {
+            alltoall(world, comm);
+            bcast(world, comm);
+            env(world, comm);
+        }
+        "pap-errors" => errors(world, comm),
+        other => panic!("unknown scenario {other}"),
+    }
+}
+
+/// Deterministic content for (seed, byte index), different for every seed.
+fn pattern(seed: u64, i: usize) -> u8 {
+    let x = (i as u64 ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    (x >> 29) as u8
+}
+
+/// splitmix64: the per-rank, per-call random numbers of the delays.
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce5_e9b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Sleeps 0 to `most` ms, chosen from (rank, call): the ranks arrive in a different order
+/// at every call.
+fn arrive_late(world: &SimpleCommunicator, call: u64, most: u64) {
+    let ms = mix(mix(call) ^ world.rank() as u64) % (most + 1);
+    std::thread::sleep(Duration::from_millis(ms));
+}
+
+/// `n` bytes followed by guard bytes.
+struct Guarded {
+    store: Vec<u8>,
+    n: usize,
+}
+
+impl Guarded {
+    fn new(n: usize, fill: impl Fn(usize) -> u8) -> Self {
+        let store = (0..n + GUARD).map(|i| if i < n { fill(i) } else { GUARD_BYTE }).collect();
+        Guarded { store, n }
+    }
+
+    fn data(&self) -> &[u8] {
+        &self.store[..self.n]
+    }
+
+    fn data_mut(&mut self) -> &mut [u8] {
+        &mut self.store[..self.n]
+    }
+
+    fn guard_ok(&self) -> bool {
+        self.store[self.n..].iter().all(|&b| b == GUARD_BYTE)
+    }
+
+    fn is(&self, fill: impl Fn(usize) -> u8) -> bool {
+        self.data().iter().enumerate().all(|(i, &b)| b == fill(i)) && self.guard_ok()
+    }
+}
+
+/// Panics with the first byte where `got` differs from `want`.
+fn same(got: &[u8], want: &[u8], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
+        panic!("{what}: differs from rsmpi at byte {i} of {}", got.len());
+    }
+}
+
+/// One alltoall of blocks of `n` bytes, against rsmpi's, with a late arrival of up to
+/// `late` ms.
+fn check_alltoall(world: &SimpleCommunicator, comm: &Comm, n: usize, algo: AlltoallAlgorithm, seed: u64) {
+    let (me, p) = (world.rank() as usize, world.size() as usize);
+    let mine = |i: usize| pattern(seed + me as u64, i);
+    let send = Guarded::new(p * n, mine);
+    let mut recv = Guarded::new(p * n, |i| !pattern(seed, i));
+    let mut oracle = vec![0u8; p * n];
+    if n > 0 {
+        world.all_to_all_into(send.data(), &mut oracle[..]);
+    }
+    // After the oracle (a synchronizing collective), so that the delay really spreads the
+    // arrivals at the call under test.
+    arrive_late(world, seed, 4);
+    let what = format!("alltoall n={n} {algo} rank {me}");
+    comm.all_to_all_into_with(send.data(), recv.data_mut(), algo).unwrap_or_else(|e| panic!("{what}: {e}"));
+    same(recv.data(), &oracle, &what);
+    assert!(recv.guard_ok(), "{what}: wrote past the receive buffer");
+    assert!(send.is(mine), "{what}: changed the send buffer");
+}
+
+/// Block sizes for a total per rank from 0 to 4 MiB (odd and page-crossing among them).
+fn blocks(p: usize) -> Vec<usize> {
+    let mut sizes: Vec<usize> = vec![0, 1, 4097];
+    for total in [256 << 10, 4 << 20] {
+        sizes.push(total / p);
+    }
+    sizes
+}
+
+fn alltoall(world: &SimpleCommunicator, comm: &Comm) {
+    let p = world.size() as usize;
+    let mut seed = 300;
+    for algo in VARIANTS {
+        for n in blocks(p) {
+            seed += 1;
+            check_alltoall(world, comm, n, algo, seed);
+        }
+    }
+    // Typed data through the public generic entry point.
+    let me = world.rank() as u64;
+    let send: Vec<u64> = (0..p as u64 * 3).map(|i| me << 32 | i).collect();
+    let mut recv = vec![0u64; p * 3];
+    arrive_late(world, 1, 4);
+    comm.all_to_all_into_with(&send, &mut recv, AlltoallAlgorithm::PapRead).unwrap();
+    for (j, &x) in recv.iter().enumerate() {
+        let (src, i) = (j / 3, (me as usize * 3 + j % 3) as u64);
+        assert_eq!(x, (src as u64) << 32 | i, "typed alltoall rank {me}");
+    }
+}
+
+/// One arrival-aware broadcast of `n` bytes from `root` against rsmpi's.
+fn check_bcast(world: &SimpleCommunicator, comm: &Comm, n: usize, root: i32, seed: u64) {
+    let me = world.rank();
+    let fill = |i: usize| if me == root { pattern(seed, i) } else { !pattern(seed, i) };
+    let mut buf = Guarded::new(n, fill);
+    let mut oracle = buf.data().to_vec();
+    if n > 0 {
+        world.process_at_rank(root).broadcast_into(&mut oracle[..]);
+    }
+    arrive_late(world, seed, 6);
+    let what = format!("arrival-aware bcast n={n} root={root} rank {me}");
+    comm.broadcast_into_with(buf.data_mut(), root, BcastAlgorithm::ArrivalAware)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    same(buf.data(), &oracle, &what);
+    assert!(buf.guard_ok(), "{what}: wrote past the buffer");
+}
+
+fn bcast(world: &SimpleCommunicator, comm: &Comm) {
+    let p = world.size();
+    let mut seed = 400;
+    for n in [0usize, 1, 4097, (1 << 20) + 3, 3 << 20] {
+        for root in [0, p - 1, p / 2] {
+            seed += 1;
+            check_bcast(world, comm, n, root, seed);
+        }
+    }
+}
+
+/// With `ZCOLL_ALLTOALL_ALGORITHM=pap-write`, `Auto` is `PapWrite`: a call where rank 0
+/// passes `Auto` and the others `PapWrite` agrees (any other resolution would be a
+/// `Mismatch`).
+fn env(world: &SimpleCommunicator, comm: &Comm) {
+    if std::env::var("ZCOLL_ALLTOALL_ALGORITHM").as_deref() != Ok("pap-write") {
+        return;
+    }
+    let algo = if world.rank() == 0 { AlltoallAlgorithm::Auto } else { AlltoallAlgorithm::PapWrite };
+    check_alltoall(world, comm, 5000, algo, 500);
+}
+
+/// Every bad call is the same `Err` on every rank, whoever arrives last, with the
+/// culprit's buffers and every send buffer untouched.
+fn errors(world: &SimpleCommunicator, comm: &Comm) {
+    let (me, p) = (world.rank(), world.size());
+    let (last, pu) = (p - 1, p as usize);
+    let n = 4097;
+    let bytes = |k: u64| move |i: usize| pattern(1000 * k + me as u64, i);
+    let lengths = |culprit, expected, found| Error::LengthMismatch { rank: me, culprit, expected, found };
+    for (v, algo) in VARIANTS.into_iter().enumerate() {
+        for culprit_late in [true, false] {
+            let k = 10 * v as u64 + culprit_late as u64;
+            // The culprit sleeps (arrives last), or everyone else does (it arrives first).
+            let late = (me == last) == culprit_late;
+            // The last rank sends one block more.
+            let send = Guarded::new(pu * n + n, bytes(k));
+            let mut recv = Guarded::new(pu * n, bytes(k + 100));
+            let len = if me == last { pu * n + n } else { pu * n };
+            world.barrier();
+            if late {
+                std::thread::sleep(Duration::from_millis(30));
+            }
+            let e = comm.all_to_all_into_with(&send.data()[..len], recv.data_mut(), algo).unwrap_err();
+            assert_eq!(e, lengths(last, pu * n, pu * n + n), "{algo} culprit_late={culprit_late}");
+            assert!(send.is(bytes(k)), "{algo}: a failed alltoall changed a send buffer");
+            if me == last {
+                assert!(recv.is(bytes(k + 100)), "{algo}: a failed alltoall wrote into the culprit");
+            }
+            assert!(recv.guard_ok(), "{algo}: wrote past a receive buffer");
+            // The last rank's receive buffer is one block short.
+            let send = Guarded::new(pu * n, bytes(k + 200));
+            let mut recv = Guarded::new(pu * n, bytes(k + 300));
+            let len = if me == last { pu * n - n } else { pu * n };
+            world.barrier();
+            if late {
+                std::thread::sleep(Duration::from_millis(30));
+            }
+            let e = comm.all_to_all_into_with(send.data(), &mut recv.data_mut()[..len], algo).unwrap_err();
+            assert_eq!(e, lengths(last, pu * n, pu * n - n), "{algo} culprit_late={culprit_late}");
+            assert!(send.is(bytes(k + 200)), "{algo}: a failed alltoall changed a send buffer");
+            if me == last {
+                assert!(recv.is(bytes(k + 300)), "{algo}: a failed alltoall wrote into the culprit");
+            }
+            assert!(recv.guard_ok(), "{algo}: wrote past a receive buffer");
+        }
+    }
+    // (On `cico` every PAP variant runs as `pap-staged`, so none disagrees.)
+    if p > 1 && comm.info().transport == zcoll::TransportKind::Cma {
+        // Two PAP variants that disagree, the culprit late.
+        let send = Guarded::new(pu * n, bytes(50));
+        let mut recv = Guarded::new(pu * n, bytes(51));
+        let algo = if me == last { AlltoallAlgorithm::PapRead } else { AlltoallAlgorithm::PapWrite };
+        world.barrier();
+        if me == last {
+            std::thread::sleep(Duration::from_millis(30));
+        }
+        let e = comm.all_to_all_into_with(send.data(), recv.data_mut(), algo).unwrap_err();
+        assert_eq!(e, Error::Mismatch { rank: me, culprit: last, what: "algorithm" });
+        assert!(send.is(bytes(50)), "a failed alltoall changed a send buffer");
+        if comm.info().nodes == 1 {
+            // Inside a node, a PAP rank against an ordinary one (which waits for every
+            // arrival in its checks) is the same error too.
+            let algo = if me == last { AlltoallAlgorithm::Pairwise } else { AlltoallAlgorithm::PapStaged };
+            let e = comm.all_to_all_into_with(send.data(), recv.data_mut(), algo).unwrap_err();
+            assert_eq!(e, Error::Mismatch { rank: me, culprit: last, what: "algorithm" });
+            // The arrival-aware broadcast: the root arrives last with a longer buffer.
+            let mut buf = Guarded::new(n + 1, bytes(52));
+            let len = if me == last { n + 1 } else { n };
+            world.barrier();
+            if me == last {
+                std::thread::sleep(Duration::from_millis(30));
+            }
+            let e = comm.broadcast_into_with(&mut buf.data_mut()[..len], last, BcastAlgorithm::ArrivalAware);
+            assert_eq!(e.unwrap_err(), lengths(0, n + 1, n));
+            assert!(buf.is(bytes(52)), "a failed broadcast changed a buffer");
+        }
+    }
+    // The communicator is still usable after all that, whatever was left in the FIFOs.
+    for (i, algo) in VARIANTS.into_iter().enumerate() {
+        check_alltoall(world, comm, 3000, algo, 600 + i as u64);
+    }
+    check_bcast(world, comm, 70_001, 0, 610);
+    comm.barrier().unwrap();
+}

@@ -3,6 +3,7 @@
 //! Each test starts `mpiexec` on this same binary (see `launch`); the ranks run the
 //! ignored test `rank`.
 
+mod bench;
 mod launch;
 mod rank;
 
@@ -49,6 +50,9 @@ at! {
     barrier_np5: 5, "barrier", [];
     barrier_np8: 8, "barrier", [];
     barrier_vnodes_np8_k3: 8, "barrier", ["ZCOLL_NODE_SIZE" => "3"];
+    bench_np2: 2, "bench", [];
+    bench_imbalance_np3: 3, "bench", ["ZCOLL_TEST_BENCH_ARGS" => "--algorithms all --mif 2 --late 34"];
+    bench_vnodes_np4_k2: 4, "bench", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_BENCH_ARGS" => "--mif 1"];
 }
 
 /// A rank that is not dumpable, in a job without CAP_SYS_PTRACE, really refuses CMA.

@@ -42,6 +42,7 @@ pub(crate) fn main() {
         "bcast" => bcast(&world, &comm),
         "errors" => errors(&world, &comm),
         "barrier" => barrier(&world, &comm),
+        "bench" => crate::bench::bench(&world, &comm),
         other => panic!("unknown scenario {other}"),
     }
     println!("ZCOLL-RANK-OK {}", world.rank());

@@ -400,12 +400,17 @@ fn busy_wait(seconds: f64) {
     }
 }
 
-/// The MPI library's name and version (its first line).
+/// The MPI library's name and version, from the first line of its version string
+/// (`Open MPI v4.1.4, package: ...` or `MPICH Version:\t4.0.2`).
 pub(crate) fn library() -> String {
-    mpi::environment::library_version()
-        .ok()
-        .and_then(|v| v.lines().next().map(|l| l.split(',').next().unwrap_or(l).trim().to_owned()))
-        .unwrap_or_else(|| "MPI".into())
+    let full = mpi::environment::library_version().unwrap_or_default();
+    let first = full.lines().next().unwrap_or("").split(',').next().unwrap_or("");
+    let words: Vec<&str> = first.split_whitespace().filter(|w| *w != "Version:").collect();
+    if words.is_empty() {
+        "MPI".into()
+    } else {
+        words.join(" ")
+    }
 }
 
 fn header(comm: &Comm, args: &BenchArgs, plan: &Plan) -> String {

@@ -3,6 +3,7 @@
 //! Each test starts `mpiexec` on this same binary (see `launch`); the ranks run the
 //! ignored test `rank`.
 
+mod bench;
 mod exchange;
 mod heap;
 mod launch;
@@ -194,6 +195,9 @@ at! {
     pap_errors_cico_np3: 3, "pap-errors", ["ZCOLL_TRANSPORT" => "cico"];
     pap_errors_vnodes_np5_k2: 5, "pap-errors", ["ZCOLL_NODE_SIZE" => "2"];
     pap_errors_vnodes_np8_k3: 8, "pap-errors", ["ZCOLL_NODE_SIZE" => "3"];
+    bench_np2: 2, "bench", [];
+    bench_imbalance_np3: 3, "bench", ["ZCOLL_TEST_BENCH_ARGS" => "--algorithms all --mif 2 --late 34"];
+    bench_vnodes_np4_k2: 4, "bench", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_BENCH_ARGS" => "--mif 1"];
 }
 
 /// A rank that is not dumpable, in a job without CAP_SYS_PTRACE, really refuses CMA.

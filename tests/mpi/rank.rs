@@ -52,6 +52,7 @@ pub(crate) fn main() {
         s @ ("varcount" | "varcount-errors") => crate::varcount::run(s, &world, &comm),
         s if s.starts_with("exchange-") => crate::exchange::run(s, &world, &comm),
         s @ ("pap" | "pap-errors") => crate::pap::run(s, &world, &comm),
+        "bench" => crate::bench::bench(&world, &comm),
         other => panic!("unknown scenario {other}"),
     }
     println!("ZCOLL-RANK-OK {}", world.rank());

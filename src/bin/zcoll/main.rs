@@ -1,6 +1,12 @@
 //! `zcoll`: what zcoll sets up on this machine, and how fast it is.
 //!
-//! Run it under the MPI launcher: `mpiexec -n 4 zcoll info`.
+//! Run it under the MPI launcher: `mpiexec -n 4 zcoll info`, or
+//! `mpiexec -n 2 zcoll bench --coll all --sizes 8:64M --csv bench.csv --plot bench.svg`.
+
+mod bench;
+mod colls;
+mod plot;
+mod stats;
 
 use clap::{Parser, Subcommand};
 use mpi::traits::*;
@@ -19,6 +25,8 @@ struct Cli {
 enum Command {
     /// Print the node layout, process ids, and each node's transport and why.
     Info,
+    /// Time zcoll's collectives beside the MPI library's own, with every result checked.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +45,12 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Info => info(&world, &comm),
+        Command::Bench(args) => {
+            if let Err(e) = bench::run(&world, &comm, &args) {
+                eprintln!("zcoll bench: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
     }
     ExitCode::SUCCESS
 }

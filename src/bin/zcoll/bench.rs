@@ -1,0 +1,624 @@
+//! `zcoll bench`: zcoll's collectives side by side with the MPI library's own.
+//!
+//! The method, in the manner of the OSU micro-benchmarks: for each collective of
+//! [`colls::ALL`] and each size, every iteration runs the MPI library's collective
+//! (through rsmpi), each chosen zcoll algorithm and a memcpy of the bytes a rank
+//! receives, in an order that rotates every iteration, each after the same MPI barrier
+//! and with send data that changes every time; every result is checked, and a wrong one
+//! ends the job with an error naming the collective, the implementation, the size and
+//! the rank. After warm-up iterations, rank 0 gathers every rank's time of every timed
+//! iteration, takes each iteration's maximum over the ranks, and reports the median (and
+//! the minimum and maximum) of these per-iteration maxima.
+
+use super::colls::{self, Collective, Env};
+use super::plot::{self, Panel, Series};
+use super::stats::{self, Imbalance, Summary};
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+use zcoll::Comm;
+
+/// Time zcoll's collectives against the MPI library's own (run under mpiexec).
+#[derive(clap::Parser, Debug, Clone)]
+#[command(name = "bench")]
+pub(crate) struct BenchArgs {
+    /// Collectives to time: comma-separated names (bcast, barrier), or `all`.
+    #[arg(long, default_value = "all")]
+    pub(crate) coll: String,
+    /// Message sizes in bytes per rank: `A:B` (powers of two from A to B), `A:B:F` (times
+    /// F each step), single sizes, or a comma-separated list of these; K, M and G suffixes.
+    #[arg(long, default_value = "8:64M")]
+    pub(crate) sizes: String,
+    /// zcoll algorithms: `default` (zcoll's own choice, `auto`), `all` (auto and every
+    /// algorithm), or comma-separated names (`direct-read,staged`).
+    #[arg(long, default_value = "default")]
+    pub(crate) algorithms: String,
+    /// Timed iterations per size [default: enough to move about 512 MiB, 20 to 1000].
+    #[arg(long)]
+    pub(crate) iters: Option<usize>,
+    /// Untimed warm-up iterations per size [default: a tenth of the timed ones, 2 to 100].
+    #[arg(long)]
+    pub(crate) warmup: Option<usize>,
+    /// Write the results as CSV to this file.
+    #[arg(long)]
+    pub(crate) csv: Option<PathBuf>,
+    /// Draw latency against size (log-log, SVG) to this file.
+    #[arg(long)]
+    pub(crate) plot: Option<PathBuf>,
+    /// Where the buffers live: `vec` (ordinary heap memory).
+    #[arg(long, value_enum, default_value = "vec")]
+    pub(crate) buffers: Buffers,
+    /// Process-arrival imbalance: before each timed call a rank busy-waits up to F times
+    /// the time of one message of the size (measured before the warm-up).
+    #[arg(long, value_name = "F")]
+    pub(crate) mif: Option<f64>,
+    /// With --mif: only PCT% of the ranks (drawn anew every iteration, the same on every
+    /// rank) are late, each by the full F times one message.
+    #[arg(long, value_name = "PCT", requires = "mif")]
+    pub(crate) late: Option<f64>,
+    /// The root of rooted collectives.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) root: i32,
+}
+
+/// Where the benchmark's buffers live.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Buffers {
+    /// `Vec`s on the ordinary heap.
+    Vec,
+    /// The shared heap (not available yet).
+    Heap,
+}
+
+/// The CSV header, column for column.
+pub(crate) const CSV_HEADER: &str = "coll,algorithm,transport,np,size,mpi_us,zcoll_us,ratio,memcpy_us";
+
+/// One line of results: one zcoll algorithm at one size, beside MPI and memcpy.
+#[derive(Clone, Debug)]
+pub(crate) struct Row {
+    pub(crate) coll: &'static str,
+    pub(crate) algorithm: String,
+    pub(crate) transport: String,
+    pub(crate) np: usize,
+    pub(crate) size: usize,
+    pub(crate) iters: usize,
+    /// Microseconds.
+    pub(crate) mpi: Summary,
+    pub(crate) zcoll: Summary,
+    pub(crate) memcpy: Summary,
+}
+
+impl Row {
+    /// How many times faster zcoll is than MPI (`mpi_us / zcoll_us`).
+    pub(crate) fn ratio(&self) -> f64 {
+        self.mpi.median / self.zcoll.median
+    }
+
+    fn csv(&self) -> String {
+        format!(
+            "{},{},{},{},{},{:.3},{:.3},{:.3},{:.3}",
+            self.coll,
+            self.algorithm,
+            self.transport,
+            self.np,
+            self.size,
+            self.mpi.median,
+            self.zcoll.median,
+            self.ratio(),
+            self.memcpy.median
+        )
+    }
+}
+
+/// What one iteration runs, in turn.
+#[derive(Clone, Debug, PartialEq)]
+enum Imp {
+    Mpi,
+    Zcoll(&'static str),
+    Memcpy,
+}
+
+impl std::fmt::Display for Imp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Imp::Mpi => f.write_str("MPI"),
+            Imp::Zcoll(a) => write!(f, "zcoll {a}"),
+            Imp::Memcpy => f.write_str("memcpy"),
+        }
+    }
+}
+
+/// What to run, decided from the arguments alike on every rank.
+struct Plan {
+    colls: Vec<(&'static dyn Collective, Vec<&'static str>)>,
+    sizes: Vec<usize>,
+    imbalance: Option<Imbalance>,
+}
+
+fn plan(args: &BenchArgs, np: i32) -> Result<Plan, String> {
+    if args.buffers == Buffers::Heap {
+        return Err("--buffers heap: the shared heap is not available yet; use --buffers vec".into());
+    }
+    if !(0..np).contains(&args.root) {
+        return Err(format!("--root {}: not a rank of the {np} ranks", args.root));
+    }
+    let names: Vec<&str> = args.coll.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    let chosen: Vec<&'static dyn Collective> = if names == ["all"] {
+        colls::ALL.to_vec()
+    } else {
+        let known = colls::ALL.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ");
+        names
+            .iter()
+            .map(|n| colls::by_name(n).ok_or_else(|| format!("--coll {n}: unknown (known: {known}, all)")))
+            .collect::<Result<_, _>>()?
+    };
+    if chosen.is_empty() {
+        return Err("--coll: no collective given".into());
+    }
+    let wanted: Vec<&str> = args.algorithms.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    let mut colls = Vec::new();
+    let mut used = vec![false; wanted.len()];
+    for c in chosen {
+        let mut every = vec!["auto"];
+        every.extend(c.algorithms());
+        let algos: Vec<&'static str> = match wanted[..] {
+            ["default"] | [] => vec!["auto"],
+            ["all"] => every,
+            _ => every
+                .into_iter()
+                .filter(|a| {
+                    let hit = wanted.iter().position(|w| w == a || (*w == "default" && *a == "auto"));
+                    if let Some(i) = hit {
+                        used[i] = true;
+                    }
+                    hit.is_some()
+                })
+                .collect(),
+        };
+        if !algos.is_empty() {
+            colls.push((c, algos));
+        }
+    }
+    if !matches!(wanted[..], ["default"] | [] | ["all"]) {
+        if let Some(i) = used.iter().position(|u| !u) {
+            return Err(format!("--algorithms {}: no chosen collective has that algorithm", wanted[i]));
+        }
+    }
+    let sizes = stats::parse_sizes(&args.sizes).map_err(|e| format!("--sizes: {e}"))?;
+    let imbalance = match (args.mif, args.late) {
+        (None, _) => None,
+        (Some(f), _) if !(f >= 0.0 && f.is_finite()) => return Err(format!("--mif {f}: must be >= 0")),
+        (Some(_), Some(p)) if !(0.0..=100.0).contains(&p) => {
+            return Err(format!("--late {p}: a percentage, 0 to 100"))
+        }
+        (Some(mif), late_pct) => Some(Imbalance { mif, late_pct }),
+    };
+    Ok(Plan { colls, sizes, imbalance })
+}
+
+/// Runs the benchmark on every rank of `world` and returns the rows (complete on rank
+/// 0, empty elsewhere). Rank 0 prints the table and writes the CSV and the plot.
+///
+/// A wrong result or a failed zcoll call ends the whole job (`MPI_Abort`, exit code 2)
+/// after printing what failed where.
+///
+/// # Errors
+///
+/// A bad argument (the same on every rank, before anything runs), or a CSV or plot file
+/// that cannot be written (on rank 0).
+pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm, args: &BenchArgs) -> Result<Vec<Row>, String> {
+    let plan = plan(args, world.size())?;
+    let me = world.rank();
+    let np = world.size() as usize;
+    let env = Env { world, comm, root: args.root };
+    let transport = comm.info().transport.to_string();
+    if me == 0 {
+        println!("{}", header(comm, args, &plan));
+        println!("{}", table_header());
+    }
+    let mut rows = Vec::new();
+    let mut seq = 0u64;
+    for &(coll, ref algos) in &plan.colls {
+        let sizes = if coll.sized() { plan.sizes.clone() } else { vec![0] };
+        for size in sizes {
+            let iters = args.iters.unwrap_or_else(|| stats::default_iters(size)).max(1);
+            let warmup = args.warmup.unwrap_or_else(|| stats::default_warmup(iters));
+            let mut imps = vec![Imp::Mpi];
+            imps.extend(algos.iter().map(|&a| Imp::Zcoll(a)));
+            if coll.sized() {
+                imps.push(Imp::Memcpy);
+            }
+            let times = time_one(env, coll, size, &imps, iters, warmup, plan.imbalance, &mut seq);
+            // Every rank's times to rank 0, which takes each iteration's maximum over
+            // the ranks (the slowest rank makes the iteration's time).
+            let root = world.process_at_rank(0);
+            if me != 0 {
+                root.gather_into(&times[..]);
+                continue;
+            }
+            let mut all = vec![0f64; times.len() * np];
+            root.gather_into_root(&times[..], &mut all[..]);
+            let summary = |k: usize| {
+                let per_rank: Vec<Vec<f64>> = all
+                    .chunks_exact(times.len())
+                    .map(|rank| rank[k * iters..(k + 1) * iters].to_vec())
+                    .collect();
+                let max = stats::per_iteration_max(&per_rank);
+                Summary::of(&max).expect("at least one iteration").scaled(1e6)
+            };
+            // A collective that moves no data has no copy to compare with.
+            let memcpy = if coll.sized() {
+                summary(imps.len() - 1)
+            } else {
+                Summary { median: 0.0, min: 0.0, max: 0.0 }
+            };
+            for (k, &algorithm) in algos.iter().enumerate() {
+                let row = Row {
+                    coll: coll.name(),
+                    algorithm: algorithm.to_owned(),
+                    transport: transport.clone(),
+                    np,
+                    size,
+                    iters,
+                    mpi: summary(0),
+                    zcoll: summary(k + 1),
+                    memcpy,
+                };
+                println!("{}", table_row(&row));
+                rows.push(row);
+            }
+            let _ = std::io::stdout().flush();
+        }
+    }
+    if me == 0 {
+        println!("{}", summary_lines(&rows));
+        if let Some(path) = &args.csv {
+            let mut text = format!("{CSV_HEADER}\n");
+            rows.iter().for_each(|r| text.push_str(&(r.csv() + "\n")));
+            std::fs::write(path, text).map_err(|e| format!("--csv {}: {e}", path.display()))?;
+        }
+        if let Some(path) = &args.plot {
+            let svg = plot::svg(&panels(&rows, &library()));
+            std::fs::write(path, svg).map_err(|e| format!("--plot {}: {e}", path.display()))?;
+        }
+    }
+    Ok(rows)
+}
+
+/// Times every implementation of `imps` at `size`: returns this rank's seconds,
+/// `iters` per implementation, implementation after implementation.
+#[allow(clippy::too_many_arguments)] // the loop's whole state, each named
+fn time_one(
+    env: Env<'_>,
+    coll: &dyn Collective,
+    size: usize,
+    imps: &[Imp],
+    iters: usize,
+    warmup: usize,
+    imbalance: Option<Imbalance>,
+    seq: &mut u64,
+) -> Vec<f64> {
+    let world = env.world;
+    let (me, np) = (world.rank(), world.size() as usize);
+    let mut inst = coll.prepare(env, size);
+    let received = coll.received(env, size);
+    let src: Vec<u8> = (0..received).map(|i| stats::mix(i as u64) as u8).collect();
+    let mut dst = vec![0u8; received];
+    let t_msg = if imbalance.is_some() { message_time(world, size) } else { 0.0 };
+    let mut times = vec![0f64; imps.len() * iters];
+    for it in 0..warmup + iters {
+        let delay_seed = stats::mix((size as u64) << 32 ^ it as u64);
+        for k in 0..imps.len() {
+            // Rotate the order every iteration: no implementation always goes first.
+            let which = (k + it) % imps.len();
+            let imp = &imps[which];
+            *seq += 1;
+            if *imp != Imp::Memcpy {
+                inst.fill(*seq);
+            }
+            world.barrier();
+            if let (Some(imb), true) = (imbalance, *imp != Imp::Memcpy) {
+                busy_wait(imb.delay(delay_seed, me as usize, np, t_msg));
+            }
+            let start = Instant::now();
+            match imp {
+                Imp::Mpi => inst.mpi(),
+                Imp::Zcoll(a) => {
+                    if let Err(e) = inst.zcoll(a) {
+                        fail(world, coll.name(), imp, size, &format!("the call failed: {e}"));
+                    }
+                }
+                Imp::Memcpy => {
+                    dst.copy_from_slice(&src);
+                    std::hint::black_box(&mut dst);
+                }
+            }
+            let t = start.elapsed().as_secs_f64();
+            if *imp != Imp::Memcpy {
+                if let Err(e) = inst.check(*seq) {
+                    fail(world, coll.name(), imp, size, &e);
+                }
+            }
+            if it >= warmup {
+                times[which * iters + it - warmup] = t;
+            }
+        }
+    }
+    times
+}
+
+/// Ends the job on a wrong result, saying what went wrong where.
+fn fail(world: &SimpleCommunicator, coll: &str, imp: &Imp, size: usize, what: &str) -> ! {
+    eprintln!(
+        "zcoll bench: WRONG RESULT: {coll} with {imp} at {size} bytes per rank, rank {}: {what}",
+        world.rank()
+    );
+    let _ = std::io::stderr().flush();
+    world.abort(2)
+}
+
+/// The time of one message of `size` bytes between rank 0 and the last rank (half a
+/// ping-pong round trip, median of 11), the same on every rank: the unit of `--mif`.
+fn message_time(world: &SimpleCommunicator, size: usize) -> f64 {
+    let (me, last) = (world.rank(), world.size() - 1);
+    let mut buf = vec![0u8; size.max(1)];
+    let mut t = [0f64; 1];
+    if last > 0 && (me == 0 || me == last) {
+        let peer = world.process_at_rank(if me == 0 { last } else { 0 });
+        let mut samples = Vec::new();
+        for i in 0..13 {
+            let start = Instant::now();
+            if me == 0 {
+                peer.send(&buf[..]);
+                peer.receive_into(&mut buf[..]);
+            } else {
+                peer.receive_into(&mut buf[..]);
+                peer.send(&buf[..]);
+            }
+            if i >= 2 {
+                samples.push(start.elapsed().as_secs_f64() / 2.0);
+            }
+        }
+        t[0] = Summary::of(&samples).map_or(0.0, |s| s.median);
+    }
+    world.process_at_rank(0).broadcast_into(&mut t[..]);
+    t[0]
+}
+
+/// Spins for `seconds`: the simulated computation of a late rank (a sleep would hand
+/// the core to another rank and be far less precise).
+fn busy_wait(seconds: f64) {
+    if seconds <= 0.0 {
+        return;
+    }
+    let end = Instant::now() + std::time::Duration::from_secs_f64(seconds);
+    while Instant::now() < end {
+        std::hint::spin_loop();
+    }
+}
+
+/// The MPI library's name and version, from the first line of its version string
+/// (`Open MPI v4.1.4, package: ...` or `MPICH Version:\t4.0.2`).
+pub(crate) fn library() -> String {
+    let full = mpi::environment::library_version().unwrap_or_default();
+    let first = full.lines().next().unwrap_or("").split(',').next().unwrap_or("");
+    let words: Vec<&str> = first.split_whitespace().filter(|w| *w != "Version:").collect();
+    if words.is_empty() {
+        "MPI".into()
+    } else {
+        words.join(" ")
+    }
+}
+
+fn header(comm: &Comm, args: &BenchArgs, plan: &Plan) -> String {
+    let info = comm.info();
+    let mut h = format!(
+        "# zcoll {} bench: {} ranks on {} node(s), transport {}, {}",
+        env!("CARGO_PKG_VERSION"),
+        info.size,
+        info.nodes,
+        info.transport,
+        library()
+    );
+    let _ =
+        write!(h, "\n# times in microseconds: median (min..max) over iterations of the maximum over ranks");
+    let _ = write!(
+        h,
+        "; ratio = mpi / zcoll (above 1: zcoll is faster); memcpy = one copy of the bytes a rank receives"
+    );
+    if let Some(imb) = plan.imbalance {
+        let _ = match imb.late_pct {
+            Some(p) => write!(h, "\n# imbalance: {p}% of the ranks late by {} x one message", imb.mif),
+            None => write!(h, "\n# imbalance: every rank late by up to {} x one message", imb.mif),
+        };
+    }
+    if args.root != 0 {
+        let _ = write!(h, "\n# root {}", args.root);
+    }
+    h
+}
+
+fn table_header() -> String {
+    format!(
+        "{:<8} {:<13} {:>6} {:>5} {:>11} {:>11} {:>7} {:>10} {:>8}  {:<21} {:<21}",
+        "coll",
+        "algorithm",
+        "size",
+        "iters",
+        "mpi_us",
+        "zcoll_us",
+        "ratio",
+        "memcpy_us",
+        "z/memcpy",
+        "zcoll min..max",
+        "mpi min..max"
+    )
+}
+
+fn table_row(r: &Row) -> String {
+    let over =
+        if r.memcpy.median > 0.0 { format!("{:.2}", r.zcoll.median / r.memcpy.median) } else { "-".into() };
+    format!(
+        "{:<8} {:<13} {:>6} {:>5} {:>11.2} {:>11.2} {:>7.2} {:>10.2} {:>8}  {:<21} {:<21}",
+        r.coll,
+        r.algorithm,
+        stats::format_size(r.size),
+        r.iters,
+        r.mpi.median,
+        r.zcoll.median,
+        r.ratio(),
+        r.memcpy.median,
+        over,
+        format!("{:.2}..{:.2}", r.zcoll.min, r.zcoll.max),
+        format!("{:.2}..{:.2}", r.mpi.min, r.mpi.max)
+    )
+}
+
+/// The worst and best ratio of each collective and algorithm.
+fn summary_lines(rows: &[Row]) -> String {
+    let mut out = String::from("#");
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for r in rows {
+        if seen.contains(&(r.coll, &r.algorithm)) {
+            continue;
+        }
+        seen.push((r.coll, &r.algorithm));
+        let same: Vec<&Row> =
+            rows.iter().filter(|s| s.coll == r.coll && s.algorithm == r.algorithm).collect();
+        let lo = same.iter().min_by(|a, b| a.ratio().total_cmp(&b.ratio())).expect("one row");
+        let hi = same.iter().max_by(|a, b| a.ratio().total_cmp(&b.ratio())).expect("one row");
+        let _ = write!(
+            out,
+            "\n# {} {}: ratio {:.2} (at {}) to {:.2} (at {})",
+            r.coll,
+            r.algorithm,
+            lo.ratio(),
+            stats::format_size(lo.size),
+            hi.ratio(),
+            stats::format_size(hi.size)
+        );
+    }
+    out
+}
+
+/// One panel per collective with more than one size: zcoll per algorithm, MPI, memcpy.
+fn panels(rows: &[Row], library: &str) -> Vec<Panel> {
+    let mut panels = Vec::new();
+    let mut colls: Vec<&str> = rows.iter().map(|r| r.coll).collect();
+    colls.dedup();
+    for coll in colls {
+        let mine: Vec<&Row> = rows.iter().filter(|r| r.coll == coll).collect();
+        let mut algos: Vec<&str> = mine.iter().map(|r| r.algorithm.as_str()).collect();
+        algos.sort_unstable();
+        algos.dedup();
+        let first = mine[0];
+        let reference: Vec<&Row> = mine.iter().copied().filter(|r| r.algorithm == first.algorithm).collect();
+        if reference.len() < 2 {
+            continue;
+        }
+        let mut series: Vec<Series> = algos
+            .iter()
+            .map(|a| Series {
+                label: format!("zcoll {a}"),
+                points: mine
+                    .iter()
+                    .filter(|r| r.algorithm == *a)
+                    .map(|r| (r.size as f64, r.zcoll.median))
+                    .collect(),
+                dashed: false,
+            })
+            .collect();
+        series.push(Series {
+            label: format!("MPI ({library})"),
+            points: reference.iter().map(|r| (r.size as f64, r.mpi.median)).collect(),
+            dashed: false,
+        });
+        series.push(Series {
+            label: "memcpy of the received bytes".into(),
+            points: reference.iter().map(|r| (r.size as f64, r.memcpy.median)).collect(),
+            dashed: true,
+        });
+        panels.push(Panel {
+            title: format!("{coll}: {} ranks, transport {}", first.np, first.transport),
+            series,
+        });
+    }
+    panels
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(line: &[&str]) -> BenchArgs {
+        BenchArgs::try_parse_from(std::iter::once("bench").chain(line.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn the_plan_follows_the_arguments() {
+        let p = plan(&args(&[]), 2).unwrap();
+        assert_eq!(
+            p.colls.iter().map(|(c, a)| (c.name(), a.clone())).collect::<Vec<_>>(),
+            [("bcast", vec!["auto"]), ("barrier", vec!["auto"])]
+        );
+        assert_eq!(p.sizes.len(), 24);
+        let p = plan(&args(&["--coll", "bcast", "--algorithms", "all"]), 2).unwrap();
+        let all: Vec<&str> =
+            std::iter::once("auto").chain(zcoll::BcastAlgorithm::ALL.iter().map(|a| a.name())).collect();
+        assert_eq!(p.colls[0].1, all);
+        let p = plan(&args(&["--algorithms", "staged,default"]), 2).unwrap();
+        assert_eq!(
+            p.colls.iter().map(|(c, a)| (c.name(), a.len())).collect::<Vec<_>>(),
+            [("bcast", 2), ("barrier", 1)]
+        );
+        let p = plan(&args(&["--mif", "2", "--late", "10"]), 2).unwrap();
+        assert_eq!(p.imbalance, Some(Imbalance { mif: 2.0, late_pct: Some(10.0) }));
+
+        for bad in [
+            &["--buffers", "heap"][..],
+            &["--coll", "scan"],
+            &["--algorithms", "direct-read,nope"],
+            &["--sizes", "0:8"],
+            &["--mif=-1"],
+            &["--mif", "1", "--late", "101"],
+            &["--root", "2"],
+        ] {
+            assert!(plan(&args(bad), 2).is_err(), "{bad:?}");
+        }
+        assert!(plan(&args(&["--buffers", "heap"]), 2).err().unwrap().contains("not available yet"));
+        assert!(BenchArgs::try_parse_from(["bench", "--late", "5"]).is_err(), "--late needs --mif");
+    }
+
+    #[test]
+    fn rows_print_and_plot() {
+        let s = |m: f64| Summary { median: m, min: m, max: m };
+        let row = |size, algorithm: &str, z| Row {
+            coll: "bcast",
+            algorithm: algorithm.into(),
+            transport: "cma".into(),
+            np: 2,
+            size,
+            iters: 10,
+            mpi: s(2.0),
+            zcoll: s(z),
+            memcpy: s(0.5),
+        };
+        let rows =
+            vec![row(8, "auto", 1.0), row(8, "staged", 4.0), row(16, "auto", 1.0), row(16, "staged", 4.0)];
+        assert_eq!(rows[0].csv(), "bcast,auto,cma,2,8,2.000,1.000,2.000,0.500");
+        assert_eq!(CSV_HEADER.split(',').count(), rows[0].csv().split(',').count());
+        assert!(summary_lines(&rows).contains("bcast staged: ratio 0.50 (at 8) to 0.50 (at 16)"));
+        let p = panels(&rows, "Open MPI v4");
+        assert_eq!(p.len(), 1);
+        let labels: Vec<&str> = p[0].series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["zcoll auto", "zcoll staged", "MPI (Open MPI v4)", "memcpy of the received bytes"]
+        );
+        assert!(table_row(&rows[1]).contains("0.50"));
+    }
+}

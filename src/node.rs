@@ -77,6 +77,7 @@ impl NodeComm {
         comm.all_gather_into(&rank, &mut ranks[..]);
 
         let requested = requested_transport();
+        let policy = policy.fit_to(n);
         let mut ctl = map_segment(&comm, rank, me, ranks, pids.clone(), policy)?;
         let (transport, reason, links) = choose_transport(&comm, rank, me, &pids, requested)?;
         let heap = links.heap.is_some();

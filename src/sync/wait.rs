@@ -12,8 +12,12 @@ use std::time::{Duration, Instant};
 /// How long waits spin, yield and sleep, and when they give up.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct WaitPolicy {
-    /// `sched_yield` calls after the spin phase, before sleeping.
-    pub(crate) yields: u32,
+    /// How long to keep yielding after the spin phase, before sleeping. Sleeping costs a
+    /// timer wake-up (tens to hundreds of microseconds late); yielding costs nothing when
+    /// every rank has its own core, and a lot when ranks share cores: see [`fit_to`].
+    ///
+    /// [`fit_to`]: WaitPolicy::fit_to
+    pub(crate) yield_for: Duration,
     /// The first sleep; each further sleep doubles, up to `max_sleep`.
     pub(crate) min_sleep: Duration,
     /// The longest single sleep.
@@ -46,10 +50,24 @@ impl WaitPolicy {
     }
 }
 
+impl WaitPolicy {
+    /// Sets the yield phase for a node of `ranks` processes: 2 ms when they fit on the
+    /// machine's cores (a waiter then yields to nobody, and sleeping would wake it late),
+    /// 20 us when they outnumber them (a waiter must give its core to the rank it waits
+    /// for). `ZCOLL_YIELD_US` overrides both.
+    pub(crate) fn fit_to(mut self, ranks: usize) -> Self {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let default = if ranks <= cores { 2000 } else { 20 };
+        let us = std::env::var("ZCOLL_YIELD_US").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+        self.yield_for = Duration::from_micros(us);
+        self
+    }
+}
+
 impl Default for WaitPolicy {
     fn default() -> Self {
         WaitPolicy {
-            yields: 64,
+            yield_for: Duration::from_micros(20),
             min_sleep: Duration::from_micros(20),
             max_sleep: Duration::from_millis(1),
             timeout: None,
@@ -98,11 +116,17 @@ pub(crate) fn wait_until_any(
         }
         backoff.snooze();
     }
-    for _ in 0..policy.yields {
-        if ready() {
-            return Ok(());
+    let yielding = Instant::now();
+    loop {
+        for _ in 0..16 {
+            if ready() {
+                return Ok(());
+            }
+            std::thread::yield_now();
         }
-        std::thread::yield_now();
+        if yielding.elapsed() >= policy.yield_for {
+            break;
+        }
     }
     let start = Instant::now();
     let mut sleep = policy.min_sleep;

@@ -152,7 +152,10 @@ impl Params {
             Algo::BcastKnomial(k) => ceil_log(p, k) as f64 * t(n, (k - 1).min(q)),
             // The scatter reads disjoint pages of the root: no page pinned twice.
             Algo::BcastScatterAllgather => t(n.div_ceil(p), 1) + q as f64 * t(n.div_ceil(p), 1),
-            Algo::BcastStaged => self.staged(n, STAGE_CHUNK),
+            // The root refills a half only when all p - 1 readers have drained it.
+            Algo::BcastStaged => {
+                self.staged(n, STAGE_CHUNK) + (q - 1) as f64 * n.div_ceil(STAGE_CHUNK) as f64 * self.flag
+            }
             Algo::ScatterParallelRead | Algo::GatherParallelWrite => t(n, q),
             Algo::ScatterSequentialWrite | Algo::GatherSequentialRead => q as f64 * t(n, 1),
             Algo::ScatterThrottledRead(k) | Algo::GatherThrottledWrite(k) => {
@@ -185,7 +188,12 @@ impl Params {
                 let part = n.div_ceil(p);
                 2.0 * q as f64 * t(part, 1)
             }
-            Algo::AllreduceStaged => self.staged(n, STAGE_CHUNK) + pf * n as f64 * self.memcpy_beta,
+            // Every rank folds every rank's chunk, after every rank's hand-off.
+            Algo::AllreduceStaged => {
+                self.staged(n, STAGE_CHUNK)
+                    + pf * n as f64 * self.memcpy_beta
+                    + (q - 1) as f64 * n.div_ceil(STAGE_CHUNK) as f64 * self.flag
+            }
         }
     }
 

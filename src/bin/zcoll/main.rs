@@ -27,10 +27,40 @@ enum Command {
     Info,
     /// Time zcoll's collectives beside the MPI library's own, with every result checked.
     Bench(bench::BenchArgs),
+    /// Measure this node, fit the cost model and write the profile zcoll then uses; or,
+    /// with --predict, print what the model chooses for a node of any size (no MPI).
+    Tune(TuneArgs),
+}
+
+#[derive(clap::Args)]
+struct TuneArgs {
+    /// Repetitions per measured point (the median is kept).
+    #[arg(long, default_value_t = 20)]
+    reps: usize,
+    /// Where to write the profile (default: $ZCOLL_PROFILE, else the user's config dir).
+    #[arg(long)]
+    output: Option<std::path::PathBuf>,
+    /// Print the model's choices instead of measuring: needs --params and --p.
+    #[arg(long)]
+    predict: bool,
+    /// A profile (TOML) whose parameters to plan with.
+    #[arg(long, requires = "predict")]
+    params: Option<std::path::PathBuf>,
+    /// Ranks per node to plan for.
+    #[arg(long = "p", requires = "predict")]
+    ranks: Option<usize>,
+    /// Sizes to plan for, in bytes (per block, or the message for bcast and allreduce).
+    #[arg(long, value_delimiter = ',', default_value = "8,512,4096,65536,1048576,16777216")]
+    sizes: Vec<usize>,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Tune(args) = &cli.command {
+        if args.predict {
+            return predict(args);
+        }
+    }
     let Some(universe) = mpi::initialize() else {
         eprintln!("zcoll: MPI was already initialized");
         return ExitCode::FAILURE;
@@ -51,6 +81,55 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         }
+        Command::Tune(args) => return tune(&comm, &args),
+    }
+    ExitCode::SUCCESS
+}
+
+/// Calibrates the node of rank 0 and writes its profile there.
+fn tune(comm: &zcoll::Comm, args: &TuneArgs) -> ExitCode {
+    match comm.calibrate(args.reps) {
+        Err(e) => {
+            eprintln!("zcoll tune: {e}");
+            ExitCode::FAILURE
+        }
+        Ok(None) => ExitCode::SUCCESS,
+        Ok(Some(profile)) => {
+            let path = args.output.clone().unwrap_or_else(zcoll::tune::Profile::path);
+            print!("{}", profile.to_toml());
+            if let Err(e) = profile.save(&path) {
+                eprintln!("zcoll tune: {e}");
+                return ExitCode::FAILURE;
+            }
+            println!("# written to {}", path.display());
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// Prints the model's choice and predicted time per collective and size.
+fn predict(args: &TuneArgs) -> ExitCode {
+    let (Some(path), Some(p)) = (&args.params, args.ranks) else {
+        eprintln!("zcoll tune --predict: needs --params FILE and --p N");
+        return ExitCode::FAILURE;
+    };
+    let profile = match zcoll::tune::Profile::load(path) {
+        Ok(profile) => profile,
+        Err(e) => {
+            eprintln!("zcoll tune --predict: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("# {} ({} cores), {p} ranks per node", profile.machine.cpu, profile.machine.cores);
+    println!("{:<10} {:>10}  {:<28} {:>12}", "coll", "bytes", "algorithm", "predicted_us");
+    for c in zcoll::tune::select::plan(&profile.params, p, &args.sizes) {
+        println!(
+            "{:<10} {:>10}  {:<28} {:>12.2}",
+            c.coll.name(),
+            c.bytes,
+            format!("{:?}", c.algo),
+            c.seconds * 1e6
+        );
     }
     ExitCode::SUCCESS
 }

@@ -70,8 +70,18 @@ pub(crate) trait Instance {
 }
 
 /// Every collective the benchmarks know, in the order they run.
-pub(crate) const ALL: &[&dyn Collective] =
-    &[&Bcast, &Scatter, &Gather, &Allgather, &Alltoall, &Allreduce, &Reduce, &Allgatherv, &Alltoallv, &Barrier];
+pub(crate) const ALL: &[&dyn Collective] = &[
+    &Bcast,
+    &Scatter,
+    &Gather,
+    &Allgather,
+    &Alltoall,
+    &Allreduce,
+    &Reduce,
+    &Allgatherv,
+    &Alltoallv,
+    &Barrier,
+];
 
 /// The collective named `name`.
 pub(crate) fn by_name(name: &str) -> Option<&'static dyn Collective> {
@@ -840,7 +850,60 @@ mod tests {
     }
 
     #[test]
+    fn the_uneven_distributions_move_about_p_times_size() {
+        for p in [2usize, 3, 8] {
+            for size in [8usize, 1000, 1 << 20] {
+                let gv: usize = (0..p).map(|r| allgatherv_bytes(size, r, p)).sum();
+                assert!(gv <= p * size && gv + p >= p * size, "p {p} size {size}: {gv}");
+                assert!(allgatherv_bytes(size, p - 1, p) > allgatherv_bytes(size, 0, p));
+                for r in 0..p {
+                    let sent: usize = (0..p).map(|q| alltoallv_bytes(size, r, q, p)).sum();
+                    let got: usize = (0..p).map(|q| alltoallv_bytes(size, q, r, p)).sum();
+                    assert!(sent <= p * size && sent + p >= p * size, "p {p} size {size}: {sent}");
+                    assert_eq!(sent, got);
+                }
+            }
+        }
+        // The documented formulas, by hand: 2 ranks of 8 B, 3 ranks of 8 B.
+        assert_eq!([0, 1].map(|r| allgatherv_bytes(8, r, 2)), [5, 10]);
+        assert_eq!([(0, 0), (0, 1), (1, 1)].map(|(q, r)| alltoallv_bytes(8, q, r, 3)), [4, 8, 12]);
+        assert_eq!(displs(&[5, 0, 10]), [0, 5, 5]);
+    }
+
+    #[test]
+    fn rank_streams_differ_and_are_checked_at_any_offset() {
+        let mut a = vec![0u8; 100];
+        fill_stream(&mut a, 7, 1);
+        assert_eq!(check_stream(&a[13..40], 7, 1, 13), Ok(()));
+        assert!(check_stream(&a[13..40], 7, 1, 12).is_err());
+        assert!(check_stream(&a[13..40], 7, 0, 13).is_err());
+        assert!(check_stream(&a[13..40], 8, 1, 13).is_err());
+        let mut w = vec![0u64; 13];
+        fill_words(&mut w, 7);
+        fill_stream(&mut a, 7, 0);
+        assert_eq!(&a[..], &bytemuck::cast_slice::<u64, u8>(&w)[..100], "rank 0's stream is fill_words");
+        a[99] ^= 1;
+        assert!(check_stream(&a, 7, 0, 0).unwrap_err().starts_with("byte 99 of the 100 from rank 0"));
+    }
+
+    #[test]
     fn every_entry_has_a_unique_name_and_is_found_by_it() {
+        let order: Vec<&str> = ALL.iter().map(|c| c.name()).collect();
+        assert_eq!(
+            order,
+            [
+                "bcast",
+                "scatter",
+                "gather",
+                "allgather",
+                "alltoall",
+                "allreduce",
+                "reduce",
+                "allgatherv",
+                "alltoallv",
+                "barrier"
+            ]
+        );
         for c in ALL {
             assert_eq!(by_name(c.name()).map(|f| f.name()), Some(c.name()));
             assert!(!c.algorithms().contains(&"auto"));
@@ -848,5 +911,11 @@ mod tests {
         assert!(by_name("nope").is_none());
         let names: Vec<&str> = BcastAlgorithm::ALL.iter().map(|a| a.name()).collect();
         assert_eq!(Bcast.algorithms(), names);
+        let names: Vec<&str> = AlltoallAlgorithm::ALL.iter().map(|a| a.name()).collect();
+        assert_eq!(Alltoall.algorithms(), names);
+        for a in Alltoall.algorithms() {
+            assert_eq!(algorithm::<AlltoallAlgorithm>(a).map(|x| x.name()).ok(), Some(a));
+        }
+        assert!(algorithm::<ReduceAlgorithm>("pap-write").is_err());
     }
 }

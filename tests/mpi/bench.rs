@@ -1,7 +1,7 @@
 //! `zcoll bench` as a job: the CLI's own argument parser and benchmark loop (the files of
 //! `src/bin/zcoll/`, compiled into this test binary), run at a few sizes; rank 0 then
-//! checks the CSV it wrote: the exact header, every collective and size present, and
-//! every time positive. Every iteration's result is checked by the benchmark itself, so a
+//! checks the CSV it wrote: the exact header, every collective of `colls::ALL` in order
+//! with every size and algorithm present, and every time positive. Every iteration's result is checked by the benchmark itself, so a
 //! wrong collective fails the job.
 
 // The benchmark's modules, as the `zcoll` binary has them; this scenario uses only part
@@ -44,8 +44,9 @@ pub(crate) fn bench(world: &SimpleCommunicator, comm: &Comm) {
     let text = std::fs::read_to_string(&csv).unwrap();
     let mut lines = text.lines();
     assert_eq!(lines.next(), Some("coll,algorithm,transport,np,size,mpi_us,zcoll_us,ratio,memcpy_us"));
-    let algorithms =
-        if extra.contains("--algorithms all") { zcoll::BcastAlgorithm::ALL.len() + 1 } else { 1 };
+    let all_algorithms = extra.contains("--algorithms all");
+    // `auto`, and with `--algorithms all` every algorithm of the collective's enum.
+    let algorithms = |c: &dyn colls::Collective| if all_algorithms { c.algorithms().len() + 1 } else { 1 };
     let mut seen = Vec::new();
     for line in lines {
         let f: Vec<&str> = line.split(',').collect();
@@ -57,20 +58,39 @@ pub(crate) fn bench(world: &SimpleCommunicator, comm: &Comm) {
         let (mpi, zcoll, ratio, memcpy) = (num(5), num(6), num(7), num(8));
         assert!(mpi > 0.0 && zcoll > 0.0 && ratio > 0.0, "{line}");
         assert!((ratio - mpi / zcoll).abs() <= 0.01 * ratio + 0.002, "{line}: ratio is not mpi / zcoll");
-        match f[0] {
-            "bcast" => assert!(memcpy > 0.0, "{line}"),
-            "barrier" => assert_eq!((size, memcpy), (0, 0.0), "{line}"),
-            other => panic!("{line}: unknown collective {other}"),
+        let coll = colls::by_name(f[0]).unwrap_or_else(|| panic!("{line}: unknown collective"));
+        let mut names = vec!["auto"];
+        names.extend(coll.algorithms());
+        assert!(names.contains(&f[1]), "{line}: not an algorithm of {}", f[0]);
+        if coll.sized() {
+            // Some rank receives bytes at every size (the root of a gather or reduce).
+            assert!(memcpy > 0.0, "{line}");
+        } else {
+            assert_eq!((size, memcpy), (0, 0.0), "{line}");
         }
         seen.push((f[0].to_owned(), f[1].to_owned(), size));
     }
-    // 8 B to 64 KiB is 14 powers of two per bcast algorithm, and one barrier row.
-    let bcasts = seen.iter().filter(|s| s.0 == "bcast").count();
-    assert_eq!(bcasts, 14 * algorithms, "{seen:?}");
-    for k in 3..=16 {
-        assert!(seen.iter().any(|s| s == &("bcast".into(), "auto".into(), 1 << k)), "{seen:?}");
+    // Every collective in `colls::ALL`'s order; 8 B to 64 KiB is 14 powers of two per
+    // algorithm of a sized collective, and a barrier is one row.
+    let order: Vec<&str> = seen.iter().map(|s| s.0.as_str()).fold(Vec::new(), |mut v, c| {
+        if v.last() != Some(&c) {
+            v.push(c);
+        }
+        v
+    });
+    assert_eq!(order, colls::ALL.iter().map(|c| c.name()).collect::<Vec<_>>(), "{seen:?}");
+    for c in colls::ALL {
+        let rows = seen.iter().filter(|s| s.0 == c.name()).count();
+        if c.sized() {
+            assert_eq!(rows, 14 * algorithms(*c), "{}: {seen:?}", c.name());
+            for k in 3..=16 {
+                let want = (c.name().to_owned(), "auto".to_owned(), 1 << k);
+                assert!(seen.contains(&want), "{want:?}: {seen:?}");
+            }
+        } else {
+            assert_eq!(rows, 1, "{}: {seen:?}", c.name());
+        }
     }
-    assert_eq!(seen.iter().filter(|s| s.0 == "barrier").count(), 1, "{seen:?}");
     assert_eq!(rows.len(), seen.len());
     let plot = std::fs::read_to_string(&svg).unwrap();
     assert!(plot.starts_with("<svg") && plot.contains("bcast: ") && plot.contains("<polyline"));

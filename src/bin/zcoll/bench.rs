@@ -561,20 +561,37 @@ mod tests {
     #[test]
     fn the_plan_follows_the_arguments() {
         let p = plan(&args(&[]), 2).unwrap();
+        let names = [
+            "bcast",
+            "scatter",
+            "gather",
+            "allgather",
+            "alltoall",
+            "allreduce",
+            "reduce",
+            "allgatherv",
+            "alltoallv",
+            "barrier",
+        ];
         assert_eq!(
             p.colls.iter().map(|(c, a)| (c.name(), a.clone())).collect::<Vec<_>>(),
-            [("bcast", vec!["auto"]), ("barrier", vec!["auto"])]
+            names.map(|n| (n, vec!["auto"]))
         );
         assert_eq!(p.sizes.len(), 24);
         let p = plan(&args(&["--coll", "bcast", "--algorithms", "all"]), 2).unwrap();
         let all: Vec<&str> =
             std::iter::once("auto").chain(zcoll::BcastAlgorithm::ALL.iter().map(|a| a.name())).collect();
         assert_eq!(p.colls[0].1, all);
+        // Every collective but the barrier has a `staged` algorithm.
         let p = plan(&args(&["--algorithms", "staged,default"]), 2).unwrap();
         assert_eq!(
             p.colls.iter().map(|(c, a)| (c.name(), a.len())).collect::<Vec<_>>(),
-            [("bcast", 2), ("barrier", 1)]
+            names.map(|n| (n, if n == "barrier" { 1 } else { 2 }))
         );
+        let p =
+            plan(&args(&["--coll", "alltoall", "--algorithms", "pairwise,pap-write,pap-read"]), 2).unwrap();
+        assert_eq!(p.colls[0].1, ["pairwise", "pap-write", "pap-read"]);
+        assert!(plan(&args(&["--coll", "bcast", "--algorithms", "pap-write"]), 2).is_err());
         let p = plan(&args(&["--mif", "2", "--late", "10"]), 2).unwrap();
         assert_eq!(p.imbalance, Some(Imbalance { mif: 2.0, late_pct: Some(10.0) }));
 

@@ -7,10 +7,17 @@
 //! through rsmpi, and checks the result independently. Adding a collective to the
 //! benchmarks is adding an entry here.
 
+use mpi::collective::SystemOperation;
+use mpi::datatype::{Partition, PartitionMut};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
+use mpi::Count;
 use std::time::{SystemTime, UNIX_EPOCH};
-use zcoll::{BcastAlgorithm, Comm};
+use zcoll::op::Builtin;
+use zcoll::{
+    AllgatherAlgorithm, AllgathervAlgorithm, AlltoallAlgorithm, AlltoallvAlgorithm, BcastAlgorithm, Comm,
+    GatherAlgorithm, ReduceAlgorithm, ScatterAlgorithm,
+};
 
 /// What every entry runs on.
 #[derive(Clone, Copy)]
@@ -63,7 +70,18 @@ pub(crate) trait Instance {
 }
 
 /// Every collective the benchmarks know, in the order they run.
-pub(crate) const ALL: &[&dyn Collective] = &[&Bcast, &Barrier];
+pub(crate) const ALL: &[&dyn Collective] = &[
+    &Bcast,
+    &Scatter,
+    &Gather,
+    &Allgather,
+    &Alltoall,
+    &Allreduce,
+    &Reduce,
+    &Allgatherv,
+    &Alltoallv,
+    &Barrier,
+];
 
 /// The collective named `name`.
 pub(crate) fn by_name(name: &str) -> Option<&'static dyn Collective> {
@@ -175,6 +193,537 @@ impl Instance for BcastRun<'_> {
     fn check(&mut self, seq: u64) -> Result<(), String> {
         // The root's buffer must be unchanged too.
         check_words(&self.words, self.n, seq)
+    }
+}
+
+/// Word `i` of rank `q`'s data of step `seq`: [`word`] at an index offset by the rank, so
+/// every rank sends different bytes (rank 0's data is what [`fill_words`] writes).
+fn stream_word(seq: u64, q: usize, i: usize) -> u64 {
+    word(seq, (q << 40) | i)
+}
+
+/// Fills `bytes` with rank `q`'s data of step `seq`, from its first byte.
+fn fill_stream(bytes: &mut [u8], seq: u64, q: usize) {
+    for (i, chunk) in bytes.chunks_mut(8).enumerate() {
+        let w = stream_word(seq, q, i).to_le_bytes();
+        chunk.copy_from_slice(&w[..chunk.len()]);
+    }
+}
+
+/// Checks that `got` is bytes `start..start + got.len()` of rank `q`'s data of step `seq`;
+/// the error names the first wrong byte.
+fn check_stream(got: &[u8], seq: u64, q: usize, start: usize) -> Result<(), String> {
+    for (k, &b) in got.iter().enumerate() {
+        let j = start + k;
+        let want = stream_word(seq, q, j / 8).to_le_bytes()[j % 8];
+        if b != want {
+            return Err(format!(
+                "byte {k} of the {} from rank {q} is {b:#04x} where {want:#04x} was sent",
+                got.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Parses an algorithm name of `--algorithms` for a collective's enum.
+fn algorithm<A: std::str::FromStr>(name: &str) -> zcoll::Result<A> {
+    name.parse().map_err(|_| zcoll::Error::Config {
+        name: "--algorithms",
+        value: name.to_owned(),
+        expected: "a name `zcoll bench --algorithms all` lists for the collective",
+    })
+}
+
+/// The MPI count of `n` elements.
+fn count(n: usize) -> Count {
+    Count::try_from(n).expect("a message fits in an MPI count")
+}
+
+/// The displacements of consecutive blocks of `counts` elements.
+fn displs(counts: &[Count]) -> Vec<Count> {
+    counts.iter().scan(0, |at, &c| Some(std::mem::replace(at, *at + c))).collect()
+}
+
+/// Scatter from the root: the root sends `size` bytes to every rank (itself included).
+pub(crate) struct Scatter;
+
+impl Collective for Scatter {
+    fn name(&self) -> &'static str {
+        "scatter"
+    }
+
+    fn algorithms(&self) -> Vec<&'static str> {
+        ScatterAlgorithm::ALL.iter().map(|a| a.name()).collect()
+    }
+
+    fn received(&self, _env: Env<'_>, size: usize) -> usize {
+        size
+    }
+
+    fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
+        let root = env.rank() == env.root;
+        let send = if root { vec![0; size * env.world.size() as usize] } else { Vec::new() };
+        Box::new(ScatterRun { env, send, recv: vec![0; size] })
+    }
+}
+
+struct ScatterRun<'a> {
+    env: Env<'a>,
+    /// The root's `p * size` bytes (empty elsewhere).
+    send: Vec<u8>,
+    recv: Vec<u8>,
+}
+
+impl Instance for ScatterRun<'_> {
+    fn fill(&mut self, seq: u64) {
+        if self.env.rank() == self.env.root {
+            fill_stream(&mut self.send, seq, self.env.root as usize);
+        }
+    }
+
+    fn zcoll(&mut self, name: &str) -> zcoll::Result<()> {
+        let a: ScatterAlgorithm = algorithm(name)?;
+        let (comm, root) = (self.env.comm, self.env.root);
+        if self.env.rank() == root {
+            comm.scatter_into_root_with(&self.send, &mut self.recv, root, a)
+        } else {
+            comm.scatter_into_with(&mut self.recv, root, a)
+        }
+    }
+
+    fn mpi(&mut self) {
+        let p = self.env.world.process_at_rank(self.env.root);
+        if self.env.rank() == self.env.root {
+            p.scatter_into_root(&self.send[..], &mut self.recv[..]);
+        } else {
+            p.scatter_into(&mut self.recv[..]);
+        }
+    }
+
+    fn check(&mut self, seq: u64) -> Result<(), String> {
+        let start = self.env.rank() as usize * self.recv.len();
+        check_stream(&self.recv, seq, self.env.root as usize, start)
+    }
+}
+
+/// Gather to the root: every rank sends `size` bytes; the root receives `p * size`.
+pub(crate) struct Gather;
+
+impl Collective for Gather {
+    fn name(&self) -> &'static str {
+        "gather"
+    }
+
+    fn algorithms(&self) -> Vec<&'static str> {
+        GatherAlgorithm::ALL.iter().map(|a| a.name()).collect()
+    }
+
+    fn received(&self, env: Env<'_>, size: usize) -> usize {
+        if env.rank() == env.root {
+            size * env.world.size() as usize
+        } else {
+            0
+        }
+    }
+
+    fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
+        let recv = vec![0; self.received(env, size)];
+        Box::new(GatherRun { env, send: vec![0; size], recv })
+    }
+}
+
+struct GatherRun<'a> {
+    env: Env<'a>,
+    send: Vec<u8>,
+    /// The root's `p * size` bytes (empty elsewhere).
+    recv: Vec<u8>,
+}
+
+impl Instance for GatherRun<'_> {
+    fn fill(&mut self, seq: u64) {
+        fill_stream(&mut self.send, seq, self.env.rank() as usize);
+    }
+
+    fn zcoll(&mut self, name: &str) -> zcoll::Result<()> {
+        let a: GatherAlgorithm = algorithm(name)?;
+        let (comm, root) = (self.env.comm, self.env.root);
+        if self.env.rank() == root {
+            comm.gather_into_root_with(&self.send, &mut self.recv, root, a)
+        } else {
+            comm.gather_into_with(&self.send, root, a)
+        }
+    }
+
+    fn mpi(&mut self) {
+        let p = self.env.world.process_at_rank(self.env.root);
+        if self.env.rank() == self.env.root {
+            p.gather_into_root(&self.send[..], &mut self.recv[..]);
+        } else {
+            p.gather_into(&self.send[..]);
+        }
+    }
+
+    fn check(&mut self, seq: u64) -> Result<(), String> {
+        check_blocks(&self.recv, self.send.len(), seq)
+    }
+}
+
+/// Checks that block `q` of `recv` (blocks of `size` bytes) is rank `q`'s data.
+fn check_blocks(recv: &[u8], size: usize, seq: u64) -> Result<(), String> {
+    if size == 0 {
+        return Ok(());
+    }
+    recv.chunks(size).enumerate().try_for_each(|(q, block)| check_stream(block, seq, q, 0))
+}
+
+/// Allgather: every rank sends `size` bytes and receives `p * size`.
+pub(crate) struct Allgather;
+
+impl Collective for Allgather {
+    fn name(&self) -> &'static str {
+        "allgather"
+    }
+
+    fn algorithms(&self) -> Vec<&'static str> {
+        AllgatherAlgorithm::ALL.iter().map(|a| a.name()).collect()
+    }
+
+    fn received(&self, env: Env<'_>, size: usize) -> usize {
+        size * env.world.size() as usize
+    }
+
+    fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
+        let recv = vec![0; self.received(env, size)];
+        Box::new(AllgatherRun { env, send: vec![0; size], recv })
+    }
+}
+
+struct AllgatherRun<'a> {
+    env: Env<'a>,
+    send: Vec<u8>,
+    recv: Vec<u8>,
+}
+
+impl Instance for AllgatherRun<'_> {
+    fn fill(&mut self, seq: u64) {
+        fill_stream(&mut self.send, seq, self.env.rank() as usize);
+    }
+
+    fn zcoll(&mut self, name: &str) -> zcoll::Result<()> {
+        let a: AllgatherAlgorithm = algorithm(name)?;
+        self.env.comm.all_gather_into_with(&self.send, &mut self.recv, a)
+    }
+
+    fn mpi(&mut self) {
+        self.env.world.all_gather_into(&self.send[..], &mut self.recv[..]);
+    }
+
+    fn check(&mut self, seq: u64) -> Result<(), String> {
+        check_blocks(&self.recv, self.send.len(), seq)
+    }
+}
+
+/// Alltoall: every rank sends `size` bytes to every rank and receives `p * size`.
+pub(crate) struct Alltoall;
+
+impl Collective for Alltoall {
+    fn name(&self) -> &'static str {
+        "alltoall"
+    }
+
+    fn algorithms(&self) -> Vec<&'static str> {
+        AlltoallAlgorithm::ALL.iter().map(|a| a.name()).collect()
+    }
+
+    fn received(&self, env: Env<'_>, size: usize) -> usize {
+        size * env.world.size() as usize
+    }
+
+    fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
+        let n = self.received(env, size);
+        Box::new(AlltoallRun { env, size, send: vec![0; n], recv: vec![0; n] })
+    }
+}
+
+struct AlltoallRun<'a> {
+    env: Env<'a>,
+    size: usize,
+    send: Vec<u8>,
+    recv: Vec<u8>,
+}
+
+impl Instance for AlltoallRun<'_> {
+    fn fill(&mut self, seq: u64) {
+        fill_stream(&mut self.send, seq, self.env.rank() as usize);
+    }
+
+    fn zcoll(&mut self, name: &str) -> zcoll::Result<()> {
+        let a: AlltoallAlgorithm = algorithm(name)?;
+        self.env.comm.all_to_all_into_with(&self.send, &mut self.recv, a)
+    }
+
+    fn mpi(&mut self) {
+        self.env.world.all_to_all_into(&self.send[..], &mut self.recv[..]);
+    }
+
+    fn check(&mut self, seq: u64) -> Result<(), String> {
+        // Rank q's block for this rank is bytes [me * size, (me + 1) * size) of its data.
+        let (size, me) = (self.size, self.env.rank() as usize);
+        if size == 0 {
+            return Ok(());
+        }
+        self.recv.chunks(size).enumerate().try_for_each(|(q, block)| check_stream(block, seq, q, me * size))
+    }
+}
+
+/// The `u64` elements of a reduction of `size` bytes (rounded up to whole elements).
+fn elements(size: usize) -> usize {
+    size.div_ceil(8)
+}
+
+/// Allreduce: the wrapping sum of every rank's `size / 8` `u64`s (an exact check).
+pub(crate) struct Allreduce;
+
+impl Collective for Allreduce {
+    fn name(&self) -> &'static str {
+        "allreduce"
+    }
+
+    fn algorithms(&self) -> Vec<&'static str> {
+        ReduceAlgorithm::ALL.iter().map(|a| a.name()).collect()
+    }
+
+    fn received(&self, _env: Env<'_>, size: usize) -> usize {
+        8 * elements(size)
+    }
+
+    fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
+        let n = elements(size);
+        Box::new(ReduceRun { env, all: true, send: vec![0; n], recv: vec![0; n] })
+    }
+}
+
+/// Reduce to the root: the wrapping sum of every rank's `size / 8` `u64`s.
+pub(crate) struct Reduce;
+
+impl Collective for Reduce {
+    fn name(&self) -> &'static str {
+        "reduce"
+    }
+
+    fn algorithms(&self) -> Vec<&'static str> {
+        ReduceAlgorithm::ALL.iter().map(|a| a.name()).collect()
+    }
+
+    fn received(&self, env: Env<'_>, size: usize) -> usize {
+        if env.rank() == env.root {
+            8 * elements(size)
+        } else {
+            0
+        }
+    }
+
+    fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
+        let n = elements(size);
+        let recv = vec![0; if env.rank() == env.root { n } else { 0 }];
+        Box::new(ReduceRun { env, all: false, send: vec![0; n], recv })
+    }
+}
+
+struct ReduceRun<'a> {
+    env: Env<'a>,
+    /// Allreduce (else reduce to `env.root`).
+    all: bool,
+    send: Vec<u64>,
+    /// The result (empty on the non-roots of a reduce).
+    recv: Vec<u64>,
+}
+
+impl Instance for ReduceRun<'_> {
+    fn fill(&mut self, seq: u64) {
+        let me = self.env.rank() as usize;
+        self.send.iter_mut().enumerate().for_each(|(i, x)| *x = stream_word(seq, me, i));
+    }
+
+    fn zcoll(&mut self, name: &str) -> zcoll::Result<()> {
+        let a: ReduceAlgorithm = algorithm(name)?;
+        let (comm, root) = (self.env.comm, self.env.root);
+        if self.all {
+            comm.all_reduce_into_with(&self.send, &mut self.recv, Builtin::Sum, a)
+        } else if self.env.rank() == root {
+            comm.reduce_with(&self.send, Some(&mut self.recv), root, Builtin::Sum, a)
+        } else {
+            comm.reduce_with(&self.send, None, root, Builtin::Sum, a)
+        }
+    }
+
+    fn mpi(&mut self) {
+        let (world, root) = (self.env.world, self.env.root);
+        if self.all {
+            world.all_reduce_into(&self.send[..], &mut self.recv[..], SystemOperation::sum());
+        } else if self.env.rank() == root {
+            world.process_at_rank(root).reduce_into_root(
+                &self.send[..],
+                &mut self.recv[..],
+                SystemOperation::sum(),
+            );
+        } else {
+            world.process_at_rank(root).reduce_into(&self.send[..], SystemOperation::sum());
+        }
+    }
+
+    fn check(&mut self, seq: u64) -> Result<(), String> {
+        let p = self.env.world.size() as usize;
+        for (i, &got) in self.recv.iter().enumerate() {
+            let want = (0..p).fold(0u64, |acc, q| acc.wrapping_add(stream_word(seq, q, i)));
+            if got != want {
+                return Err(format!(
+                    "element {i} of {} is {got:#x} where the sum is {want:#x}",
+                    self.recv.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The bytes rank `r` of `p` sends in the allgatherv of `size` bytes per rank:
+/// `floor(2 * size * (r + 1) / (p + 1))`, from about `2 size / p` up to about `2 size`,
+/// `p * size` bytes in all (up to rounding).
+pub(crate) fn allgatherv_bytes(size: usize, r: usize, p: usize) -> usize {
+    2 * size * (r + 1) / (p + 1)
+}
+
+/// The bytes rank `q` of `p` sends rank `r` in the alltoallv of `size` bytes per rank:
+/// `floor(2 * size * ((q + r) mod p + 1) / (p + 1))`; every rank sends and receives
+/// `p * size` bytes in all (up to rounding), in blocks from about `2 size / p` to `2 size`.
+pub(crate) fn alltoallv_bytes(size: usize, q: usize, r: usize, p: usize) -> usize {
+    2 * size * ((q + r) % p + 1) / (p + 1)
+}
+
+/// Allgatherv with uneven blocks ([`allgatherv_bytes`]).
+pub(crate) struct Allgatherv;
+
+impl Collective for Allgatherv {
+    fn name(&self) -> &'static str {
+        "allgatherv"
+    }
+
+    fn algorithms(&self) -> Vec<&'static str> {
+        AllgathervAlgorithm::ALL.iter().map(|a| a.name()).collect()
+    }
+
+    fn received(&self, env: Env<'_>, size: usize) -> usize {
+        let p = env.world.size() as usize;
+        (0..p).map(|r| allgatherv_bytes(size, r, p)).sum()
+    }
+
+    fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
+        let (p, me) = (env.world.size() as usize, env.rank() as usize);
+        let counts: Vec<Count> = (0..p).map(|r| count(allgatherv_bytes(size, r, p))).collect();
+        let displs = displs(&counts);
+        let send = vec![0; allgatherv_bytes(size, me, p)];
+        Box::new(AllgathervRun { env, send, recv: vec![0; self.received(env, size)], counts, displs })
+    }
+}
+
+struct AllgathervRun<'a> {
+    env: Env<'a>,
+    send: Vec<u8>,
+    recv: Vec<u8>,
+    counts: Vec<Count>,
+    displs: Vec<Count>,
+}
+
+impl Instance for AllgathervRun<'_> {
+    fn fill(&mut self, seq: u64) {
+        fill_stream(&mut self.send, seq, self.env.rank() as usize);
+    }
+
+    fn zcoll(&mut self, name: &str) -> zcoll::Result<()> {
+        let a: AllgathervAlgorithm = algorithm(name)?;
+        let comm = self.env.comm;
+        comm.all_gather_varcount_into_with(&self.send, &mut self.recv, &self.counts, &self.displs, a)
+    }
+
+    fn mpi(&mut self) {
+        let mut recv = PartitionMut::new(&mut self.recv[..], &self.counts[..], &self.displs[..]);
+        self.env.world.all_gather_varcount_into(&self.send[..], &mut recv);
+    }
+
+    fn check(&mut self, seq: u64) -> Result<(), String> {
+        for (q, (&c, &d)) in self.counts.iter().zip(&self.displs).enumerate() {
+            check_stream(&self.recv[d as usize..][..c as usize], seq, q, 0)?;
+        }
+        Ok(())
+    }
+}
+
+/// Alltoallv with uneven blocks ([`alltoallv_bytes`]).
+pub(crate) struct Alltoallv;
+
+impl Collective for Alltoallv {
+    fn name(&self) -> &'static str {
+        "alltoallv"
+    }
+
+    fn algorithms(&self) -> Vec<&'static str> {
+        AlltoallvAlgorithm::ALL.iter().map(|a| a.name()).collect()
+    }
+
+    fn received(&self, env: Env<'_>, size: usize) -> usize {
+        let (p, me) = (env.world.size() as usize, env.rank() as usize);
+        (0..p).map(|q| alltoallv_bytes(size, q, me, p)).sum()
+    }
+
+    fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
+        let (p, me) = (env.world.size() as usize, env.rank() as usize);
+        let send_counts: Vec<Count> = (0..p).map(|r| count(alltoallv_bytes(size, me, r, p))).collect();
+        let recv_counts: Vec<Count> = (0..p).map(|q| count(alltoallv_bytes(size, q, me, p))).collect();
+        let (send_displs, recv_displs) = (displs(&send_counts), displs(&recv_counts));
+        let send = vec![0; (0..p).map(|r| alltoallv_bytes(size, me, r, p)).sum()];
+        let recv = vec![0; self.received(env, size)];
+        Box::new(AlltoallvRun { env, size, send, recv, send_counts, send_displs, recv_counts, recv_displs })
+    }
+}
+
+struct AlltoallvRun<'a> {
+    env: Env<'a>,
+    size: usize,
+    send: Vec<u8>,
+    recv: Vec<u8>,
+    send_counts: Vec<Count>,
+    send_displs: Vec<Count>,
+    recv_counts: Vec<Count>,
+    recv_displs: Vec<Count>,
+}
+
+impl Instance for AlltoallvRun<'_> {
+    fn fill(&mut self, seq: u64) {
+        fill_stream(&mut self.send, seq, self.env.rank() as usize);
+    }
+
+    fn zcoll(&mut self, name: &str) -> zcoll::Result<()> {
+        let a: AlltoallvAlgorithm = algorithm(name)?;
+        let (sc, sd, rc, rd) = (&self.send_counts, &self.send_displs, &self.recv_counts, &self.recv_displs);
+        self.env.comm.all_to_all_varcount_into_with(&self.send, sc, sd, &mut self.recv, rc, rd, a)
+    }
+
+    fn mpi(&mut self) {
+        let send = Partition::new(&self.send[..], &self.send_counts[..], &self.send_displs[..]);
+        let mut recv = PartitionMut::new(&mut self.recv[..], &self.recv_counts[..], &self.recv_displs[..]);
+        self.env.world.all_to_all_varcount_into(&send, &mut recv);
+    }
+
+    fn check(&mut self, seq: u64) -> Result<(), String> {
+        let (p, me) = (self.env.world.size() as usize, self.env.rank() as usize);
+        for (q, (&c, &d)) in self.recv_counts.iter().zip(&self.recv_displs).enumerate() {
+            // Rank q's block for this rank starts after its blocks for ranks 0..me.
+            let start: usize = (0..me).map(|r| alltoallv_bytes(self.size, q, r, p)).sum();
+            check_stream(&self.recv[d as usize..][..c as usize], seq, q, start)?;
+        }
+        Ok(())
     }
 }
 
@@ -301,7 +850,60 @@ mod tests {
     }
 
     #[test]
+    fn the_uneven_distributions_move_about_p_times_size() {
+        for p in [2usize, 3, 8] {
+            for size in [8usize, 1000, 1 << 20] {
+                let gv: usize = (0..p).map(|r| allgatherv_bytes(size, r, p)).sum();
+                assert!(gv <= p * size && gv + p >= p * size, "p {p} size {size}: {gv}");
+                assert!(allgatherv_bytes(size, p - 1, p) > allgatherv_bytes(size, 0, p));
+                for r in 0..p {
+                    let sent: usize = (0..p).map(|q| alltoallv_bytes(size, r, q, p)).sum();
+                    let got: usize = (0..p).map(|q| alltoallv_bytes(size, q, r, p)).sum();
+                    assert!(sent <= p * size && sent + p >= p * size, "p {p} size {size}: {sent}");
+                    assert_eq!(sent, got);
+                }
+            }
+        }
+        // The documented formulas, by hand: 2 ranks of 8 B, 3 ranks of 8 B.
+        assert_eq!([0, 1].map(|r| allgatherv_bytes(8, r, 2)), [5, 10]);
+        assert_eq!([(0, 0), (0, 1), (1, 1)].map(|(q, r)| alltoallv_bytes(8, q, r, 3)), [4, 8, 12]);
+        assert_eq!(displs(&[5, 0, 10]), [0, 5, 5]);
+    }
+
+    #[test]
+    fn rank_streams_differ_and_are_checked_at_any_offset() {
+        let mut a = vec![0u8; 100];
+        fill_stream(&mut a, 7, 1);
+        assert_eq!(check_stream(&a[13..40], 7, 1, 13), Ok(()));
+        assert!(check_stream(&a[13..40], 7, 1, 12).is_err());
+        assert!(check_stream(&a[13..40], 7, 0, 13).is_err());
+        assert!(check_stream(&a[13..40], 8, 1, 13).is_err());
+        let mut w = vec![0u64; 13];
+        fill_words(&mut w, 7);
+        fill_stream(&mut a, 7, 0);
+        assert_eq!(&a[..], &bytemuck::cast_slice::<u64, u8>(&w)[..100], "rank 0's stream is fill_words");
+        a[99] ^= 1;
+        assert!(check_stream(&a, 7, 0, 0).unwrap_err().starts_with("byte 99 of the 100 from rank 0"));
+    }
+
+    #[test]
     fn every_entry_has_a_unique_name_and_is_found_by_it() {
+        let order: Vec<&str> = ALL.iter().map(|c| c.name()).collect();
+        assert_eq!(
+            order,
+            [
+                "bcast",
+                "scatter",
+                "gather",
+                "allgather",
+                "alltoall",
+                "allreduce",
+                "reduce",
+                "allgatherv",
+                "alltoallv",
+                "barrier"
+            ]
+        );
         for c in ALL {
             assert_eq!(by_name(c.name()).map(|f| f.name()), Some(c.name()));
             assert!(!c.algorithms().contains(&"auto"));
@@ -309,5 +911,11 @@ mod tests {
         assert!(by_name("nope").is_none());
         let names: Vec<&str> = BcastAlgorithm::ALL.iter().map(|a| a.name()).collect();
         assert_eq!(Bcast.algorithms(), names);
+        let names: Vec<&str> = AlltoallAlgorithm::ALL.iter().map(|a| a.name()).collect();
+        assert_eq!(Alltoall.algorithms(), names);
+        for a in Alltoall.algorithms() {
+            assert_eq!(algorithm::<AlltoallAlgorithm>(a).map(|x| x.name()).ok(), Some(a));
+        }
+        assert!(algorithm::<ReduceAlgorithm>("pap-write").is_err());
     }
 }

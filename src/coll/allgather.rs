@@ -151,14 +151,13 @@ impl AllgatherAlgorithm {
     /// `Staged` where the transport cannot do single copies.
     pub(crate) fn resolve(self, n: usize, p: usize, transport: TransportKind) -> Result<AllgatherAlgorithm> {
         let chosen = match self {
-            AllgatherAlgorithm::Auto => match std::env::var("ZCOLL_ALLGATHER_ALGORITHM") {
-                Ok(v) if !v.is_empty() && v != "auto" => v.parse().map_err(|()| Error::Config {
-                    name: "ZCOLL_ALLGATHER_ALGORITHM",
-                    value: v,
-                    expected: "auto, ring-neighbor[:j], ring-source-read, ring-source-write, \
-                               recursive-doubling, bruck or staged",
-                })?,
-                _ => match select::choose(select::Coll::Allgather, n, p) {
+            AllgatherAlgorithm::Auto => match super::env_choice(
+                "ZCOLL_ALLGATHER_ALGORITHM",
+                "auto, ring-neighbor[:j], ring-source-read, ring-source-write, recursive-doubling, \
+                 bruck or staged",
+            )? {
+                Some(a) => a,
+                None => match select::choose(select::Coll::Allgather, n, p) {
                     Algo::AllgatherStaged => AllgatherAlgorithm::Staged,
                     Algo::AllgatherRecursiveDoubling => AllgatherAlgorithm::RecursiveDoubling,
                     _ => AllgatherAlgorithm::RingSourceRead,

@@ -30,8 +30,8 @@
 //! Every rank holds a scratch copy of all blocks for that last step.
 
 use super::bcast::{bcast, BcastAlgorithm};
+use super::env_choice;
 use super::gatherv::{gatherv, GathervBufs};
-use super::rooted::env_choice;
 use super::scatterv::BAD_CONFIG;
 use super::varcount::{
     agree_faults, allgatherv_cross, allgatherv_local, checked, first_fault, fits, mpi_count, partition_len,

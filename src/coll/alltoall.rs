@@ -50,7 +50,7 @@ use super::allgather::{
     agree_shape, failed, gather_to_leader, lengths, prefix, scatter_from_leader, too_big, Nodes,
 };
 use super::{check, op, Ctx, Kind};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round, Span};
 use crate::transport::{cma, TransportKind};
@@ -145,14 +145,13 @@ impl AlltoallAlgorithm {
     /// `Staged` where the transport cannot do single copies.
     pub(crate) fn resolve(self, n: usize, p: usize, transport: TransportKind) -> Result<AlltoallAlgorithm> {
         let chosen = match self {
-            AlltoallAlgorithm::Auto => match std::env::var("ZCOLL_ALLTOALL_ALGORITHM") {
-                Ok(v) if !v.is_empty() && v != "auto" => v.parse().map_err(|()| Error::Config {
-                    name: "ZCOLL_ALLTOALL_ALGORITHM",
-                    value: v,
-                    expected: "auto, pairwise, pairwise-write, bruck, staged, pap-write, pap-read, \
-                               pap-staged or pap-shm-direct",
-                })?,
-                _ => match select::choose(select::Coll::Alltoall, n, p) {
+            AlltoallAlgorithm::Auto => match super::env_choice(
+                "ZCOLL_ALLTOALL_ALGORITHM",
+                "auto, pairwise, pairwise-write, bruck, staged, pap-write, pap-read, pap-staged or \
+                 pap-shm-direct",
+            )? {
+                Some(a) => a,
+                None => match select::choose(select::Coll::Alltoall, n, p) {
                     Algo::AlltoallStaged => AlltoallAlgorithm::Staged,
                     _ => AlltoallAlgorithm::Pairwise,
                 },

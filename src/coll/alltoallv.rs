@@ -30,8 +30,8 @@
 //! incoming blocks at every rank, and four at the leaders.
 
 use super::allgather::{gather_to_leader, Nodes};
+use super::env_choice;
 use super::gatherv::{gatherv, GathervBufs};
-use super::rooted::env_choice;
 use super::scatterv::{scatterv, ScattervBufs, BAD_CONFIG};
 use super::varcount::{
     agree_faults, alltoallv_cross, alltoallv_local, bytes, checked, first_fault, fits, mpi_count,

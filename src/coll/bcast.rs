@@ -180,14 +180,13 @@ impl BcastAlgorithm {
     /// fall back to `Staged` where the transport cannot do single copies.
     pub(crate) fn resolve(self, len: usize, p: usize, transport: TransportKind) -> Result<BcastAlgorithm> {
         let chosen = match self {
-            BcastAlgorithm::Auto => match std::env::var("ZCOLL_BCAST_ALGORITHM") {
-                Ok(v) if !v.is_empty() && v != "auto" => v.parse().map_err(|()| Error::Config {
-                    name: "ZCOLL_BCAST_ALGORITHM",
-                    value: v,
-                    expected: "auto, direct-read, direct-write, knomial-read[:k], scatter-allgather, \
-                               pipelined[:bytes], fifo, staged or arrival-aware",
-                })?,
-                _ => BcastAlgorithm::from_model(select::choose(select::Coll::Bcast, len, p), len),
+            BcastAlgorithm::Auto => match super::env_choice(
+                "ZCOLL_BCAST_ALGORITHM",
+                "auto, direct-read, direct-write, knomial-read[:k], scatter-allgather, \
+                 pipelined[:bytes], fifo, staged or arrival-aware",
+            )? {
+                Some(a) => a,
+                None => BcastAlgorithm::from_model(select::choose(select::Coll::Bcast, len, p), len),
             },
             explicit => explicit,
         };

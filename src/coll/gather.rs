@@ -27,9 +27,10 @@
 //! rank order when the nodes do not hold consecutive ranks), and the root's leader hands
 //! the whole buffer to the root through the node if it is not the root itself.
 
+use super::env_choice;
 use super::rooted::{
-    blocks, env_choice, hier_check, parse_k, peers, relay, rooted_check, throttled, transport_error, zero_k,
-    Claim, Layout, Measure, DEFAULT_K,
+    blocks, hier_check, parse_k, peers, relay, rooted_check, throttled, transport_error, zero_k, Claim,
+    Layout, Measure, DEFAULT_K,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
@@ -93,7 +94,7 @@ impl GatherAlgorithm {
     }
 
     /// The algorithm code and parameter published in the call.
-    fn code(self) -> (u8, u32) {
+    pub(crate) fn code(self) -> (u8, u32) {
         match self {
             GatherAlgorithm::Auto => (0, 0),
             GatherAlgorithm::ParallelWrite => (1, 0),

@@ -26,7 +26,8 @@
 //! `gather_varcount_into_root` into a scratch buffer, which is handed to the root through
 //! the node if it is not the leader, and the root unpacks it into its partition.
 
-use super::rooted::{env_choice, peers, relay, transport_error, zero_k, DEFAULT_K};
+use super::env_choice;
+use super::rooted::{peers, relay, transport_error, zero_k, DEFAULT_K};
 use super::scatterv::BAD_CONFIG;
 use super::varcount::{
     bytes, chain, checked, fits, judge_rooted, mpi_count, partition_len, partition_words, range, scratch,
@@ -44,17 +45,6 @@ use mpi::Count;
 use std::ops::Range;
 
 const EXPECTED: &str = "auto, parallel-write, sequential-read, throttled-write[:k] or staged";
-
-/// The algorithm code and parameter published in the call.
-fn code(a: GatherAlgorithm) -> (u8, u32) {
-    match a {
-        GatherAlgorithm::Auto => (0, 0),
-        GatherAlgorithm::ParallelWrite => (1, 0),
-        GatherAlgorithm::SequentialRead => (2, 0),
-        GatherAlgorithm::ThrottledWrite { k } => (3, k),
-        GatherAlgorithm::Staged => (4, 0),
-    }
-}
 
 /// What this rank asks for, before the arrive phase: `Auto` becomes what
 /// `ZCOLL_GATHERV_ALGORITHM` names (if set), and everything is `Staged` on `cico`.
@@ -106,7 +96,7 @@ pub(crate) fn gatherv(
 ) -> Result<()> {
     let p = ctx.ctl.size();
     let algorithm = requested(algorithm, ctx.transport);
-    let (code, k) = algorithm.as_ref().map_or((BAD_CONFIG, 0), |&a| code(a));
+    let (code, k) = algorithm.as_ref().map_or((BAD_CONFIG, 0), |&a| a.code());
     let mut meta = Vec::new();
     let (is_root, send, recv, recv_len) = match &bufs {
         GathervBufs::Root { send, recv, counts, displs } => {

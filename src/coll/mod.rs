@@ -25,6 +25,25 @@ use crate::error::{Error, Result};
 use crate::sync::{Call, Control, Round};
 use crate::transport::TransportKind;
 
+/// The algorithm `ZCOLL_<COLL>_ALGORITHM` (named `var`) asks for, if any: `None` when the
+/// variable is unset, empty or `auto`. Read at every call, so a program may change it
+/// between calls (every rank must then see the same value).
+///
+/// # Errors
+///
+/// `Error::Config` naming `var` and `expected` if the value is not an algorithm's name.
+pub(crate) fn env_choice<A: std::str::FromStr<Err = ()>>(
+    var: &'static str,
+    expected: &'static str,
+) -> Result<Option<A>> {
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() && v != "auto" => {
+            v.parse().map(Some).map_err(|()| Error::Config { name: var, value: v, expected })
+        }
+        _ => Ok(None),
+    }
+}
+
 /// What a collective call needs of the node.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Ctx<'a> {

@@ -90,13 +90,9 @@ impl ReduceAlgorithm {
         transport: TransportKind,
     ) -> Result<ReduceAlgorithm> {
         let chosen = match self {
-            ReduceAlgorithm::Auto => match std::env::var(var) {
-                Ok(v) if !v.is_empty() && v != "auto" => v.parse().map_err(|()| Error::Config {
-                    name: var,
-                    value: v,
-                    expected: "auto, partitioned or staged",
-                })?,
-                _ => match select::choose(select::Coll::Allreduce, len, p) {
+            ReduceAlgorithm::Auto => match super::env_choice(var, "auto, partitioned or staged")? {
+                Some(a) => a,
+                None => match select::choose(select::Coll::Allreduce, len, p) {
                     Algo::AllreduceStaged => ReduceAlgorithm::Staged,
                     _ => ReduceAlgorithm::Partitioned,
                 },

@@ -34,19 +34,6 @@ pub(crate) fn parse_k(s: &str, throttled: &str) -> std::result::Result<Option<u3
     }
 }
 
-/// The algorithm `var` names, if it is set to anything but `auto`.
-pub(crate) fn env_choice<A: std::str::FromStr<Err = ()>>(
-    var: &'static str,
-    expected: &'static str,
-) -> Result<Option<A>> {
-    match std::env::var(var) {
-        Ok(v) if !v.is_empty() && v != "auto" => {
-            v.parse().map(Some).map_err(|()| Error::Config { name: var, value: v, expected })
-        }
-        _ => Ok(None),
-    }
-}
-
 /// The error for a throttled algorithm given `k = 0` in code.
 pub(crate) fn zero_k(name: &'static str) -> Error {
     Error::Config { name, value: "k = 0".into(), expected: "k >= 1" }

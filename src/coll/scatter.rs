@@ -45,9 +45,10 @@
 //! blocks node by node in a scratch buffer when the ranks are not in node order (and sends
 //! the user's buffer as it is when they are).
 
+use super::env_choice;
 use super::rooted::{
-    blocks, env_choice, hier_check, parse_k, peers, relay, rooted_check, throttled, transport_error, zero_k,
-    Claim, Layout, Measure, DEFAULT_K,
+    blocks, hier_check, parse_k, peers, relay, rooted_check, throttled, transport_error, zero_k, Claim,
+    Layout, Measure, DEFAULT_K,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
@@ -113,7 +114,7 @@ impl ScatterAlgorithm {
     }
 
     /// The algorithm code and parameter published in the call.
-    fn code(self) -> (u8, u32) {
+    pub(crate) fn code(self) -> (u8, u32) {
         match self {
             ScatterAlgorithm::Auto => (0, 0),
             ScatterAlgorithm::ParallelRead => (1, 0),

@@ -33,7 +33,8 @@
 //! from its leader. That costs a scratch copy at the root and a scratch part at every
 //! leader.
 
-use super::rooted::{env_choice, peers, relay, transport_error, zero_k, DEFAULT_K};
+use super::env_choice;
+use super::rooted::{peers, relay, transport_error, zero_k, DEFAULT_K};
 use super::varcount::{
     bytes, chain, checked, fits, judge_rooted, mpi_count, partition_len, partition_words, range, scratch,
     Claim, Family, Moves, Packed, Parts, Published, Side, Words,
@@ -54,17 +55,6 @@ const EXPECTED: &str = "auto, parallel-read, sequential-write, throttled-read[:k
 /// The code published for a rank whose algorithm could not be read: it never equals a
 /// valid one, so the others see an algorithm mismatch rather than wait for it.
 pub(crate) const BAD_CONFIG: u8 = 0xfe;
-
-/// The algorithm code and parameter published in the call.
-fn code(a: ScatterAlgorithm) -> (u8, u32) {
-    match a {
-        ScatterAlgorithm::Auto => (0, 0),
-        ScatterAlgorithm::ParallelRead => (1, 0),
-        ScatterAlgorithm::SequentialWrite => (2, 0),
-        ScatterAlgorithm::ThrottledRead { k } => (3, k),
-        ScatterAlgorithm::Staged => (4, 0),
-    }
-}
 
 /// What this rank asks for, before the arrive phase: `Auto` becomes what
 /// `ZCOLL_SCATTERV_ALGORITHM` names (if set), and everything is `Staged` on `cico`.
@@ -116,7 +106,7 @@ pub(crate) fn scatterv(
 ) -> Result<()> {
     let p = ctx.ctl.size();
     let algorithm = requested(algorithm, ctx.transport);
-    let (code, k) = algorithm.as_ref().map_or((BAD_CONFIG, 0), |&a| code(a));
+    let (code, k) = algorithm.as_ref().map_or((BAD_CONFIG, 0), |&a| a.code());
     let mut meta = Vec::new();
     let (is_root, send, send_len, recv) = match &bufs {
         ScattervBufs::Root { send, counts, displs, recv } => {

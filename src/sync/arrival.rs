@@ -99,8 +99,7 @@ impl Round<'_> {
     /// `PeerDied` or `Timeout`.
     pub(crate) fn wait_for(&self, ready: impl FnMut() -> bool) -> Result<()> {
         let ctl = self.ctl;
-        let peers: Vec<_> = (0..ctl.size()).filter(|&r| r != ctl.me).map(|r| ctl.peer(r)).collect();
-        wait::wait_until_any(&ctl.policy, &peers, ready)
+        wait::wait_until_any(&ctl.policy, ctl.others(), ready)
     }
 
     /// Waits until every local rank has arrived.

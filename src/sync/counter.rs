@@ -61,9 +61,8 @@ impl Round<'_> {
     /// `PeerDied` or `Timeout`; `PeerFailed` for a peer that failed first.
     pub(crate) fn wait_completions(&self, readers: u64) -> Result<()> {
         let ctl = self.ctl;
-        let peers: Vec<_> = (0..ctl.size()).filter(|&r| r != ctl.me).map(|r| ctl.peer(r)).collect();
         let mut failed = None;
-        wait::wait_until_any(&ctl.policy, &peers, || {
+        wait::wait_until_any(&ctl.policy, ctl.others(), || {
             failed = self.peer_failed();
             self.completions() >= readers || failed.is_some()
         })?;

@@ -23,7 +23,7 @@
 //! Several streams can share a FIFO: every packet carries its stream, and a reader that
 //! meets another stream's packet hands it to whoever demultiplexes.
 
-use super::wait::{self, Peer};
+use super::wait;
 use super::{Control, Round};
 use crate::error::{Error, Result};
 use crossbeam_utils::CachePadded;
@@ -133,10 +133,6 @@ impl<'c> Fifo<'c> {
         }
     }
 
-    fn peers(&self) -> Vec<Peer> {
-        (0..self.ctl.size()).filter(|&r| r != self.ctl.me()).map(|r| self.ctl.peer(r)).collect()
-    }
-
     /// Appends one packet of at most `payload()` bytes. `cursor` is the writer's own
     /// reading position in this ring, if it also reads it (the Bcast FIFO), so that it
     /// skips its own packet later.
@@ -148,20 +144,13 @@ impl<'c> Fifo<'c> {
         assert!(data.len() <= self.payload, "a packet is at most one slot");
         let ends = self.ends();
         let t = ends.tail.fetch_add(1, Ordering::Relaxed);
-        wait::wait_until_any(&self.ctl.policy, &self.peers(), || {
+        wait::wait_until_any(&self.ctl.policy, self.ctl.others(), || {
             t - ends.head.load(Ordering::Acquire) < self.slots as u64
         })?;
-        let (packet, payload) = self.slot(t);
-        // SAFETY: ticket `t` is ours alone (fetch_add), and `head > t - slots` (seen with
-        // Acquire, which orders us after every reader's copy of the slot's previous
-        // packet), so nobody reads this payload until we publish `seq` below.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), payload, data.len()) };
-        packet.len.store(data.len() as u64, Ordering::Relaxed);
-        packet.stream.store(stream as u64, Ordering::Relaxed);
-        packet.meta.store(meta, Ordering::Relaxed);
-        packet.writer.store(self.ctl.me() as u64, Ordering::Relaxed);
-        packet.countdown.store(self.readers, Ordering::Relaxed);
-        packet.seq.store(t + 1, Ordering::Release);
+        // SAFETY: ticket `t` is ours alone (fetch_add), and `head > t - slots` was seen
+        // with Acquire, which orders us after every reader's copy of the slot's previous
+        // packet.
+        unsafe { self.write(t, stream, meta, data) };
         if let Some(cursor) = cursor {
             if cursor.next.get() == t {
                 cursor.next.set(t + 1);
@@ -199,11 +188,24 @@ impl<'c> Fifo<'c> {
                 Err(now) => t = now,
             }
         }
-        let (packet, payload) = self.slot(t);
         // SAFETY: ticket `t` is ours alone (the compare-and-swap moved `tail` past it), and
-        // `head > t - slots` (seen with Acquire before the swap, which orders us after
-        // every reader's copy of the slot's previous packet; `head` only grows), so nobody
-        // reads this payload until we publish `seq` below.
+        // `head > t - slots` was seen with Acquire before the swap (`head` only grows).
+        unsafe { self.write(t, stream, meta, data) };
+        true
+    }
+
+    /// Writes the packet of ticket `t` and publishes it (`seq = t + 1`, Release).
+    ///
+    /// # Safety
+    ///
+    /// - Ticket `t` was taken by this rank from `tail`, so no other writer uses its slot.
+    /// - `head > t - slots` was observed with Acquire: every reader of the slot's previous
+    ///   packet has finished copying it, so nobody reads the payload while it is written.
+    /// - `data.len() <= self.payload`.
+    unsafe fn write(&self, t: u64, stream: u32, meta: u64, data: &[u8]) {
+        let (packet, payload) = self.slot(t);
+        // SAFETY: the slot's payload has `self.payload >= data.len()` bytes and nobody
+        // reads it until `seq` is published below (the caller's contract).
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), payload, data.len()) };
         packet.len.store(data.len() as u64, Ordering::Relaxed);
         packet.stream.store(stream as u64, Ordering::Relaxed);
@@ -211,7 +213,6 @@ impl<'c> Fifo<'c> {
         packet.writer.store(self.ctl.me() as u64, Ordering::Relaxed);
         packet.countdown.store(self.readers, Ordering::Relaxed);
         packet.seq.store(t + 1, Ordering::Release);
-        true
     }
 
     /// Whether tickets past `cursor` have been taken (packets published or about to be).
@@ -254,7 +255,7 @@ impl<'c> Fifo<'c> {
     pub(crate) fn pop(&self, cursor: &Cursor, dst: &mut [u8]) -> Result<Header> {
         let t = self.next_ticket(cursor);
         let (packet, payload) = self.slot(t);
-        wait::wait_until_any(&self.ctl.policy, &self.peers(), || {
+        wait::wait_until_any(&self.ctl.policy, self.ctl.others(), || {
             packet.seq.load(Ordering::Acquire) == t + 1
         })?;
         let header = Header {

@@ -136,6 +136,8 @@ impl Call {
 pub(crate) struct Control {
     seg: Segment,
     me: usize,
+    /// Every other local rank, as the waits name them.
+    others: Vec<Peer>,
     /// The user communicator's rank of each local rank (for errors).
     ranks: Vec<i32>,
     pids: Vec<libc::pid_t>,
@@ -239,9 +241,14 @@ impl Control {
         if seg.len() < Control::segment_len(n, stage_bytes) {
             return Err(bad(ranks[me]));
         }
+        let others = (0..n)
+            .filter(|&r| r != me)
+            .map(|r| Peer { me: ranks[me], rank: ranks[r], pid: pids[r] })
+            .collect();
         let ctl = Control {
             seg,
             me,
+            others,
             ranks,
             pids,
             stage_bytes,
@@ -387,6 +394,11 @@ impl Control {
     /// This rank's reading positions: in the Bcast FIFO, and in its point-to-point FIFO.
     pub(crate) fn cursors(&self) -> (&fifo::Cursor, &fifo::Cursor) {
         (&self.bcast_cursor, &self.p2p_cursor)
+    }
+
+    /// Every other local rank, for the waits any of them can end.
+    fn others(&self) -> &[Peer] {
+        &self.others
     }
 
     fn peer(&self, r: usize) -> Peer {

@@ -32,7 +32,10 @@ pub(crate) struct NodeComm {
 pub(crate) enum Split {
     /// By shared memory (`MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`).
     Shared,
-    /// Virtual nodes: parent ranks `r` with the same `r / k` share a node.
+    /// Virtual nodes: processes whose `MPI_COMM_WORLD` ranks `w` have the same `w / k`
+    /// share a node, as consecutive world ranks share a real node under the usual block
+    /// placement. A parent whose ranks are permuted (by `split` keys) therefore gets
+    /// nodes that interleave its ranks, as it would on a cluster.
     Virtual(usize),
 }
 
@@ -65,7 +68,7 @@ impl NodeComm {
         let comm = match split {
             Split::Shared => parent.split_shared(rank),
             Split::Virtual(k) => parent
-                .split_by_color_with_key(Color::with_value((rank as usize / k) as i32), rank)
+                .split_by_color_with_key(Color::with_value((world_rank() as usize / k) as i32), rank)
                 .expect("a split with a defined color returns a communicator"),
         };
         let me = comm.rank() as usize;
@@ -84,6 +87,11 @@ impl NodeComm {
         ctl.set_links(links);
         Ok(NodeComm { comm, ctl, transport, reason, heap })
     }
+}
+
+/// This process's rank in `MPI_COMM_WORLD`: where it sits, for virtual nodes.
+fn world_rank() -> i32 {
+    SimpleCommunicator::world().rank()
 }
 
 /// Whether every rank of `comm` says `ok`.

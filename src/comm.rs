@@ -62,9 +62,10 @@ impl Comm {
     /// It splits `comm` into nodes (by shared memory, or into virtual nodes of `k`
     /// consecutive `MPI_COMM_WORLD` ranks with `ZCOLL_NODE_SIZE=k`), exchanges process ids,
     /// maps each node's control segment, and decides each node's transport: `xpmem` if
-    /// every rank of the node loads XPMEM and may read every other with `process_vm_readv`, else `cma` (with
-    /// buffers in the shared heap mapped by every rank where the ranks may map each
-    /// other's heap), else `cico` (`ZCOLL_TRANSPORT=cma|cico|heap|xpmem` forces one).
+    /// every rank of the node loads XPMEM and may read every other with
+    /// `process_vm_readv`, else `cma` (with buffers in the shared heap mapped by every
+    /// rank where the ranks may map each other's heap), else `cico`
+    /// (`ZCOLL_TRANSPORT=cma|cico|heap|xpmem` forces one).
     ///
     /// # Errors
     ///

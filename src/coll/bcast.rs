@@ -42,7 +42,7 @@
 
 use super::{all_equal, check, op, Ctx, Kind};
 use crate::error::{Error, Result};
-use crate::sync::{Call, Round};
+use crate::sync::{Call, Round, PRIVATE};
 use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
 
@@ -288,8 +288,10 @@ pub(crate) fn bcast(
     let len = buf.len();
     // Only the direct-write receivers let a peer write into their buffer.
     let written = algorithm == Ok(BcastAlgorithm::DirectWrite) && ctx.ctl.me() != src;
+    // Copies through the segment share no buffer: a private call (one flag phase).
+    let private = feed.is_none() && matches!(algorithm, Ok(BcastAlgorithm::Staged | BcastAlgorithm::Fifo));
     let call = Call {
-        op: op(Kind::Bcast, code, param),
+        op: op(Kind::Bcast, code, param) | if private { PRIVATE } else { 0 },
         root: root as i64,
         send: buf.as_ptr() as usize,
         send_len: len,

@@ -195,7 +195,7 @@ pub(crate) fn alltoall(
     call.recv_writable = write && ok;
     // Leftovers of a failed earlier round must go before anyone can push for this one.
     let drained = if staged { ctx.ctl.drain_p2p() } else { Ok(()) };
-    let round = ctx.ctl.begin_eager(&call, 0);
+    let round = ctx.ctl.begin_eager(&call, 0)?;
     let moved = drained.and_then(|()| {
         if !ok || n == 0 {
             return Ok(());
@@ -434,7 +434,7 @@ pub(crate) fn bcast(ctx: &Ctx<'_>, buf: &mut [u8], root: i32, src: usize, word: 
         aux: src as u64,
         aux2: 0,
     };
-    let round = ctx.ctl.begin_eager(&call, 0);
+    let round = ctx.ctl.begin_eager(&call, 0)?;
     let valid_root = (0..ctx.comm_size).contains(&root);
     let moved = if round.me() == src || round.size() == 1 || len == 0 || !valid_root {
         Ok(())
@@ -663,7 +663,7 @@ pub(crate) fn alltoall_hier(
         aux2: recv.len() as u64,
     };
     let drained = if cico { ctx.ctl.drain_p2p() } else { Ok(()) };
-    let round = ctx.ctl.begin_eager(&call, if leader && !cico { layout.nodes() } else { 0 });
+    let round = ctx.ctl.begin_eager(&call, if leader && !cico { layout.nodes() } else { 0 })?;
     let leg = NodeLeg { round: &round, layout: &layout, send, ok: ok && drained.is_ok(), cico };
     let (moved, verdict) = match hier.leaders() {
         Some(leaders) => {

@@ -33,16 +33,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 impl Control {
     /// Starts a collective without waiting for the other ranks: publishes `call` (after
-    /// clearing the first `board` words of this rank's staging area) and returns.
+    /// clearing the first `board` words of this rank's staging area) and returns. It first
+    /// settles a private round left without waiting ([`Control::settle`]): peers of an
+    /// eager round may use this rank's staging area before everyone has arrived.
+    ///
+    /// # Errors
+    ///
+    /// `PeerDied` or `Timeout` while settling; nothing is published then.
     ///
     /// # Panics
     ///
     /// If the board does not fit in the staging area.
-    pub(crate) fn begin_eager(&self, call: &Call, board: usize) -> Round<'_> {
+    pub(crate) fn begin_eager(&self, call: &Call, board: usize) -> Result<Round<'_>> {
         assert!(board * 8 <= self.stage_bytes, "a board of {board} words");
+        self.settle()?;
         let mut round = self.publish(call, board);
         round.eager = true;
-        round
+        Ok(round)
     }
 
     /// Word `i` of local rank `r`'s board.
@@ -52,7 +59,8 @@ impl Control {
         // aligned and inside the mapping, which lives as long as `self`; any bit pattern
         // is a valid `AtomicU64`, and atomics may be shared across processes. Other rounds
         // copy plain bytes through the same area, but never concurrently with a board:
-        // every round is separated from the next by `finish`, which orders all accesses.
+        // every round is separated from the next by `finish` (or, after a private round,
+        // by `begin_eager`'s settle), which orders all accesses.
         unsafe { &*(self.stage(r).add(i * 8) as *const AtomicU64) }
     }
 
@@ -88,7 +96,11 @@ impl Round<'_> {
         if self.eager && !self.arrived(r) {
             return Call::default();
         }
-        self.call(r)
+        match self.call(r) {
+            // A private call publishes no buffer (its addresses are 0): nothing to reach.
+            c if c.op & super::PRIVATE != 0 => Call { send_len: 0, recv_len: 0, recv_writable: false, ..c },
+            c => c,
+        }
     }
 
     /// Waits until `ready()` holds, with the node's wait policy; every other local rank's
@@ -166,7 +178,7 @@ mod tests {
                             std::thread::sleep(std::time::Duration::from_millis(3));
                         }
                         let call = Call { op: 9, aux: round, ..Call::default() };
-                        let r = ctl.begin_eager(&call, 4);
+                        let r = ctl.begin_eager(&call, 4).unwrap();
                         assert!(r.arrived(me));
                         let mut seen = vec![false; n];
                         seen[me] = true;
@@ -200,7 +212,7 @@ mod tests {
             for ctl in node(n, 8192) {
                 s.spawn(move || {
                     for round in 0..20u32 {
-                        let r = ctl.begin_eager(&Call::default(), 0);
+                        let r = ctl.begin_eager(&Call::default(), 0).unwrap();
                         let me = ctl.me();
                         let outcome = if round % 2 == 0 && me == 2 {
                             Err(Error::Unsupported { rank: 2, what: "test".into() })
@@ -242,7 +254,7 @@ mod tests {
                     if ctl.me() == 1 {
                         gate.wait();
                     }
-                    let r = ctl.begin_eager(&call, 0);
+                    let r = ctl.begin_eager(&call, 0).unwrap();
                     if ctl.me() == 0 {
                         assert!(!r.arrived(1));
                         assert!(crate::transport::cma::read(&r.remote_send(1), 0, &mut out).is_err());

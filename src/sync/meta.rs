@@ -4,9 +4,10 @@
 //! A call record has a few words; a variable-count call has two per rank. A rank writes
 //! its metadata words into its **own staging area** before it arrives
 //! ([`Control::begin_with_meta`]); its peers read them after the arrive phase
-//! ([`Round::meta`]). The area is idle then: a rank starts round `e` only after every rank
-//! finished round `e - 1` (posted `done`), and nobody touches another rank's staging area
-//! outside a round. The arrive flag's Release (and the readers' Acquire in `begin`) orders
+//! ([`Round::meta`]). The area is idle then: a rank writes them only once every rank has
+//! finished round `e - 1` (posted `done`; after a private round it left without waiting,
+//! it settles that first), and nobody touches another rank's staging area outside a
+//! round. The arrive flag's Release (and the readers' Acquire in `begin`) orders
 //! the words before every peer's reads, exactly as it orders the call record.
 //!
 //! The words stay valid for the whole round unless their owner stages data through its
@@ -53,6 +54,10 @@ impl Control {
     /// If `meta` is longer than [`meta_words`](Control::meta_words).
     pub(crate) fn begin_with_meta(&self, call: &super::Call, meta: &[u64]) -> Result<Round<'_>> {
         assert!(meta.len() <= self.meta_words(), "{} metadata words do not fit", meta.len());
+        if !meta.is_empty() {
+            // A peer may still be copying a private round's data out of our area.
+            self.settle()?;
+        }
         for (i, &w) in meta.iter().enumerate() {
             // Relaxed: the Release store of `arrive` in `begin` publishes them.
             self.meta_word(self.me, i).store(w, Ordering::Relaxed);

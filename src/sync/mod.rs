@@ -15,6 +15,16 @@
 //!    local rank's `done`, and fails with `PeerFailed` if another rank failed. Only then
 //!    may it return, so no peer touches its buffers after the call.
 //!
+//! A **private** call ([`PRIVATE`] in its `op`) shares no buffer: peers see its lengths,
+//! never its addresses, and its data crosses only through the segment (staging areas,
+//! FIFOs). Once such a round succeeded, nothing of the rank's can be touched any more and
+//! every rank has reached the same verdict in step 2, so the rank posts `done` and returns
+//! without waiting for the others' (one flag phase instead of two: a barrier is just the
+//! arrive phase). The wait is owed, not dropped: the next round's arrive phase covers it
+//! (every rank arrives at `e + 1` only after leaving `e`), and a step that writes into the
+//! rank's own staging area before that phase (metadata, an eager round's board) first
+//! settles it ([`Control::settle`]).
+//!
 //! Flags are sequence numbers that only grow, so nothing is ever reset between calls:
 //! `arrive` and `done` hold the epoch (64 bits: they never wrap), `progress` and `ack`
 //! hold the epoch's low 32 bits above a 32-bit step, compared as serial numbers
@@ -55,6 +65,10 @@ const FLAG_WRITABLE: u64 = 1;
 const FLAG_SEND_HEAP: u64 = 2;
 const FLAG_RECV_HEAP: u64 = 4;
 const EXPOSURE_SHIFT: u32 = 8;
+/// A bit of [`Call::op`] (above what `coll` packs there): the call shares no buffer with
+/// its peers, only lengths (see the module docs). A rank's verdict on it must depend only
+/// on the published calls, and its data must move only through the segment.
+pub(crate) const PRIVATE: u64 = 1 << 63;
 /// Words in a call record.
 const WORDS: usize = 10;
 const STATUS: usize = WORDS - 1;
@@ -143,6 +157,8 @@ pub(crate) struct Control {
     pids: Vec<libc::pid_t>,
     stage_bytes: usize,
     epoch: Cell<u64>,
+    /// A private round this rank left without waiting for every rank's `done` (0: none).
+    owed: Cell<u64>,
     policy: WaitPolicy,
     /// This rank's position in the node's Bcast FIFO.
     bcast_cursor: fifo::Cursor,
@@ -253,6 +269,7 @@ impl Control {
             pids,
             stage_bytes,
             epoch: Cell::new(0),
+            owed: Cell::new(0),
             policy,
             bcast_cursor: fifo::Cursor::default(),
             p2p_cursor: fifo::Cursor::default(),
@@ -438,6 +455,8 @@ impl Control {
                 return Err(e);
             }
         }
+        // Every rank arrived here only after posting `done` of the round before.
+        self.owed.set(0);
         Ok(round)
     }
 
@@ -456,18 +475,50 @@ impl Control {
         // `finish` awaited: the value now is exactly this round's starting point.
         let base = mine.completed.load(Ordering::Acquire);
         let record = &mine.call[(epoch % 2) as usize];
+        let private = call.op & PRIVATE != 0;
+        let exposure = self.exposed.borrow().as_ref().map_or(0, |e| e.id << EXPOSURE_SHIFT);
         let mut words = call.words();
         let in_heap = |addr, len| len > 0 && heap::contains(addr) && heap::contains(addr + len - 1);
-        words[6] = (call.recv_writable as u64)
-            | if in_heap(call.send, call.send_len) { FLAG_SEND_HEAP } else { 0 }
-            | if in_heap(call.recv, call.recv_len) { FLAG_RECV_HEAP } else { 0 }
-            | self.exposed.borrow().as_ref().map_or(0, |e| e.id << EXPOSURE_SHIFT);
+        words[6] = if private {
+            // Lengths only: no address, so no peer can reach this rank's buffers.
+            words[2] = 0;
+            words[4] = 0;
+            exposure
+        } else {
+            (call.recv_writable as u64)
+                | if in_heap(call.send, call.send_len) { FLAG_SEND_HEAP } else { 0 }
+                | if in_heap(call.recv, call.recv_len) { FLAG_RECV_HEAP } else { 0 }
+                | exposure
+        };
         for (w, v) in record.iter().zip(words) {
             w.store(v, Ordering::Relaxed);
         }
         record[STATUS].store(0, Ordering::Relaxed);
         mine.arrive.store(epoch, Ordering::Release);
-        Round { ctl: self, epoch, writable: call.recv_writable, finished: false, eager: false, base }
+        let writable = call.recv_writable && !private;
+        Round {
+            ctl: self,
+            epoch,
+            writable,
+            finished: false,
+            eager: false,
+            quiet: private && exposure == 0,
+            base,
+        }
+    }
+
+    /// Waits for every rank's `done` of the private round this rank left without waiting
+    /// (if any): after it, no peer reads this rank's staging area for an earlier round.
+    ///
+    /// # Errors
+    ///
+    /// `PeerDied` or `Timeout`.
+    pub(crate) fn settle(&self) -> Result<()> {
+        let owed = self.owed.replace(0);
+        if owed == 0 {
+            return Ok(());
+        }
+        (0..self.size()).try_for_each(|r| self.wait_ge(r, |s| &s.done, owed))
     }
 
     /// Publishes this rank's status for `epoch`, waits for every rank's, and reports the
@@ -510,6 +561,8 @@ pub(crate) struct Round<'c> {
     finished: bool,
     /// Started by [`Control::begin_eager`]: peers may not have arrived yet.
     eager: bool,
+    /// A private call on no exposure: a success may leave without awaiting the others.
+    quiet: bool,
     /// This rank's completion counter when it arrived (see `counter`).
     base: u64,
 }
@@ -745,6 +798,15 @@ impl<'c> Round<'c> {
     /// This rank's own error, `PeerFailed`, `PeerDied` or `Timeout`.
     pub(crate) fn finish(mut self, result: Result<()>) -> Result<()> {
         self.finished = true;
+        if self.quiet && !self.eager && result.is_ok() {
+            // A private round: nothing of ours is reachable, and every rank reached the
+            // same verdict. Say we are done; the wait for the others' is owed (module docs).
+            let mine = self.ctl.slot(self.ctl.me);
+            mine.call[(self.epoch % 2) as usize][STATUS].store(0, Ordering::Relaxed);
+            mine.done.store(self.epoch, Ordering::Release);
+            self.ctl.owed.set(self.epoch);
+            return Ok(());
+        }
         let end = self.end(result.is_err());
         result.and(end)
     }

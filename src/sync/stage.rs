@@ -117,7 +117,69 @@ impl Round<'_> {
 #[cfg(test)]
 mod tests {
     use super::super::tests::node;
-    use super::super::Call;
+    use super::super::{Call, PRIVATE};
+    use std::time::Duration;
+
+    /// A private call publishes lengths but no address, and a rank that succeeds leaves
+    /// without waiting for the others: rank 0 returns from `finish` while rank 1 is still
+    /// inside the round (a full finish would wait for rank 1 for ever here).
+    #[test]
+    fn a_private_round_hides_its_buffers_and_leaves_without_waiting() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let buf = [7u8; 64];
+        let call = Call { op: PRIVATE, send: buf.as_ptr() as usize, send_len: 64, ..Call::default() };
+        std::thread::scope(|s| {
+            let mut ctls = node(2, 8192).into_iter();
+            let (a, b) = (ctls.next().unwrap(), ctls.next().unwrap());
+            s.spawn(move || {
+                let round = a.begin(&call).unwrap();
+                round.finish(Ok(())).unwrap();
+                tx.send(()).unwrap();
+            });
+            s.spawn(move || {
+                let round = b.begin(&call).unwrap();
+                assert_eq!((round.call(0).send, round.call(0).send_len), (0, 64));
+                assert_eq!(round.remote_send(0).parts().1, 0);
+                let left = rx.recv_timeout(Duration::from_secs(10));
+                round.finish(Ok(())).unwrap();
+                assert!(left.is_ok(), "rank 0 waited in finish of a private round");
+            });
+        });
+    }
+
+    /// Private staged broadcasts (the root leaves while readers still copy its last
+    /// chunks) alternate with rounds that write metadata into every rank's staging area
+    /// before arriving: the metadata waits for the copies, so no byte is torn.
+    #[test]
+    fn private_broadcasts_and_metadata_rounds_never_mix() {
+        let n = 3;
+        std::thread::scope(|s| {
+            for ctl in node(n, 8192) {
+                s.spawn(move || {
+                    let me = ctl.me();
+                    for i in 0..300usize {
+                        let root = i % n;
+                        let len = 1 + (i * 4099) % 20_000;
+                        let fill = |j: usize| (j * 13 + i) as u8;
+                        let mut buf: Vec<u8> =
+                            if me == root { (0..len).map(fill).collect() } else { vec![0; len] };
+                        let round = ctl.begin(&Call { op: PRIVATE, ..Call::default() }).unwrap();
+                        let moved = round.stage_bcast(root, &mut buf);
+                        round.finish(moved).unwrap();
+                        assert!(buf.iter().enumerate().all(|(j, &b)| b == fill(j)), "round {i}");
+                        if i % 3 == 2 {
+                            let meta: Vec<u64> = (0..1024).map(|w| (i << 20 | me << 16 | w) as u64).collect();
+                            let r = ctl.begin_with_meta(&Call::default(), &meta).unwrap();
+                            for peer in 0..n {
+                                assert_eq!(r.meta(peer, 1023), (i << 20 | peer << 16 | 1023) as u64);
+                            }
+                            r.finish(Ok(())).unwrap();
+                        }
+                    }
+                });
+            }
+        });
+    }
 
     #[test]
     fn staged_broadcast_delivers_every_byte_for_odd_sizes() {

@@ -662,13 +662,16 @@ impl Tester<'_> {
     fn errors(&mut self) {
         let (me, p) = (self.me, self.p);
         let pu = p as usize;
+        if p < 2 {
+            return; // nobody to disagree with
+        }
         let n = 4099;
-        let root = self.root();
+        // The culprit: a random rank, the same everywhere, never rank 0 (the reference);
+        // the root: any other rank (its block is the reference of a rooted call).
+        let last = 1 + self.rng.below(pu - 1) as i32;
+        let others: Vec<i32> = (0..p).filter(|&r| r != last).collect();
+        let root = others[self.rng.below(others.len())];
         let is_root = me == root;
-        // The culprit: a random rank, the same everywhere, neither rank 0 (the reference)
-        // nor the root (whose block is the reference of a rooted call).
-        let others: Vec<i32> = (1..p).filter(|&r| r != root).collect();
-        let last = others[self.rng.below(others.len())];
         let longer = |len: usize| if me == last { len + 1 } else { len };
         let fill = |len: usize, salt: u64| -> Vec<u32> {
             (0..len).map(|i| u32::from_le_bytes([0, 1, 2, 3].map(|j| pattern(salt, 4 * i + j)))).collect()

@@ -6,6 +6,7 @@
 mod bench;
 mod exchange;
 mod heap;
+mod hier;
 mod launch;
 mod pap;
 mod rank;
@@ -195,6 +196,18 @@ at! {
     pap_errors_cico_np3: 3, "pap-errors", ["ZCOLL_TRANSPORT" => "cico"];
     pap_errors_vnodes_np5_k2: 5, "pap-errors", ["ZCOLL_NODE_SIZE" => "2"];
     pap_errors_vnodes_np8_k3: 8, "pap-errors", ["ZCOLL_NODE_SIZE" => "3"];
+    hier_np4_k1: 4, "hier", ["ZCOLL_NODE_SIZE" => "1", "ZCOLL_TEST_SEED" => "1041"];
+    hier_np4_k2: 4, "hier", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_SEED" => "1042"];
+    hier_np4_k3: 4, "hier", ["ZCOLL_NODE_SIZE" => "3", "ZCOLL_TEST_SEED" => "1043"];
+    hier_np4_k4: 4, "hier", ["ZCOLL_NODE_SIZE" => "4", "ZCOLL_TEST_SEED" => "1044"];
+    hier_np6_k1: 6, "hier", ["ZCOLL_NODE_SIZE" => "1", "ZCOLL_TEST_SEED" => "1061"];
+    hier_np6_k2: 6, "hier", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_SEED" => "1062"];
+    hier_np6_k3: 6, "hier", ["ZCOLL_NODE_SIZE" => "3", "ZCOLL_TEST_SEED" => "1063"];
+    hier_np6_k4: 6, "hier", ["ZCOLL_NODE_SIZE" => "4", "ZCOLL_TEST_SEED" => "1064"];
+    hier_np8_k1: 8, "hier", ["ZCOLL_NODE_SIZE" => "1", "ZCOLL_TEST_SEED" => "1081"];
+    hier_np8_k2: 8, "hier", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_SEED" => "1082"];
+    hier_np8_k3: 8, "hier", ["ZCOLL_NODE_SIZE" => "3", "ZCOLL_TEST_SEED" => "1083"];
+    hier_np8_k4: 8, "hier", ["ZCOLL_NODE_SIZE" => "4", "ZCOLL_TEST_SEED" => "1084"];
     bench_np2: 2, "bench", [];
     bench_imbalance_np3: 3, "bench", ["ZCOLL_TEST_BENCH_ARGS" => "--algorithms all --mif 2 --late 34"];
     bench_vnodes_np4_k2: 4, "bench", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_BENCH_ARGS" => "--mif 1"];

@@ -39,6 +39,12 @@ pub(crate) fn main() {
     if scenario == "xpmem-missing" {
         return crate::heap::xpmem_missing(&world);
     }
+    if scenario == "hier" {
+        // It builds its own communicator, over a permutation of the world's ranks.
+        crate::hier::run(&world);
+        println!("ZCOLL-RANK-OK {}", world.rank());
+        return;
+    }
     let comm = Comm::new(&world).unwrap_or_else(|e| panic!("Comm::new: {e}"));
     expectations(&world, &comm);
     match scenario.as_str() {

@@ -73,6 +73,9 @@ at! {
     reduce_cico_np3: 3, "reduce", ["ZCOLL_TRANSPORT" => "cico"];
     reduce_vnodes_np4_k2: 4, "reduce", ["ZCOLL_NODE_SIZE" => "2"];
     reduce_vnodes_np8_k3: 8, "reduce", ["ZCOLL_NODE_SIZE" => "3"];
+    reduce_vnodes_np6_k4: 6, "reduce", ["ZCOLL_NODE_SIZE" => "4"];
+    reduce_vnodes_np6_k2: 6, "reduce", ["ZCOLL_NODE_SIZE" => "2"];
+    reduce_vnodes_np4_k1: 4, "reduce", ["ZCOLL_NODE_SIZE" => "1"];
     scatter_np1: 1, "scatter", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
     scatter_np2: 2, "scatter", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
     scatter_np3: 3, "scatter", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];

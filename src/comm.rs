@@ -36,6 +36,15 @@ use std::fmt;
 /// Like an MPI communicator, a `Comm` is used by one thread at a time, and every rank
 /// must call its collectives in the same order.
 ///
+/// Across nodes the collectives are two-level: node legs through the node's transport,
+/// inter-node legs through rsmpi among the node leaders, and large allreduces multi-root
+/// along the column communicators (see the book's reduce chapter). Where every node holds
+/// a single rank (one rank per host, or `ZCOLL_NODE_SIZE=1`) the node level has nothing to
+/// gain: the collectives check their arguments across the communicator exactly as
+/// elsewhere, then call rsmpi's own collective (the varcount ones, reductions with a
+/// user operator and the arrival-aware alltoalls keep zcoll's paths).
+/// [`Info::inter_node`] says which applies.
+///
 /// # Examples
 ///
 /// ```no_run
@@ -640,6 +649,8 @@ impl Comm {
         if self.hier.direct() {
             let (p, kind) = (self.size() as usize, coll::Kind::Scatter);
             let block = hier_check(&self.hier, &self.parent, kind, root, bufs.claim(p, elem), "send")?;
+            // A variable zcoll cannot read is the same error as on the other paths.
+            algorithm.resolve(block, 1, ctx.transport)?;
             let at = self.parent.process_at_rank(root);
             match bufs {
                 _ if block == 0 => {}
@@ -668,6 +679,7 @@ impl Comm {
         if self.hier.direct() {
             let (p, kind) = (self.size() as usize, coll::Kind::Gather);
             let block = hier_check(&self.hier, &self.parent, kind, root, bufs.claim(p, elem), "receive")?;
+            algorithm.resolve(block, 1, ctx.transport)?;
             let at = self.parent.process_at_rank(root);
             match bufs {
                 _ if block == 0 => {}

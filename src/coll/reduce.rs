@@ -24,6 +24,10 @@
 //! folds all of them in rank order. For small messages, where a CMA call costs more than
 //! the copies, and on `cico` nodes.
 //!
+//! [`reduce_scatter`] stops the partitioned reduction after its first phase, with `m`
+//! partitions owned by local ranks `0..m`: the first leg of the multi-root allreduce
+//! across nodes (see `hier.rs`).
+//!
 //! Both fold in rank order for a non-commutative operator, and every allreduce result
 //! element is computed once, by one rank, so all ranks hold bitwise the same result.
 

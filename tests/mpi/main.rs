@@ -76,6 +76,15 @@ at! {
     reduce_vnodes_np6_k4: 6, "reduce", ["ZCOLL_NODE_SIZE" => "4"];
     reduce_vnodes_np6_k2: 6, "reduce", ["ZCOLL_NODE_SIZE" => "2"];
     reduce_vnodes_np4_k1: 4, "reduce", ["ZCOLL_NODE_SIZE" => "1"];
+    direct_bcast_vnodes_np4_k1: 4, "bcast", ["ZCOLL_NODE_SIZE" => "1"];
+    direct_barrier_vnodes_np4_k1: 4, "barrier", ["ZCOLL_NODE_SIZE" => "1"];
+    direct_errors_vnodes_np4_k1: 4, "errors", ["ZCOLL_NODE_SIZE" => "1"];
+    direct_scatter_vnodes_np4_k1: 4, "scatter", ["ZCOLL_NODE_SIZE" => "1"];
+    direct_gather_vnodes_np4_k1: 4, "gather", ["ZCOLL_NODE_SIZE" => "1"];
+    direct_scatter_gather_errors_vnodes_np4_k1: 4, "scatter-gather-errors", ["ZCOLL_NODE_SIZE" => "1"];
+    direct_allgather_vnodes_np4_k1: 4, "exchange-allgather", ["ZCOLL_NODE_SIZE" => "1"];
+    direct_alltoall_vnodes_np4_k1: 4, "exchange-alltoall", ["ZCOLL_NODE_SIZE" => "1"];
+    direct_exchange_errors_vnodes_np4_k1: 4, "exchange-errors", ["ZCOLL_NODE_SIZE" => "1"];
     scatter_np1: 1, "scatter", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
     scatter_np2: 2, "scatter", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
     scatter_np3: 3, "scatter", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];

@@ -1,13 +1,14 @@
 //! [`Comm`]: the user's handle, built over any rsmpi communicator.
 
 use crate::alloc::ShmBox;
-use crate::coll::allgather::{allgather_hier, AllgatherAlgorithm};
+use crate::coll::allgather::{allgather_hier, hier_checks as all_gather_checks, AllgatherAlgorithm};
 use crate::coll::allgatherv::AllgathervAlgorithm;
 use crate::coll::alltoall::{alltoall_hier, AlltoallAlgorithm};
 use crate::coll::alltoallv::{AlltoallvAlgorithm, Sides};
 use crate::coll::gather::{GatherAlgorithm, GatherBufs};
 use crate::coll::gatherv::GathervBufs;
 use crate::coll::reduce::{Bufs, ReduceAlgorithm};
+use crate::coll::rooted::hier_check;
 use crate::coll::scatter::{ScatterAlgorithm, ScatterBufs};
 use crate::coll::scatterv::ScattervBufs;
 use crate::coll::varcount::{Partition, PartitionMut};
@@ -21,6 +22,7 @@ use crate::sync::wait::WaitPolicy;
 use crate::transport::TransportKind;
 use crate::Pod;
 use mpi::topology::{Communicator, Rank, SimpleCommunicator};
+use mpi::traits::{CommunicatorCollectives, Root};
 use mpi::Count;
 use std::fmt;
 
@@ -33,6 +35,15 @@ use std::fmt;
 ///
 /// Like an MPI communicator, a `Comm` is used by one thread at a time, and every rank
 /// must call its collectives in the same order.
+///
+/// Across nodes the collectives are two-level: node legs through the node's transport,
+/// inter-node legs through rsmpi among the node leaders, and large allreduces multi-root
+/// along the column communicators (see the book's reduce chapter). Where every node holds
+/// a single rank (one rank per host, or `ZCOLL_NODE_SIZE=1`) the node level has nothing to
+/// gain: the collectives check their arguments across the communicator exactly as
+/// elsewhere, then call rsmpi's own collective (the varcount ones, reductions with a
+/// user operator and the arrival-aware alltoalls keep zcoll's paths).
+/// [`Info::inter_node`] says which applies.
 ///
 /// # Examples
 ///
@@ -103,6 +114,11 @@ impl Comm {
                 Split::Shared => None,
             },
             tuning: crate::tune::select::active().1.clone(),
+            inter_node: match (hier.nodes(), hier.direct()) {
+                (1, _) => InterNode::OneNode,
+                (_, true) => InterNode::DirectMpi,
+                (_, false) => InterNode::Hierarchical { columns: hier.min_node_size() },
+            },
         };
         Ok(Comm { parent, node, hier, info })
     }
@@ -393,19 +409,7 @@ impl Comm {
             other => other,
         };
         if self.hier.nodes() > 1 {
-            // Until the multi-root reduction: an allreduce, into scratch off the root.
-            let bytes = match &bufs {
-                Bufs::Apart(s, _) | Bufs::SendOnly(s) => std::mem::size_of_val(*s),
-                Bufs::InPlace(b) => std::mem::size_of_val(*b),
-            };
-            self.hier.check(&self.parent, coll::Kind::Reduce, root, bytes)?;
-            return match bufs {
-                Bufs::SendOnly(send) => {
-                    let mut scratch = send.to_vec();
-                    self.hier.all_reduce(&self.parent, &self.ctx(), Bufs::InPlace(&mut scratch), op, a)
-                }
-                other => self.hier.all_reduce(&self.parent, &self.ctx(), other, op, a),
-            };
+            return self.hier.reduce(&self.parent, &self.ctx(), bufs, root, op, a);
         }
         let src = self.hier.local_of(root);
         coll::reduce::reduce(&self.ctx(), bufs, Some((root, src)), op, a)
@@ -642,6 +646,22 @@ impl Comm {
         algorithm: ScatterAlgorithm,
     ) -> Result<()> {
         let ctx = self.ctx();
+        if self.hier.direct() {
+            let (p, kind) = (self.size() as usize, coll::Kind::Scatter);
+            let block = hier_check(&self.hier, &self.parent, kind, root, bufs.claim(p, elem), "send")?;
+            // A variable zcoll cannot read is the same error as on the other paths.
+            algorithm.resolve(block, 1, ctx.transport)?;
+            let at = self.parent.process_at_rank(root);
+            match bufs {
+                _ if block == 0 => {}
+                ScatterBufs::Root { send, recv: Some(recv) } => at.scatter_into_root(send, recv),
+                ScatterBufs::Root { send, recv: None } => {
+                    at.scatter_into_root(send, &mut vec![0u8; block][..])
+                }
+                ScatterBufs::Leaf { recv } => at.scatter_into(recv),
+            }
+            return Ok(());
+        }
         if self.hier.nodes() > 1 {
             return coll::scatter::scatter_hier(&self.hier, &self.parent, &ctx, bufs, root, elem, algorithm);
         }
@@ -656,6 +676,22 @@ impl Comm {
         algorithm: GatherAlgorithm,
     ) -> Result<()> {
         let ctx = self.ctx();
+        if self.hier.direct() {
+            let (p, kind) = (self.size() as usize, coll::Kind::Gather);
+            let block = hier_check(&self.hier, &self.parent, kind, root, bufs.claim(p, elem), "receive")?;
+            algorithm.resolve(block, 1, ctx.transport)?;
+            let at = self.parent.process_at_rank(root);
+            match bufs {
+                _ if block == 0 => {}
+                GatherBufs::Root { send: Some(send), recv } => at.gather_into_root(send, recv),
+                GatherBufs::Root { send: None, recv } => {
+                    let own = recv[root as usize * block..][..block].to_vec();
+                    at.gather_into_root(&own[..], recv)
+                }
+                GatherBufs::Leaf { send } => at.gather_into(send),
+            }
+            return Ok(());
+        }
         if self.hier.nodes() > 1 {
             return coll::gather::gather_hier(&self.hier, &self.parent, &ctx, bufs, root, elem, algorithm);
         }
@@ -718,6 +754,58 @@ pub struct Info {
     /// Where the cost model's parameters come from: this machine's profile, or the
     /// built-in defaults.
     pub tuning: String,
+    /// Which path the collectives take across nodes (the same on every rank).
+    pub inter_node: InterNode,
+}
+
+/// How the collectives of a [`Comm`] cross nodes: [`Info::inter_node`].
+///
+/// # Examples
+///
+/// ```no_run
+/// # use zcoll::ZeroCopy;
+/// use zcoll::InterNode;
+/// # let universe = mpi::initialize().unwrap();
+/// let comm = universe.world().zero_copy()?;
+/// if comm.info().inter_node == InterNode::DirectMpi {
+///     println!("one rank per node: zcoll checks the arguments, MPI moves the data");
+/// }
+/// # Ok::<(), zcoll::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InterNode {
+    /// The communicator is one node: there is no inter-node leg.
+    OneNode,
+    /// Two levels: the node legs through the node's transport, the inter-node legs
+    /// through rsmpi among the node leaders, or, for large allreduces, along `columns`
+    /// column communicators at once (the multi-root allreduce; `columns` is the smallest
+    /// node's size, and 1 means the leaders' path).
+    Hierarchical {
+        /// The number of partitions of the multi-root allreduce.
+        columns: usize,
+    },
+    /// Every node holds one rank, so the node level has nothing to gain: every collective
+    /// checks its arguments across the communicator as usual, then calls rsmpi's own
+    /// (except the reductions with a user operator and the arrival-aware alltoalls, which
+    /// keep zcoll's algorithms).
+    DirectMpi,
+}
+
+impl fmt::Display for InterNode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InterNode::OneNode => f.write_str("one node, no inter-node leg"),
+            InterNode::Hierarchical { columns: 1 } => f.write_str(
+                "two-level, MPI among the node leaders (a node of one rank: no multi-root allreduce)",
+            ),
+            InterNode::Hierarchical { columns } => write!(
+                f,
+                "two-level, MPI among the node leaders; large allreduces multi-root over {columns} columns"
+            ),
+            InterNode::DirectMpi => f.write_str("one rank per node, collectives call MPI directly"),
+        }
+    }
 }
 
 impl fmt::Display for Info {
@@ -742,6 +830,7 @@ impl fmt::Display for Info {
             self.segment_bytes,
             self.stage_bytes / 1024
         )?;
+        writeln!(f, "  inter-node {}", self.inter_node)?;
         write!(f, "  tuning     {}", self.tuning)
     }
 }
@@ -839,6 +928,20 @@ impl Comm {
         algorithm: AllgatherAlgorithm,
     ) -> Result<()> {
         let (send, recv) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
+        if self.hier.direct() {
+            let n = all_gather_checks(
+                &self.hier,
+                &self.parent,
+                &self.ctx(),
+                Some(send.len()),
+                recv.len(),
+                algorithm,
+            )?;
+            if n > 0 {
+                self.parent.all_gather_into(send, recv);
+            }
+            return Ok(());
+        }
         if self.hier.nodes() > 1 {
             return allgather_hier(&self.hier, &self.parent, &self.ctx(), Some(send), recv, algorithm);
         }
@@ -879,7 +982,15 @@ impl Comm {
         buf: &mut [T],
         algorithm: AllgatherAlgorithm,
     ) -> Result<()> {
-        let buf = bytemuck::cast_slice_mut(buf);
+        let buf: &mut [u8] = bytemuck::cast_slice_mut(buf);
+        if self.hier.direct() {
+            let n = all_gather_checks(&self.hier, &self.parent, &self.ctx(), None, buf.len(), algorithm)?;
+            if n > 0 {
+                let own = buf[self.rank() as usize * n..][..n].to_vec();
+                self.parent.all_gather_into(&own[..], buf);
+            }
+            return Ok(());
+        }
         if self.hier.nodes() > 1 {
             return allgather_hier(&self.hier, &self.parent, &self.ctx(), None, buf, algorithm);
         }
@@ -942,7 +1053,29 @@ impl Comm {
         recv: &mut [T],
         algorithm: AlltoallAlgorithm,
     ) -> Result<()> {
-        let (send, recv) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
+        let (send, recv): (&[u8], &mut [u8]) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
+        // The arrival-aware algorithms keep their own exchange (MPI's has no notion of
+        // arrival); they decide it as `alltoall_hier` does, alike on every rank.
+        let size = self.size() as usize;
+        let arrival_aware = matches!(
+            algorithm.resolve(send.len() / size, size, TransportKind::Cma),
+            Ok(a) if a.arrival_aware()
+        );
+        if self.hier.direct() && !arrival_aware {
+            coll::alltoall::hier_checks(
+                &self.hier,
+                &self.parent,
+                &self.ctx(),
+                send.len(),
+                recv.len(),
+                algorithm,
+            )?;
+            coll::varcount::mpi_count(send.len(), self.rank())?;
+            if !send.is_empty() {
+                self.parent.all_to_all_into(send, recv);
+            }
+            return Ok(());
+        }
         if self.hier.nodes() > 1 {
             return alltoall_hier(&self.hier, &self.parent, &self.ctx(), send, recv, algorithm);
         }

@@ -1,18 +1,34 @@
 //! Two-level compositions for communicators that span several nodes: the intra-node legs
 //! go through the node's segment and transport, the inter-node legs through rsmpi among
-//! the node leaders (local rank 0 of every node).
+//! the node leaders (local rank 0 of every node) or, for the multi-root allreduce, along
+//! the column communicators (local rank `j` of every node).
+//!
+//! When every node holds a single rank ([`Hierarchy::direct`]) there is no intra-node leg
+//! to gain from: the collectives check their arguments across the communicator as usual
+//! and then call rsmpi's own collective on the whole communicator.
 
 use crate::coll::{self, bcast::BcastAlgorithm, Ctx};
 use crate::error::{Error, Result};
 use crate::node::NodeComm;
+use crate::op::Operator;
+use crate::Pod;
 use mpi::collective::SystemOperation;
 use mpi::topology::{Color, SimpleCommunicator};
 use mpi::traits::*;
+
+/// Allreduces of fewer bytes than this take the leader path: their time is the latency of
+/// the node rounds and of one MPI call, which the multi-root path does not shorten.
+pub(crate) const MULTI_ROOT_MIN_BYTES: usize = 16 * 1024;
 
 /// Where every rank of the communicator lives.
 pub(crate) struct Hierarchy {
     /// The communicator of the node leaders, ordered by parent rank (on leaders only).
     leaders: Option<SimpleCommunicator>,
+    /// This rank's column: the ranks with its local rank on every node that has one,
+    /// ordered by parent rank. Column 0 holds the same ranks as `leaders`.
+    column: SimpleCommunicator,
+    /// The smallest node's size: the number of columns that reach every node.
+    min_node_size: usize,
     /// For every rank of the parent: the index of its node (its leader's rank among the
     /// leaders).
     node_of: Vec<usize>,
@@ -25,7 +41,9 @@ pub(crate) struct Hierarchy {
 }
 
 impl Hierarchy {
-    /// Learns the node of every rank. Collective over `parent`.
+    /// Learns the node of every rank, and splits `parent` into the leaders' communicator
+    /// and the column communicators (one per local rank; column `j` holds local rank `j`
+    /// of every node with more than `j` ranks). Collective over `parent`.
     pub(crate) fn new(parent: &SimpleCommunicator, node: &NodeComm) -> Hierarchy {
         let p = parent.size() as usize;
         let leader = node.ctl.rank_of(0);
@@ -47,8 +65,25 @@ impl Hierarchy {
         let is_leader = node.ctl.me() == 0;
         let color = if is_leader { Color::with_value(0) } else { Color::undefined() };
         let leaders = parent.split_by_color_with_key(color, parent.rank());
+        let column = parent
+            .split_by_color_with_key(Color::with_value(node.ctl.me() as i32), parent.rank())
+            .expect("a split with a defined color returns a communicator");
         let my_node = node_of[parent.rank() as usize];
-        Hierarchy { leaders, node_of, local_of, nodes: leaders_sorted.len(), my_node }
+        let nodes = leaders_sorted.len();
+        let min_node_size = seen.iter().copied().min().unwrap_or(1);
+        Hierarchy { leaders, column, min_node_size, node_of, local_of, nodes, my_node }
+    }
+
+    /// Whether every node holds a single rank: the collectives then gain nothing from
+    /// the node level, and call rsmpi's own on the whole communicator (after the same
+    /// checks).
+    pub(crate) fn direct(&self) -> bool {
+        self.nodes == self.node_of.len()
+    }
+
+    /// The size of the smallest node: the multi-root allreduce's partition count.
+    pub(crate) fn min_node_size(&self) -> usize {
+        self.min_node_size
     }
 
     /// The number of nodes.
@@ -147,7 +182,8 @@ impl Hierarchy {
 
     /// Broadcast over several nodes: the root's node first; then the leaders over MPI in
     /// chunks, while every other node reads behind its leader through its message counter
-    /// (the pipelined broadcast), so the network leg and the node's copies overlap.
+    /// (the pipelined broadcast), so the network leg and the node's copies overlap. With
+    /// one rank per node, rsmpi's broadcast after the checks.
     pub(crate) fn bcast(
         &self,
         parent: &SimpleCommunicator,
@@ -157,6 +193,12 @@ impl Hierarchy {
         algorithm: BcastAlgorithm,
     ) -> Result<()> {
         self.check(parent, coll::Kind::Bcast, root, buf.len())?;
+        if self.direct() {
+            if !buf.is_empty() {
+                parent.process_at_rank(root).broadcast_into(buf);
+            }
+            return Ok(());
+        }
         let root_node = self.node_of[root as usize];
         let chunk = algorithm.feed_chunk();
         let from_network = |piece: &mut [u8]| {
@@ -177,14 +219,34 @@ impl Hierarchy {
         self.agree(parent, result)
     }
 
-    /// Allreduce over several nodes: the node reduces (zero-copy, partitioned), the
-    /// leaders combine the node results over MPI, and each leader broadcasts the result
-    /// to its node. A built-in operator goes to MPI as MPI's own; a user operator is
-    /// combined by gathering every node's result at every leader and folding them in
-    /// node order, which is rank order only when every node holds consecutive ranks (a
-    /// non-commutative user operator needs that). Leaders use scratch of `n` elements
-    /// (and of `nodes * n` for a user operator).
-    pub(crate) fn all_reduce<T: crate::Pod, O: crate::op::Operator<T>>(
+    /// Allreduce over several nodes, by one of three paths that every rank chooses alike
+    /// (from the length, the operator and the shape, all checked equal first):
+    ///
+    /// - one rank per node ([`direct`](Self::direct)) and a built-in operator: rsmpi's own
+    ///   `all_reduce_into` on the whole communicator, after the checks (which here also
+    ///   compare every `recv` length with the `send` lengths, across the communicator);
+    /// - multi-root, for [`MULTI_ROOT_MIN_BYTES`] and more with every node holding at
+    ///   least `m >= 2` ranks (`m` the smallest node's size) and a commutative operator:
+    ///   (a) the node's partitioned reduce-scatter into `m` partitions (local rank `j < m`
+    ///   ends with the node's partition `j`), (b) every owner of partition `j` combines it
+    ///   with the other nodes' along column `j`, all `m` columns at once (one MPI
+    ///   allreduce of `n / m` elements each; a user operator gathers the column's
+    ///   partitions and folds them in column order), (c) the node's allgatherv of the
+    ///   partitions (every rank reads them from their owners). Every owner makes its MPI
+    ///   call even when its node's step failed, and the final agreement reports the
+    ///   failure everywhere;
+    /// - otherwise through the leaders: the node reduces, the leaders combine the node
+    ///   results over MPI (a user operator as in the multi-root path, in node order, which
+    ///   is rank order only when every node holds consecutive ranks: a non-commutative
+    ///   user operator needs that), and each leader broadcasts the result to its node.
+    ///   Leaders use scratch of `n` elements (and of `nodes * n` for a user operator).
+    ///
+    /// # Errors
+    ///
+    /// On every rank: the checks' errors (`LengthMismatch`, `Mismatch`, `Unsupported` for
+    /// an operator that does not apply to `T` or a non-commutative user operator across
+    /// interleaved nodes); then any rank's failure, on every rank.
+    pub(crate) fn all_reduce<T: Pod, O: Operator<T>>(
         &self,
         parent: &SimpleCommunicator,
         ctx: &Ctx<'_>,
@@ -193,18 +255,93 @@ impl Hierarchy {
         algorithm: crate::ReduceAlgorithm,
     ) -> Result<()> {
         use crate::coll::reduce::{self as red, Bufs};
-        let n = match &bufs {
-            Bufs::Apart(s, _) | Bufs::SendOnly(s) => s.len(),
-            Bufs::InPlace(b) => b.len(),
+        let n = bufs.input_len();
+        self.check_reduction(parent, coll::Kind::Allreduce, 0, n, oper)?;
+        if let (true, Some(builtin)) = (self.direct(), oper.builtin()) {
+            return self.all_reduce_mpi(parent, bufs, builtin);
+        }
+        if self.multi_root(n * std::mem::size_of::<T>(), oper) {
+            return self.all_reduce_multi_root(parent, ctx, bufs, oper, algorithm);
+        }
+        let out: &mut [T] = match bufs {
+            Bufs::Apart(s, r) => {
+                let result = red::reduce(ctx, Bufs::Apart(s, &mut *r), None, oper, algorithm);
+                return self.combine_and_share(parent, ctx, r, n, oper, result);
+            }
+            Bufs::InPlace(b) => b,
+            Bufs::SendOnly(_) => unreachable!("an allreduce rank has an output"),
         };
-        let tag = oper.code() | (std::mem::size_of::<T>() as u64) << 16;
-        self.check_tagged(parent, coll::Kind::Allreduce, 0, n * std::mem::size_of::<T>(), tag)?;
+        let result = red::reduce(ctx, Bufs::InPlace(&mut *out), None, oper, algorithm);
+        self.combine_and_share(parent, ctx, out, n, oper, result)
+    }
+
+    /// Reduce to `root` over several nodes. With one rank per node and a built-in
+    /// operator, rsmpi's own reduce after the checks; otherwise through
+    /// [`all_reduce`](Self::all_reduce) (multi-root for large messages), into scratch on
+    /// every rank but the root.
+    ///
+    /// # Errors
+    ///
+    /// As `all_reduce`, and `InvalidRoot` or `Mismatch` for a bad root.
+    pub(crate) fn reduce<T: Pod, O: Operator<T>>(
+        &self,
+        parent: &SimpleCommunicator,
+        ctx: &Ctx<'_>,
+        bufs: crate::coll::reduce::Bufs<'_, T>,
+        root: i32,
+        oper: &O,
+        algorithm: crate::ReduceAlgorithm,
+    ) -> Result<()> {
+        use crate::coll::reduce::Bufs;
+        let n = bufs.input_len();
+        let size = std::mem::size_of::<T>();
+        if let (true, Some(builtin)) = (self.direct(), oper.builtin()) {
+            self.check_reduction(parent, coll::Kind::Reduce, root, n, oper)?;
+            let recv = match &bufs {
+                Bufs::Apart(_, r) => r.len(),
+                _ => n,
+            };
+            coll::allgather::agree_shape(parent, n * size, recv * size, 0, |first| (first, first))?;
+            if n > 0 {
+                let at = parent.process_at_rank(root);
+                match bufs {
+                    Bufs::Apart(s, r) => at.reduce_into_root(s, r, builtin.mpi()),
+                    Bufs::InPlace(b) => at.reduce_into_root(&b.to_vec()[..], b, builtin.mpi()),
+                    Bufs::SendOnly(s) => at.reduce_into(s, builtin.mpi()),
+                }
+            }
+            return Ok(());
+        }
+        self.check(parent, coll::Kind::Reduce, root, n * size)?;
+        match bufs {
+            Bufs::SendOnly(send) => {
+                let mut scratch = send.to_vec();
+                self.all_reduce(parent, ctx, Bufs::InPlace(&mut scratch), oper, algorithm)
+            }
+            other => self.all_reduce(parent, ctx, other, oper, algorithm),
+        }
+    }
+
+    /// The checks every reduction across nodes starts with: the same collective, root,
+    /// length (`n` elements), operator and element type everywhere; an operator that
+    /// applies to `T`; a non-commutative user operator only over consecutive nodes.
+    fn check_reduction<T: Pod, O: Operator<T>>(
+        &self,
+        parent: &SimpleCommunicator,
+        kind: coll::Kind,
+        root: i32,
+        n: usize,
+        oper: &O,
+    ) -> Result<()> {
+        let size = std::mem::size_of::<T>();
+        let tag = oper.code() | (size as u64) << 16;
+        self.check_tagged(parent, kind, root, n * size, tag)?;
         // Every rank passes the same operator and type (checked above), so every rank
         // reaches the same verdict here, before MPI (which would abort) sees the operator.
         if !oper.apply(&mut [], &[]) {
             return Err(Error::Unsupported {
                 rank: parent.rank(),
-                what: format!("this operator on {}-byte elements", std::mem::size_of::<T>()),
+                what: format!("this operator on {size}-byte elements"),
             });
         }
         let contiguous = self.node_of.windows(2).all(|w| w[0] <= w[1]);
@@ -214,43 +351,115 @@ impl Hierarchy {
                 what: "a non-commutative operator across nodes that do not hold consecutive ranks".into(),
             });
         }
-        let out: &mut [T] = match bufs {
-            Bufs::Apart(s, r) => {
-                let result = red::reduce(ctx, Bufs::Apart(s, &mut *r), None, oper, algorithm);
-                self.combine_and_share(parent, ctx, r, oper, result)?;
-                return Ok(());
-            }
-            Bufs::InPlace(b) => b,
-            Bufs::SendOnly(_) => unreachable!("an allreduce rank has an output"),
-        };
-        let result = red::reduce(ctx, Bufs::InPlace(&mut *out), None, oper, algorithm);
-        self.combine_and_share(parent, ctx, out, oper, result)
+        Ok(())
     }
 
-    /// The leaders' and the second node leg of [`Hierarchy::all_reduce`].
-    fn combine_and_share<T: crate::Pod, O: crate::op::Operator<T>>(
+    /// Whether an allreduce of `bytes` with `oper` takes the multi-root path: the same
+    /// verdict on every rank, since it depends only on what the checks made equal.
+    fn multi_root<T: Pod, O: Operator<T>>(&self, bytes: usize, oper: &O) -> bool {
+        let n = bytes / std::mem::size_of::<T>().max(1);
+        self.min_node_size > 1
+            && bytes >= MULTI_ROOT_MIN_BYTES
+            && n <= i32::MAX as usize
+            && (oper.commutative() || oper.builtin().is_some())
+    }
+
+    /// The direct allreduce: every `recv` as long as the `send`s, then rsmpi's own.
+    fn all_reduce_mpi<T: Pod>(
+        &self,
+        parent: &SimpleCommunicator,
+        bufs: crate::coll::reduce::Bufs<'_, T>,
+        builtin: crate::op::Builtin,
+    ) -> Result<()> {
+        use crate::coll::reduce::Bufs;
+        let size = std::mem::size_of::<T>();
+        let (n, recv) = match &bufs {
+            Bufs::Apart(s, r) => (s.len(), r.len()),
+            Bufs::InPlace(b) => (b.len(), b.len()),
+            Bufs::SendOnly(_) => unreachable!("an allreduce rank has an output"),
+        };
+        coll::allgather::agree_shape(parent, n * size, recv * size, 0, |first| (first, first))?;
+        if n > 0 {
+            match bufs {
+                Bufs::Apart(s, r) => parent.all_reduce_into(s, r, builtin.mpi()),
+                Bufs::InPlace(b) => parent.all_reduce_into(&b.to_vec()[..], b, builtin.mpi()),
+                Bufs::SendOnly(_) => unreachable!("an allreduce rank has an output"),
+            }
+        }
+        Ok(())
+    }
+
+    /// The multi-root allreduce of [`Hierarchy::all_reduce`]: reduce-scatter on the node,
+    /// one allreduce per partition along the columns, allgatherv on the node.
+    fn all_reduce_multi_root<T: Pod, O: Operator<T>>(
+        &self,
+        parent: &SimpleCommunicator,
+        ctx: &Ctx<'_>,
+        bufs: crate::coll::reduce::Bufs<'_, T>,
+        oper: &O,
+        algorithm: crate::ReduceAlgorithm,
+    ) -> Result<()> {
+        use crate::coll::reduce::{partition, reduce_scatter, Bufs};
+        let n = bufs.input_len();
+        let m = self.min_node_size;
+        // (a) Local rank j < m ends with the node's partition j in its output.
+        let (result, out): (Result<()>, &mut [T]) = match bufs {
+            Bufs::Apart(s, r) => (reduce_scatter(ctx, Bufs::Apart(s, &mut *r), m, oper, algorithm), r),
+            Bufs::InPlace(b) => (reduce_scatter(ctx, Bufs::InPlace(&mut *b), m, oper, algorithm), b),
+            Bufs::SendOnly(_) => unreachable!("an allreduce rank has an output"),
+        };
+        let parts: Vec<std::ops::Range<usize>> =
+            (0..ctx.ctl.size()).map(|j| if j < m { partition::<T>(n, m, j) } else { 0..0 }).collect();
+        let mine = parts[ctx.ctl.me()].clone();
+        // (b) Every owner takes part in its column's allreduce whatever happened on its
+        // node (an output of the wrong length, which the node's checks rejected, sends
+        // zeros): the other nodes' owners are waiting for it. Empty partitions are empty
+        // on every node, and skipped everywhere.
+        let mut reduced = vec![T::zeroed(); mine.len()];
+        if !mine.is_empty() {
+            let zeros;
+            let own: &[T] = match out.get(mine.clone()) {
+                Some(own) => own,
+                None => {
+                    zeros = vec![T::zeroed(); mine.len()];
+                    &zeros
+                }
+            };
+            combine(&self.column, own, &mut reduced, oper);
+        }
+        // (c) Every rank reads the partitions from their owners.
+        let counts: Vec<mpi::Count> = parts.iter().map(|r| r.len() as mpi::Count).collect();
+        let displs: Vec<mpi::Count> = parts.iter().map(|r| r.start as mpi::Count).collect();
+        let spread = coll::allgatherv::allgatherv(
+            ctx,
+            bytemuck::cast_slice(&reduced),
+            bytemuck::cast_slice_mut(out),
+            &counts,
+            &displs,
+            std::mem::size_of::<T>(),
+            coll::allgatherv::AllgathervAlgorithm::Auto,
+        );
+        self.agree(parent, result.and(spread))
+    }
+
+    /// The leaders' and the second node leg of the leader path of
+    /// [`Hierarchy::all_reduce`]; `n` is the input's length (`out` may differ when the
+    /// node's checks failed: the leader then still combines `n` elements).
+    fn combine_and_share<T: Pod, O: Operator<T>>(
         &self,
         parent: &SimpleCommunicator,
         ctx: &Ctx<'_>,
         out: &mut [T],
+        n: usize,
         oper: &O,
         mut result: Result<()>,
     ) -> Result<()> {
         if let Some(leaders) = &self.leaders {
-            let mine = out.to_vec();
-            match oper.builtin() {
-                Some(b) => leaders.all_reduce_into(&mine[..], &mut *out, b.mpi()),
-                None => {
-                    let mut all = vec![T::zeroed(); mine.len() * self.nodes];
-                    leaders.all_gather_into(&mine[..], &mut all[..]);
-                    if !mine.is_empty() {
-                        let mut nodes = all.chunks(mine.len());
-                        out.copy_from_slice(nodes.next().expect("one node at least"));
-                        for node in nodes {
-                            oper.apply(out, node);
-                        }
-                    }
-                }
+            let mine = if out.len() == n { out.to_vec() } else { vec![T::zeroed(); n] };
+            let mut combined = vec![T::zeroed(); n];
+            combine(leaders, &mine, &mut combined, oper);
+            if out.len() == n {
+                out.copy_from_slice(&combined);
             }
         }
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
@@ -258,14 +467,39 @@ impl Hierarchy {
         self.agree(parent, result)
     }
 
-    /// Barrier over several nodes: node barrier, leader barrier, node barrier.
+    /// Barrier over several nodes: node barrier, leader barrier, node barrier (with one
+    /// rank per node, rsmpi's barrier).
     pub(crate) fn barrier(&self, parent: &SimpleCommunicator, ctx: &Ctx<'_>) -> Result<()> {
         self.check(parent, coll::Kind::Barrier, 0, 0)?;
+        if self.direct() {
+            parent.barrier();
+            return Ok(());
+        }
         let mut result = coll::barrier::barrier(ctx);
         if let Some(leaders) = &self.leaders {
             leaders.barrier();
         }
         result = result.and(coll::barrier::barrier(ctx));
         self.agree(parent, result)
+    }
+}
+
+/// Combines every member's `mine` into `out` over `comm` with `oper`: MPI's own operator
+/// for a built-in one; otherwise every member gathers every contribution and folds them
+/// in `comm`'s rank order, so that every member computes bitwise the same result.
+fn combine<T: Pod, O: Operator<T>>(comm: &SimpleCommunicator, mine: &[T], out: &mut [T], oper: &O) {
+    match oper.builtin() {
+        Some(b) => comm.all_reduce_into(mine, out, b.mpi()),
+        None => {
+            let mut all = vec![T::zeroed(); mine.len() * comm.size() as usize];
+            comm.all_gather_into(mine, &mut all[..]);
+            if !mine.is_empty() {
+                let mut members = all.chunks(mine.len());
+                out.copy_from_slice(members.next().expect("one member at least"));
+                for x in members {
+                    oper.apply(out, x);
+                }
+            }
+        }
     }
 }

@@ -72,7 +72,7 @@ pub use coll::gather::GatherAlgorithm;
 pub use coll::reduce::ReduceAlgorithm;
 pub use coll::scatter::ScatterAlgorithm;
 pub use coll::varcount::{Partition, PartitionMut};
-pub use comm::{Comm, Info, Traffic, ZeroCopy};
+pub use comm::{Comm, Info, InterNode, Traffic, ZeroCopy};
 pub use error::{Errno, Error, Result};
 pub use exposure::Exposure;
 pub use transport::TransportKind;

@@ -414,21 +414,11 @@ pub(crate) fn allgather_hier(
     algorithm: AllgatherAlgorithm,
 ) -> Result<()> {
     let size = parent.size() as usize;
-    let n = send.map_or(recv.len() / size, <[u8]>::len);
-    hier.check(parent, Kind::Allgather, 0, n)?;
-    // Ranks must agree on what they asked for; each node then resolves it for its own
-    // size, and nodes of different sizes may well choose differently.
-    let word = algorithm.op();
-    let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport);
-    agree_shape(parent, n, recv.len(), word, |n| (n, size.saturating_mul(n)))?;
-    algorithm?;
+    let n = hier_checks(hier, parent, ctx, send.map(<[u8]>::len), recv.len(), algorithm)?;
     if n == 0 {
         return Ok(());
     }
     let nodes = Nodes::of(hier, size);
-    if size * n > i32::MAX as usize {
-        return Err(too_big(parent, size * n));
-    }
     let me = parent.rank() as usize;
     let leader = ctx.ctl.me() == 0;
     let mut block = vec![0u8; if leader { ctx.ctl.size() * n } else { 0 }];
@@ -453,6 +443,38 @@ pub(crate) fn allgather_hier(
     let spread = bcast(ctx, recv, ctx.ctl.rank_of(0), 0, BcastAlgorithm::Auto, None);
     result = result.and(spread);
     hier.agree(parent, result)
+}
+
+/// The checks of an allgather across nodes, before any node-level round (`send = None` is
+/// in place): the same collective and block length everywhere, `recv` holding `size()`
+/// blocks, the same algorithm, one this node can run, and all blocks within an MPI count.
+/// Returns the block length.
+///
+/// # Errors
+///
+/// `Mismatch`, `LengthMismatch`, the same on every rank; then the algorithm's `Config` or
+/// `Unsupported`; `Unsupported` beyond 2 GiB in all.
+pub(crate) fn hier_checks(
+    hier: &Hierarchy,
+    parent: &SimpleCommunicator,
+    ctx: &Ctx<'_>,
+    send: Option<usize>,
+    recv: usize,
+    algorithm: AllgatherAlgorithm,
+) -> Result<usize> {
+    let size = parent.size() as usize;
+    let n = send.unwrap_or(recv / size);
+    hier.check(parent, Kind::Allgather, 0, n)?;
+    // Ranks must agree on what they asked for; each node then resolves it for its own
+    // size, and nodes of different sizes may well choose differently.
+    let word = algorithm.op();
+    let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport);
+    agree_shape(parent, n, recv, word, |n| (n, size.saturating_mul(n)))?;
+    algorithm?;
+    if size * n > i32::MAX as usize {
+        return Err(too_big(parent, size * n));
+    }
+    Ok(n)
 }
 
 /// The ranks of every node, in local-rank order (ascending ranks of the communicator).
@@ -486,7 +508,7 @@ pub(super) fn too_big(parent: &SimpleCommunicator, bytes: usize) -> Error {
 /// `expected(rank 0's send length)` and that every rank publishes the same op word (the
 /// same algorithm). A pure function of the gathered values, so every rank reaches the same
 /// verdict.
-pub(super) fn agree_shape(
+pub(crate) fn agree_shape(
     parent: &SimpleCommunicator,
     send: usize,
     recv: usize,

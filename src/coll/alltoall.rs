@@ -130,7 +130,7 @@ impl AlltoallAlgorithm {
     }
 
     /// Whether this is one of the arrival-aware algorithms (`coll::pap`).
-    pub(super) fn arrival_aware(self) -> bool {
+    pub(crate) fn arrival_aware(self) -> bool {
         matches!(
             self,
             AlltoallAlgorithm::PapWrite
@@ -305,6 +305,33 @@ fn bruck(round: &Round<'_>, send: &[u8], recv: &mut [u8], n: usize) -> Result<()
     Ok(())
 }
 
+/// The checks of an alltoall across nodes, before any node-level round: the same
+/// collective and lengths everywhere (`size()` equal blocks each way), the same algorithm,
+/// one this node can run.
+///
+/// # Errors
+///
+/// `Mismatch`, `LengthMismatch`, the same on every rank; then the algorithm's `Config` or
+/// `Unsupported`.
+pub(crate) fn hier_checks(
+    hier: &Hierarchy,
+    parent: &SimpleCommunicator,
+    ctx: &Ctx<'_>,
+    send: usize,
+    recv: usize,
+    algorithm: AlltoallAlgorithm,
+) -> Result<()> {
+    let size = parent.size() as usize;
+    hier.check(parent, Kind::Alltoall, 0, send)?;
+    // Ranks must agree on what they asked for; each node then resolves it for its own
+    // size, and nodes of different sizes may well choose differently.
+    let word = op(Kind::Alltoall, algorithm.code(), 0);
+    let algorithm = algorithm.resolve(send / size, ctx.ctl.size(), ctx.transport);
+    let whole = |first: usize| first / size * size;
+    agree_shape(parent, send, recv, word, |first| (whole(first), whole(first)))?;
+    algorithm.map(drop)
+}
+
 /// Alltoall over several nodes: gather the send buffers at the leaders, exchange
 /// node-to-node blocks among the leaders with rsmpi, scatter in every node.
 ///
@@ -328,14 +355,7 @@ pub(crate) fn alltoall_hier(
         Ok(a) if a.arrival_aware() => return super::pap::alltoall_hier(hier, parent, ctx, send, recv, a),
         _ => {}
     }
-    hier.check(parent, Kind::Alltoall, 0, send.len())?;
-    // Ranks must agree on what they asked for; each node then resolves it for its own
-    // size, and nodes of different sizes may well choose differently.
-    let word = op(Kind::Alltoall, algorithm.code(), 0);
-    let algorithm = algorithm.resolve(send.len() / size, ctx.ctl.size(), ctx.transport);
-    let whole = |first: usize| first / size * size;
-    agree_shape(parent, send.len(), recv.len(), word, |first| (whole(first), whole(first)))?;
-    algorithm?;
+    hier_checks(hier, parent, ctx, send.len(), recv.len(), algorithm)?;
     let n = send.len() / size;
     if n == 0 {
         return Ok(());

@@ -177,6 +177,21 @@ impl GatherBufs<'_> {
             GatherBufs::Root { send: None, recv } => recv.len() / ranks.max(1),
         }
     }
+
+    /// What this rank claims, for the checks across nodes ([`hier_check`]), with `ranks`
+    /// ranks in the gather and elements of `elem` bytes.
+    pub(crate) fn claim(&self, ranks: usize, elem: usize) -> Claim {
+        Claim {
+            root: matches!(self, GatherBufs::Root { .. }),
+            in_place: matches!(self, GatherBufs::Root { send: None, .. }),
+            block: self.block(ranks),
+            whole: match self {
+                GatherBufs::Root { recv, .. } => recv.len(),
+                GatherBufs::Leaf { .. } => 0,
+            },
+            elem,
+        }
+    }
 }
 
 /// Gathers inside the node to local rank `dst`. `root` is the root as the user gave it,
@@ -300,17 +315,7 @@ pub(crate) fn gather_hier(
     algorithm: GatherAlgorithm,
 ) -> Result<()> {
     let p = parent.size() as usize;
-    let mine = Claim {
-        root: matches!(bufs, GatherBufs::Root { .. }),
-        in_place: matches!(bufs, GatherBufs::Root { send: None, .. }),
-        block: bufs.block(p),
-        whole: match &bufs {
-            GatherBufs::Root { recv, .. } => recv.len(),
-            GatherBufs::Leaf { .. } => 0,
-        },
-        elem,
-    };
-    let block = hier_check(hier, parent, Kind::Gather, root, mine, "receive")?;
+    let block = hier_check(hier, parent, Kind::Gather, root, bufs.claim(p, elem), "receive")?;
     let layout = Layout::new(|r| hier.node_of(r as i32), p, hier.nodes(), block);
     let (root_node, root_local) = (hier.node_of(root), hier.local_of(root));
     let here = hier.my_node() == root_node;

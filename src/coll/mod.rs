@@ -16,7 +16,7 @@ pub(crate) mod gatherv;
 mod pap;
 pub(crate) mod probe;
 pub(crate) mod reduce;
-mod rooted;
+pub(crate) mod rooted;
 pub(crate) mod scatter;
 pub(crate) mod scatterv;
 pub(crate) mod varcount;

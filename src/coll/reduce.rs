@@ -24,6 +24,10 @@
 //! folds all of them in rank order. For small messages, where a CMA call costs more than
 //! the copies, and on `cico` nodes.
 //!
+//! [`reduce_scatter`] stops the partitioned reduction after its first phase, with `m`
+//! partitions owned by local ranks `0..m`: the first leg of the multi-root allreduce
+//! across nodes (see `hier.rs`).
+//!
 //! Both fold in rank order for a non-commutative operator, and every allreduce result
 //! element is computed once, by one rank, so all ranks hold bitwise the same result.
 
@@ -130,10 +134,34 @@ pub(crate) enum Bufs<'a, T> {
 }
 
 impl<T> Bufs<'_, T> {
-    fn input_len(&self) -> usize {
+    /// The input's length in elements.
+    pub(crate) fn input_len(&self) -> usize {
         match self {
             Bufs::Apart(s, _) | Bufs::SendOnly(s) => s.len(),
             Bufs::InPlace(b) => b.len(),
+        }
+    }
+}
+
+/// Which ranks of the node receive which part of the reduced data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Target {
+    /// Every rank, all of it (allreduce).
+    All,
+    /// Local rank `src`, all of it (reduce).
+    Root(usize),
+    /// Local rank `j < m` receives partition `j` of `m` ([`partition`]) in its output, at
+    /// the partition's place; the rest of every output is left undefined (reduce-scatter).
+    Scatter(usize),
+}
+
+impl Target {
+    /// Whether local rank `r` receives anything.
+    fn consumes(self, r: usize) -> bool {
+        match self {
+            Target::All => true,
+            Target::Root(src) => r == src,
+            Target::Scatter(m) => r < m,
         }
     }
 }
@@ -148,16 +176,50 @@ impl<T> Bufs<'_, T> {
 /// apply to `T`; a transport error or a peer's failure.
 pub(crate) fn reduce<T: Pod, O: Operator<T>>(
     ctx: &Ctx<'_>,
-    mut bufs: Bufs<'_, T>,
+    bufs: Bufs<'_, T>,
     root: Option<(i32, usize)>,
+    oper: &O,
+    algorithm: ReduceAlgorithm,
+) -> Result<()> {
+    match root {
+        None => reduce_to(ctx, bufs, -1, Target::All, oper, algorithm),
+        Some((root, src)) => reduce_to(ctx, bufs, root, Target::Root(src), oper, algorithm),
+    }
+}
+
+/// The reduce-scatter of the node: every rank needs an output as long as its input, and
+/// local rank `j < m` ends with partition `j` of `m` of the node's reduced data (see
+/// [`partition`]) at its place in its output; the rest of every output is left
+/// undefined. The first leg of the multi-root allreduce across nodes
+/// ([`Hierarchy::all_reduce`](crate::hier::Hierarchy::all_reduce)). The staged algorithm
+/// reduces the whole buffer on every owner.
+///
+/// # Errors
+///
+/// As [`reduce`].
+pub(crate) fn reduce_scatter<T: Pod, O: Operator<T>>(
+    ctx: &Ctx<'_>,
+    bufs: Bufs<'_, T>,
+    m: usize,
+    oper: &O,
+    algorithm: ReduceAlgorithm,
+) -> Result<()> {
+    reduce_to(ctx, bufs, -1, Target::Scatter(m.max(1)), oper, algorithm)
+}
+
+fn reduce_to<T: Pod, O: Operator<T>>(
+    ctx: &Ctx<'_>,
+    mut bufs: Bufs<'_, T>,
+    root: i32,
+    target: Target,
     oper: &O,
     algorithm: ReduceAlgorithm,
 ) -> Result<()> {
     let size = std::mem::size_of::<T>();
     let n = bufs.input_len();
-    let (kind, var) = match root {
-        None => (Kind::Allreduce, "ZCOLL_ALLREDUCE_ALGORITHM"),
-        Some(_) => (Kind::Reduce, "ZCOLL_REDUCE_ALGORITHM"),
+    let (kind, var) = match target {
+        Target::Root(_) => (Kind::Reduce, "ZCOLL_REDUCE_ALGORITHM"),
+        _ => (Kind::Allreduce, "ZCOLL_ALLREDUCE_ALGORITHM"),
     };
     let algorithm = algorithm.resolve(var, n * size, ctx.ctl.size(), ctx.transport);
     let code = algorithm.as_ref().map(|a| a.code()).unwrap_or(0);
@@ -166,10 +228,13 @@ pub(crate) fn reduce<T: Pod, O: Operator<T>>(
         Bufs::InPlace(b) => (b.as_ptr() as usize, b.as_mut_ptr() as usize, std::mem::size_of_val(*b)),
         Bufs::SendOnly(s) => (s.as_ptr() as usize, 0, 0),
     };
-    let src = root.map(|(_, src)| src);
+    let src = match target {
+        Target::Root(src) => Some(src),
+        _ => None,
+    };
     let call = Call {
         op: op(kind, code, (oper.code() as u32) | (size.min(0xffff) as u32) << 16),
-        root: root.map_or(-1, |(r, _)| r as i64),
+        root: root as i64,
         send,
         send_len: n * size,
         recv,
@@ -180,7 +245,7 @@ pub(crate) fn reduce<T: Pod, O: Operator<T>>(
         aux: src.unwrap_or(0) as u64,
         aux2: 0,
     };
-    let round = check(ctx, call, root.is_some(), |r| {
+    let round = check(ctx, call, src.is_some(), |r| {
         let first = r.call(0).send_len;
         for q in 0..r.size() {
             let c = r.call(q);
@@ -209,15 +274,15 @@ pub(crate) fn reduce<T: Pod, O: Operator<T>>(
             return Ok(());
         }
         match algorithm {
-            ReduceAlgorithm::Partitioned => partitioned(&round, bufs, src, oper),
-            _ => staged(&round, bufs, src, oper),
+            ReduceAlgorithm::Partitioned => partitioned(&round, bufs, target, oper),
+            _ => staged(&round, bufs, target, oper),
         }
     });
     round.finish(moved)
 }
 
 /// The partition of `n` elements that rank `i` of `p` owns: cache-line aligned.
-fn partition<T>(n: usize, p: usize, i: usize) -> std::ops::Range<usize> {
+pub(crate) fn partition<T>(n: usize, p: usize, i: usize) -> std::ops::Range<usize> {
     let per_line = (64 / std::mem::size_of::<T>().max(1)).max(1);
     let q = n.div_ceil(p).div_ceil(per_line) * per_line;
     (i * q).min(n)..((i + 1) * q).min(n)
@@ -226,10 +291,14 @@ fn partition<T>(n: usize, p: usize, i: usize) -> std::ops::Range<usize> {
 fn partitioned<T: Pod, O: Operator<T>>(
     round: &Round<'_>,
     mut bufs: Bufs<'_, T>,
-    src: Option<usize>,
+    target: Target,
     oper: &O,
 ) -> Result<()> {
     let (p, me) = (round.size(), round.me());
+    let src = match target {
+        Target::Root(src) => Some(src),
+        _ => None,
+    };
     let n = bufs.input_len();
     let size = std::mem::size_of::<T>();
     // Every peer's input, resolved once: mapped here (heap, XPMEM) or through CMA.
@@ -240,7 +309,11 @@ fn partitioned<T: Pod, O: Operator<T>>(
     let chunk = if mapped { MAPPED_CHUNK.min(SCRATCH_HALF) } else { SCRATCH_HALF } / size;
     let chunk = chunk.max(1);
     let root_recv = src.filter(|&s| s != me).map(|s| round.peer_recv(s));
-    let mine = partition::<T>(n, p, me);
+    let mine = match target {
+        Target::Scatter(m) if me >= m => 0..0,
+        Target::Scatter(m) => partition::<T>(n, m, me),
+        _ => partition::<T>(n, p, me),
+    };
     let mut scratch = round.scratch();
     let (first, second) = scratch.split_at_mut(SCRATCH_HALF);
     let first: &mut [T] = bytemuck::cast_slice_mut(first);
@@ -272,7 +345,7 @@ fn partitioned<T: Pod, O: Operator<T>>(
         }
         start = c.end;
     }
-    if src.is_some() {
+    if target != Target::All {
         return Ok(());
     }
     // Allreduce: our partition is ready; take every other one from its owner.
@@ -336,12 +409,12 @@ fn fold<T: Pod, O: Operator<T>>(
 fn staged<T: Pod, O: Operator<T>>(
     round: &Round<'_>,
     mut bufs: Bufs<'_, T>,
-    src: Option<usize>,
+    target: Target,
     oper: &O,
 ) -> Result<()> {
     let size = std::mem::size_of::<T>();
     let n = bufs.input_len();
-    let consumes = |r: usize| src.is_none_or(|s| s == r);
+    let consumes = |r: usize| target.consumes(r);
     // The input is read (into the staging area) before the output of the same chunk is
     // written, so in place works; `fill` and `combine` take turns on the buffers.
     let bufs = std::cell::RefCell::new(&mut bufs);

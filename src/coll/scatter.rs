@@ -197,6 +197,22 @@ impl ScatterBufs<'_> {
             ScatterBufs::Root { send, recv: None } => send.len() / ranks.max(1),
         }
     }
+
+    /// What this rank claims, for the checks across nodes ([`hier_check`]), with `ranks`
+    /// ranks in the scatter and elements of `elem` bytes.
+    pub(crate) fn claim(&self, ranks: usize, elem: usize) -> Claim {
+        let root_send = match self {
+            ScatterBufs::Root { send, .. } => Some(*send),
+            ScatterBufs::Leaf { .. } => None,
+        };
+        Claim {
+            root: root_send.is_some(),
+            in_place: matches!(self, ScatterBufs::Root { recv: None, .. }),
+            block: self.block(ranks),
+            whole: root_send.map_or(0, <[u8]>::len),
+            elem,
+        }
+    }
 }
 
 /// Scatters inside the node from local rank `src`. `root` is the root as the user gave it
@@ -304,18 +320,11 @@ pub(crate) fn scatter_hier(
     algorithm: ScatterAlgorithm,
 ) -> Result<()> {
     let p = parent.size() as usize;
+    let block = hier_check(hier, parent, Kind::Scatter, root, bufs.claim(p, elem), "send")?;
     let root_send = match &bufs {
         ScatterBufs::Root { send, .. } => Some(*send),
         ScatterBufs::Leaf { .. } => None,
     };
-    let mine = Claim {
-        root: root_send.is_some(),
-        in_place: matches!(bufs, ScatterBufs::Root { recv: None, .. }),
-        block: bufs.block(p),
-        whole: root_send.map_or(0, <[u8]>::len),
-        elem,
-    };
-    let block = hier_check(hier, parent, Kind::Scatter, root, mine, "send")?;
     let layout = Layout::new(|r| hier.node_of(r as i32), p, hier.nodes(), block);
     let (root_node, root_local) = (hier.node_of(root), hier.local_of(root));
     let here = hier.my_node() == root_node;

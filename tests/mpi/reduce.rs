@@ -5,7 +5,7 @@ use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use zcoll::op::{Builtin, Operator, UserOp};
-use zcoll::{Comm, Error, Pod, ReduceAlgorithm};
+use zcoll::{Comm, Error, InterNode, Pod, ReduceAlgorithm};
 
 /// A 2x2 matrix of wrapping integers: its product is not commutative.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
@@ -148,8 +148,21 @@ fn op_mpi(op: Builtin) -> SystemOperation {
     }
 }
 
+/// What `Info::inter_node` must say for `p` ranks in virtual nodes of `ZCOLL_NODE_SIZE`
+/// (unset: one node here).
+fn expected_inter_node(p: i32) -> InterNode {
+    let k = std::env::var("ZCOLL_NODE_SIZE").ok().and_then(|k| k.parse::<i32>().ok()).unwrap_or(p).max(1);
+    match (p + k - 1) / k {
+        1 => InterNode::OneNode,
+        _ if k == 1 => InterNode::DirectMpi,
+        // Every node holds k ranks but the last, which holds the rest.
+        _ => InterNode::Hierarchical { columns: if p % k == 0 { k } else { p % k } as usize },
+    }
+}
+
 pub(crate) fn reduce(world: &SimpleCommunicator, comm: &Comm) {
     let (me, p) = (world.rank(), world.size());
+    assert_eq!(comm.info().inter_node, expected_inter_node(p), "{}", comm.info());
     let mut seed = 0;
     for n in [0usize, 1, 7, 1000, 4097, 100_003] {
         for op in Builtin::ALL {
@@ -164,6 +177,33 @@ pub(crate) fn reduce(world: &SimpleCommunicator, comm: &Comm) {
     // Large: 16 MiB of f64 and 8 MiB of i32, summed.
     check_reduce::<f64>(world, comm, 2 << 20, Builtin::Sum, 1000);
     check_reduce::<i32>(world, comm, (2 << 20) + 5, Builtin::Max, 1001);
+
+    // Odd lengths around and above the multi-root threshold (16 KiB), and several MiB.
+    for (n, seed) in [(4095usize, 2000), (4099, 2001), (65_537, 2002), ((1 << 20) + 3, 2003)] {
+        check_reduce::<i32>(world, comm, n, Builtin::Sum, seed);
+    }
+    check_reduce::<u64>(world, comm, (3 << 19) + 1, Builtin::BitXor, 2004);
+
+    // A commutative user operator: gathered and folded along the columns (multi-root) or
+    // at the leaders; compared with rsmpi's sum.
+    let wrapping_sum = UserOp::commutative(|acc: &mut [u64], x: &[u64]| {
+        for (a, b) in acc.iter_mut().zip(x) {
+            *a = a.wrapping_add(*b);
+        }
+    });
+    for n in [3usize, 5000, 300_001] {
+        let send: Vec<u64> = (0..n).map(|i| u64::sample(me, i, 77)).collect();
+        let mut oracle = vec![0u64; n];
+        world.all_reduce_into(&send[..], &mut oracle[..], SystemOperation::sum());
+        for algo in algorithms() {
+            let mut recv = vec![0u64; n];
+            comm.all_reduce_into_with(&send, &mut recv, &wrapping_sum, algo).unwrap();
+            assert!(recv == oracle, "commutative user operator {algo} n={n}");
+        }
+        let mut inplace = send.clone();
+        comm.all_reduce_in_place(&mut inplace, &wrapping_sum).unwrap();
+        assert!(inplace == oracle, "commutative user operator in place n={n}");
+    }
 
     // A non-commutative user operator folds in rank order.
     let matmul = UserOp::non_commutative(|acc: &mut [Mat2], x: &[Mat2]| {
@@ -203,6 +243,16 @@ pub(crate) fn reduce(world: &SimpleCommunicator, comm: &Comm) {
         assert!(matches!(e, Error::LengthMismatch { culprit: 1, .. }), "{e}");
         let e = comm.reduce_into_root(&send, &mut recv, p, Builtin::Sum).unwrap_err();
         assert_eq!(e, Error::InvalidRoot { rank: me, root: p, size: p });
+        // A receive buffer of another length, large enough for the multi-root path: an
+        // error on every rank (naming the culprit where the check sees it), no hang.
+        let big = vec![1u32; 40_000];
+        let mut out = vec![0u32; if me == p - 1 { 39_999 } else { 40_000 }];
+        let e = comm.all_reduce_into(&big, &mut out, Builtin::Sum).unwrap_err();
+        assert!(
+            matches!(e, Error::LengthMismatch { culprit, .. } if culprit == p - 1)
+                || matches!(e, Error::PeerFailed { .. }),
+            "{e}"
+        );
     }
     assert!(recv.iter().all(|&x| x == 0.0), "a failed call wrote its output");
     comm.barrier().unwrap();

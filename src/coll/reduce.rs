@@ -34,7 +34,7 @@
 use super::{check, op, BadLength, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::op::Operator;
-use crate::sync::{Call, Round, SCRATCH_HALF};
+use crate::sync::{Call, Round, PRIVATE, SCRATCH_HALF};
 use crate::transport::{Read, RemoteBuf, TransportKind};
 use crate::tune::{select, Algo};
 use crate::Pod;
@@ -232,8 +232,10 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         Target::Root(src) => Some(src),
         _ => None,
     };
+    // The staged reduction crosses only the segment: a private call (one flag phase).
+    let private = if algorithm == Ok(ReduceAlgorithm::Staged) { PRIVATE } else { 0 };
     let call = Call {
-        op: op(kind, code, (oper.code() as u32) | (size.min(0xffff) as u32) << 16),
+        op: op(kind, code, (oper.code() as u32) | (size.min(0xffff) as u32) << 16) | private,
         root: root as i64,
         send,
         send_len: n * size,

@@ -41,8 +41,8 @@ use std::fmt;
 /// along the column communicators (see the book's reduce chapter). Where every node holds
 /// a single rank (one rank per host, or `ZCOLL_NODE_SIZE=1`) the node level has nothing to
 /// gain: the collectives check their arguments across the communicator exactly as
-/// elsewhere, then call rsmpi's own collective (the varcount ones, reductions with a
-/// user operator and the arrival-aware alltoalls keep zcoll's paths).
+/// elsewhere, then call rsmpi's own collective (reductions with a user operator and the
+/// arrival-aware alltoalls keep zcoll's paths).
 /// [`Info::inter_node`] says which applies.
 ///
 /// # Examples

@@ -34,8 +34,8 @@ use super::env_choice;
 use super::gatherv::{gatherv, GathervBufs};
 use super::scatterv::BAD_CONFIG;
 use super::varcount::{
-    agree_faults, allgatherv_cross, allgatherv_local, checked, first_fault, fits, mpi_count, partition_len,
-    partition_words, range, scratch, Given, Packed, Published, STAGED_BELOW,
+    agree_faults, allgatherv_cross, allgatherv_local, checked, first_fault, fits, mpi_bytes, mpi_count,
+    partition_len, partition_words, range, scratch, Given, Packed, Published, STAGED_BELOW,
 };
 use super::{op, Ctx, Kind};
 use crate::error::{Errno, Error, Result};
@@ -43,6 +43,7 @@ use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
 use crate::transport::{cma, TransportKind};
 use crate::GatherAlgorithm;
+use mpi::datatype::PartitionMut;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use mpi::Count;
@@ -281,6 +282,15 @@ pub(crate) fn allgatherv_hier(
     algorithm.requested(ctx.transport)?;
     let total: usize = (0..p).map(send_len).sum();
     mpi_count(total, me)?;
+    // One rank per node: MPI's own, on the partition in bytes (the same on every rank).
+    if let (true, Some((counts, displs))) = (hier.direct(), mpi_bytes(&mine, p, elem)) {
+        let (spare, mut spare_out) = ([0u8; 1], [0u8; 1]);
+        // MPI refuses empty buffers at dangling addresses: lend empty ones that are not.
+        let send = if send.is_empty() { &spare[..0] } else { send };
+        let recv = if recv.is_empty() { &mut spare_out[..0] } else { recv };
+        parent.all_gather_varcount_into(send, &mut PartitionMut::new(recv, counts, displs));
+        return Ok(());
+    }
     let layout = Packed::new((0..p).map(send_len).collect(), |r| hier.node_of(r as i32), hier.nodes());
     let node = hier.my_node();
     let leader = ctx.ctl.me() == 0;

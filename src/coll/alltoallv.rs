@@ -34,7 +34,7 @@ use super::env_choice;
 use super::gatherv::{gatherv, GathervBufs};
 use super::scatterv::{scatterv, ScattervBufs, BAD_CONFIG};
 use super::varcount::{
-    agree_faults, alltoallv_cross, alltoallv_local, bytes, checked, first_fault, fits, mpi_count,
+    agree_faults, alltoallv_cross, alltoallv_local, bytes, checked, first_fault, fits, mpi_bytes, mpi_count,
     partition_len, partition_words, range, scratch, Given, Parts, Published, STAGED_BELOW,
 };
 use super::{op, Ctx, Kind};
@@ -310,15 +310,29 @@ pub(crate) fn alltoallv_hier(
     agree_faults(parent, local, cross)?;
     let word = algorithm.requested(ctx.transport).map_or(BAD_CONFIG as u64, |a| a.code() as u64);
     let (out_total, in_total): (u64, u64) = (row.iter().sum(), col.iter().sum());
-    let mut all = vec![0u64; 3 * p];
-    parent.all_gather_into(&[word, out_total, in_total][..], &mut all[..]);
-    if let Some(c) = (0..p).find(|&c| all[3 * c] != all[0]) {
+    // Both partitions in bytes, for MPI's own when every node holds one rank.
+    let direct = match (mpi_bytes(&mine_s, p, elem), mpi_bytes(&mine_r, p, elem)) {
+        (Some(s), Some(r)) if hier.direct() => Some((s, r)),
+        _ => None,
+    };
+    const W: usize = 4;
+    let mut all = vec![0u64; W * p];
+    parent.all_gather_into(&[word, out_total, in_total, direct.is_some() as u64][..], &mut all[..]);
+    if let Some(c) = (0..p).find(|&c| all[W * c] != all[0]) {
         return Err(Error::Mismatch { rank: me, culprit: c as i32, what: "algorithm" });
     }
     algorithm.requested(ctx.transport)?;
+    if let (Some(((sc, sd), (rc, rd))), true) = (direct, (0..p).all(|c| all[W * c + 3] == 1)) {
+        let (spare, mut spare_out) = ([0u8; 1], [0u8; 1]);
+        // MPI refuses empty buffers at dangling addresses: lend empty ones that are not.
+        let send = if send.is_empty() { &spare[..0] } else { send };
+        let recv = if recv.is_empty() { &mut spare_out[..0] } else { recv };
+        parent.all_to_all_varcount_into(&Partition::new(send, sc, sd), &mut PartitionMut::new(recv, rc, rd));
+        return Ok(());
+    }
     let nodes = Nodes::of(hier, p);
     for m in &nodes.members {
-        mpi_count(m.iter().map(|&r| all[3 * r + 1].max(all[3 * r + 2]) as usize).sum(), me)?;
+        mpi_count(m.iter().map(|&r| all[W * r + 1].max(all[W * r + 2]) as usize).sum(), me)?;
     }
     let k = ctx.ctl.size();
     let leader = ctx.ctl.me() == 0;
@@ -347,8 +361,8 @@ pub(crate) fn alltoallv_hier(
     let (row_of, col_of) = (|l: usize, r: usize| word_at(l, r), |l: usize, q: usize| word_at(l, p + q));
 
     // 2. The leader gathers the packed blocks: local rank a's at part[a].
-    let outs: Vec<usize> = local_ranks.iter().map(|&r| all[3 * r + 1] as usize).collect();
-    let ins: Vec<usize> = local_ranks.iter().map(|&r| all[3 * r + 2] as usize).collect();
+    let outs: Vec<usize> = local_ranks.iter().map(|&r| all[W * r + 1] as usize).collect();
+    let ins: Vec<usize> = local_ranks.iter().map(|&r| all[W * r + 2] as usize).collect();
     let prefix =
         |v: &[usize]| v.iter().scan(0, |s, &c| Some(std::mem::replace(s, *s + c))).collect::<Vec<usize>>();
     let (out_at, in_at) = (prefix(&outs), prefix(&ins));

@@ -30,8 +30,8 @@ use super::env_choice;
 use super::rooted::{peers, relay, transport_error, zero_k, DEFAULT_K};
 use super::scatterv::BAD_CONFIG;
 use super::varcount::{
-    bytes, chain, checked, fits, judge_rooted, mpi_count, partition_len, partition_words, range, scratch,
-    Claim, Family, Moves, Packed, Parts, Published, Side, Words,
+    bytes, chain, checked, fits, judge_rooted, mpi_bytes, mpi_count, partition_len, partition_words, range,
+    scratch, Claim, Family, Moves, Packed, Parts, Published, Side, Words,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
@@ -39,6 +39,7 @@ use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
 use crate::transport::{cma, TransportKind};
 use crate::GatherAlgorithm;
+use mpi::datatype::PartitionMut;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use mpi::Count;
@@ -250,6 +251,22 @@ pub(crate) fn gatherv_hier(
     let len: Vec<usize> = (0..p).map(|r| bytes(parts.block(r).0, elem_root)).collect();
     let total: usize = len.iter().sum();
     mpi_count(total, me)?;
+    // One rank per node: MPI's own, on the root's partition in bytes (every rank has it),
+    // once every rank could read its algorithm (a bad variable fails the call everywhere).
+    if let (true, Some((counts, displs))) = (hier.direct(), mpi_bytes(&parts, p, elem_root)) {
+        hier.agree(parent, requested(algorithm, ctx.transport).map(drop))?;
+        let spare = [0u8; 1];
+        // MPI refuses empty buffers at dangling addresses: lend an empty one that is not.
+        let send = if send.is_empty() { &spare[..0] } else { send };
+        let at = parent.process_at_rank(root);
+        match root_recv {
+            Some((recv, _, _)) => {
+                at.gather_varcount_into_root(send, &mut PartitionMut::new(recv, counts, displs))
+            }
+            None => at.gather_varcount_into(send),
+        }
+        return Ok(());
+    }
     let layout = Packed::new(len, |r| hier.node_of(r as i32), hier.nodes());
     let (root_node, root_local) = (hier.node_of(root), hier.local_of(root));
     let node = hier.my_node();

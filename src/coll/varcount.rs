@@ -353,6 +353,17 @@ pub(crate) fn bytes(count: Count, elem: usize) -> usize {
     (count.max(0) as usize).saturating_mul(elem)
 }
 
+/// The byte counts and displacements of the `p` blocks of `parts` (elements of `elem`
+/// bytes), for a call of MPI's own on bytes when every node holds one rank; `None` if one
+/// does not fit an MPI count (the two-level path, which packs, then runs instead).
+pub(crate) fn mpi_bytes(parts: &impl Parts, p: usize, elem: usize) -> Option<(Vec<Count>, Vec<Count>)> {
+    let block = |r| {
+        let b = range(parts, r, elem);
+        Some((Count::try_from(b.len()).ok()?, Count::try_from(b.start).ok()?))
+    };
+    (0..p).map(block).collect::<Option<Vec<_>>>().map(|v| v.into_iter().unzip())
+}
+
 /// The byte range of block `r` of a partition checked by [`check_partition`].
 pub(crate) fn range(parts: &impl Parts, r: usize, elem: usize) -> Range<usize> {
     let (c, d) = parts.block(r);

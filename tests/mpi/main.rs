@@ -86,6 +86,8 @@ at! {
     direct_allgather_vnodes_np4_k1: 4, "exchange-allgather", ["ZCOLL_NODE_SIZE" => "1"];
     direct_alltoall_vnodes_np4_k1: 4, "exchange-alltoall", ["ZCOLL_NODE_SIZE" => "1"];
     direct_exchange_errors_vnodes_np4_k1: 4, "exchange-errors", ["ZCOLL_NODE_SIZE" => "1"];
+    direct_varcount_vnodes_np4_k1: 4, "varcount", ["ZCOLL_NODE_SIZE" => "1"];
+    direct_varcount_errors_vnodes_np4_k1: 4, "varcount-errors", ["ZCOLL_NODE_SIZE" => "1"];
     scatter_np1: 1, "scatter", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
     scatter_np2: 2, "scatter", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
     scatter_np3: 3, "scatter", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];

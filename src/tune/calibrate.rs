@@ -43,6 +43,10 @@ impl Samples {
     }
 }
 
+/// A flag hand-off slower than this measured the scheduler (a peer that was not running),
+/// not a cache line moving between cores, which takes well under a microsecond.
+const FLAG_MAX: f64 = 5e-6;
+
 /// Fits the parameters to every rank's samples; what could not be measured keeps the
 /// value of `start` and is said in the notes.
 pub(crate) fn fit_all(all: &[Samples], start: Params) -> (Params, Vec<String>) {
@@ -83,7 +87,13 @@ pub(crate) fn fit_all(all: &[Samples], start: Params) -> (Params, Vec<String>) {
         p.memcpy_beta = betas.iter().sum::<f64>() / betas.len() as f64;
     }
     match all.iter().find_map(|s| s.flag) {
-        Some(f) => p.flag = f,
+        Some(f) if f > 0.0 && f <= FLAG_MAX => p.flag = f,
+        Some(f) => notes.push(format!(
+            "flag latency: measured {:.1} us, the scheduler rather than a cache line moving (a peer \
+             descheduled on a busy machine?); {:.2} us kept",
+            f * 1e6,
+            p.flag * 1e6
+        )),
         None => notes.push("flag latency: needs 2 ranks; default kept".into()),
     }
     p.s = page_size() as f64;
@@ -150,6 +160,12 @@ mod tests {
         {
             assert!((got / want - 1.0).abs() < 0.02, "{got} vs {want}");
         }
+        // A hand-off of milliseconds (a descheduled peer) is refused, and said.
+        let mut slow = all.clone();
+        slow[0].flag = Some(1.5e-3);
+        let (q, notes) = fit_all(&slow, Params::DEFAULT);
+        assert_eq!(q.flag, Params::DEFAULT.flag);
+        assert!(notes.len() == 1 && notes[0].contains("1500.0 us"), "{notes:?}");
         // One rank alone: nothing but memcpy is measured, and the notes say so.
         let (_, notes) = fit_all(&[Samples { memcpy_beta: 1e-11, ..Samples::default() }], Params::DEFAULT);
         assert_eq!(notes.len(), 3, "{notes:?}");

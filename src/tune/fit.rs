@@ -79,6 +79,33 @@ pub fn gamma(samples: &[(f64, f64)]) -> Option<(f64, f64)> {
     least_squares(&rows).map(|[a, b]| (a, b))
 }
 
+/// Fits the per-byte cost `m` of the copy-in/copy-out paths to timings `(bytes, seconds)`
+/// of the staged broadcast between two ranks, `t = c + 2 n m + ceil(n / chunk) flag`,
+/// with `flag` known (the hand-off ping-pong) and a constant `c` (the call's own
+/// synchronisation, which the model leaves out) fitted beside `m`; relative errors
+/// weighted alike (as [`transfer`]). `None` unless `m` comes out positive.
+///
+/// A local `memcpy` underestimates `m`: in a staged collective the reader copies lines
+/// another core has just written, and every one of them crosses between the cores.
+///
+/// # Examples
+///
+/// ```
+/// let (m, flag, chunk) = (60e-12, 0.1e-6, 32768.0);
+/// let t = |n: f64| 1e-6 + 2.0 * n * m + (n / chunk).ceil() * flag;
+/// let samples: Vec<(f64, f64)> = [65536.0, 262144.0, 1048576.0].iter().map(|&n| (n, t(n))).collect();
+/// let fitted = zcoll::tune::fit::staged(&samples, chunk, flag).unwrap();
+/// assert!((fitted / m - 1.0).abs() < 1e-6);
+/// ```
+pub fn staged(samples: &[(f64, f64)], chunk: f64, flag: f64) -> Option<f64> {
+    let rows: Vec<([f64; 2], f64)> = samples
+        .iter()
+        .filter(|s| s.1 > 0.0 && s.0 > 0.0)
+        .map(|&(n, t)| ([1.0 / t, 2.0 * n / t], (t - (n / chunk).ceil() * flag) / t))
+        .collect();
+    least_squares(&rows).map(|[_, m]| m).filter(|m| *m > 0.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +149,24 @@ mod tests {
         assert!((fb / b - 1.0).abs() < 0.1, "b {fb}");
         // One concurrency level cannot separate a from b.
         assert_eq!(gamma(&[(2.0, 2.8), (2.0, 2.8)]), None);
+    }
+
+    #[test]
+    fn recovers_the_staged_copy_cost_under_noise_and_refuses_nonsense() {
+        let (m, flag, chunk) = (55e-12, 0.2e-6, 32768.0);
+        let samples: Vec<(f64, f64)> = [16384usize, 65536, 262144, 1 << 20, 4 << 20]
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let n = n as f64;
+                (n, (1.5e-6 + 2.0 * n * m + (n / chunk).ceil() * flag) * jitter(i, 3.0))
+            })
+            .collect();
+        let fitted = staged(&samples, chunk, flag).unwrap();
+        assert!((fitted / m - 1.0).abs() < 0.05, "m {fitted}");
+        // Times that fall with size fit a negative cost: refused.
+        assert_eq!(staged(&[(1000.0, 2e-6), (1e6, 1e-6)], chunk, 0.0), None);
+        assert_eq!(staged(&[(1000.0, 2e-6)], chunk, 0.0), None, "one size cannot separate c from m");
     }
 
     #[test]

@@ -73,7 +73,7 @@ impl Params {
 }
 
 /// The chunk of the copy-in/copy-out paths: half a 64 KiB staging area.
-const STAGE_CHUNK: usize = 32 * 1024;
+pub const STAGE_CHUNK: usize = 32 * 1024;
 
 fn ceil_log(p: usize, k: usize) -> usize {
     let (mut levels, mut reach) = (0, 1usize);
@@ -132,6 +132,22 @@ pub enum Algo {
     AllreducePartitioned,
     /// Allreduce through the staging areas.
     AllreduceStaged,
+}
+
+impl Algo {
+    /// Whether the algorithm copies through the staging areas (copy-in/copy-out) rather
+    /// than once, process to process: the Cluster '17 paper compares only the others.
+    pub fn is_staged(self) -> bool {
+        matches!(
+            self,
+            Algo::BcastStaged
+                | Algo::ScatterStaged
+                | Algo::GatherStaged
+                | Algo::AllgatherStaged
+                | Algo::AlltoallStaged
+                | Algo::AllreduceStaged
+        )
+    }
 }
 
 impl Params {

@@ -71,16 +71,31 @@ pub struct Choice {
 /// assert!(lines.iter().all(|c| c.seconds > 0.0));
 /// ```
 pub fn plan(params: &Params, p: usize, sizes: &[usize]) -> Vec<Choice> {
-    Coll::ALL
-        .iter()
-        .flat_map(|&coll| {
-            sizes.iter().map(move |&bytes| {
-                let (algo, seconds) =
-                    params.best(&candidates(coll, p), p, bytes).expect("every collective has candidates");
-                Choice { coll, bytes, algo, seconds }
-            })
-        })
-        .collect()
+    plan_among(params, p, sizes, |_| true)
+}
+
+/// [`plan`] among the candidates `keep` accepts: `|a| !a.is_staged()` plans among the
+/// single-copy algorithms only, the set the Cluster '17 paper compares. A collective left
+/// with no candidate has no line.
+///
+/// # Examples
+///
+/// ```
+/// use zcoll::tune::{select::plan_among, Params};
+/// let lines = plan_among(&Params::DEFAULT, 8, &[8], |a| !a.is_staged());
+/// assert!(lines.iter().all(|c| !c.algo.is_staged()));
+/// ```
+pub fn plan_among(params: &Params, p: usize, sizes: &[usize], keep: impl Fn(Algo) -> bool) -> Vec<Choice> {
+    let mut lines = Vec::new();
+    for coll in Coll::ALL {
+        let mine: Vec<Algo> = candidates(coll, p).into_iter().filter(|&a| keep(a)).collect();
+        for &bytes in sizes {
+            if let Some((algo, seconds)) = params.best(&mine, p, bytes) {
+                lines.push(Choice { coll, bytes, algo, seconds });
+            }
+        }
+    }
+    lines
 }
 
 /// The parameters in force, and where they come from.
@@ -171,6 +186,80 @@ mod tests {
         // area win.
         let strong = Params { a: 1.0, b: 0.0, ..Params::DEFAULT };
         assert_eq!(choose_with(&strong, Coll::Scatter, 1 << 20, 64), Algo::ScatterStaged);
+    }
+
+    /// The estimated machine profiles of `profiles/` (NOT the paper's Table IV; see their
+    /// notes), with the node size of full subscription, one rank per core.
+    fn estimates() -> [(&'static str, Params, usize); 3] {
+        let load = |text: &str| Profile::from_toml(text).expect("a profile in profiles/ parses").params;
+        [
+            ("knl", load(include_str!("../../profiles/knl-68c-estimate.toml")), 68),
+            ("broadwell", load(include_str!("../../profiles/broadwell-28c-estimate.toml")), 28),
+            ("power8", load(include_str!("../../profiles/power8-20c-estimate.toml")), 20),
+        ]
+    }
+
+    /// The single-copy choice (the paper's algorithm set) for scatter at each size.
+    fn scatter_choices(params: &Params, p: usize, sizes: &[usize]) -> Vec<Algo> {
+        plan_among(params, p, sizes, |a| !a.is_staged())
+            .into_iter()
+            .filter(|c| c.coll == Coll::Scatter)
+            .map(|c| c.algo)
+            .collect()
+    }
+
+    fn k_of(a: Algo) -> Option<usize> {
+        match a {
+            Algo::ScatterThrottledRead(k) => Some(k),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn the_estimated_machines_plan_as_book_tuning_md_reports() {
+        // What the model gives with the estimates as they stand (a = 0.4 from this
+        // machine's two-reader measurement): throttling everywhere, k = 2 or 3 for
+        // medium and large blocks on the 4 KiB machines, larger k on the 64 KiB one;
+        // small blocks are throttled (k = 4), not read in parallel.
+        let [knl, broadwell, power8] = estimates();
+        let large = [65536, 1 << 20, 4 << 20];
+        for (name, params, p) in [&knl, &broadwell] {
+            let small = scatter_choices(params, *p, &[8, 4096]);
+            assert!(small.iter().all(|&a| a == Algo::ScatterThrottledRead(4)), "{name}: {small:?}");
+            let big = scatter_choices(params, *p, &large);
+            assert!(big.iter().all(|&a| matches!(k_of(a), Some(2..=3))), "{name}: {big:?}");
+        }
+        for n in [1 << 20, 4 << 20] {
+            let k8 = k_of(scatter_choices(&power8.1, power8.2, &[n])[0]).unwrap();
+            for (name, params, p) in [&knl, &broadwell] {
+                let k4 = k_of(scatter_choices(params, *p, &[n])[0]).unwrap();
+                assert!(k8 > k4, "{n} bytes: power8 k {k8}, {name} k {k4}");
+            }
+        }
+        // With every candidate, copy-in/copy-out wins the small blocks everywhere.
+        for (name, params, p) in [&knl, &broadwell, &power8] {
+            assert_eq!(choose_with(params, Coll::Scatter, 8, *p), Algo::ScatterStaged, "{name}");
+            assert_eq!(choose_with(params, Coll::Gather, 8, *p), Algo::GatherStaged, "{name}");
+        }
+    }
+
+    #[test]
+    fn weak_quadratic_contention_gives_the_papers_shape_on_the_4k_machines() {
+        // The sensitivity table of book/src/tuning.md: with a far smaller quadratic term
+        // (a + b = 1 kept), the 4 KiB machines read small blocks in parallel and throttle
+        // medium and large ones with k from 4 to 8, as the paper reports.
+        let [knl, broadwell, _] = estimates();
+        for ((name, params, p), a) in [(knl, 0.01), (broadwell, 0.03)] {
+            let weak = Params { a, b: 1.0 - a, ..params };
+            let small = scatter_choices(&weak, p, &[8, 4096]);
+            assert!(small.iter().all(|&c| c == Algo::ScatterParallelRead), "{name}: {small:?}");
+            let big = scatter_choices(&weak, p, &[65536, 1 << 20]);
+            assert!(big.iter().all(|&c| matches!(k_of(c), Some(4..=8))), "{name}: {big:?}");
+            // Gather's costs mirror scatter's.
+            let g = plan_among(&weak, p, &[1 << 20], |a| !a.is_staged());
+            let gather = g.iter().find(|c| c.coll == Coll::Gather).unwrap().algo;
+            assert!(matches!(gather, Algo::GatherThrottledWrite(4..=8)), "{name}: {gather:?}");
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! the minimum and maximum) of these per-iteration maxima.
 
 use super::colls::{self, Collective, Env};
-use super::plot::{self, Panel, Series};
+use super::plot::{self, Panel, Series, Style};
 use super::stats::{self, Imbalance, Summary};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -210,12 +210,46 @@ fn plan(args: &BenchArgs, np: i32) -> Result<Plan, String> {
 /// A bad argument (the same on every rank, before anything runs), or a CSV or plot file
 /// that cannot be written (on rank 0).
 pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm, args: &BenchArgs) -> Result<Vec<Row>, String> {
+    let rows = measure(world, comm, args, true)?;
+    if world.rank() == 0 {
+        println!("{}", summary_lines(&rows));
+        let against = default_vs_best(&rows);
+        if !against.is_empty() {
+            println!("{}", default_vs_best_table(&against));
+        }
+        if let Some(path) = &args.csv {
+            let mut text = format!("{CSV_HEADER}\n");
+            rows.iter().for_each(|r| text.push_str(&(r.csv() + "\n")));
+            std::fs::write(path, text).map_err(|e| format!("--csv {}: {e}", path.display()))?;
+        }
+        if let Some(path) = &args.plot {
+            let svg = plot::svg(&panels(&rows, &library()));
+            std::fs::write(path, svg).map_err(|e| format!("--plot {}: {e}", path.display()))?;
+        }
+    }
+    Ok(rows)
+}
+
+/// Times what `args` asks for on every rank of `world` and returns the rows (complete on
+/// rank 0, empty elsewhere); with `print`, rank 0 prints the header and every row as it
+/// is measured. [`run`] without the summary and the files: the timing `zcoll tune
+/// --plot` shares.
+///
+/// # Errors
+///
+/// A bad argument, the same on every rank, before anything runs.
+pub(crate) fn measure(
+    world: &SimpleCommunicator,
+    comm: &Comm,
+    args: &BenchArgs,
+    print: bool,
+) -> Result<Vec<Row>, String> {
     let plan = plan(args, world.size())?;
     let me = world.rank();
     let np = world.size() as usize;
     let env = Env { world, comm, root: args.root };
     let transport = comm.info().transport.to_string();
-    if me == 0 {
+    if me == 0 && print {
         println!("{}", header(comm, args, &plan));
         println!("{}", table_header());
     }
@@ -267,22 +301,12 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm, args: &BenchArgs) -> 
                     zcoll: summary(k + 1),
                     memcpy,
                 };
-                println!("{}", table_row(&row));
+                if print {
+                    println!("{}", table_row(&row));
+                }
                 rows.push(row);
             }
             let _ = std::io::stdout().flush();
-        }
-    }
-    if me == 0 {
-        println!("{}", summary_lines(&rows));
-        if let Some(path) = &args.csv {
-            let mut text = format!("{CSV_HEADER}\n");
-            rows.iter().for_each(|r| text.push_str(&(r.csv() + "\n")));
-            std::fs::write(path, text).map_err(|e| format!("--csv {}: {e}", path.display()))?;
-        }
-        if let Some(path) = &args.plot {
-            let svg = plot::svg(&panels(&rows, &library()));
-            std::fs::write(path, svg).map_err(|e| format!("--plot {}: {e}", path.display()))?;
         }
     }
     Ok(rows)
@@ -504,6 +528,84 @@ fn summary_lines(rows: &[Row]) -> String {
     out
 }
 
+/// One collective and size where the default (`auto`) ran beside explicit algorithms.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Against {
+    pub(crate) coll: &'static str,
+    pub(crate) size: usize,
+    /// The default's median, microseconds.
+    pub(crate) auto: f64,
+    /// The fastest explicit algorithm at this size, and its median.
+    pub(crate) best: String,
+    pub(crate) best_us: f64,
+}
+
+impl Against {
+    /// How many times slower the default is than the best explicit algorithm (1: as fast).
+    pub(crate) fn ratio(&self) -> f64 {
+        self.auto / self.best_us
+    }
+}
+
+/// The default against the fastest explicit algorithm, per collective and size, where
+/// both ran (`--algorithms all`).
+pub(crate) fn default_vs_best(rows: &[Row]) -> Vec<Against> {
+    let mut out = Vec::new();
+    for auto in rows.iter().filter(|r| r.algorithm == "auto") {
+        let best = rows
+            .iter()
+            .filter(|r| r.coll == auto.coll && r.size == auto.size && r.algorithm != "auto")
+            .min_by(|a, b| a.zcoll.median.total_cmp(&b.zcoll.median));
+        if let Some(best) = best {
+            out.push(Against {
+                coll: auto.coll,
+                size: auto.size,
+                auto: auto.zcoll.median,
+                best: best.algorithm.clone(),
+                best_us: best.zcoll.median,
+            });
+        }
+    }
+    out
+}
+
+/// The limit past which the default counts as slower than the best explicit algorithm.
+pub(crate) const DEFAULT_SLACK: f64 = 1.10;
+
+/// The default-against-best table, one line per collective and size; a `!` marks the
+/// lines where the default is more than 10% slower.
+pub(crate) fn default_vs_best_table(against: &[Against]) -> String {
+    let mut out = String::from(
+        "# the default (auto) against the fastest explicit algorithm; auto/best above 1.10 is marked !",
+    );
+    let _ = write!(
+        out,
+        "\n# {:<10} {:>6} {:>11}  {:<18} {:>11} {:>9}",
+        "coll", "size", "auto_us", "best", "best_us", "auto/best"
+    );
+    for a in against {
+        let mark = if a.ratio() > DEFAULT_SLACK { " !" } else { "" };
+        let _ = write!(
+            out,
+            "\n# {:<10} {:>6} {:>11.2}  {:<18} {:>11.2} {:>9.2}{mark}",
+            a.coll,
+            stats::format_size(a.size),
+            a.auto,
+            a.best,
+            a.best_us,
+            a.ratio()
+        );
+    }
+    let worse = against.iter().filter(|a| a.ratio() > DEFAULT_SLACK).count();
+    let _ = write!(
+        out,
+        "\n# the default is within 10% of the best at {} of {} points",
+        against.len() - worse,
+        against.len()
+    );
+    out
+}
+
 /// One panel per collective with more than one size: zcoll per algorithm, MPI, memcpy.
 fn panels(rows: &[Row], library: &str) -> Vec<Panel> {
     let mut panels = Vec::new();
@@ -528,21 +630,25 @@ fn panels(rows: &[Row], library: &str) -> Vec<Panel> {
                     .filter(|r| r.algorithm == *a)
                     .map(|r| (r.size as f64, r.zcoll.median))
                     .collect(),
-                dashed: false,
+                style: Style::Line,
+                color: None,
             })
             .collect();
         series.push(Series {
             label: format!("MPI ({library})"),
             points: reference.iter().map(|r| (r.size as f64, r.mpi.median)).collect(),
-            dashed: false,
+            style: Style::Line,
+            color: None,
         });
         series.push(Series {
             label: "memcpy of the received bytes".into(),
             points: reference.iter().map(|r| (r.size as f64, r.memcpy.median)).collect(),
-            dashed: true,
+            style: Style::Dashed,
+            color: None,
         });
         panels.push(Panel {
             title: format!("{coll}: {} ranks, transport {}", first.np, first.transport),
+            y_label: plot::MEASURED_LATENCY.into(),
             series,
         });
     }
@@ -637,5 +743,23 @@ mod tests {
             ["zcoll auto", "zcoll staged", "MPI (Open MPI v4)", "memcpy of the received bytes"]
         );
         assert!(table_row(&rows[1]).contains("0.50"));
+        // The default against the best explicit algorithm: one line per size.
+        let mut more = rows.clone();
+        more.push(row(16, "direct-read", 0.8));
+        let against = default_vs_best(&more);
+        assert_eq!(
+            against,
+            [
+                Against { coll: "bcast", size: 8, auto: 1.0, best: "staged".into(), best_us: 4.0 },
+                Against { coll: "bcast", size: 16, auto: 1.0, best: "direct-read".into(), best_us: 0.8 },
+            ]
+        );
+        let table = default_vs_best_table(&against);
+        let lines: Vec<Vec<&str>> = table.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(lines[2], ["#", "bcast", "8", "1.00", "staged", "4.00", "0.25"], "{table}");
+        assert_eq!(lines[3], ["#", "bcast", "16", "1.00", "direct-read", "0.80", "1.25", "!"], "{table}");
+        assert!(table.ends_with("within 10% of the best at 1 of 2 points"), "{table}");
+        // Without the default, or without an explicit algorithm, nothing to compare.
+        assert!(default_vs_best(&rows[1..2]).is_empty() && default_vs_best(&rows[..1]).is_empty());
     }
 }

@@ -1,12 +1,14 @@
 //! `zcoll`: what zcoll sets up on this machine, and how fast it is.
 //!
 //! Run it under the MPI launcher: `mpiexec -n 4 zcoll info`, or
-//! `mpiexec -n 2 zcoll bench --coll all --sizes 8:64M --csv bench.csv --plot bench.svg`.
+//! `mpiexec -n 2 zcoll bench --coll all --sizes 8:64M --csv bench.csv --plot bench.svg`,
+//! or `mpiexec -n 2 zcoll tune --plot model.svg`.
 
 mod bench;
 mod colls;
 mod plot;
 mod stats;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use mpi::traits::*;
@@ -52,6 +54,21 @@ struct TuneArgs {
     /// Sizes to plan for, in bytes (per block, or the message for bcast and allreduce).
     #[arg(long, value_delimiter = ',', default_value = "8,512,4096,65536,1048576,16777216")]
     sizes: Vec<usize>,
+    /// With --predict: choose among the single-copy algorithms only (no copy-in/copy-out
+    /// through the staging areas), the set the Cluster '17 paper compares.
+    #[arg(long, requires = "predict")]
+    single_copy: bool,
+    /// After calibrating, time a few algorithms (as `zcoll bench` does) and draw their
+    /// latency against the model's prediction with the fitted parameters (SVG, log-log);
+    /// the comparison is printed as a table too.
+    #[arg(long, value_name = "FILE.svg", conflicts_with = "predict")]
+    plot: Option<std::path::PathBuf>,
+    /// The sizes of --plot, as `zcoll bench --sizes` reads them.
+    #[arg(long, default_value = "8:16M:4", requires = "plot")]
+    plot_sizes: String,
+    /// Timed iterations per point of --plot [default: as `zcoll bench`].
+    #[arg(long, requires = "plot")]
+    plot_iters: Option<usize>,
 }
 
 fn main() -> ExitCode {
@@ -81,30 +98,52 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         }
-        Command::Tune(args) => return tune(&comm, &args),
+        Command::Tune(args) => return calibrate(&world, &comm, &args),
     }
     ExitCode::SUCCESS
 }
 
-/// Calibrates the node of rank 0 and writes its profile there.
-fn tune(comm: &zcoll::Comm, args: &TuneArgs) -> ExitCode {
-    match comm.calibrate(args.reps) {
+/// Calibrates the node of rank 0 and writes its profile there; with `--plot`, times a
+/// few algorithms on every rank and compares them with the fitted model first.
+fn calibrate(world: &mpi::topology::SimpleCommunicator, comm: &zcoll::Comm, args: &TuneArgs) -> ExitCode {
+    let mut profile = match comm.calibrate(args.reps) {
         Err(e) => {
             eprintln!("zcoll tune: {e}");
-            ExitCode::FAILURE
+            return ExitCode::FAILURE;
         }
-        Ok(None) => ExitCode::SUCCESS,
-        Ok(Some(profile)) => {
-            let path = args.output.clone().unwrap_or_else(zcoll::tune::Profile::path);
-            print!("{}", profile.to_toml());
-            if let Err(e) = profile.save(&path) {
-                eprintln!("zcoll tune: {e}");
-                return ExitCode::FAILURE;
+        Ok(profile) => profile,
+    };
+    // The staged paths' per-byte cost, from the staged broadcast itself.
+    match tune::staged_samples(world, comm) {
+        Ok(samples) => {
+            if let Some(profile) = &mut profile {
+                tune::refine_staged(profile, &samples);
             }
-            println!("# written to {}", path.display());
-            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("zcoll tune: {e}");
+            return ExitCode::FAILURE;
         }
     }
+    if let Some(profile) = &profile {
+        print!("{}", profile.to_toml());
+    }
+    if let Some(path) = &args.plot {
+        let params = profile.as_ref().map(|p| &p.params);
+        if let Err(e) = tune::plot(world, comm, params, &args.plot_sizes, args.plot_iters, path) {
+            eprintln!("zcoll tune: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    if let Some(profile) = profile {
+        let path = args.output.clone().unwrap_or_else(zcoll::tune::Profile::path);
+        if let Err(e) = profile.save(&path) {
+            eprintln!("zcoll tune: {e}");
+            return ExitCode::FAILURE;
+        }
+        println!("# written to {}", path.display());
+    }
+    ExitCode::SUCCESS
 }
 
 /// Prints the model's choice and predicted time per collective and size.
@@ -121,8 +160,12 @@ fn predict(args: &TuneArgs) -> ExitCode {
         }
     };
     println!("# {} ({} cores), {p} ranks per node", profile.machine.cpu, profile.machine.cores);
+    if args.single_copy {
+        println!("# single-copy algorithms only (no staging)");
+    }
     println!("{:<10} {:>10}  {:<28} {:>12}", "coll", "bytes", "algorithm", "predicted_us");
-    for c in zcoll::tune::select::plan(&profile.params, p, &args.sizes) {
+    let keep = |a: zcoll::tune::Algo| !(args.single_copy && a.is_staged());
+    for c in zcoll::tune::select::plan_among(&profile.params, p, &args.sizes, keep) {
         println!(
             "{:<10} {:>10}  {:<28} {:>12.2}",
             c.coll.name(),

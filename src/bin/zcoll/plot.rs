@@ -1,21 +1,40 @@
 //! A log-log plot of latency against message size, written as SVG by hand (no plotting
-//! dependency): one panel per collective, one line per implementation.
+//! dependency): one panel per collective, one line per implementation. `zcoll bench`
+//! draws measured lines; `zcoll tune --plot` draws measured points against the model's
+//! lines, one colour per algorithm.
 
 use std::fmt::Write;
+
+/// How a series is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Style {
+    /// A solid line through the points, each marked.
+    Line,
+    /// A dashed line (references such as the memcpy floor, or a model's prediction).
+    Dashed,
+    /// Markers only (measurements set against a model's line).
+    Points,
+}
 
 /// One line of a panel: an implementation's latency (microseconds) at each size (bytes).
 pub(crate) struct Series {
     pub(crate) label: String,
     pub(crate) points: Vec<(f64, f64)>,
-    /// Drawn dashed (references such as the memcpy floor).
-    pub(crate) dashed: bool,
+    pub(crate) style: Style,
+    /// The palette entry; `None`: MPI red, memcpy grey, the others in turn.
+    pub(crate) color: Option<usize>,
 }
 
 /// One collective's plot.
 pub(crate) struct Panel {
     pub(crate) title: String,
+    /// What the y axis shows.
+    pub(crate) y_label: String,
     pub(crate) series: Vec<Series>,
 }
+
+/// The y axis of `zcoll bench`'s panels.
+pub(crate) const MEASURED_LATENCY: &str = "latency (µs): median of the per-iteration maximum over ranks";
 
 const WIDTH: f64 = 880.0;
 const HEIGHT: f64 = 540.0;
@@ -26,15 +45,34 @@ const BOTTOM: f64 = 64.0;
 const COLORS: [&str; 8] =
     ["#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"];
 
-/// The colour of a series: MPI red, memcpy grey, zcoll's algorithms from the palette.
-fn color(label: &str, k: usize) -> &'static str {
-    if label.starts_with("MPI") {
+/// The colour of a series: its own palette entry if it names one, else MPI red, memcpy
+/// grey, and zcoll's algorithms from the palette in turn (`k`).
+fn color(s: &Series, k: usize) -> &'static str {
+    let label = &s.label;
+    if let Some(i) = s.color {
+        COLORS[i % COLORS.len()]
+    } else if label.starts_with("MPI") {
         "#d62728"
     } else if label.starts_with("memcpy") {
         "#555555"
     } else {
         COLORS[k % COLORS.len()]
     }
+}
+
+/// The colour of every series of a panel, in order.
+fn series_colors(series: &[Series]) -> Vec<&'static str> {
+    let mut k = 0;
+    series
+        .iter()
+        .map(|s| {
+            let c = color(s, k);
+            if s.color.is_none() && !(s.label.starts_with("MPI") || s.label.starts_with("memcpy")) {
+                k += 1;
+            }
+            c
+        })
+        .collect()
 }
 
 fn escape(s: &str) -> String {
@@ -166,32 +204,32 @@ fn panel(out: &mut String, p: &Panel, y0: f64) {
     );
     let _ = writeln!(
         out,
-        r#"<text transform="translate(24 {:.1}) rotate(-90)" text-anchor="middle">latency (µs): median of the per-iteration maximum over ranks</text>"#,
-        y0 + TOP + h / 2.0
+        r#"<text transform="translate(24 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+        y0 + TOP + h / 2.0,
+        escape(&p.y_label)
     );
     // The lines, then the legend in the top-left corner (latency grows with size, so
     // that corner is empty).
-    let mut k = 0;
-    for s in &p.series {
-        let c = color(&s.label, k);
-        if !(s.label.starts_with("MPI") || s.label.starts_with("memcpy")) {
-            k += 1;
-        }
+    let colors = series_colors(&p.series);
+    for (s, c) in p.series.iter().zip(&colors) {
         let pts: Vec<String> = s
             .points
             .iter()
             .filter(|(x, y)| *x > 0.0 && *y > 0.0)
             .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
             .collect();
-        let dash = if s.dashed { r#" stroke-dasharray="6 4""# } else { "" };
-        let _ = writeln!(
-            out,
-            r#"<polyline points="{}" fill="none" stroke="{c}" stroke-width="2"{dash}/>"#,
-            pts.join(" ")
-        );
+        let dash = if s.style == Style::Dashed { r#" stroke-dasharray="6 4""# } else { "" };
+        if s.style != Style::Points {
+            let _ = writeln!(
+                out,
+                r#"<polyline points="{}" fill="none" stroke="{c}" stroke-width="2"{dash}/>"#,
+                pts.join(" ")
+            );
+        }
+        let r = if s.style == Style::Points { 4.0 } else { 2.5 };
         for p in &pts {
             let (x, y) = p.split_once(',').unwrap_or(("0", "0"));
-            let _ = writeln!(out, r#"<circle cx="{x}" cy="{y}" r="2.5" fill="{c}"/>"#);
+            let _ = writeln!(out, r#"<circle cx="{x}" cy="{y}" r="{r}" fill="{c}"/>"#);
         }
     }
     let (lx, ly) = (LEFT + 14.0, y0 + TOP + 12.0);
@@ -201,22 +239,21 @@ fn panel(out: &mut String, p: &Panel, y0: f64) {
         r##"<rect x="{lx:.1}" y="{ly:.1}" width="{lw:.1}" height="{:.1}" fill="white" stroke="#999999"/>"##,
         8.0 + 20.0 * p.series.len() as f64
     );
-    let mut k = 0;
-    for (i, s) in p.series.iter().enumerate() {
-        let c = color(&s.label, k);
-        if !(s.label.starts_with("MPI") || s.label.starts_with("memcpy")) {
-            k += 1;
-        }
+    for (i, (s, c)) in p.series.iter().zip(&colors).enumerate() {
         let y = ly + 18.0 + 20.0 * i as f64;
-        let dash = if s.dashed { r#" stroke-dasharray="6 4""# } else { "" };
-        let _ = writeln!(
-            out,
-            r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{c}" stroke-width="2"{dash}/>"#,
-            lx + 8.0,
-            y - 4.0,
-            lx + 36.0,
-            y - 4.0
-        );
+        let dash = if s.style == Style::Dashed { r#" stroke-dasharray="6 4""# } else { "" };
+        if s.style == Style::Points {
+            let _ = writeln!(out, r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{c}"/>"#, lx + 22.0, y - 4.0);
+        } else {
+            let _ = writeln!(
+                out,
+                r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{c}" stroke-width="2"{dash}/>"#,
+                lx + 8.0,
+                y - 4.0,
+                lx + 36.0,
+                y - 4.0
+            );
+        }
         let _ = writeln!(out, r#"<text x="{:.1}" y="{y:.1}">{}</text>"#, lx + 44.0, escape(&s.label));
     }
 }
@@ -230,10 +267,12 @@ mod tests {
         let series = |label: &str, k: f64| Series {
             label: label.into(),
             points: (3..=20).map(|e| ((1u64 << e) as f64, k * (1u64 << e) as f64 / 1e3 + 0.2)).collect(),
-            dashed: label == "memcpy",
+            style: if label == "memcpy" { Style::Dashed } else { Style::Line },
+            color: None,
         };
         let doc = svg(&[Panel {
             title: "bcast <np=2>".into(),
+            y_label: MEASURED_LATENCY.into(),
             series: vec![series("zcoll auto", 1.0), series("MPI", 2.0), series("memcpy", 0.5)],
         }]);
         assert!(doc.starts_with("<svg") && doc.trim_end().ends_with("</svg>"));
@@ -245,5 +284,32 @@ mod tests {
         assert!(doc.contains(">1M<") && doc.contains(">64<"));
         assert_eq!(time_label(0.01), "0.01");
         assert_eq!(time_label(1000.0), "1000");
+    }
+
+    #[test]
+    fn measured_points_and_model_lines_share_their_algorithm_colour() {
+        let pts = vec![(8.0, 2.0), (4096.0, 3.0), (1048576.0, 90.0)];
+        let series =
+            |label: &str, style, color| Series { label: label.into(), points: pts.clone(), style, color };
+        let doc = svg(&[Panel {
+            title: "scatter".into(),
+            y_label: "latency (µs): measured (points), model (lines)".into(),
+            series: vec![
+                series("parallel-read measured", Style::Points, Some(0)),
+                series("parallel-read model", Style::Dashed, Some(0)),
+                series("staged measured", Style::Points, Some(2)),
+                series("staged model", Style::Dashed, Some(2)),
+            ],
+        }]);
+        assert!(doc.contains("measured (points), model (lines)"));
+        // Only the model series are lines; the measurements are markers (3 each, and
+        // one in the legend).
+        assert_eq!(doc.matches("<polyline").count(), 2);
+        assert_eq!(doc.matches(r#"r="4""#).count(), 2 * 3 + 2);
+        let blue = format!(r#"fill="{}""#, COLORS[0]);
+        let orange = format!(r#"fill="{}""#, COLORS[2]);
+        assert_eq!(doc.matches(&blue).count(), 2 * 3 + 1);
+        assert_eq!(doc.matches(&orange).count(), 2 * 3 + 1);
+        assert_eq!(doc.matches(&format!(r#"stroke="{}""#, COLORS[2])).count(), 2);
     }
 }

@@ -1,0 +1,383 @@
+//! `zcoll tune --plot`: the model's prediction, with the parameters just fitted, against
+//! the latency the real collectives take (the model-validation figure of the CMA paper).
+//!
+//! The measurements are `zcoll bench`'s ([`bench::measure`]): the same timing loop, the
+//! same checks, the median of the per-iteration maximum over ranks. This module only
+//! chooses what to time, asks the model for the same points, and prints and draws the
+//! two side by side.
+
+use super::bench::{self, BenchArgs, Row};
+use super::plot::{Panel, Series, Style};
+use super::stats;
+use clap::Parser;
+use std::fmt::Write as _;
+use zcoll::tune::{Algo, Params, Profile};
+
+/// The algorithms `--plot` times, per collective, by `zcoll bench`'s names: the paper's
+/// scatter trio, the broadcast read patterns, an allgather ring against recursive
+/// doubling, and each collective's copy-in/copy-out path. `throttled-read` (`k = 4`)
+/// only where it differs from the others (more than 2 ranks).
+pub(crate) const PLOTTED: &[(&str, &[&str])] = &[
+    ("scatter", &["parallel-read", "sequential-write", "throttled-read", "staged"]),
+    ("bcast", &["direct-read", "knomial-read", "staged"]),
+    ("allgather", &["ring-source-read", "recursive-doubling", "staged"]),
+];
+
+/// The `k` of `zcoll bench`'s throttled and k-nomial algorithms (their enums' `ALL`).
+const BENCH_K: usize = 4;
+
+/// The model's algorithm for `zcoll bench`'s collective `coll` and algorithm `name`;
+/// `None` for what the model does not describe (MPI, `auto`, the arrival-aware ones).
+pub(crate) fn model_algo(coll: &str, name: &str) -> Option<Algo> {
+    Some(match (coll, name) {
+        ("bcast", "direct-read") => Algo::BcastDirectRead,
+        ("bcast", "direct-write") => Algo::BcastDirectWrite,
+        ("bcast", "knomial-read") => Algo::BcastKnomial(BENCH_K),
+        ("bcast", "scatter-allgather") => Algo::BcastScatterAllgather,
+        ("bcast", "staged" | "fifo") => Algo::BcastStaged,
+        ("scatter", "parallel-read") => Algo::ScatterParallelRead,
+        ("scatter", "sequential-write") => Algo::ScatterSequentialWrite,
+        ("scatter", "throttled-read") => Algo::ScatterThrottledRead(BENCH_K),
+        ("scatter", "staged") => Algo::ScatterStaged,
+        ("gather", "parallel-write") => Algo::GatherParallelWrite,
+        ("gather", "sequential-read") => Algo::GatherSequentialRead,
+        ("gather", "throttled-write") => Algo::GatherThrottledWrite(BENCH_K),
+        ("gather", "staged") => Algo::GatherStaged,
+        ("allgather", "ring-neighbor" | "ring-source-read" | "ring-source-write") => Algo::AllgatherRing,
+        ("allgather", "recursive-doubling") => Algo::AllgatherRecursiveDoubling,
+        ("allgather", "bruck") => Algo::AllgatherBruck,
+        ("allgather", "staged") => Algo::AllgatherStaged,
+        ("alltoall", "pairwise") => Algo::AlltoallPairwise,
+        ("alltoall", "bruck") => Algo::AlltoallBruck,
+        ("alltoall", "staged") => Algo::AlltoallStaged,
+        ("allreduce", "partitioned") => Algo::AllreducePartitioned,
+        ("allreduce", "staged") => Algo::AllreduceStaged,
+        _ => return None,
+    })
+}
+
+/// The `zcoll bench` arguments that time [`PLOTTED`] on `p` ranks at `sizes`.
+pub(crate) fn bench_args(p: usize, sizes: &str, iters: Option<usize>) -> BenchArgs {
+    let colls: Vec<&str> = PLOTTED.iter().map(|(c, _)| *c).collect();
+    let mut algos: Vec<&str> = Vec::new();
+    for name in PLOTTED.iter().flat_map(|(_, a)| a.iter().copied()) {
+        if !algos.contains(&name) && (name != "throttled-read" || p > 2) {
+            algos.push(name);
+        }
+    }
+    let (coll, algorithms) = (colls.join(","), algos.join(","));
+    let mut line = vec!["bench", "--coll", &coll, "--algorithms", &algorithms, "--sizes", sizes];
+    let iters = iters.map(|n| n.to_string());
+    if let Some(n) = &iters {
+        line.extend(["--iters", n]);
+    }
+    BenchArgs::try_parse_from(line).expect("the plot's own arguments parse")
+}
+
+/// One measured point beside the model's prediction.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Compared {
+    pub(crate) coll: &'static str,
+    pub(crate) algorithm: String,
+    pub(crate) size: usize,
+    /// Microseconds: the median `zcoll bench` measured, and the model's.
+    pub(crate) measured: f64,
+    pub(crate) predicted: f64,
+}
+
+impl Compared {
+    /// Measured over predicted: above 1, the collective is slower than the model says.
+    pub(crate) fn ratio(&self) -> f64 {
+        self.measured / self.predicted
+    }
+}
+
+/// The model's prediction with `params` on a node of `p` ranks for every row it
+/// describes.
+pub(crate) fn compare(rows: &[Row], params: &Params, p: usize) -> Vec<Compared> {
+    rows.iter()
+        .filter_map(|r| {
+            let algo = model_algo(r.coll, &r.algorithm)?;
+            Some(Compared {
+                coll: r.coll,
+                algorithm: r.algorithm.clone(),
+                size: r.size,
+                measured: r.zcoll.median,
+                predicted: params.predict(algo, p, r.size) * 1e6,
+            })
+        })
+        .collect()
+}
+
+/// The comparison as a table, and the median ratio per collective and algorithm.
+pub(crate) fn table(points: &[Compared]) -> String {
+    let mut out = format!(
+        "{:<10} {:<19} {:>6} {:>12} {:>13} {:>9}",
+        "coll", "algorithm", "size", "measured_us", "predicted_us", "meas/pred"
+    );
+    for c in points {
+        let _ = write!(
+            out,
+            "\n{:<10} {:<19} {:>6} {:>12.2} {:>13.2} {:>9.2}",
+            c.coll,
+            c.algorithm,
+            stats::format_size(c.size),
+            c.measured,
+            c.predicted,
+            c.ratio()
+        );
+    }
+    for (coll, algorithm) in series_keys(points) {
+        let ratios: Vec<f64> = points
+            .iter()
+            .filter(|c| c.coll == coll && c.algorithm == algorithm)
+            .map(Compared::ratio)
+            .collect();
+        let s = stats::Summary::of(&ratios).expect("a key has a point");
+        let _ = write!(
+            out,
+            "\n# {coll} {algorithm}: measured/predicted median {:.2} ({:.2}..{:.2})",
+            s.median, s.min, s.max
+        );
+    }
+    out
+}
+
+/// The (collective, algorithm) pairs of `points`, in their order.
+fn series_keys(points: &[Compared]) -> Vec<(&'static str, &str)> {
+    let mut keys: Vec<(&'static str, &str)> = Vec::new();
+    for c in points {
+        if !keys.contains(&(c.coll, c.algorithm.as_str())) {
+            keys.push((c.coll, &c.algorithm));
+        }
+    }
+    keys
+}
+
+/// One panel per collective: each algorithm's measurements as points and the model's
+/// prediction as a line, in one colour.
+pub(crate) fn panels(points: &[Compared], p: usize, source: &str) -> Vec<Panel> {
+    let mut colls: Vec<&str> = points.iter().map(|c| c.coll).collect();
+    colls.dedup();
+    colls
+        .into_iter()
+        .map(|coll| {
+            let algos: Vec<&str> =
+                series_keys(points).into_iter().filter(|k| k.0 == coll).map(|k| k.1).collect();
+            let series = algos
+                .iter()
+                .enumerate()
+                .flat_map(|(i, a)| {
+                    let mine: Vec<&Compared> =
+                        points.iter().filter(|c| c.coll == coll && c.algorithm == *a).collect();
+                    [
+                        Series {
+                            label: format!("{a}: measured"),
+                            points: mine.iter().map(|c| (c.size as f64, c.measured)).collect(),
+                            style: Style::Points,
+                            color: Some(i),
+                        },
+                        Series {
+                            label: format!("{a}: model"),
+                            points: mine.iter().map(|c| (c.size as f64, c.predicted)).collect(),
+                            style: Style::Line,
+                            color: Some(i),
+                        },
+                    ]
+                })
+                .collect();
+            Panel {
+                title: format!("{coll}, {p} ranks: measured against the model ({source})"),
+                y_label: "latency (µs): measured median (points), model (lines)".into(),
+                series,
+            }
+        })
+        .collect()
+}
+
+/// The sizes at which `zcoll tune` times the staged broadcast to fit `memcpy_beta`: one
+/// to 128 chunks of the staging area.
+const STAGE_SIZES: &str = "32K:4M:4";
+
+/// Times the staged broadcast (as `zcoll bench` does) on every rank of a one-node job of
+/// two ranks or more; returns `(bytes, seconds)` on rank 0, nothing elsewhere or when
+/// the job does not qualify (the same decision on every rank).
+///
+/// # Errors
+///
+/// None expected: the arguments are fixed.
+pub(crate) fn staged_samples(
+    world: &mpi::topology::SimpleCommunicator,
+    comm: &zcoll::Comm,
+) -> Result<Vec<(f64, f64)>, String> {
+    let info = comm.info();
+    if info.nodes != 1 || info.node_ranks.len() < 2 {
+        return Ok(Vec::new());
+    }
+    let args = BenchArgs::try_parse_from([
+        "bench",
+        "--coll",
+        "bcast",
+        "--algorithms",
+        "staged",
+        "--sizes",
+        STAGE_SIZES,
+        "--iters",
+        "60",
+    ])
+    .expect("fixed arguments parse");
+    let rows = bench::measure(world, comm, &args, false)?;
+    Ok(rows.iter().map(|r| (r.size as f64, r.zcoll.median * 1e-6)).collect())
+}
+
+/// Replaces the profile's `memcpy_beta` (a local copy) by the per-byte cost fitted to
+/// the staged broadcast's `samples`, where that is larger, and says so in the notes.
+pub(crate) fn refine_staged(profile: &mut Profile, samples: &[(f64, f64)]) {
+    if samples.is_empty() {
+        profile.notes.push(
+            "memcpy_beta: a local copy (the staged broadcast needs one node of 2 ranks or more)".into(),
+        );
+        return;
+    }
+    let local = profile.params.memcpy_beta;
+    let chunk = zcoll::tune::model::STAGE_CHUNK as f64;
+    match zcoll::tune::fit::staged(samples, chunk, profile.params.flag) {
+        Some(m) if m > local => {
+            profile.params.memcpy_beta = m;
+            profile.notes.push(format!(
+                "memcpy_beta: fitted to the staged broadcast ({:.1} ps/B; a local memcpy: {:.1} ps/B)",
+                m * 1e12,
+                local * 1e12
+            ));
+        }
+        fitted => profile.notes.push(format!(
+            "memcpy_beta: a local memcpy ({:.1} ps/B); the staged broadcast fitted {}",
+            local * 1e12,
+            fitted.map_or("nothing".into(), |m| format!("{:.1} ps/B, not more", m * 1e12))
+        )),
+    }
+}
+
+/// Times [`PLOTTED`] on every rank and, on rank 0, prints the comparison with `params`
+/// and writes the SVG to `path`.
+///
+/// # Errors
+///
+/// A bad `--plot-sizes` (on every rank), more than one node, or a file that cannot be
+/// written (rank 0).
+pub(crate) fn plot(
+    world: &mpi::topology::SimpleCommunicator,
+    comm: &zcoll::Comm,
+    params: Option<&Params>,
+    sizes: &str,
+    iters: Option<usize>,
+    path: &std::path::Path,
+) -> Result<(), String> {
+    let info = comm.info();
+    if info.nodes != 1 {
+        return Err(format!("--plot: the model describes one node; this job spans {}", info.nodes));
+    }
+    let p = info.node_ranks.len();
+    let rows = bench::measure(world, comm, &bench_args(p, sizes, iters), false)?;
+    let Some(params) = params else { return Ok(()) };
+    let points = compare(&rows, params, p);
+    println!("# measured (zcoll bench's median of the per-iteration maximum) against the model");
+    println!("{}", table(&points));
+    let svg = super::plot::svg(&panels(&points, p, "fitted parameters"));
+    std::fs::write(path, svg).map_err(|e| format!("--plot {}: {e}", path.display()))?;
+    println!("# plot written to {}", path.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Summary;
+
+    fn row(coll: &'static str, algorithm: &str, size: usize, us: f64) -> Row {
+        let s = Summary { median: us, min: us, max: us };
+        Row {
+            coll,
+            algorithm: algorithm.into(),
+            transport: "cma".into(),
+            np: 2,
+            size,
+            iters: 10,
+            mpi: s,
+            zcoll: s,
+            memcpy: s,
+        }
+    }
+
+    #[test]
+    fn every_plotted_algorithm_is_modelled_and_the_arguments_parse() {
+        for (coll, algos) in PLOTTED {
+            for a in *algos {
+                assert!(model_algo(coll, a).is_some(), "{coll} {a}");
+            }
+        }
+        assert_eq!(model_algo("alltoall", "pap-write"), None);
+        assert_eq!(model_algo("bcast", "auto"), None);
+        let args = bench_args(2, "8:1M:4", Some(7));
+        assert_eq!(args.coll, "scatter,bcast,allgather");
+        assert!(!args.algorithms.contains("throttled-read"));
+        assert_eq!(args.algorithms.matches("staged").count(), 1);
+        assert_eq!(args.iters, Some(7));
+        assert!(bench_args(4, "8", None).algorithms.contains("throttled-read"));
+    }
+
+    #[test]
+    fn the_staged_fit_raises_memcpy_beta_only_when_it_is_larger() {
+        let machine = zcoll::tune::Machine { cpu: "x".into(), cores: 2, kernel: "k".into() };
+        let mut profile = Profile { machine, params: Params::DEFAULT, notes: vec![] };
+        let flag = profile.params.flag;
+        let t = |n: f64, m: f64| 1e-6 + 2.0 * n * m + (n / 32768.0).ceil() * flag;
+        let slow: Vec<(f64, f64)> =
+            [32768.0, 131072.0, 1048576.0].iter().map(|&n| (n, t(n, 100e-12))).collect();
+        refine_staged(&mut profile, &slow);
+        assert!((profile.params.memcpy_beta / 100e-12 - 1.0).abs() < 1e-6);
+        assert!(profile.notes[0].starts_with("memcpy_beta: fitted to the staged broadcast (100.0 ps/B"));
+        let fast: Vec<(f64, f64)> =
+            [32768.0, 131072.0, 1048576.0].iter().map(|&n| (n, t(n, 1e-12))).collect();
+        refine_staged(&mut profile, &fast);
+        assert!((profile.params.memcpy_beta / 100e-12 - 1.0).abs() < 1e-6, "kept");
+        assert!(profile.notes[1].contains("fitted 1.0 ps/B, not more"), "{:?}", profile.notes);
+        refine_staged(&mut profile, &[]);
+        assert_eq!(profile.notes.len(), 3);
+    }
+
+    #[test]
+    fn predictions_line_up_with_the_rows_and_print() {
+        let params = Params::DEFAULT;
+        let rows = vec![
+            row("scatter", "parallel-read", 4096, 3.0),
+            row("scatter", "parallel-read", 1 << 20, 80.0),
+            row("scatter", "staged", 4096, 1.0),
+            row("scatter", "auto", 4096, 1.0),
+            row("bcast", "direct-read", 4096, 2.0),
+        ];
+        let points = compare(&rows, &params, 2);
+        assert_eq!(points.len(), 4, "auto is not modelled");
+        let want = params.predict(Algo::ScatterParallelRead, 2, 1 << 20) * 1e6;
+        assert!((points[1].predicted - want).abs() < 1e-9);
+        assert!((points[1].ratio() - 80.0 / want).abs() < 1e-9);
+        let text = table(&points);
+        let line: Vec<&str> = text.lines().nth(2).unwrap().split_whitespace().collect();
+        assert_eq!(line[..4], ["scatter", "parallel-read", "1M", "80.00"]);
+        assert_eq!(line[4], format!("{want:.2}"));
+        assert!(text.contains("# scatter parallel-read: measured/predicted median"));
+        assert_eq!(text.matches("\n# ").count(), 3, "{text}");
+
+        let panels = panels(&points, 2, "test");
+        assert_eq!(panels.len(), 2);
+        let s = &panels[0].series;
+        assert_eq!(s.len(), 4);
+        assert_eq!(
+            (s[0].style, s[0].color, s[1].style, s[1].color),
+            (Style::Points, Some(0), Style::Line, Some(0))
+        );
+        assert_eq!((s[2].label.as_str(), s[2].color), ("staged: measured", Some(1)));
+        assert_eq!(s[1].points, [(4096.0, points[0].predicted), (1048576.0, points[1].predicted)]);
+        assert!(panels[1].title.starts_with("bcast, 2 ranks"));
+    }
+}

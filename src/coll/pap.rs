@@ -700,6 +700,8 @@ impl NodeLeg<'_, '_> {
     }
 
     /// Whether local rank `q` has arrived with a call this rank may exchange data with.
+    /// False both before `q` arrives and when it disagrees: to conclude that it disagrees,
+    /// see it arrived first (arrival is monotonic, so `agrees` then answers for its call).
     fn agrees(&self, q: usize) -> bool {
         let (round, me) = (self.round, self.me());
         self.ok && round.arrived(q) && {
@@ -836,7 +838,15 @@ fn follow(leg: &NodeLeg<'_, '_>, recv: &mut [u8]) -> Result<()> {
         if !leg.local_reads(&mut local, recv)? {
             return Ok(());
         }
-        if leg.agrees(0) {
+        // Arrival first, agreement second: `agrees` is also false before the leader
+        // arrives, so asking it first and `arrived` after would take a leader that arrives
+        // in between for one that disagrees, and leave without its nodes' blocks (a
+        // silent wrong result: the verdict, over agreeing calls, is `Ok`).
+        if round.arrived(0) {
+            if !leg.agrees(0) {
+                // The verdict names the culprit; nothing more moves.
+                return Ok(());
+            }
             let mut i = 0;
             while i < remote.len() {
                 if round.board(0, remote[i]) {
@@ -846,8 +856,6 @@ fn follow(leg: &NodeLeg<'_, '_>, recv: &mut [u8]) -> Result<()> {
                     i += 1;
                 }
             }
-        } else if round.arrived(0) {
-            return Ok(());
         }
         if local.is_empty() && remote.is_empty() {
             return Ok(());

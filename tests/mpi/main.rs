@@ -210,6 +210,9 @@ at! {
     pap_errors_cico_np3: 3, "pap-errors", ["ZCOLL_TRANSPORT" => "cico"];
     pap_errors_vnodes_np5_k2: 5, "pap-errors", ["ZCOLL_NODE_SIZE" => "2"];
     pap_errors_vnodes_np8_k3: 8, "pap-errors", ["ZCOLL_NODE_SIZE" => "3"];
+    pap_stress_vnodes_np4_k2: 4, "pap-stress", ["ZCOLL_NODE_SIZE" => "2"];
+    pap_stress_vnodes_np6_k2: 6, "pap-stress", ["ZCOLL_NODE_SIZE" => "2"];
+    pap_stress_vnodes_np8_k3: 8, "pap-stress", ["ZCOLL_NODE_SIZE" => "3"];
     hier_np4_k1: 4, "hier", ["ZCOLL_NODE_SIZE" => "1", "ZCOLL_TEST_SEED" => "1041"];
     hier_np4_k2: 4, "hier", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_SEED" => "1042"];
     hier_np4_k3: 4, "hier", ["ZCOLL_NODE_SIZE" => "3", "ZCOLL_TEST_SEED" => "1043"];

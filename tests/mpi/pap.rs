@@ -1,7 +1,8 @@
 //! The arrival-aware (PAP) collectives: every PAP alltoall variant and the arrival-aware
 //! broadcast against rsmpi's own collectives, with every rank sleeping a few random
-//! milliseconds before each call so that ranks really arrive out of order; and bad input,
-//! which must still be the same `Err` on every rank, also when the culprit arrives last.
+//! milliseconds before each call so that ranks really arrive out of order; bad input,
+//! which must still be the same `Err` on every rank, also when the culprit arrives last;
+//! and a stress run of the alltoalls across interleaved virtual nodes (`pap-stress`).
 
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -262,5 +263,70 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
         check_alltoall(world, comm, 3000, algo, 600 + i as u64);
     }
     check_bcast(world, comm, 70_001, 0, 610);
+    comm.barrier().unwrap();
+}
+
+/// The scenario `pap-stress`: the PAP alltoalls back to back across (virtual) nodes, on a
+/// communicator whose ranks interleave the nodes (the virtual nodes of `ZCOLL_NODE_SIZE`
+/// world ranks hold every `nodes`th rank, in the reverse of the world's order), each
+/// result against rsmpi's. Every other call the ranks arrive together, as they leave the
+/// call before (so a follower's first look at its leader races with the leader's
+/// arrival); otherwise each rank sleeps up to 2 ms, spins up to 0.5 ms, or not. The four
+/// variants of a round share one send buffer, so one oracle, and run with no MPI call of
+/// the test between them. `ZCOLL_TEST_ROUNDS` sets the number of rounds (400).
+pub(crate) fn stress(world: &SimpleCommunicator) {
+    let (w, p) = (world.rank() as usize, world.size() as usize);
+    let rounds: u64 =
+        std::env::var("ZCOLL_TEST_ROUNDS").map_or(400, |s| s.parse().expect("ZCOLL_TEST_ROUNDS"));
+    let k = std::env::var("ZCOLL_NODE_SIZE").map_or(p, |k| k.parse().expect("ZCOLL_NODE_SIZE"));
+    let key = (k - 1 - w % k) * p.div_ceil(k) + w / k;
+    let mpi = world
+        .split_by_color_with_key(mpi::topology::Color::with_value(0), key as i32)
+        .expect("a split with a defined color returns a communicator");
+    let comm = Comm::new(&mpi).unwrap_or_else(|e| panic!("Comm::new on the permuted communicator: {e}"));
+    let me = mpi.rank() as usize;
+    for round in 0..rounds {
+        // Odd, page-crossing and tiny blocks.
+        let n = [1usize, 7, 2777, 4097, 33][(round % 5) as usize];
+        let seed = 7000 + 10 * round;
+        let mine = |i: usize| pattern(seed + me as u64, i);
+        let send = Guarded::new(p * n, mine);
+        let mut oracle = vec![0u8; p * n];
+        mpi.all_to_all_into(send.data(), &mut oracle[..]);
+        for (v, algo) in VARIANTS.into_iter().enumerate() {
+            let call = seed + v as u64;
+            let mut recv = Guarded::new(p * n, |i| !pattern(call, i));
+            // Every other call nobody waits; else each rank sleeps, spins, or not.
+            let r = mix(mix(call) ^ me as u64);
+            match if mix(call) % 2 == 0 { 2 } else { r % 3 } {
+                0 => std::thread::sleep(Duration::from_micros(r / 3 % 2000)),
+                1 => {
+                    let until = std::time::Instant::now() + Duration::from_micros(r / 3 % 500);
+                    while std::time::Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                }
+                _ => {}
+            }
+            let what = format!("pap-stress round {round} n={n} {algo} rank {me} (world {w})");
+            comm.all_to_all_into_with(send.data(), recv.data_mut(), algo)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            if recv.data() != &oracle[..] {
+                // Which source blocks are wrong, and what they hold instead.
+                let bad: Vec<String> = (0..p)
+                    .filter(|&s| recv.data()[s * n..(s + 1) * n] != oracle[s * n..(s + 1) * n])
+                    .map(|s| {
+                        let got = &recv.data()[s * n..(s + 1) * n];
+                        let untouched = got.iter().enumerate().all(|(i, &b)| b == !pattern(call, s * n + i));
+                        let zero = got.iter().all(|&b| b == 0);
+                        format!("block from {s}: untouched {untouched}, zero {zero}")
+                    })
+                    .collect();
+                panic!("{what}: differs from rsmpi: {}", bad.join("; "));
+            }
+            assert!(recv.guard_ok(), "{what}: wrote past the receive buffer");
+            assert!(send.is(mine), "{what}: changed the send buffer");
+        }
+    }
     comm.barrier().unwrap();
 }

@@ -39,6 +39,12 @@ pub(crate) fn main() {
     if scenario == "xpmem-missing" {
         return crate::heap::xpmem_missing(&world);
     }
+    if scenario == "pap-stress" {
+        // It builds its own communicator, with the nodes interleaved.
+        crate::pap::stress(&world);
+        println!("ZCOLL-RANK-OK {}", world.rank());
+        return;
+    }
     if scenario == "hier" {
         // It builds its own communicator, over a permutation of the world's ranks.
         crate::hier::run(&world);

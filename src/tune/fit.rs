@@ -81,9 +81,9 @@ pub fn gamma(samples: &[(f64, f64)]) -> Option<(f64, f64)> {
 
 /// Fits the per-byte cost `m` of the copy-in/copy-out paths to timings `(bytes, seconds)`
 /// of the staged broadcast between two ranks, `t = c + 2 n m + ceil(n / chunk) flag`,
-/// with `flag` known (the hand-off ping-pong) and a constant `c` (the call's own
-/// synchronisation, which the model leaves out) fitted beside `m`; relative errors
-/// weighted alike (as [`transfer`]). `None` unless `m` comes out positive.
+/// with `flag` known (the hand-off ping-pong) and a constant `c` (the call's round
+/// protocol, the model's `sync_staged`) fitted beside `m`; relative errors weighted alike
+/// (as [`transfer`]). Returns `(c, m)`; `None` unless `m` comes out positive.
 ///
 /// A local `memcpy` underestimates `m`: in a staged collective the reader copies lines
 /// another core has just written, and every one of them crosses between the cores.
@@ -91,19 +91,38 @@ pub fn gamma(samples: &[(f64, f64)]) -> Option<(f64, f64)> {
 /// # Examples
 ///
 /// ```
-/// let (m, flag, chunk) = (60e-12, 0.1e-6, 32768.0);
-/// let t = |n: f64| 1e-6 + 2.0 * n * m + (n / chunk).ceil() * flag;
-/// let samples: Vec<(f64, f64)> = [65536.0, 262144.0, 1048576.0].iter().map(|&n| (n, t(n))).collect();
-/// let fitted = zcoll::tune::fit::staged(&samples, chunk, flag).unwrap();
-/// assert!((fitted / m - 1.0).abs() < 1e-6);
+/// let (c, m, flag, chunk) = (1e-6, 60e-12, 0.1e-6, 32768.0);
+/// let t = |n: f64| c + 2.0 * n * m + (n / chunk).ceil() * flag;
+/// let samples: Vec<(f64, f64)> = [64.0, 65536.0, 262144.0, 1048576.0].iter().map(|&n| (n, t(n))).collect();
+/// let (fc, fm) = zcoll::tune::fit::staged(&samples, chunk, flag).unwrap();
+/// assert!((fm / m - 1.0).abs() < 1e-6 && (fc / c - 1.0).abs() < 1e-6);
 /// ```
-pub fn staged(samples: &[(f64, f64)], chunk: f64, flag: f64) -> Option<f64> {
+pub fn staged(samples: &[(f64, f64)], chunk: f64, flag: f64) -> Option<(f64, f64)> {
     let rows: Vec<([f64; 2], f64)> = samples
         .iter()
         .filter(|s| s.1 > 0.0 && s.0 > 0.0)
         .map(|&(n, t)| ([1.0 / t, 2.0 * n / t], (t - (n / chunk).ceil() * flag) / t))
         .collect();
-    least_squares(&rows).map(|[_, m]| m).filter(|m| *m > 0.0)
+    least_squares(&rows).map(|[c, m]| (c, m)).filter(|&(_, m)| m > 0.0)
+}
+
+/// The constant `c` of `t = c + known(n)` from timings `(n, t)`: the median of the
+/// residuals `t - known(n)`, so that a few timings the scheduler stretched do not move
+/// it. `None` without samples.
+///
+/// # Examples
+///
+/// ```
+/// let samples = [(8.0, 2.5e-6), (64.0, 2.6e-6), (512.0, 40e-6), (4096.0, 2.9e-6)];
+/// let c = zcoll::tune::fit::constant(&samples, |n| 1e-6 + n * 1e-10).unwrap();
+/// assert!((c - (2.6e-6 - 1e-6 - 64.0 * 1e-10)).abs() < 1e-12, "the outlier at 512 B is ignored");
+/// ```
+pub fn constant(samples: &[(f64, f64)], known: impl Fn(f64) -> f64) -> Option<f64> {
+    let mut residuals: Vec<f64> = samples.iter().map(|&(n, t)| t - known(n)).collect();
+    residuals.sort_by(f64::total_cmp);
+    let k = residuals.len();
+    (k > 0)
+        .then(|| if k % 2 == 1 { residuals[k / 2] } else { (residuals[k / 2 - 1] + residuals[k / 2]) / 2.0 })
 }
 
 #[cfg(test)]
@@ -162,11 +181,28 @@ mod tests {
                 (n, (1.5e-6 + 2.0 * n * m + (n / chunk).ceil() * flag) * jitter(i, 3.0))
             })
             .collect();
-        let fitted = staged(&samples, chunk, flag).unwrap();
+        let (c, fitted) = staged(&samples, chunk, flag).unwrap();
         assert!((fitted / m - 1.0).abs() < 0.05, "m {fitted}");
+        assert!((c / 1.5e-6 - 1.0).abs() < 0.25, "c {c}");
         // Times that fall with size fit a negative cost: refused.
         assert_eq!(staged(&[(1000.0, 2e-6), (1e6, 1e-6)], chunk, 0.0), None);
         assert_eq!(staged(&[(1000.0, 2e-6)], chunk, 0.0), None, "one size cannot separate c from m");
+    }
+
+    #[test]
+    fn the_constant_is_the_median_residual() {
+        let known = |n: f64| 1e-6 + n * 2e-10;
+        let clean: Vec<(f64, f64)> =
+            [8.0, 64.0, 512.0, 4096.0].iter().map(|&n| (n, known(n) + 1.2e-6)).collect();
+        assert!((constant(&clean, known).unwrap() - 1.2e-6).abs() < 1e-15);
+        // Two stretched timings of five do not move it.
+        let mut noisy = clean.clone();
+        noisy.push((16.0, known(16.0) + 1.3e-6));
+        noisy[1].1 += 4e-3;
+        noisy[3].1 += 2e-3;
+        let c = constant(&noisy, known).unwrap();
+        assert!((c - 1.3e-6).abs() < 1e-12, "{c}");
+        assert_eq!(constant(&[], known), None);
     }
 
     #[test]

@@ -113,11 +113,11 @@ fn calibrate(world: &mpi::topology::SimpleCommunicator, comm: &zcoll::Comm, args
         }
         Ok(profile) => profile,
     };
-    // The staged paths' per-byte cost, from the staged broadcast itself.
-    match tune::staged_samples(world, comm) {
+    // The staged paths' per-byte cost and every call's round, from broadcasts.
+    match tune::round_samples(world, comm) {
         Ok(samples) => {
             if let Some(profile) = &mut profile {
-                tune::refine_staged(profile, &samples);
+                tune::refine_rounds(profile, &samples);
             }
         }
         Err(e) => {

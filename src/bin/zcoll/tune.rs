@@ -195,65 +195,119 @@ pub(crate) fn panels(points: &[Compared], p: usize, source: &str) -> Vec<Panel> 
         .collect()
 }
 
-/// The sizes at which `zcoll tune` times the staged broadcast to fit `memcpy_beta`: one
-/// to 128 chunks of the staging area.
-const STAGE_SIZES: &str = "32K:4M:4";
+/// The sizes at which `zcoll tune` times the broadcast to fit the round constants and
+/// the staged copy cost: small messages, where the round protocol is most of the time,
+/// and one to 128 chunks of the staging area.
+const ROUND_SIZES: &str = "8:512:8,4K,32K:4M:4";
 
-/// Times the staged broadcast (as `zcoll bench` does) on every rank of a one-node job of
-/// two ranks or more; returns `(bytes, seconds)` on rank 0, nothing elsewhere or when
-/// the job does not qualify (the same decision on every rank).
+/// The largest message whose direct read measures the single copy's round: above it the
+/// copy's own noise swamps the constant.
+const COPY_ROUND_MAX: usize = 4096;
+
+/// What the broadcasts timed for the round constants gave, `(bytes, seconds)` each.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct RoundSamples {
+    /// The ranks of the node they ran on.
+    pub(crate) p: usize,
+    /// The staged broadcast, at every size of [`ROUND_SIZES`].
+    pub(crate) staged: Vec<(f64, f64)>,
+    /// The direct-read broadcast (a single copy), up to [`COPY_ROUND_MAX`].
+    pub(crate) copy: Vec<(f64, f64)>,
+}
+
+/// Times the staged and the direct-read broadcast (as `zcoll bench` does) on every rank
+/// of a one-node job of two ranks or more; returns the samples on rank 0, nothing
+/// elsewhere or when the job does not qualify (the same decision on every rank).
 ///
 /// # Errors
 ///
 /// None expected: the arguments are fixed.
-pub(crate) fn staged_samples(
+pub(crate) fn round_samples(
     world: &mpi::topology::SimpleCommunicator,
     comm: &zcoll::Comm,
-) -> Result<Vec<(f64, f64)>, String> {
+) -> Result<RoundSamples, String> {
     let info = comm.info();
-    if info.nodes != 1 || info.node_ranks.len() < 2 {
-        return Ok(Vec::new());
+    let p = info.node_ranks.len();
+    if info.nodes != 1 || p < 2 {
+        return Ok(RoundSamples::default());
     }
     let args = BenchArgs::try_parse_from([
         "bench",
         "--coll",
         "bcast",
         "--algorithms",
-        "staged",
+        "staged,direct-read",
         "--sizes",
-        STAGE_SIZES,
+        ROUND_SIZES,
         "--iters",
-        "60",
+        "100",
     ])
     .expect("fixed arguments parse");
     let rows = bench::measure(world, comm, &args, false)?;
-    Ok(rows.iter().map(|r| (r.size as f64, r.zcoll.median * 1e-6)).collect())
+    let of = |name: &str, max: usize| -> Vec<(f64, f64)> {
+        rows.iter()
+            .filter(|r| r.algorithm == name && r.size <= max)
+            .map(|r| (r.size as f64, r.zcoll.median * 1e-6))
+            .collect()
+    };
+    Ok(RoundSamples { p, staged: of("staged", usize::MAX), copy: of("direct-read", COPY_ROUND_MAX) })
 }
 
-/// Replaces the profile's `memcpy_beta` (a local copy) by the per-byte cost fitted to
-/// the staged broadcast's `samples`, where that is larger, and says so in the notes.
-pub(crate) fn refine_staged(profile: &mut Profile, samples: &[(f64, f64)]) {
-    if samples.is_empty() {
+/// Fits, from the broadcasts of `samples`, the staged paths' per-byte cost (replacing
+/// the local `memcpy_beta` where it is larger) and the round constants `sync_staged`
+/// and `sync_copy`, and says what it did in the notes. On more than two ranks what the
+/// model adds per rank beyond the second (a flag per peer, and per chunk for every
+/// staged reader after the first) is taken off first, so the constants mean two ranks.
+pub(crate) fn refine_rounds(profile: &mut Profile, samples: &RoundSamples) {
+    if samples.staged.is_empty() {
         profile.notes.push(
-            "memcpy_beta: a local copy (the staged broadcast needs one node of 2 ranks or more)".into(),
+            "memcpy_beta, sync_staged, sync_copy: a local copy and built-in rounds (the broadcasts \
+             that fit them need one node of 2 ranks or more)"
+                .into(),
         );
         return;
     }
-    let local = profile.params.memcpy_beta;
-    let chunk = zcoll::tune::model::STAGE_CHUNK as f64;
-    match zcoll::tune::fit::staged(samples, chunk, profile.params.flag) {
-        Some(m) if m > local => {
-            profile.params.memcpy_beta = m;
+    let p = &mut profile.params;
+    let local = p.memcpy_beta;
+    let chunk = zcoll::tune::model::STAGE_CHUNK;
+    let extra = samples.p.saturating_sub(2) as f64;
+    let staged: Vec<(f64, f64)> = samples
+        .staged
+        .iter()
+        .map(|&(n, t)| (n, t - extra * p.flag * (1.0 + (n as usize).div_ceil(chunk) as f64)))
+        .collect();
+    match zcoll::tune::fit::staged(&staged, chunk as f64, p.flag) {
+        Some((c, m)) => {
+            if c > 0.0 {
+                p.sync_staged = c;
+            }
+            if m > local {
+                p.memcpy_beta = m;
+            }
             profile.notes.push(format!(
-                "memcpy_beta: fitted to the staged broadcast ({:.1} ps/B; a local memcpy: {:.1} ps/B)",
+                "memcpy_beta: {} ({:.1} ps/B; a local memcpy: {:.1} ps/B); sync_staged: {}",
+                if m > local { "fitted to the staged broadcast" } else { "a local memcpy, not less" },
                 m * 1e12,
-                local * 1e12
+                local * 1e12,
+                if c > 0.0 { format!("{:.2} us", c * 1e6) } else { "not positive, built-in kept".into() }
             ));
         }
+        None => profile.notes.push(format!(
+            "memcpy_beta: a local memcpy ({:.1} ps/B); the staged broadcast fitted nothing; sync_staged built in",
+            local * 1e12
+        )),
+    }
+    let params = *p;
+    let readers = samples.p.saturating_sub(1).max(1);
+    let copy = |n: f64| params.transfer(n as usize, readers) + extra * params.flag;
+    match zcoll::tune::fit::constant(&samples.copy, copy) {
+        Some(c) if c > 0.0 => {
+            p.sync_copy = c;
+            profile.notes.push(format!("sync_copy: {:.2} us, from the direct-read broadcast", c * 1e6));
+        }
         fitted => profile.notes.push(format!(
-            "memcpy_beta: a local memcpy ({:.1} ps/B); the staged broadcast fitted {}",
-            local * 1e12,
-            fitted.map_or("nothing".into(), |m| format!("{:.1} ps/B, not more", m * 1e12))
+            "sync_copy: built in; the direct-read broadcast fitted {}",
+            fitted.map_or("nothing".into(), |c| format!("{:.2} us", c * 1e6))
         )),
     }
 }
@@ -327,23 +381,47 @@ mod tests {
     }
 
     #[test]
-    fn the_staged_fit_raises_memcpy_beta_only_when_it_is_larger() {
+    fn the_broadcasts_fit_the_rounds_and_the_staged_copy() {
         let machine = zcoll::tune::Machine { cpu: "x".into(), cores: 2, kernel: "k".into() };
         let mut profile = Profile { machine, params: Params::DEFAULT, notes: vec![] };
-        let flag = profile.params.flag;
-        let t = |n: f64, m: f64| 1e-6 + 2.0 * n * m + (n / 32768.0).ceil() * flag;
-        let slow: Vec<(f64, f64)> =
-            [32768.0, 131072.0, 1048576.0].iter().map(|&n| (n, t(n, 100e-12))).collect();
-        refine_staged(&mut profile, &slow);
-        assert!((profile.params.memcpy_beta / 100e-12 - 1.0).abs() < 1e-6);
+        let params = profile.params;
+        let staged = |m: f64| -> Vec<(f64, f64)> {
+            let t = |n: f64| 0.9e-6 + 2.0 * n * m + (n / 32768.0).ceil() * params.flag;
+            [8.0, 512.0, 32768.0, 131072.0, 1048576.0].iter().map(|&n| (n, t(n))).collect()
+        };
+        let copy: Vec<(f64, f64)> =
+            [8.0, 64.0, 4096.0].iter().map(|&n| (n, 2.2e-6 + params.transfer(n as usize, 1))).collect();
+        refine_rounds(&mut profile, &RoundSamples { p: 2, staged: staged(100e-12), copy: copy.clone() });
+        let q = profile.params;
+        assert!((q.memcpy_beta / 100e-12 - 1.0).abs() < 1e-6);
+        assert!((q.sync_staged / 0.9e-6 - 1.0).abs() < 1e-6, "{}", q.sync_staged);
+        assert!((q.sync_copy / 2.2e-6 - 1.0).abs() < 1e-6, "{}", q.sync_copy);
+        assert_eq!(profile.notes.len(), 2, "{:?}", profile.notes);
         assert!(profile.notes[0].starts_with("memcpy_beta: fitted to the staged broadcast (100.0 ps/B"));
-        let fast: Vec<(f64, f64)> =
-            [32768.0, 131072.0, 1048576.0].iter().map(|&n| (n, t(n, 1e-12))).collect();
-        refine_staged(&mut profile, &fast);
+        // A staged cost below the local memcpy keeps the local one.
+        refine_rounds(&mut profile, &RoundSamples { p: 2, staged: staged(1e-12), copy });
         assert!((profile.params.memcpy_beta / 100e-12 - 1.0).abs() < 1e-6, "kept");
-        assert!(profile.notes[1].contains("fitted 1.0 ps/B, not more"), "{:?}", profile.notes);
-        refine_staged(&mut profile, &[]);
-        assert_eq!(profile.notes.len(), 3);
+        assert!(profile.notes[2].contains("a local memcpy, not less (1.0 ps/B"), "{:?}", profile.notes);
+        // Nothing measured (not two ranks on one node): every value kept, and said.
+        let before = profile.params;
+        refine_rounds(&mut profile, &RoundSamples::default());
+        assert_eq!(profile.params, before);
+        assert!(profile.notes.last().unwrap().contains("2 ranks or more"));
+        // On four ranks the model's own per-rank terms come off first: timings made
+        // by the model itself give back its constants.
+        let truth = Params { sync_copy: 1.7e-6, sync_staged: 0.6e-6, memcpy_beta: 80e-12, ..Params::DEFAULT };
+        let p4 = |algo, n: f64| (n, truth.predict(algo, 4, n as usize));
+        let four = RoundSamples {
+            p: 4,
+            staged: [8.0, 512.0, 32768.0, 1048576.0].iter().map(|&n| p4(Algo::BcastStaged, n)).collect(),
+            copy: [8.0, 4096.0].iter().map(|&n| p4(Algo::BcastDirectRead, n)).collect(),
+        };
+        let mut profile = Profile { params: Params::DEFAULT, ..profile };
+        refine_rounds(&mut profile, &four);
+        let q = profile.params;
+        for (got, want) in [(q.sync_copy, 1.7e-6), (q.sync_staged, 0.6e-6), (q.memcpy_beta, 80e-12)] {
+            assert!((got / want - 1.0).abs() < 1e-6, "{got} vs {want}");
+        }
     }
 
     #[test]

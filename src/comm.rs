@@ -12,7 +12,7 @@ use crate::coll::rooted::hier_check;
 use crate::coll::scatter::{ScatterAlgorithm, ScatterBufs};
 use crate::coll::scatterv::ScattervBufs;
 use crate::coll::varcount::{Partition, PartitionMut};
-use crate::coll::{self, bcast::BcastAlgorithm, Ctx};
+use crate::coll::{self, bcast::BcastAlgorithm, Ctx, Overrides};
 use crate::error::{Error, Result};
 use crate::exposure::Exposure;
 use crate::hier::Hierarchy;
@@ -65,6 +65,7 @@ pub struct Comm {
     node: NodeComm,
     hier: Hierarchy,
     info: Info,
+    overrides: Overrides,
 }
 
 impl Comm {
@@ -120,7 +121,7 @@ impl Comm {
                 (_, false) => InterNode::Hierarchical { columns: hier.min_node_size() },
             },
         };
-        Ok(Comm { parent, node, hier, info })
+        Ok(Comm { parent, node, hier, info, overrides: Overrides::from_env() })
     }
 
     /// This process's rank in the communicator.
@@ -145,7 +146,12 @@ impl Comm {
     }
 
     pub(crate) fn ctx(&self) -> Ctx<'_> {
-        Ctx { ctl: &self.node.ctl, transport: self.node.transport, comm_size: self.info.size }
+        Ctx {
+            ctl: &self.node.ctl,
+            transport: self.node.transport,
+            comm_size: self.info.size,
+            overrides: &self.overrides,
+        }
     }
 
     /// Blocks until every rank of the communicator has called it.
@@ -650,7 +656,7 @@ impl Comm {
             let (p, kind) = (self.size() as usize, coll::Kind::Scatter);
             let block = hier_check(&self.hier, &self.parent, kind, root, bufs.claim(p, elem), "send")?;
             // A variable zcoll cannot read is the same error as on the other paths.
-            algorithm.resolve(block, 1, ctx.transport)?;
+            algorithm.resolve(block, 1, ctx.transport, ctx.overrides)?;
             let at = self.parent.process_at_rank(root);
             match bufs {
                 _ if block == 0 => {}
@@ -679,7 +685,7 @@ impl Comm {
         if self.hier.direct() {
             let (p, kind) = (self.size() as usize, coll::Kind::Gather);
             let block = hier_check(&self.hier, &self.parent, kind, root, bufs.claim(p, elem), "receive")?;
-            algorithm.resolve(block, 1, ctx.transport)?;
+            algorithm.resolve(block, 1, ctx.transport, ctx.overrides)?;
             let at = self.parent.process_at_rank(root);
             match bufs {
                 _ if block == 0 => {}
@@ -1058,7 +1064,7 @@ impl Comm {
         // arrival); they decide it as `alltoall_hier` does, alike on every rank.
         let size = self.size() as usize;
         let arrival_aware = matches!(
-            algorithm.resolve(send.len() / size, size, TransportKind::Cma),
+            algorithm.resolve(send.len() / size, size, TransportKind::Cma, &self.overrides),
             Ok(a) if a.arrival_aware()
         );
         if self.hier.direct() && !arrival_aware {

@@ -43,6 +43,10 @@
 //! | `ZCOLL_ALLTOALL_ALGORITHM=name` | the default alltoall algorithm |
 //! | `ZCOLL_ALLGATHERV_ALGORITHM=name` | the default variable-count allgather algorithm ([`AllgathervAlgorithm`]) |
 //! | `ZCOLL_ALLTOALLV_ALGORITHM=name` | the default variable-count alltoall algorithm ([`AlltoallvAlgorithm`]) |
+//!
+//! Every variable is read when a [`Comm`] is built (`Comm::new`), not at each call: a
+//! program that changes one builds a new `Comm` to see it. A `ZCOLL_<COLL>_ALGORITHM`
+//! value zcoll cannot read is the `Error::Config` of every call that would use it.
 
 #![deny(unsafe_code)]
 

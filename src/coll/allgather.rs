@@ -149,9 +149,15 @@ impl AllgatherAlgorithm {
     /// The algorithm a call with blocks of `n` bytes uses on `transport`, after `Auto` and
     /// the environment override are resolved. Single-copy algorithms fall back to
     /// `Staged` where the transport cannot do single copies.
-    pub(crate) fn resolve(self, n: usize, p: usize, transport: TransportKind) -> Result<AllgatherAlgorithm> {
+    pub(crate) fn resolve(
+        self,
+        n: usize,
+        p: usize,
+        transport: TransportKind,
+        env: &super::Overrides,
+    ) -> Result<AllgatherAlgorithm> {
         let chosen = match self {
-            AllgatherAlgorithm::Auto => match super::env_choice(
+            AllgatherAlgorithm::Auto => match env.choice(
                 "ZCOLL_ALLGATHER_ALGORITHM",
                 "auto, ring-neighbor[:j], ring-source-read, ring-source-write, recursive-doubling, \
                  bruck or staged",
@@ -242,7 +248,7 @@ pub(crate) fn allgather(
 ) -> Result<()> {
     let (p, me) = (ctx.ctl.size(), ctx.ctl.me());
     let n = send.map_or(recv.len() / p, <[u8]>::len);
-    let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport);
+    let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport, ctx.overrides);
     let recv_addr = recv.as_mut_ptr() as usize;
     let call = Call {
         op: algorithm.as_ref().map_or(op(Kind::Allgather, 0, 0), |a| a.op()),
@@ -468,7 +474,7 @@ pub(crate) fn hier_checks(
     // Ranks must agree on what they asked for; each node then resolves it for its own
     // size, and nodes of different sizes may well choose differently.
     let word = algorithm.op();
-    let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport);
+    let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport, ctx.overrides);
     agree_shape(parent, n, recv, word, |n| (n, size.saturating_mul(n)))?;
     algorithm?;
     if size * n > i32::MAX as usize {
@@ -628,18 +634,20 @@ mod tests {
     #[test]
     fn cico_takes_the_staged_path_and_auto_asks_the_model() {
         for a in AllgatherAlgorithm::ALL {
-            assert_eq!(a.resolve(1 << 20, 4, TransportKind::Cico), Ok(AllgatherAlgorithm::Staged));
-            assert_eq!(a.resolve(1, 4, TransportKind::Cma), Ok(a));
+            assert_eq!(
+                a.resolve(1 << 20, 4, TransportKind::Cico, &crate::coll::Overrides::default()),
+                Ok(AllgatherAlgorithm::Staged)
+            );
+            assert_eq!(a.resolve(1, 4, TransportKind::Cma, &crate::coll::Overrides::default()), Ok(a));
         }
-        if std::env::var_os("ZCOLL_ALLGATHER_ALGORITHM").is_none() {
-            for n in [1usize, 4096, 1 << 20] {
-                let want = match select::choose(select::Coll::Allgather, n, 4) {
-                    Algo::AllgatherStaged => AllgatherAlgorithm::Staged,
-                    Algo::AllgatherRecursiveDoubling => AllgatherAlgorithm::RecursiveDoubling,
-                    _ => AllgatherAlgorithm::RingSourceRead,
-                };
-                assert_eq!(AllgatherAlgorithm::Auto.resolve(n, 4, TransportKind::Cma), Ok(want));
-            }
+        for n in [1usize, 4096, 1 << 20] {
+            let want = match select::choose(select::Coll::Allgather, n, 4) {
+                Algo::AllgatherStaged => AllgatherAlgorithm::Staged,
+                Algo::AllgatherRecursiveDoubling => AllgatherAlgorithm::RecursiveDoubling,
+                _ => AllgatherAlgorithm::RingSourceRead,
+            };
+            let none = crate::coll::Overrides::default();
+            assert_eq!(AllgatherAlgorithm::Auto.resolve(n, 4, TransportKind::Cma, &none), Ok(want));
         }
     }
 

@@ -20,9 +20,9 @@
 //!   per pair, scheduled so that any lengths pass without deadlock (see `sync::spans`).
 //!   Two memory copies per byte, no system call, no permission.
 //!
-//! `Auto` (unless `ZCOLL_ALLGATHERV_ALGORITHM` says otherwise) stages the blocks under
-//! [`STAGED_BELOW`] and reads the others in ring order, in
-//! the same round; everything is staged on `cico`.
+//! `Auto` (unless `ZCOLL_ALLGATHERV_ALGORITHM` says otherwise) takes the path the cost
+//! model picks for an allgather of the mean block (`tune::select`): every block staged, or
+//! every block read in ring order; everything is staged on `cico`.
 //!
 //! Across nodes ([`allgatherv_hier`]): every node gathers its blocks at its leader, the
 //! leaders exchange node parts with rsmpi's `all_gather_varcount_into`, every leader
@@ -30,18 +30,18 @@
 //! Every rank holds a scratch copy of all blocks for that last step.
 
 use super::bcast::{bcast, BcastAlgorithm};
-use super::env_choice;
 use super::gatherv::{gatherv, GathervBufs};
 use super::scatterv::BAD_CONFIG;
 use super::varcount::{
-    agree_faults, allgatherv_cross, allgatherv_local, checked, first_fault, fits, mpi_bytes, mpi_count,
-    partition_len, partition_words, range, scratch, Given, Packed, Published, STAGED_BELOW,
+    agree_faults, allgatherv_cross, allgatherv_local, auto_stages, checked, first_fault, fits, mpi_bytes,
+    mpi_count, partition_len, partition_words, range, scratch, Given, Packed, Published,
 };
 use super::{op, Ctx, Kind};
 use crate::error::{Errno, Error, Result};
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
 use crate::transport::{cma, TransportKind};
+use crate::tune::select;
 use crate::GatherAlgorithm;
 use mpi::datatype::PartitionMut;
 use mpi::topology::SimpleCommunicator;
@@ -103,10 +103,10 @@ impl AllgathervAlgorithm {
 
     /// What this rank asks for, before the arrive phase: `Auto` becomes what
     /// `ZCOLL_ALLGATHERV_ALGORITHM` names (if set), and everything is `Staged` on `cico`.
-    fn requested(self, transport: TransportKind) -> Result<AllgathervAlgorithm> {
+    fn requested(self, transport: TransportKind, env: &super::Overrides) -> Result<AllgathervAlgorithm> {
         let a = match self {
             AllgathervAlgorithm::Auto => {
-                env_choice("ZCOLL_ALLGATHERV_ALGORITHM", EXPECTED)?.unwrap_or(AllgathervAlgorithm::Auto)
+                env.choice("ZCOLL_ALLGATHERV_ALGORITHM", EXPECTED)?.unwrap_or(AllgathervAlgorithm::Auto)
             }
             a => a,
         };
@@ -155,12 +155,18 @@ pub(crate) fn allgatherv(
     algorithm: AllgathervAlgorithm,
 ) -> Result<()> {
     let p = ctx.ctl.size();
-    let algorithm = algorithm.requested(ctx.transport);
+    let algorithm = algorithm.requested(ctx.transport, ctx.overrides);
     let code = algorithm.as_ref().map_or(BAD_CONFIG, |a| a.code());
     let mut meta = Vec::new();
     partition_words(&mut meta, p, counts, displs);
     let call = Call {
-        op: op(Kind::Allgatherv, code, 0),
+        // `Auto` decides after the checks, from the counts and the profile: publish the
+        // profile's fingerprint so that ranks with different profiles fail the check.
+        op: op(
+            Kind::Allgatherv,
+            code,
+            if algorithm == Ok(AllgathervAlgorithm::Auto) { select::fingerprint() } else { 0 },
+        ),
         root: 0,
         send: send.as_ptr() as usize,
         send_len: send.len(),
@@ -210,9 +216,11 @@ fn exchange(
     if p == 1 {
         return Ok(());
     }
-    let staged = |r: usize| match algorithm {
+    let auto_staged = algorithm == AllgathervAlgorithm::Auto
+        && auto_stages(select::Coll::Allgather, send_len.iter().sum::<usize>() / p, p);
+    let staged = |_: usize| match algorithm {
         AllgathervAlgorithm::Staged => true,
-        AllgathervAlgorithm::Auto => send_len[r] < STAGED_BELOW,
+        AllgathervAlgorithm::Auto => auto_staged,
         _ => false,
     };
     if (0..p).any(|r| staged(r) && send_len[r] > 0) {
@@ -267,7 +275,8 @@ pub(crate) fn allgatherv_hier(
     hier.check(parent, Kind::Allgatherv, 0, 0)?;
     // Every rank's send length and algorithm; then every rank judges its own numbers, and
     // the verdicts are gathered.
-    let word = algorithm.requested(ctx.transport).map_or(BAD_CONFIG as u64, |a| a.code() as u64);
+    let word =
+        algorithm.requested(ctx.transport, ctx.overrides).map_or(BAD_CONFIG as u64, |a| a.code() as u64);
     let mut all = vec![0u64; 2 * p];
     parent.all_gather_into(&[send.len() as u64, word][..], &mut all[..]);
     let send_len = |r: usize| all[2 * r] as usize;
@@ -279,7 +288,7 @@ pub(crate) fn allgatherv_hier(
     if let Some(c) = (0..p).find(|&c| all[2 * c + 1] != all[1]) {
         return Err(Error::Mismatch { rank: me, culprit: c as i32, what: "algorithm" });
     }
-    algorithm.requested(ctx.transport)?;
+    algorithm.requested(ctx.transport, ctx.overrides)?;
     let total: usize = (0..p).map(send_len).sum();
     mpi_count(total, me)?;
     // One rank per node: MPI's own, on the partition in bytes (the same on every rank).
@@ -337,7 +346,10 @@ mod tests {
     fn names_round_trip_and_cico_stages() {
         for a in std::iter::once(AllgathervAlgorithm::Auto).chain(AllgathervAlgorithm::ALL) {
             assert_eq!(a.to_string().parse(), Ok(a));
-            assert_eq!(a.requested(TransportKind::Cico), Ok(AllgathervAlgorithm::Staged));
+            assert_eq!(
+                a.requested(TransportKind::Cico, &crate::coll::Overrides::default()),
+                Ok(AllgathervAlgorithm::Staged)
+            );
         }
         assert_eq!("bruck".parse::<AllgathervAlgorithm>(), Err(()));
     }

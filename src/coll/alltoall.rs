@@ -143,9 +143,15 @@ impl AlltoallAlgorithm {
     /// The algorithm a call with blocks of `n` bytes uses on `transport`, after `Auto` and
     /// the environment override are resolved. Single-copy algorithms fall back to
     /// `Staged` where the transport cannot do single copies.
-    pub(crate) fn resolve(self, n: usize, p: usize, transport: TransportKind) -> Result<AlltoallAlgorithm> {
+    pub(crate) fn resolve(
+        self,
+        n: usize,
+        p: usize,
+        transport: TransportKind,
+        env: &super::Overrides,
+    ) -> Result<AlltoallAlgorithm> {
         let chosen = match self {
-            AlltoallAlgorithm::Auto => match super::env_choice(
+            AlltoallAlgorithm::Auto => match env.choice(
                 "ZCOLL_ALLTOALL_ALGORITHM",
                 "auto, pairwise, pairwise-write, bruck, staged, pap-write, pap-read, pap-staged or \
                  pap-shm-direct",
@@ -198,7 +204,7 @@ pub(crate) fn alltoall(
 ) -> Result<()> {
     let p = ctx.ctl.size();
     let n = send.len() / p;
-    let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport);
+    let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport, ctx.overrides);
     match algorithm {
         Ok(a) if a.arrival_aware() => return super::pap::alltoall(ctx, send, recv, a),
         _ => {}
@@ -326,7 +332,7 @@ pub(crate) fn hier_checks(
     // Ranks must agree on what they asked for; each node then resolves it for its own
     // size, and nodes of different sizes may well choose differently.
     let word = op(Kind::Alltoall, algorithm.code(), 0);
-    let algorithm = algorithm.resolve(send / size, ctx.ctl.size(), ctx.transport);
+    let algorithm = algorithm.resolve(send / size, ctx.ctl.size(), ctx.transport, ctx.overrides);
     let whole = |first: usize| first / size * size;
     agree_shape(parent, send, recv, word, |first| (whole(first), whole(first)))?;
     algorithm.map(drop)
@@ -351,7 +357,7 @@ pub(crate) fn alltoall_hier(
     let size = parent.size() as usize;
     // Decided without the transport and with the communicator's size (nodes may differ in
     // both), so every node takes the same path.
-    match algorithm.resolve(send.len() / size, size, TransportKind::Cma) {
+    match algorithm.resolve(send.len() / size, size, TransportKind::Cma, ctx.overrides) {
         Ok(a) if a.arrival_aware() => return super::pap::alltoall_hier(hier, parent, ctx, send, recv, a),
         _ => {}
     }
@@ -424,8 +430,11 @@ mod tests {
         for a in AlltoallAlgorithm::ALL {
             let staged =
                 if a.arrival_aware() { AlltoallAlgorithm::PapStaged } else { AlltoallAlgorithm::Staged };
-            assert_eq!(a.resolve(1 << 20, 4, TransportKind::Cico), Ok(staged));
-            assert_eq!(a.resolve(1, 4, TransportKind::Cma), Ok(a));
+            assert_eq!(
+                a.resolve(1 << 20, 4, TransportKind::Cico, &crate::coll::Overrides::default()),
+                Ok(staged)
+            );
+            assert_eq!(a.resolve(1, 4, TransportKind::Cma, &crate::coll::Overrides::default()), Ok(a));
         }
     }
 }

@@ -19,9 +19,10 @@
 //!   per pair, scheduled so that any lengths pass without deadlock (see `sync::spans`).
 //!   Two memory copies per byte, no system call, no permission.
 //!
-//! `Auto` (unless `ZCOLL_ALLTOALLV_ALGORITHM` says otherwise) stages the pairs under
-//! [`STAGED_BELOW`] and reads the others pairwise, in the
-//! same round; everything is staged on `cico`.
+//! `Auto` (unless `ZCOLL_ALLTOALLV_ALGORITHM` says otherwise) takes the path the cost
+//! model picks for an alltoall of the mean block between distinct ranks
+//! (`tune::select`): every pair staged, or every pair read pairwise; everything is staged
+//! on `cico`.
 //!
 //! Across nodes ([`alltoallv_hier`]): every rank packs its blocks by destination node, the
 //! leaders gather them, exchange node-to-node parts with rsmpi's
@@ -30,18 +31,18 @@
 //! incoming blocks at every rank, and four at the leaders.
 
 use super::allgather::{gather_to_leader, Nodes};
-use super::env_choice;
 use super::gatherv::{gatherv, GathervBufs};
 use super::scatterv::{scatterv, ScattervBufs, BAD_CONFIG};
 use super::varcount::{
-    agree_faults, alltoallv_cross, alltoallv_local, bytes, checked, first_fault, fits, mpi_bytes, mpi_count,
-    partition_len, partition_words, range, scratch, Given, Parts, Published, STAGED_BELOW,
+    agree_faults, alltoallv_cross, alltoallv_local, auto_stages, bytes, checked, first_fault, fits,
+    mpi_bytes, mpi_count, partition_len, partition_words, range, scratch, Given, Parts, Published,
 };
 use super::{op, Ctx, Kind};
 use crate::error::{Errno, Error, Result};
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
 use crate::transport::{cma, TransportKind};
+use crate::tune::select;
 use crate::{GatherAlgorithm, ScatterAlgorithm};
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::topology::SimpleCommunicator;
@@ -100,10 +101,10 @@ impl AlltoallvAlgorithm {
 
     /// What this rank asks for, before the arrive phase: `Auto` becomes what
     /// `ZCOLL_ALLTOALLV_ALGORITHM` names (if set), and everything is `Staged` on `cico`.
-    fn requested(self, transport: TransportKind) -> Result<AlltoallvAlgorithm> {
+    fn requested(self, transport: TransportKind, env: &super::Overrides) -> Result<AlltoallvAlgorithm> {
         let a = match self {
             AlltoallvAlgorithm::Auto => {
-                env_choice("ZCOLL_ALLTOALLV_ALGORITHM", EXPECTED)?.unwrap_or(AlltoallvAlgorithm::Auto)
+                env.choice("ZCOLL_ALLTOALLV_ALGORITHM", EXPECTED)?.unwrap_or(AlltoallvAlgorithm::Auto)
             }
             a => a,
         };
@@ -168,13 +169,19 @@ pub(crate) fn alltoallv(
     algorithm: AlltoallvAlgorithm,
 ) -> Result<()> {
     let p = ctx.ctl.size();
-    let algorithm = algorithm.requested(ctx.transport);
+    let algorithm = algorithm.requested(ctx.transport, ctx.overrides);
     let code = algorithm.as_ref().map_or(BAD_CONFIG, |a| a.code());
     let mut meta = Vec::new();
     partition_words(&mut meta, p, sides.send_counts, sides.send_displs);
     partition_words(&mut meta, p, sides.recv_counts, sides.recv_displs);
     let call = Call {
-        op: op(Kind::Alltoallv, code, 0),
+        // `Auto` decides after the checks, from the counts and the profile: publish the
+        // profile's fingerprint so that ranks with different profiles fail the check.
+        op: op(
+            Kind::Alltoallv,
+            code,
+            if algorithm == Ok(AlltoallvAlgorithm::Auto) { select::fingerprint() } else { 0 },
+        ),
         root: 0,
         send: send.as_ptr() as usize,
         send_len: send.len(),
@@ -237,9 +244,13 @@ fn exchange(
     if p == 1 {
         return Ok(());
     }
-    let staged = |s: usize, d: usize| match algorithm {
+    let auto_staged = algorithm == AlltoallvAlgorithm::Auto && {
+        let between: usize = (0..p * p).filter(|i| i / p != i % p).map(|i| pairs[i]).sum();
+        auto_stages(select::Coll::Alltoall, between / (p * (p - 1)), p)
+    };
+    let staged = |_: usize, _: usize| match algorithm {
         AlltoallvAlgorithm::Staged => true,
-        AlltoallvAlgorithm::Auto => pairs[s * p + d] < STAGED_BELOW,
+        AlltoallvAlgorithm::Auto => auto_staged,
         _ => false,
     };
     let len = |s: usize, d: usize| if staged(s, d) { pairs[s * p + d] } else { 0 };
@@ -308,7 +319,8 @@ pub(crate) fn alltoallv_hier(
         Some(_) => None,
     };
     agree_faults(parent, local, cross)?;
-    let word = algorithm.requested(ctx.transport).map_or(BAD_CONFIG as u64, |a| a.code() as u64);
+    let word =
+        algorithm.requested(ctx.transport, ctx.overrides).map_or(BAD_CONFIG as u64, |a| a.code() as u64);
     let (out_total, in_total): (u64, u64) = (row.iter().sum(), col.iter().sum());
     // Both partitions in bytes, for MPI's own when every node holds one rank.
     let direct = match (mpi_bytes(&mine_s, p, elem), mpi_bytes(&mine_r, p, elem)) {
@@ -321,7 +333,7 @@ pub(crate) fn alltoallv_hier(
     if let Some(c) = (0..p).find(|&c| all[W * c] != all[0]) {
         return Err(Error::Mismatch { rank: me, culprit: c as i32, what: "algorithm" });
     }
-    algorithm.requested(ctx.transport)?;
+    algorithm.requested(ctx.transport, ctx.overrides)?;
     if let (Some(((sc, sd), (rc, rd))), true) = (direct, (0..p).all(|c| all[W * c + 3] == 1)) {
         let (spare, mut spare_out) = ([0u8; 1], [0u8; 1]);
         // MPI refuses empty buffers at dangling addresses: lend empty ones that are not.
@@ -465,7 +477,10 @@ mod tests {
     fn names_round_trip_and_cico_stages() {
         for a in std::iter::once(AlltoallvAlgorithm::Auto).chain(AlltoallvAlgorithm::ALL) {
             assert_eq!(a.to_string().parse(), Ok(a));
-            assert_eq!(a.requested(TransportKind::Cico), Ok(AlltoallvAlgorithm::Staged));
+            assert_eq!(
+                a.requested(TransportKind::Cico, &crate::coll::Overrides::default()),
+                Ok(AlltoallvAlgorithm::Staged)
+            );
         }
         assert_eq!("bruck".parse::<AlltoallvAlgorithm>(), Err(()));
     }

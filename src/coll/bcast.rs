@@ -178,9 +178,15 @@ impl BcastAlgorithm {
     /// The algorithm a call of `len` bytes on a node of `p` ranks uses on `transport`,
     /// after `Auto` and the environment override are resolved. Single-copy algorithms
     /// fall back to `Staged` where the transport cannot do single copies.
-    pub(crate) fn resolve(self, len: usize, p: usize, transport: TransportKind) -> Result<BcastAlgorithm> {
+    pub(crate) fn resolve(
+        self,
+        len: usize,
+        p: usize,
+        transport: TransportKind,
+        env: &super::Overrides,
+    ) -> Result<BcastAlgorithm> {
         let chosen = match self {
-            BcastAlgorithm::Auto => match super::env_choice(
+            BcastAlgorithm::Auto => match env.choice(
                 "ZCOLL_BCAST_ALGORITHM",
                 "auto, direct-read, direct-write, knomial-read[:k], scatter-allgather, \
                  pipelined[:bytes], fifo, staged or arrival-aware",
@@ -279,7 +285,7 @@ pub(crate) fn bcast(
             Ok(BcastAlgorithm::Pipelined { chunk: DEFAULT_CHUNK })
         }
         (true, _, _) => Ok(BcastAlgorithm::Staged),
-        (false, transport, a) => a.resolve(buf.len(), ctx.ctl.size(), transport),
+        (false, transport, a) => a.resolve(buf.len(), ctx.ctl.size(), transport, ctx.overrides),
     };
     let (code, param) = algorithm.as_ref().map(|a| a.code()).unwrap_or((0, 0));
     if algorithm == Ok(BcastAlgorithm::ArrivalAware) {

@@ -27,7 +27,6 @@
 //! rank order when the nodes do not hold consecutive ranks), and the root's leader hands
 //! the whole buffer to the root through the node if it is not the root itself.
 
-use super::env_choice;
 use super::rooted::{
     blocks, hier_check, parse_k, peers, relay, rooted_check, throttled, transport_error, zero_k, Claim,
     Layout, Measure, DEFAULT_K,
@@ -112,9 +111,10 @@ impl GatherAlgorithm {
         block: usize,
         ranks: usize,
         transport: TransportKind,
+        env: &super::Overrides,
     ) -> Result<GatherAlgorithm> {
         let chosen = match self {
-            GatherAlgorithm::Auto => match env_choice("ZCOLL_GATHER_ALGORITHM", EXPECTED)? {
+            GatherAlgorithm::Auto => match env.choice("ZCOLL_GATHER_ALGORITHM", EXPECTED)? {
                 Some(a) => a,
                 None => match select::choose(select::Coll::Gather, block, ranks) {
                     Algo::GatherStaged => GatherAlgorithm::Staged,
@@ -210,7 +210,7 @@ pub(crate) fn gather(
 ) -> Result<()> {
     let size = ctx.ctl.size();
     let block = bufs.block(size);
-    let algorithm = algorithm.resolve(block, size, ctx.transport);
+    let algorithm = algorithm.resolve(block, size, ctx.transport, ctx.overrides);
     let (code, k) = algorithm.as_ref().map(|a| a.code()).unwrap_or((0, 0));
     let is_root = matches!(bufs, GatherBufs::Root { .. });
     let in_place = matches!(bufs, GatherBufs::Root { send: None, .. });

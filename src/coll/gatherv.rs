@@ -26,7 +26,6 @@
 //! `gather_varcount_into_root` into a scratch buffer, which is handed to the root through
 //! the node if it is not the leader, and the root unpacks it into its partition.
 
-use super::env_choice;
 use super::rooted::{peers, relay, transport_error, zero_k, DEFAULT_K};
 use super::scatterv::BAD_CONFIG;
 use super::varcount::{
@@ -49,10 +48,14 @@ const EXPECTED: &str = "auto, parallel-write, sequential-read, throttled-write[:
 
 /// What this rank asks for, before the arrive phase: `Auto` becomes what
 /// `ZCOLL_GATHERV_ALGORITHM` names (if set), and everything is `Staged` on `cico`.
-fn requested(a: GatherAlgorithm, transport: TransportKind) -> Result<GatherAlgorithm> {
+fn requested(
+    a: GatherAlgorithm,
+    transport: TransportKind,
+    env: &super::Overrides,
+) -> Result<GatherAlgorithm> {
     let a = match a {
         GatherAlgorithm::Auto => {
-            env_choice("ZCOLL_GATHERV_ALGORITHM", EXPECTED)?.unwrap_or(GatherAlgorithm::Auto)
+            env.choice("ZCOLL_GATHERV_ALGORITHM", EXPECTED)?.unwrap_or(GatherAlgorithm::Auto)
         }
         GatherAlgorithm::ThrottledWrite { k: 0 } => return Err(zero_k("GatherAlgorithm::ThrottledWrite")),
         a => a,
@@ -96,7 +99,7 @@ pub(crate) fn gatherv(
     algorithm: GatherAlgorithm,
 ) -> Result<()> {
     let p = ctx.ctl.size();
-    let algorithm = requested(algorithm, ctx.transport);
+    let algorithm = requested(algorithm, ctx.transport, ctx.overrides);
     let (code, k) = algorithm.as_ref().map_or((BAD_CONFIG, 0), |&a| a.code());
     let mut meta = Vec::new();
     let (is_root, send, recv, recv_len) = match &bufs {
@@ -254,7 +257,7 @@ pub(crate) fn gatherv_hier(
     // One rank per node: MPI's own, on the root's partition in bytes (every rank has it),
     // once every rank could read its algorithm (a bad variable fails the call everywhere).
     if let (true, Some((counts, displs))) = (hier.direct(), mpi_bytes(&parts, p, elem_root)) {
-        hier.agree(parent, requested(algorithm, ctx.transport).map(drop))?;
+        hier.agree(parent, requested(algorithm, ctx.transport, ctx.overrides).map(drop))?;
         let spare = [0u8; 1];
         // MPI refuses empty buffers at dangling addresses: lend an empty one that is not.
         let send = if send.is_empty() { &spare[..0] } else { send };
@@ -329,9 +332,18 @@ mod tests {
     #[test]
     fn requests_follow_transport_and_reject_k_zero() {
         use GatherAlgorithm::*;
-        assert_eq!(requested(ParallelWrite, TransportKind::Cico), Ok(Staged));
-        assert_eq!(requested(SequentialRead, TransportKind::Cma), Ok(SequentialRead));
-        assert!(matches!(requested(ThrottledWrite { k: 0 }, TransportKind::Cma), Err(Error::Config { .. })));
+        assert_eq!(
+            requested(ParallelWrite, TransportKind::Cico, &crate::coll::Overrides::default()),
+            Ok(Staged)
+        );
+        assert_eq!(
+            requested(SequentialRead, TransportKind::Cma, &crate::coll::Overrides::default()),
+            Ok(SequentialRead)
+        );
+        assert!(matches!(
+            requested(ThrottledWrite { k: 0 }, TransportKind::Cma, &crate::coll::Overrides::default()),
+            Err(Error::Config { .. })
+        ));
         assert_eq!(family(ThrottledWrite { k: 2 }), Family::Direct(2));
         assert_eq!(family(SequentialRead), Family::ByRoot);
     }

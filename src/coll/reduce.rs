@@ -92,9 +92,10 @@ impl ReduceAlgorithm {
         len: usize,
         p: usize,
         transport: TransportKind,
+        env: &super::Overrides,
     ) -> Result<ReduceAlgorithm> {
         let chosen = match self {
-            ReduceAlgorithm::Auto => match super::env_choice(var, "auto, partitioned or staged")? {
+            ReduceAlgorithm::Auto => match env.choice(var, "auto, partitioned or staged")? {
                 Some(a) => a,
                 None => match select::choose(select::Coll::Allreduce, len, p) {
                     Algo::AllreduceStaged => ReduceAlgorithm::Staged,
@@ -221,7 +222,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         Target::Root(_) => (Kind::Reduce, "ZCOLL_REDUCE_ALGORITHM"),
         _ => (Kind::Allreduce, "ZCOLL_ALLREDUCE_ALGORITHM"),
     };
-    let algorithm = algorithm.resolve(var, n * size, ctx.ctl.size(), ctx.transport);
+    let algorithm = algorithm.resolve(var, n * size, ctx.ctl.size(), ctx.transport, ctx.overrides);
     let code = algorithm.as_ref().map(|a| a.code()).unwrap_or(0);
     let (send, recv, recv_len) = match &mut bufs {
         Bufs::Apart(s, r) => (s.as_ptr() as usize, r.as_mut_ptr() as usize, std::mem::size_of_val(*r)),

@@ -45,7 +45,6 @@
 //! blocks node by node in a scratch buffer when the ranks are not in node order (and sends
 //! the user's buffer as it is when they are).
 
-use super::env_choice;
 use super::rooted::{
     blocks, hier_check, parse_k, peers, relay, rooted_check, throttled, transport_error, zero_k, Claim,
     Layout, Measure, DEFAULT_K,
@@ -132,9 +131,10 @@ impl ScatterAlgorithm {
         block: usize,
         ranks: usize,
         transport: TransportKind,
+        env: &super::Overrides,
     ) -> Result<ScatterAlgorithm> {
         let chosen = match self {
-            ScatterAlgorithm::Auto => match env_choice("ZCOLL_SCATTER_ALGORITHM", EXPECTED)? {
+            ScatterAlgorithm::Auto => match env.choice("ZCOLL_SCATTER_ALGORITHM", EXPECTED)? {
                 Some(a) => a,
                 None => match select::choose(select::Coll::Scatter, block, ranks) {
                     Algo::ScatterStaged => ScatterAlgorithm::Staged,
@@ -231,7 +231,7 @@ pub(crate) fn scatter(
 ) -> Result<()> {
     let size = ctx.ctl.size();
     let block = bufs.block(size);
-    let algorithm = algorithm.resolve(block, size, ctx.transport);
+    let algorithm = algorithm.resolve(block, size, ctx.transport, ctx.overrides);
     let (code, k) = algorithm.as_ref().map(|a| a.code()).unwrap_or((0, 0));
     let is_root = matches!(bufs, ScatterBufs::Root { .. });
     let in_place = matches!(bufs, ScatterBufs::Root { recv: None, .. });
@@ -398,27 +398,28 @@ mod tests {
 
     #[test]
     fn defaults_follow_size_ranks_and_transport() {
-        // Keep the environment out of it: only explicit choices read no variable.
-        let auto = |block, ranks, t| match std::env::var("ZCOLL_SCATTER_ALGORITHM") {
-            Ok(_) => None,
-            Err(_) => Some(ScatterAlgorithm::Auto.resolve(block, ranks, t).unwrap()),
-        };
+        use crate::coll::Overrides;
         use ScatterAlgorithm::*;
         use TransportKind::*;
+        let none = Overrides::default();
         // The model chooses on CMA nodes (tune::select's tests cover its choices); a cico
         // node always stages.
-        if let Some(a) = auto(64, 8, Cma) {
-            let want = match select::choose(select::Coll::Scatter, 64, 8) {
-                Algo::ScatterStaged => Staged,
-                Algo::ScatterSequentialWrite => SequentialWrite,
-                Algo::ScatterThrottledRead(k) => ThrottledRead { k: k as u32 },
-                _ => ParallelRead,
-            };
-            assert_eq!(a, want);
-            assert_eq!(auto(1 << 20, 8, Cico), Some(Staged));
-        }
-        assert_eq!(SequentialWrite.resolve(1, 8, Cico), Ok(Staged));
-        assert_eq!(ThrottledRead { k: 2 }.resolve(1, 8, Cma), Ok(ThrottledRead { k: 2 }));
-        assert!(matches!(ThrottledRead { k: 0 }.resolve(1, 8, Cma), Err(crate::Error::Config { .. })));
+        let want = match select::choose(select::Coll::Scatter, 64, 8) {
+            Algo::ScatterStaged => Staged,
+            Algo::ScatterSequentialWrite => SequentialWrite,
+            Algo::ScatterThrottledRead(k) => ThrottledRead { k: k as u32 },
+            _ => ParallelRead,
+        };
+        assert_eq!(Auto.resolve(64, 8, Cma, &none), Ok(want));
+        assert_eq!(Auto.resolve(1 << 20, 8, Cico, &none), Ok(Staged));
+        assert_eq!(SequentialWrite.resolve(1, 8, Cico, &none), Ok(Staged));
+        assert_eq!(ThrottledRead { k: 2 }.resolve(1, 8, Cma, &none), Ok(ThrottledRead { k: 2 }));
+        assert!(matches!(ThrottledRead { k: 0 }.resolve(1, 8, Cma, &none), Err(crate::Error::Config { .. })));
+        // The variable, as read when the `Comm` was built, decides what `Auto` means.
+        let set = Overrides::with(&[("ZCOLL_SCATTER_ALGORITHM", "throttled-read:3")]);
+        assert_eq!(Auto.resolve(64, 8, Cma, &set), Ok(ThrottledRead { k: 3 }));
+        assert_eq!(Staged.resolve(64, 8, Cma, &set), Ok(Staged), "an explicit choice wins");
+        let bad = Overrides::with(&[("ZCOLL_SCATTER_ALGORITHM", "throttled-read:0")]);
+        assert!(matches!(Auto.resolve(64, 8, Cma, &bad), Err(crate::Error::Config { .. })));
     }
 }

@@ -33,7 +33,6 @@
 //! from its leader. That costs a scratch copy at the root and a scratch part at every
 //! leader.
 
-use super::env_choice;
 use super::rooted::{peers, relay, transport_error, zero_k, DEFAULT_K};
 use super::varcount::{
     bytes, chain, checked, fits, judge_rooted, mpi_bytes, mpi_count, partition_len, partition_words, range,
@@ -59,10 +58,14 @@ pub(crate) const BAD_CONFIG: u8 = 0xfe;
 
 /// What this rank asks for, before the arrive phase: `Auto` becomes what
 /// `ZCOLL_SCATTERV_ALGORITHM` names (if set), and everything is `Staged` on `cico`.
-fn requested(a: ScatterAlgorithm, transport: TransportKind) -> Result<ScatterAlgorithm> {
+fn requested(
+    a: ScatterAlgorithm,
+    transport: TransportKind,
+    env: &super::Overrides,
+) -> Result<ScatterAlgorithm> {
     let a = match a {
         ScatterAlgorithm::Auto => {
-            env_choice("ZCOLL_SCATTERV_ALGORITHM", EXPECTED)?.unwrap_or(ScatterAlgorithm::Auto)
+            env.choice("ZCOLL_SCATTERV_ALGORITHM", EXPECTED)?.unwrap_or(ScatterAlgorithm::Auto)
         }
         ScatterAlgorithm::ThrottledRead { k: 0 } => return Err(zero_k("ScatterAlgorithm::ThrottledRead")),
         a => a,
@@ -106,7 +109,7 @@ pub(crate) fn scatterv(
     algorithm: ScatterAlgorithm,
 ) -> Result<()> {
     let p = ctx.ctl.size();
-    let algorithm = requested(algorithm, ctx.transport);
+    let algorithm = requested(algorithm, ctx.transport, ctx.overrides);
     let (code, k) = algorithm.as_ref().map_or((BAD_CONFIG, 0), |&a| a.code());
     let mut meta = Vec::new();
     let (is_root, send, send_len, recv) = match &bufs {
@@ -237,7 +240,7 @@ pub(crate) fn scatterv_hier(
     // One rank per node: MPI's own, on the root's partition in bytes (every rank has it),
     // once every rank could read its algorithm (a bad variable fails the call everywhere).
     if let (true, Some((counts, displs))) = (hier.direct(), mpi_bytes(&parts, p, elem_root)) {
-        hier.agree(parent, requested(algorithm, ctx.transport).map(drop))?;
+        hier.agree(parent, requested(algorithm, ctx.transport, ctx.overrides).map(drop))?;
         let mut spare = [0u8; 1];
         // MPI refuses empty buffers at dangling addresses: lend an empty one that is not.
         let recv = if recv.is_empty() { &mut spare[..0] } else { recv };
@@ -311,9 +314,18 @@ mod tests {
     fn requests_follow_transport_and_reject_k_zero() {
         use ScatterAlgorithm::*;
         assert_eq!(ParallelRead.to_string().parse::<ScatterAlgorithm>(), Ok(ParallelRead));
-        assert_eq!(requested(SequentialWrite, TransportKind::Cico), Ok(Staged));
-        assert_eq!(requested(ThrottledRead { k: 2 }, TransportKind::Cma), Ok(ThrottledRead { k: 2 }));
-        assert!(matches!(requested(ThrottledRead { k: 0 }, TransportKind::Cma), Err(Error::Config { .. })));
+        assert_eq!(
+            requested(SequentialWrite, TransportKind::Cico, &crate::coll::Overrides::default()),
+            Ok(Staged)
+        );
+        assert_eq!(
+            requested(ThrottledRead { k: 2 }, TransportKind::Cma, &crate::coll::Overrides::default()),
+            Ok(ThrottledRead { k: 2 })
+        );
+        assert!(matches!(
+            requested(ThrottledRead { k: 0 }, TransportKind::Cma, &crate::coll::Overrides::default()),
+            Err(Error::Config { .. })
+        ));
         assert_eq!(family(ThrottledRead { k: 3 }), Family::Direct(3));
         assert_eq!(family(Auto), Family::Mixed(4));
     }

@@ -38,17 +38,27 @@ use super::rooted::ROLE;
 use super::{check_with_meta, Ctx};
 use crate::error::{Error, Result};
 use crate::sync::{Call, Round};
+use crate::tune::select;
 use mpi::Count;
 use std::borrow::Borrow;
 use std::cell::Cell;
 use std::ops::Range;
 
-/// Blocks under this many bytes are staged by the default (`Auto`) algorithms, larger ones
-/// copied once with CMA: a CMA call costs about 0.45 us, as much as copying several KiB
-/// twice through shared memory (the crossover of scatter and gather on the machine the
-/// design was measured on). A fixed threshold rather than the cost model's choice, because
-/// every rank must reach the same decision from the published counts alone.
+/// Blocks under this many bytes are staged by the default (`Auto`) rooted algorithms
+/// (scatterv, gatherv), larger ones copied once with CMA: a CMA call costs about 0.45 us,
+/// as much as copying several KiB twice through shared memory (the crossover of scatter
+/// and gather on the machine the design was measured on).
 pub(crate) const STAGED_BELOW: usize = 8 * 1024;
+
+/// Whether `Auto` stages every block of an allgatherv or alltoallv whose blocks between
+/// distinct ranks average `mean` bytes on `p` ranks: the cost model's choice for the
+/// fixed-size collective `coll` with that block. Every rank computes `mean` from the
+/// published counts, and the published [`select::fingerprint`] guarantees the same
+/// parameters, so every rank decides alike. One path for the whole call: a mix of staged
+/// and single-copy blocks would pay both paths' synchronisation.
+pub(crate) fn auto_stages(coll: select::Coll, mean: usize, p: usize) -> bool {
+    select::choose(coll, mean, p).is_staged()
+}
 
 /// A buffer cut into one block per rank, by counts and displacements in elements: what
 /// rsmpi's [`mpi::datatype::Partition`] describes, for zcoll's variable-count collectives.

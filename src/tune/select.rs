@@ -113,6 +113,24 @@ pub fn active() -> &'static (Params, String) {
     })
 }
 
+/// A fingerprint of the parameters in force: a variable-count call with `Auto` decides
+/// its algorithm from the published counts after its checks, so it publishes this in its
+/// call record, and ranks that loaded different profiles (and could decide differently)
+/// fail the check with an algorithm mismatch instead.
+pub(crate) fn fingerprint() -> u32 {
+    static PRINT: OnceLock<u32> = OnceLock::new();
+    *PRINT.get_or_init(|| {
+        let p = &active().0;
+        let fields = [p.alpha, p.beta, p.l, p.s, p.a, p.b, p.memcpy_beta, p.flag, p.sync_copy, p.sync_staged];
+        // FNV-1a over the bits, folded to 32 bits.
+        let h = fields
+            .iter()
+            .flat_map(|f| f.to_bits().to_le_bytes())
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3));
+        (h ^ h >> 32) as u32
+    })
+}
+
 /// The candidates for `coll` on a node of `p` ranks.
 pub fn candidates(coll: Coll, p: usize) -> Vec<Algo> {
     let ks = || [2usize, 3, 4, 6, 8, 16, 32].into_iter().filter(move |&k| k < p.saturating_sub(1));

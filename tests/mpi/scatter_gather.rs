@@ -413,9 +413,12 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
             // `Auto` follows the environment: every rank but the last asks for throttled
             // write, so the last one's explicit `Staged` (what `Auto` is for these blocks
             // without the variable) disagrees, and its explicit throttled write agrees.
+            // The variable is read when a `Comm` is built: this one sees it.
             if me != last {
                 std::env::set_var("ZCOLL_GATHER_ALGORITHM", "throttled-write:2");
             }
+            let comm = &Comm::new(world).unwrap();
+            std::env::remove_var("ZCOLL_GATHER_ALGORITHM");
             let algo = if me == last { GatherAlgorithm::Staged } else { GatherAlgorithm::Auto };
             case(
                 "gather algorithm disagreement through the environment",
@@ -433,21 +436,26 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
             let algo =
                 if me == last { GatherAlgorithm::ThrottledWrite { k: 2 } } else { GatherAlgorithm::Auto };
             check_gather::<u32>(world, comm, n, root, algo, Variant::Separate, 97);
-            std::env::remove_var("ZCOLL_GATHER_ALGORITHM");
         }
     }
 
-    // An environment variable zcoll cannot read is an error everywhere.
+    // An environment variable zcoll cannot read is an error everywhere, in the calls of
+    // a `Comm` built while it was set.
     std::env::set_var("ZCOLL_SCATTER_ALGORITHM", "throttled-read:0");
+    let configured = Comm::new(world).unwrap();
+    std::env::remove_var("ZCOLL_SCATTER_ALGORITHM");
     let (send0, recv0) = (fill(if me == 0 { pu * n } else { 0 }, 3), fill(n, 4));
     let (send, mut recv) = (send0.clone(), recv0.clone());
-    let e =
-        if me == 0 { comm.scatter_into_root(&send, &mut recv, 0) } else { comm.scatter_into(&mut recv, 0) }
-            .unwrap_err();
+    let e = if me == 0 {
+        configured.scatter_into_root(&send, &mut recv, 0)
+    } else {
+        configured.scatter_into(&mut recv, 0)
+    }
+    .unwrap_err();
     let config = |name: &str, value: &str| name == "ZCOLL_SCATTER_ALGORITHM" && value == "throttled-read:0";
     assert!(matches!(&e, Error::Config { name, value, .. } if config(name, value)), "rank {me}: {e}");
     assert!(send == send0 && recv == recv0, "a failed call changed a buffer on rank {me}");
-    std::env::remove_var("ZCOLL_SCATTER_ALGORITHM");
+    drop(configured);
 
     // The communicator is still usable after all that.
     check_scatter::<u32>(world, comm, n, last, ScatterAlgorithm::Auto, Variant::Separate, 99);

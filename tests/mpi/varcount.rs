@@ -669,11 +669,23 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
     exchange_errors(comm, &case, count);
 
     // An environment variable zcoll cannot read is an error everywhere.
+    // (Read when a `Comm` is built.)
     std::env::set_var("ZCOLL_GATHERV_ALGORITHM", "throttled-write:0");
-    let e = gatherv(leak(c.to_vec()), leak(d.to_vec()))(&mut fill(count(me), 3), &mut fill(whole, 4))
-        .unwrap_err();
-    assert!(matches!(&e, Error::Config { name: "ZCOLL_GATHERV_ALGORITHM", .. }), "rank {me}: {e}");
+    let configured = Comm::new(world).unwrap();
     std::env::remove_var("ZCOLL_GATHERV_ALGORITHM");
+    let (send, mut recv) = (fill(count(me), 3), fill(whole, 4));
+    let e = if is_root {
+        configured.gather_varcount_into_root(&send, &mut recv, c, d, root)
+    } else {
+        configured.gather_varcount_into(&send, root)
+    }
+    .unwrap_err();
+    assert!(matches!(&e, Error::Config { name: "ZCOLL_GATHERV_ALGORITHM", .. }), "rank {me}: {e}");
+    assert!(
+        send == fill(count(me), 3) && recv == fill(whole, 4),
+        "a failed call changed a buffer on rank {me}"
+    );
+    drop(configured);
 
     // The communicator is still usable after all that.
     check_scatterv::<u32>(world, comm, &good, last, ScatterAlgorithm::Auto, 98);
@@ -821,8 +833,13 @@ fn exchange_errors(
             );
         }
     }
+    // (Read when a `Comm` is built.)
     std::env::set_var("ZCOLL_ALLTOALLV_ALGORITHM", "bogus");
-    let e = alltoallv(&out, &inn)(&mut vec![0; out.len], &mut vec![0; inn.len]).unwrap_err();
-    assert!(matches!(&e, Error::Config { name: "ZCOLL_ALLTOALLV_ALGORITHM", .. }), "rank {me}: {e}");
+    let configured = Comm::new(comm.mpi()).unwrap();
     std::env::remove_var("ZCOLL_ALLTOALLV_ALGORITHM");
+    let (send, mut recv) = (vec![0; out.len], vec![0; inn.len]);
+    let e = configured
+        .all_to_all_varcount_into(&send, &out.counts, &out.displs, &mut recv, &inn.counts, &inn.displs)
+        .unwrap_err();
+    assert!(matches!(&e, Error::Config { name: "ZCOLL_ALLTOALLV_ALGORITHM", .. }), "rank {me}: {e}");
 }

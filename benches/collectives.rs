@@ -4,7 +4,8 @@
 //!
 //! `cargo bench` starts this binary outside an MPI job; it then re-launches itself under
 //! `mpiexec -n ${ZCOLL_BENCH_NP:-2}` (adding what Open MPI needs to run as root and
-//! oversubscribed; `ZCOLL_BENCH_LAUNCHER` names another launcher). Started by a launcher
+//! with a rank bound to each core, or oversubscribed when the ranks outnumber the cores;
+//! `ZCOLL_BENCH_LAUNCHER` names another launcher). Started by a launcher
 //! (`srun target/release/deps/collectives-* --bench` on a cluster, or `mpiexec`), it
 //! runs directly. Rank 0 drives criterion: for every batch of iterations criterion asks
 //! for (`iter_custom`), it broadcasts which benchmark and how many iterations, every
@@ -75,7 +76,13 @@ fn relaunch() -> ExitCode {
         v.contains("Open MPI") || v.contains("OpenRTE")
     });
     if open_mpi {
-        cmd.args(["--oversubscribe", "--bind-to", "none"]);
+        // A rank per core, bound, when they fit (as scripts/mpiexec): unbound, the kernel
+        // sometimes runs both ranks on one core for the whole job.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        match np.parse::<usize>() {
+            Ok(n) if n <= cores => cmd.args(["--bind-to", "core"]),
+            _ => cmd.args(["--oversubscribe", "--bind-to", "none"]),
+        };
         cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     }
     cmd.arg(exe).args(std::env::args_os().skip(1));

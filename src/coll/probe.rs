@@ -106,14 +106,17 @@ fn phases(round: &Round<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
         }
         barrier(round, s)?;
     }
-    // Flag hand-off: ranks 0 and 1 ping-pong on their progress counters.
+    // Flag hand-off: ranks 0 and 1 ping-pong on their progress counters; half the median
+    // round trip (a mean would let one descheduled round trip, milliseconds, swamp the
+    // hundreds of sub-microsecond ones).
     let base = next();
     if me <= 1 {
         let other = 1 - me;
         let rounds = 200u32;
-        let t = Instant::now();
+        let mut trips = Vec::with_capacity(rounds as usize);
         for i in 0..rounds {
             let ping = base + 1 + 2 * i;
+            let t = Instant::now();
             if me == 0 {
                 round.post_progress(ping);
                 round.wait_progress(other, ping + 1)?;
@@ -121,8 +124,10 @@ fn phases(round: &Round<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
                 round.wait_progress(other, ping)?;
                 round.post_progress(ping + 1);
             }
+            trips.push(t.elapsed().as_secs_f64());
         }
-        out.flag = Some(t.elapsed().as_secs_f64() / (2 * rounds) as f64);
+        trips.sort_by(f64::total_cmp);
+        out.flag = Some(trips[trips.len() / 2] / 2.0);
     }
     Ok(out)
 }

@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::op::Operator;
 use crate::sync::{Call, Round, PRIVATE, SCRATCH_HALF};
 use crate::transport::{Read, RemoteBuf, TransportKind};
-use crate::tune::{select, Algo};
+use crate::tune::select;
 use crate::Pod;
 
 /// The chunk of the partitioned reduction when every peer's input is mapped here: the
@@ -97,10 +97,13 @@ impl ReduceAlgorithm {
         let chosen = match self {
             ReduceAlgorithm::Auto => match env.choice(var, "auto, partitioned or staged")? {
                 Some(a) => a,
-                None => match select::choose(select::Coll::Allreduce, len, p) {
-                    Algo::AllreduceStaged => ReduceAlgorithm::Staged,
-                    _ => ReduceAlgorithm::Partitioned,
-                },
+                None => {
+                    let coll = if var == REDUCE_VAR { select::Coll::Reduce } else { select::Coll::Allreduce };
+                    match select::choose(coll, len, p).is_staged() {
+                        true => ReduceAlgorithm::Staged,
+                        false => ReduceAlgorithm::Partitioned,
+                    }
+                }
             },
             explicit => explicit,
         };
@@ -110,6 +113,9 @@ impl ReduceAlgorithm {
         })
     }
 }
+
+/// The variable that sets what `Auto` means for a reduce to a root.
+const REDUCE_VAR: &str = "ZCOLL_REDUCE_ALGORITHM";
 
 impl std::fmt::Display for ReduceAlgorithm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -219,7 +225,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
     let size = std::mem::size_of::<T>();
     let n = bufs.input_len();
     let (kind, var) = match target {
-        Target::Root(_) => (Kind::Reduce, "ZCOLL_REDUCE_ALGORITHM"),
+        Target::Root(_) => (Kind::Reduce, REDUCE_VAR),
         _ => (Kind::Allreduce, "ZCOLL_ALLREDUCE_ALGORITHM"),
     };
     let algorithm = algorithm.resolve(var, n * size, ctx.ctl.size(), ctx.transport, ctx.overrides);

@@ -171,6 +171,10 @@ pub enum Algo {
     AllreducePartitioned,
     /// Allreduce through the staging areas.
     AllreduceStaged,
+    /// Reduce: partitioned reduce-scatter, then the partitions to the root.
+    ReducePartitioned,
+    /// Reduce through the staging areas: only the root folds.
+    ReduceStaged,
 }
 
 impl Algo {
@@ -185,6 +189,7 @@ impl Algo {
                 | Algo::AllgatherStaged
                 | Algo::AlltoallStaged
                 | Algo::AllreduceStaged
+                | Algo::ReduceStaged
         )
     }
 }
@@ -249,9 +254,17 @@ impl Params {
                 (2 * q * n) as f64 * self.memcpy_beta
                     + (q * n.div_ceil(STAGE_CHUNK).max(1)) as f64 * self.flag
             }
-            Algo::AllreducePartitioned => {
+            // The root reads the other partitions as every rank reads them in an allreduce.
+            Algo::AllreducePartitioned | Algo::ReducePartitioned => {
                 let part = n.div_ceil(p);
                 2.0 * q as f64 * t(part, 1)
+            }
+            // Every rank copies its chunk in; the root alone folds each peer's chunk into
+            // its output, a copy out per peer.
+            Algo::ReduceStaged => {
+                self.staged(n, STAGE_CHUNK)
+                    + (q - 1) as f64 * n as f64 * self.memcpy_beta
+                    + (q - 1) as f64 * n.div_ceil(STAGE_CHUNK) as f64 * self.flag
             }
             // Every rank folds every rank's chunk, after every rank's hand-off.
             Algo::AllreduceStaged => {
@@ -311,6 +324,13 @@ mod tests {
         assert!(close(P.moving(Algo::BcastKnomial(4), 16, n), 2.0 * t(3)));
         assert!(close(P.moving(Algo::AlltoallPairwise, 4, n), 3.0 * t1));
         assert_eq!(P.moving(Algo::BcastDirectRead, 1, n), 0.0);
+        // A staged reduce: the copy in and out of the staging area, then one fold per
+        // peer beyond the first at the root (2 chunks of 32 KiB: 2 hand-offs each).
+        let m = 65536;
+        assert!(close(P.moving(Algo::ReduceStaged, 2, m), P.staged(m, STAGE_CHUNK)));
+        let three = P.staged(m, STAGE_CHUNK) + 65536.0 * 0.5e-9 + 2.0 * 1e-7;
+        assert!(close(P.moving(Algo::ReduceStaged, 3, m), three));
+        assert!(P.moving(Algo::ReduceStaged, 4, m) < P.moving(Algo::AllreduceStaged, 4, m));
     }
 
     #[test]

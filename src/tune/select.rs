@@ -25,12 +25,21 @@ pub enum Coll {
     Alltoall,
     /// `all_reduce_into` (size: the message).
     Allreduce,
+    /// `reduce_into_root` (size: the message).
+    Reduce,
 }
 
 impl Coll {
     /// Every collective the model chooses for.
-    pub const ALL: [Coll; 6] =
-        [Coll::Bcast, Coll::Scatter, Coll::Gather, Coll::Allgather, Coll::Alltoall, Coll::Allreduce];
+    pub const ALL: [Coll; 7] = [
+        Coll::Bcast,
+        Coll::Scatter,
+        Coll::Gather,
+        Coll::Allgather,
+        Coll::Alltoall,
+        Coll::Allreduce,
+        Coll::Reduce,
+    ];
 
     /// Its name, as the benchmarks spell it.
     pub fn name(self) -> &'static str {
@@ -41,6 +50,7 @@ impl Coll {
             Coll::Allgather => "allgather",
             Coll::Alltoall => "alltoall",
             Coll::Allreduce => "allreduce",
+            Coll::Reduce => "reduce",
         }
     }
 }
@@ -157,6 +167,7 @@ pub fn candidates(coll: Coll, p: usize) -> Vec<Algo> {
         Coll::Allgather => vec![Algo::AllgatherRing, Algo::AllgatherRecursiveDoubling, Algo::AllgatherStaged],
         Coll::Alltoall => vec![Algo::AlltoallPairwise, Algo::AlltoallStaged],
         Coll::Allreduce => vec![Algo::AllreducePartitioned, Algo::AllreduceStaged],
+        Coll::Reduce => vec![Algo::ReducePartitioned, Algo::ReduceStaged],
     }
 }
 
@@ -174,9 +185,9 @@ pub(crate) fn choose_with(params: &Params, coll: Coll, bytes: usize, p: usize) -
 /// node size it was decided for and is decided again for another.
 pub(crate) fn choose(coll: Coll, bytes: usize, p: usize) -> Algo {
     type Slot = Cell<Option<(usize, Algo)>>;
-    const EMPTY: [Slot; CLASSES] = [const { Cell::new(None) }; CLASSES];
     thread_local! {
-        static CACHE: [[Slot; CLASSES]; Coll::ALL.len()] = const { [EMPTY; Coll::ALL.len()] };
+        static CACHE: [[Slot; CLASSES]; Coll::ALL.len()] =
+            const { [const { [const { Cell::new(None) }; CLASSES] }; Coll::ALL.len()] };
     }
     let class = bytes.max(1).next_power_of_two().trailing_zeros() as usize;
     CACHE.with(|cache| {

@@ -52,6 +52,8 @@ pub(crate) fn model_algo(coll: &str, name: &str) -> Option<Algo> {
         ("alltoall", "staged") => Algo::AlltoallStaged,
         ("allreduce", "partitioned") => Algo::AllreducePartitioned,
         ("allreduce", "staged") => Algo::AllreduceStaged,
+        ("reduce", "partitioned") => Algo::ReducePartitioned,
+        ("reduce", "staged") => Algo::ReduceStaged,
         _ => return None,
     })
 }

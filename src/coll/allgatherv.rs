@@ -217,7 +217,7 @@ fn exchange(
         return Ok(());
     }
     let auto_staged = algorithm == AllgathervAlgorithm::Auto
-        && auto_stages(select::Coll::Allgather, send_len.iter().sum::<usize>() / p, p);
+        && auto_stages(select::Coll::Allgather, send_len.iter().sum::<usize>() / p, p, 8 << 10);
     let staged = |_: usize| match algorithm {
         AllgathervAlgorithm::Staged => true,
         AllgathervAlgorithm::Auto => auto_staged,

@@ -246,7 +246,7 @@ fn exchange(
     }
     let auto_staged = algorithm == AlltoallvAlgorithm::Auto && {
         let between: usize = (0..p * p).filter(|i| i / p != i % p).map(|i| pairs[i]).sum();
-        auto_stages(select::Coll::Alltoall, between / (p * (p - 1)), p)
+        auto_stages(select::Coll::Alltoall, between / (p * (p - 1)), p, 1 << 10)
     };
     let staged = |_: usize, _: usize| match algorithm {
         AlltoallvAlgorithm::Staged => true,

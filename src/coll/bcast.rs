@@ -46,6 +46,10 @@ use crate::sync::{Call, Round, PRIVATE};
 use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
 
+/// The smallest message the default sends through the Bcast FIFO: below it the plain
+/// staged path is 15-20% faster with ranks bound to cores (0.33 against 0.39 us at 8 B,
+/// even at 4 KiB), the FIFO from 32 KiB (4.6 against 5.3 us).
+const FIFO_MIN_BYTES: usize = 4096 + 1;
 /// The largest message the default sends through the Bcast FIFO (what its ring holds);
 /// larger copy-in/copy-out broadcasts take the staging pipeline.
 const FIFO_MAX_BYTES: usize = crate::sync::fifo::BCAST_SLOTS * crate::sync::fifo::BCAST_PAYLOAD;
@@ -154,7 +158,7 @@ impl BcastAlgorithm {
             Algo::BcastDirectWrite => BcastAlgorithm::DirectWrite,
             Algo::BcastKnomial(k) => BcastAlgorithm::KnomialRead { k: k as u32 },
             Algo::BcastScatterAllgather => BcastAlgorithm::ScatterAllgather,
-            Algo::BcastStaged if len <= FIFO_MAX_BYTES => BcastAlgorithm::Fifo,
+            Algo::BcastStaged if (FIFO_MIN_BYTES..=FIFO_MAX_BYTES).contains(&len) => BcastAlgorithm::Fifo,
             Algo::BcastStaged => BcastAlgorithm::Staged,
             _ => BcastAlgorithm::DirectRead,
         }

@@ -52,12 +52,16 @@ pub(crate) const STAGED_BELOW: usize = 8 * 1024;
 
 /// Whether `Auto` stages every block of an allgatherv or alltoallv whose blocks between
 /// distinct ranks average `mean` bytes on `p` ranks: the cost model's choice for the
-/// fixed-size collective `coll` with that block. Every rank computes `mean` from the
-/// published counts, and the published [`select::fingerprint`] guarantees the same
-/// parameters, so every rank decides alike. One path for the whole call: a mix of staged
-/// and single-copy blocks would pay both paths' synchronisation.
-pub(crate) fn auto_stages(coll: select::Coll, mean: usize, p: usize) -> bool {
-    select::choose(coll, mean, p).is_staged()
+/// fixed-size collective `coll` with that block, and never from `max` bytes up. The
+/// variable-count staged path moves spans on a deadlock-free schedule that the model
+/// does not describe: measured at 2 ranks it costs 3 us more per call and 4 to 6 times
+/// more per byte than the fixed-size one (BENCHMARKS.md), so it wins only below a few
+/// KiB (`max`: 8 KiB for allgatherv, 1 KiB for alltoallv). Every rank computes `mean`
+/// from the published counts, and the published [`select::fingerprint`] guarantees the
+/// same parameters, so every rank decides alike. One path for the whole call: a mix of
+/// staged and single-copy blocks would pay both paths' synchronisation.
+pub(crate) fn auto_stages(coll: select::Coll, mean: usize, p: usize, max: usize) -> bool {
+    mean < max && select::choose(coll, mean, p).is_staged()
 }
 
 /// A buffer cut into one block per rank, by counts and displacements in elements: what

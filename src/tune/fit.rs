@@ -113,7 +113,7 @@ pub fn staged(samples: &[(f64, f64)], chunk: f64, flag: f64) -> Option<(f64, f64
 /// # Examples
 ///
 /// ```
-/// let samples = [(8.0, 2.5e-6), (64.0, 2.6e-6), (512.0, 40e-6), (4096.0, 2.9e-6)];
+/// let samples = [(8.0, 2.5e-6), (64.0, 2.6e-6), (512.0, 40e-6), (1024.0, 2.7e-6), (4096.0, 2.9e-6)];
 /// let c = zcoll::tune::fit::constant(&samples, |n| 1e-6 + n * 1e-10).unwrap();
 /// assert!((c - (2.6e-6 - 1e-6 - 64.0 * 1e-10)).abs() < 1e-12, "the outlier at 512 B is ignored");
 /// ```

@@ -21,8 +21,9 @@
 //!   Two memory copies per byte, no system call, no permission.
 //!
 //! `Auto` (unless `ZCOLL_ALLGATHERV_ALGORITHM` says otherwise) takes the path the cost
-//! model picks for an allgather of the mean block (`tune::select`): every block staged, or
-//! every block read in ring order; everything is staged on `cico`.
+//! model picks for an allgather of the mean block (`tune::select`), staging only below
+//! [`ALLGATHERV_STAGED_MAX`]: every block staged, or every block read in ring order;
+//! everything is staged on `cico`.
 //!
 //! Across nodes ([`allgatherv_hier`]): every node gathers its blocks at its leader, the
 //! leaders exchange node parts with rsmpi's `all_gather_varcount_into`, every leader
@@ -35,6 +36,7 @@ use super::scatterv::BAD_CONFIG;
 use super::varcount::{
     agree_faults, allgatherv_cross, allgatherv_local, auto_stages, checked, first_fault, fits, mpi_bytes,
     mpi_count, partition_len, partition_words, range, scratch, Given, Packed, Published,
+    ALLGATHERV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::error::{Errno, Error, Result};
@@ -217,7 +219,7 @@ fn exchange(
         return Ok(());
     }
     let auto_staged = algorithm == AllgathervAlgorithm::Auto
-        && auto_stages(select::Coll::Allgather, send_len.iter().sum::<usize>() / p, p, 8 << 10);
+        && auto_stages(select::Coll::Allgather, send_len.iter().sum::<usize>() / p, p, ALLGATHERV_STAGED_MAX);
     let staged = |_: usize| match algorithm {
         AllgathervAlgorithm::Staged => true,
         AllgathervAlgorithm::Auto => auto_staged,

@@ -21,8 +21,8 @@
 //!
 //! `Auto` (unless `ZCOLL_ALLTOALLV_ALGORITHM` says otherwise) takes the path the cost
 //! model picks for an alltoall of the mean block between distinct ranks
-//! (`tune::select`): every pair staged, or every pair read pairwise; everything is staged
-//! on `cico`.
+//! (`tune::select`), staging only below [`ALLTOALLV_STAGED_MAX`]: every pair staged, or
+//! every pair read pairwise; everything is staged on `cico`.
 //!
 //! Across nodes ([`alltoallv_hier`]): every rank packs its blocks by destination node, the
 //! leaders gather them, exchange node-to-node parts with rsmpi's
@@ -36,6 +36,7 @@ use super::scatterv::{scatterv, ScattervBufs, BAD_CONFIG};
 use super::varcount::{
     agree_faults, alltoallv_cross, alltoallv_local, auto_stages, bytes, checked, first_fault, fits,
     mpi_bytes, mpi_count, partition_len, partition_words, range, scratch, Given, Parts, Published,
+    ALLTOALLV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::error::{Errno, Error, Result};
@@ -246,7 +247,7 @@ fn exchange(
     }
     let auto_staged = algorithm == AlltoallvAlgorithm::Auto && {
         let between: usize = (0..p * p).filter(|i| i / p != i % p).map(|i| pairs[i]).sum();
-        auto_stages(select::Coll::Alltoall, between / (p * (p - 1)), p, 1 << 10)
+        auto_stages(select::Coll::Alltoall, between / (p * (p - 1)), p, ALLTOALLV_STAGED_MAX)
     };
     let staged = |_: usize, _: usize| match algorithm {
         AlltoallvAlgorithm::Staged => true,

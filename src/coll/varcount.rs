@@ -50,13 +50,18 @@ use std::ops::Range;
 /// and gather on the machine the design was measured on).
 pub(crate) const STAGED_BELOW: usize = 8 * 1024;
 
+/// The mean block from which `Auto` never stages an allgatherv (see [`auto_stages`]).
+pub(crate) const ALLGATHERV_STAGED_MAX: usize = 8 * 1024;
+/// The mean block from which `Auto` never stages an alltoallv (see [`auto_stages`]).
+pub(crate) const ALLTOALLV_STAGED_MAX: usize = 1024;
+
 /// Whether `Auto` stages every block of an allgatherv or alltoallv whose blocks between
 /// distinct ranks average `mean` bytes on `p` ranks: the cost model's choice for the
 /// fixed-size collective `coll` with that block, and never from `max` bytes up. The
 /// variable-count staged path moves spans on a deadlock-free schedule that the model
 /// does not describe: measured at 2 ranks it costs 3 us more per call and 4 to 6 times
 /// more per byte than the fixed-size one (BENCHMARKS.md), so it wins only below a few
-/// KiB (`max`: 8 KiB for allgatherv, 1 KiB for alltoallv). Every rank computes `mean`
+/// KiB (`max`: [`ALLGATHERV_STAGED_MAX`], [`ALLTOALLV_STAGED_MAX`]). Every rank computes `mean`
 /// from the published counts, and the published [`select::fingerprint`] guarantees the
 /// same parameters, so every rank decides alike. One path for the whole call: a mix of
 /// staged and single-copy blocks would pay both paths' synchronisation.

@@ -129,12 +129,9 @@ pub fn active() -> &'static (Params, String) {
 pub(crate) fn fingerprint() -> u32 {
     static PRINT: OnceLock<u32> = OnceLock::new();
     *PRINT.get_or_init(|| {
-        let p = &active().0;
-        let fields = [p.alpha, p.beta, p.l, p.s, p.a, p.b, p.memcpy_beta, p.flag, p.sync_copy, p.sync_staged];
-        // FNV-1a over the bits, folded to 32 bits.
-        let h = fields
-            .iter()
-            .flat_map(|f| f.to_bits().to_le_bytes())
+        // FNV-1a over every field (Debug prints each f64 exactly), folded to 32 bits.
+        let h = format!("{:?}", active().0)
+            .bytes()
             .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3));
         (h ^ h >> 32) as u32
     })

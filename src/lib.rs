@@ -33,7 +33,7 @@
 //! | `XPMEM_LIBRARY=path` | the XPMEM library to load instead of `libxpmem.so.0` (and no `/dev/xpmem` check) |
 //! | `ZCOLL_NODE_SIZE=k` | virtual nodes of `k` consecutive `MPI_COMM_WORLD` ranks, to test the hierarchy on one machine |
 //! | `ZCOLL_TIMEOUT=s` | give up a wait after `s` seconds with [`Error::Timeout`] |
-//! | `ZCOLL_YIELD_US=us` | how long a wait yields before it sleeps (default 2000 when the node's ranks fit on its cores, 20 otherwise) |
+//! | `ZCOLL_YIELD_US=us` | how long a wait yields before it sleeps (default 2000 when the node's ranks fit on the CPUs their affinity masks allow between them, 20 otherwise) |
 //! | `ZCOLL_BCAST_ALGORITHM=name` | the default broadcast algorithm |
 //! | `ZCOLL_SCATTER_ALGORITHM=name[:k]` | the default scatter algorithm ([`ScatterAlgorithm`]) |
 //! | `ZCOLL_GATHER_ALGORITHM=name[:k]` | the default gather algorithm ([`GatherAlgorithm`]) |

@@ -3,7 +3,7 @@
 
 use crate::error::{Errno, Error, Result};
 use crate::segment::Segment;
-use crate::sync::wait::WaitPolicy;
+use crate::sync::wait::{self, WaitPolicy};
 use crate::sync::Control;
 use crate::transport::{cma, heap, xpmem, Links, TransportKind};
 use mpi::collective::SystemOperation;
@@ -79,8 +79,14 @@ impl NodeComm {
         let mut ranks = vec![0i32; n];
         comm.all_gather_into(&rank, &mut ranks[..]);
 
+        // The CPUs the node's ranks may run on between them, for the wait policy.
+        let mine = wait::affinity();
+        let mut masks = vec![0u64; n * wait::CPU_WORDS];
+        comm.all_gather_into(&mine[..], &mut masks[..]);
+        let cpus = wait::union_size(&masks);
+
         let requested = requested_transport();
-        let policy = policy.fit_to(n);
+        let policy = policy.fit_to(n, cpus);
         let mut ctl = map_segment(&comm, rank, me, ranks, pids.clone(), policy)?;
         let (transport, reason, links) = choose_transport(&comm, rank, me, &pids, requested)?;
         let heap = links.heap.is_some();

@@ -51,17 +51,54 @@ impl WaitPolicy {
 }
 
 impl WaitPolicy {
-    /// Sets the yield phase for a node of `ranks` processes: 2 ms when they fit on the
-    /// machine's cores (a waiter then yields to nobody, and sleeping would wake it late),
-    /// 20 us when they outnumber them (a waiter must give its core to the rank it waits
-    /// for). `ZCOLL_YIELD_US` overrides both.
-    pub(crate) fn fit_to(mut self, ranks: usize) -> Self {
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        let default = if ranks <= cores { 2000 } else { 20 };
+    /// Sets the yield phase for a node of `ranks` processes that may run on `cpus`
+    /// distinct CPUs between them (the union of their affinity masks, [`Cpus`]): 2 ms when
+    /// they fit (a waiter then yields to nobody, and sleeping would wake it late), 20 us
+    /// when they outnumber them (a waiter must give its core to the rank it waits for).
+    /// `ZCOLL_YIELD_US` overrides both.
+    ///
+    /// The union, not this process's own mask: a rank bound to one core (`mpiexec
+    /// --bind-to core`) still has the whole node's cores beside it, each rank on its own.
+    pub(crate) fn fit_to(mut self, ranks: usize, cpus: usize) -> Self {
+        let default = if ranks <= cpus { 2000 } else { 20 };
         let us = std::env::var("ZCOLL_YIELD_US").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
         self.yield_for = Duration::from_micros(us);
         self
     }
+}
+
+/// A set of CPUs as bit words (CPU `i` is bit `i % 64` of word `i / 64`), the first
+/// `libc::CPU_SETSIZE` of them: a form that crosses MPI as plain `u64`s.
+pub(crate) type Cpus = [u64; CPU_WORDS];
+
+/// The words of a [`Cpus`].
+pub(crate) const CPU_WORDS: usize = libc::CPU_SETSIZE as usize / 64;
+
+/// How many CPUs the [`Cpus`] laid end to end in `masks` name between them.
+pub(crate) fn union_size(masks: &[u64]) -> usize {
+    (0..CPU_WORDS)
+        .map(|w| masks.iter().skip(w).step_by(CPU_WORDS).fold(0, |u, m| u | m).count_ones() as usize)
+        .sum()
+}
+
+/// The CPUs this process may run on (`sched_getaffinity`); every CPU the set can name if
+/// the kernel does not say.
+pub(crate) fn affinity() -> Cpus {
+    // SAFETY: `cpu_set_t` is a plain bit array, for which all zeroes is a valid (empty) value.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the kernel writes at most `size_of::<cpu_set_t>()` bytes into `set`, which we
+    // own; pid 0 is this thread.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return [u64::MAX; CPU_WORDS];
+    }
+    let mut words = [0u64; CPU_WORDS];
+    for cpu in 0..libc::CPU_SETSIZE as usize {
+        // SAFETY: `cpu < CPU_SETSIZE`, the size of the set, so the test stays inside it.
+        if unsafe { libc::CPU_ISSET(cpu, &set) } {
+            words[cpu / 64] |= 1 << (cpu % 64);
+        }
+    }
+    words
 }
 
 impl Default for WaitPolicy {
@@ -188,6 +225,25 @@ mod tests {
 
     fn me() -> Peer {
         Peer { me: 0, rank: 1, pid: std::process::id() as libc::pid_t }
+    }
+
+    #[test]
+    fn ranks_bound_to_cores_of_their_own_still_fit() {
+        let one = |cpu: usize| {
+            let mut m = [0u64; CPU_WORDS];
+            m[cpu / 64] |= 1 << (cpu % 64);
+            m
+        };
+        // Two ranks bound to CPUs 0 and 70: each sees one CPU, the node two.
+        let bound: Vec<u64> = [one(0), one(70)].concat();
+        assert_eq!(union_size(&bound), 2);
+        assert_eq!(WaitPolicy::default().fit_to(2, union_size(&bound)).yield_for, Duration::from_millis(2));
+        // Two ranks bound to the same CPU share it: waiters must give it away at once.
+        let shared: Vec<u64> = [one(3), one(3)].concat();
+        assert_eq!(union_size(&shared), 1);
+        assert_eq!(WaitPolicy::default().fit_to(2, 1).yield_for, Duration::from_micros(20));
+        // This process runs somewhere.
+        assert!(union_size(&affinity()) >= 1);
     }
 
     #[test]

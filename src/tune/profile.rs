@@ -29,7 +29,9 @@ impl Machine {
             .and_then(|l| l.split_once(':'))
             .map(|(_, v)| v.trim().to_owned())
             .unwrap_or_else(|| "unknown".into());
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        // The machine's processors, not this process's affinity mask: a rank bound to one
+        // core (`mpiexec --bind-to core`) is still on the same machine.
+        let cores = cpuinfo.lines().filter(|l| l.starts_with("processor")).count().max(1);
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_owned())
             .unwrap_or_default();

@@ -335,9 +335,12 @@ fn time_one(
     let mut times = vec![0f64; imps.len() * iters];
     for it in 0..warmup + iters {
         let delay_seed = stats::mix((size as u64) << 32 ^ it as u64);
-        for k in 0..imps.len() {
-            // Rotate the order every iteration: no implementation always goes first.
-            let which = (k + it) % imps.len();
+        // A new order every iteration, the same on every rank: no implementation always
+        // goes first, nor always right after the MPI library's call (whose state the
+        // next call inherits: a rotation made the first zcoll algorithm 0.05-0.1 us
+        // slower at 8 B than the same algorithm named second).
+        let order = stats::shuffled(imps.len(), delay_seed);
+        for &which in &order {
             let imp = &imps[which];
             *seq += 1;
             if *imp != Imp::Memcpy {

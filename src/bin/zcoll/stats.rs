@@ -131,6 +131,17 @@ pub(crate) fn mix(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// `0..n` in an order drawn from `seed` (Fisher-Yates): every order equally likely, the
+/// same for the same seed.
+pub(crate) fn shuffled(n: usize, seed: u64) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        let j = (mix(seed ^ (i as u64) << 40) % (i as u64 + 1)) as usize;
+        v.swap(i, j);
+    }
+    v
+}
+
 /// A uniform number in `[0, 1)` from a seed.
 fn unit(seed: u64) -> f64 {
     (mix(seed) >> 11) as f64 / (1u64 << 53) as f64
@@ -175,6 +186,29 @@ impl Imbalance {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shuffles_are_permutations_and_every_one_leads_and_follows_every_other() {
+        let mut first = [0usize; 5];
+        let mut after = [[0usize; 5]; 5];
+        for seed in 0..2000 {
+            let v = shuffled(5, mix(seed));
+            let mut sorted = v.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, [0, 1, 2, 3, 4]);
+            assert_eq!(v, shuffled(5, mix(seed)), "the same seed, the same order");
+            first[v[0]] += 1;
+            v.windows(2).for_each(|w| after[w[0]][w[1]] += 1);
+        }
+        // 400 expected each; and each ordered pair about 2000 * 4 / 20 = 400 times.
+        assert!(first.iter().all(|&n| (300..500).contains(&n)), "{first:?}");
+        for (a, row) in after.iter().enumerate() {
+            for (b, &n) in row.iter().enumerate() {
+                assert!(a == b || (300..500).contains(&n), "{a} then {b}: {n}");
+            }
+        }
+        assert!(shuffled(0, 1).is_empty() && shuffled(1, 1) == [0]);
+    }
 
     #[test]
     fn sizes_take_suffixes_ranges_factors_and_lists() {

@@ -32,6 +32,7 @@
 //! | `ZCOLL_TRANSPORT=cma\|cico\|heap\|xpmem` | force a transport (default: `xpmem` where every rank has it, else `cma` with heap buffers mapped, where the kernel allows it) |
 //! | `XPMEM_LIBRARY=path` | the XPMEM library to load instead of `libxpmem.so.0` (and no `/dev/xpmem` check) |
 //! | `ZCOLL_NODE_SIZE=k` | virtual nodes of `k` consecutive `MPI_COMM_WORLD` ranks, to test the hierarchy on one machine |
+//! | `ZCOLL_VIRTUAL_SOCKETS=k` | calibration only: local rank `r` counts as running on socket `r % k`, to exercise the cross-socket measurement on a machine of one socket |
 //! | `ZCOLL_TIMEOUT=s` | give up a wait after `s` seconds with [`Error::Timeout`] |
 //! | `ZCOLL_YIELD_US=us` | how long a wait yields before it sleeps (default 2000 when the node's ranks fit on the CPUs their affinity masks allow between them, 20 otherwise) |
 //! | `ZCOLL_BCAST_ALGORITHM=name` | the default broadcast algorithm |

@@ -5,12 +5,17 @@
 //! turns reading it, with flag barriers (`progress` steps) between the phases so that
 //! exactly the intended readers run at once. Each rank returns what it measured; the
 //! caller gathers and fits.
+//!
+//! Every rank also publishes its socket (the physical package of the CPUs its affinity
+//! mask allows, when they share one; `ZCOLL_VIRTUAL_SOCKETS=k` puts local rank `r` on
+//! socket `r % k` instead, to exercise the measurement on a machine of one socket), and
+//! the ranks on another socket than local rank 0 measure the contention across sockets.
 
 use super::{check, op, Ctx, Kind};
 use crate::error::{Error, Result};
-use crate::sync::{Call, Round};
+use crate::sync::{wait, Call, Round};
 use crate::transport::cma;
-use crate::tune::calibrate::Samples;
+use crate::tune::calibrate::{self, Samples};
 use crate::tune::fit::Transfer;
 use std::time::Instant;
 
@@ -41,10 +46,15 @@ fn time(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
 ///
 /// `Unsupported` on a node without CMA; a transport error or a peer's failure.
 pub(crate) fn measure(ctx: &Ctx<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
+    let socket = match std::env::var("ZCOLL_VIRTUAL_SOCKETS").ok().and_then(|k| k.parse::<usize>().ok()) {
+        Some(k) if k > 0 => Some(ctx.ctl.me() % k),
+        _ => calibrate::socket_of(&wait::affinity()),
+    };
     let call = Call {
         op: op(Kind::Probe, 0, reps as u32),
         send: buf.as_ptr() as usize,
         send_len: buf.len(),
+        aux2: socket.map_or(UNKNOWN, |s| s as u64),
         ..Call::default()
     };
     let round = check(ctx, call, false, |r| super::all_equal(r, |c| c.send_len, PROBE_BYTES))?;
@@ -56,6 +66,9 @@ pub(crate) fn measure(ctx: &Ctx<'_>, buf: &mut [u8], reps: usize) -> Result<Samp
     round.finish(measured.as_ref().map(|_| ()).map_err(Clone::clone)).and(measured)
 }
 
+/// The published socket of a rank whose socket is not known.
+const UNKNOWN: u64 = u64::MAX;
+
 /// A flag barrier among the local ranks: everyone posts `step`, everyone waits for all.
 fn barrier(round: &Round<'_>, step: u32) -> Result<()> {
     round.post_progress(step);
@@ -66,7 +79,7 @@ fn phases(round: &Round<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
     let (me, p) = (round.me(), round.size());
     let fail =
         |errno| Error::Transport { rank: round.rank_of(me), peer: round.rank_of(0), op: "cma read", errno };
-    let mut out = Samples::default();
+    let mut out = Samples { machine_sockets: calibrate::machine_sockets(), ..Samples::default() };
     let mut step = 0;
     let mut next = || {
         step += 1;
@@ -103,6 +116,28 @@ fn phases(round: &Round<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
             let src = round.remote_send(0);
             let t = time(reps, || cma::pin_probe(&src, 0, PROBE_BYTES).map(drop).map_err(fail))?;
             out.contended.push((c, t));
+        }
+        barrier(round, s)?;
+    }
+    // Across sockets: ranks on another socket than rank 0 pin its pages, 1, 2, ... at once.
+    let sockets: Vec<u64> = (0..p).map(|r| round.call(r).aux2).collect();
+    out.sockets = if sockets.contains(&UNKNOWN) {
+        0
+    } else {
+        let mut distinct = sockets.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        distinct.len()
+    };
+    let remote: Vec<usize> = (1..p)
+        .filter(|&r| sockets[0] != UNKNOWN && sockets[r] != UNKNOWN && sockets[r] != sockets[0])
+        .collect();
+    for c in 1..=remote.len() {
+        let s = next();
+        if remote[..c].contains(&me) {
+            let src = round.remote_send(0);
+            let t = time(reps, || cma::pin_probe(&src, 0, PROBE_BYTES).map(drop).map_err(fail))?;
+            out.cross.push((c, t));
         }
         barrier(round, s)?;
     }

@@ -1,7 +1,7 @@
 //! From the calibration's measurements to a machine's parameters.
 
 use super::fit::{self, Transfer};
-use super::Params;
+use super::{CrossSocket, Params};
 
 /// What one rank measured (see `coll::probe`).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -15,6 +15,13 @@ pub(crate) struct Samples {
     pub(crate) memcpy_beta: f64,
     /// Seconds of one flag hand-off (local ranks 0 and 1).
     pub(crate) flag: Option<f64>,
+    /// `(c, seconds)`: as `contended`, with `c` readers on other sockets than the process
+    /// they read (readers on another socket only).
+    pub(crate) cross: Vec<(usize, f64)>,
+    /// The sockets the node's ranks are on between them (0 when some rank's is unknown).
+    pub(crate) sockets: usize,
+    /// The sockets of the machine.
+    pub(crate) machine_sockets: usize,
 }
 
 impl Samples {
@@ -22,8 +29,11 @@ impl Samples {
     pub(crate) fn encode(&self) -> Vec<f64> {
         let mut v = vec![self.memcpy_beta, self.flag.unwrap_or(f64::NAN), self.transfers.len() as f64];
         v.extend(self.transfers.iter().flat_map(|t| [t.bytes, t.pages, t.seconds]));
-        v.push(self.contended.len() as f64);
-        v.extend(self.contended.iter().flat_map(|&(c, t)| [c as f64, t]));
+        for levels in [&self.contended, &self.cross] {
+            v.push(levels.len() as f64);
+            v.extend(levels.iter().flat_map(|&(c, t)| [c as f64, t]));
+        }
+        v.extend([self.sockets as f64, self.machine_sockets as f64]);
         v
     }
 
@@ -36,11 +46,52 @@ impl Samples {
         let transfers = (0..n)
             .map(|_| Some(Transfer { bytes: it.next()?, pages: it.next()?, seconds: it.next()? }))
             .collect::<Option<Vec<_>>>()?;
-        let m = it.next()? as usize;
-        let contended =
-            (0..m).map(|_| Some((it.next()? as usize, it.next()?))).collect::<Option<Vec<_>>>()?;
-        Some(Samples { transfers, contended, memcpy_beta, flag })
+        let mut levels = || {
+            let m = it.next()? as usize;
+            (0..m).map(|_| Some((it.next()? as usize, it.next()?))).collect::<Option<Vec<_>>>()
+        };
+        let (contended, cross) = (levels()?, levels()?);
+        let (sockets, machine_sockets) = (it.next()? as usize, it.next()? as usize);
+        Some(Samples { transfers, contended, memcpy_beta, flag, cross, sockets, machine_sockets })
     }
+}
+
+/// The socket (physical package) of every CPU in `cpus` if they share one: where a
+/// process bound to them runs. `None` when they span several or the kernel does not say.
+pub(crate) fn socket_of(cpus: &[u64]) -> Option<usize> {
+    socket_of_with(cpus, |cpu| {
+        std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/physical_package_id"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// [`socket_of`] with the package of each CPU from `package`.
+fn socket_of_with(cpus: &[u64], package: impl Fn(usize) -> Option<usize>) -> Option<usize> {
+    let mut set = (0..cpus.len() * 64).filter(|&i| cpus[i / 64] >> (i % 64) & 1 == 1);
+    let first = package(set.next()?)?;
+    set.all(|cpu| package(cpu) == Some(first)).then_some(first)
+}
+
+/// The sockets of this machine (distinct physical packages); 1 if the kernel does not say.
+pub(crate) fn machine_sockets() -> usize {
+    let mut ids: Vec<String> = std::fs::read_dir("/sys/devices/system/cpu")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("topology/physical_package_id")).ok())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.len().max(1)
+}
+
+/// The mean over every rank's samples in `levels` of the time with `c` readers.
+fn mean_of(all: &[Samples], c: usize, levels: impl Fn(&Samples) -> &Vec<(usize, f64)>) -> f64 {
+    let ts: Vec<f64> = all.iter().flat_map(|s| levels(s).iter().filter(|x| x.0 == c).map(|x| x.1)).collect();
+    ts.iter().sum::<f64>() / ts.len().max(1) as f64
 }
 
 /// A flag hand-off slower than this measured the scheduler (a peer that was not running),
@@ -63,11 +114,7 @@ pub(crate) fn fit_all(all: &[Samples], start: Params) -> (Params, Vec<String>) {
     let mut levels: Vec<usize> = all.iter().flat_map(|s| s.contended.iter().map(|&(c, _)| c)).collect();
     levels.sort_unstable();
     levels.dedup();
-    let mean = |c: usize| {
-        let ts: Vec<f64> =
-            all.iter().flat_map(|s| s.contended.iter().filter(|x| x.0 == c).map(|x| x.1)).collect();
-        ts.iter().sum::<f64>() / ts.len().max(1) as f64
-    };
+    let mean = |c: usize| mean_of(all, c, |s| &s.contended);
     let base = levels.first().filter(|&&c| c == 1).map(|_| mean(1) - p.alpha);
     let gammas: Vec<(f64, f64)> = match base {
         Some(b) if b > 0.0 => levels.iter().map(|&c| (c as f64, (mean(c) - p.alpha) / b)).collect(),
@@ -81,6 +128,32 @@ pub(crate) fn fit_all(all: &[Samples], start: Params) -> (Params, Vec<String>) {
             p.a,
             p.b
         )),
+    }
+    p.cross_socket = None;
+    let sockets = all.first().map_or(0, |s| s.sockets);
+    let cross: Vec<(f64, f64)> = match base {
+        Some(b) if b > 0.0 && sockets > 1 => {
+            let mut levels: Vec<usize> = all.iter().flat_map(|s| s.cross.iter().map(|&(c, _)| c)).collect();
+            levels.sort_unstable();
+            levels.dedup();
+            levels.iter().map(|&c| (c as f64, (mean_of(all, c, |s| &s.cross) - p.alpha) / b)).collect()
+        }
+        _ => Vec::new(),
+    };
+    match (cross.len() >= 2).then(|| fit::gamma(&cross)).flatten() {
+        Some((a, b)) => p.cross_socket = Some(CrossSocket { sockets, a, b }),
+        None if sockets > 1 => notes.push(format!(
+            "gamma across sockets: needs readers on another socket than local rank 0 at two \
+             concurrency levels, measured {}; every pin priced with gamma",
+            cross.len()
+        )),
+        None if all.first().is_some_and(|s| s.machine_sockets > 1) => notes.push(
+            "gamma across sockets: this machine has several sockets, but the ranks ran on one \
+             (map them over the sockets, e.g. mpiexec --map-by socket --bind-to core); every pin \
+             priced with gamma"
+                .into(),
+        ),
+        None => {}
     }
     let betas: Vec<f64> = all.iter().map(|s| s.memcpy_beta).filter(|b| *b > 0.0).collect();
     if !betas.is_empty() {
@@ -119,12 +192,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_process_has_a_socket_when_its_cpus_share_one() {
+        let package = |cpu: usize| (cpu < 8).then_some(cpu / 4); // CPUs 0-3, 4-7; 8+ unknown
+        let cpus = |list: &[usize]| {
+            let mut m = vec![0u64; 2];
+            list.iter().for_each(|&c| m[c / 64] |= 1 << (c % 64));
+            m
+        };
+        assert_eq!(socket_of_with(&cpus(&[5]), package), Some(1));
+        assert_eq!(socket_of_with(&cpus(&[0, 1, 2, 3]), package), Some(0));
+        assert_eq!(socket_of_with(&cpus(&[3, 4]), package), None, "spans two");
+        assert_eq!(socket_of_with(&cpus(&[2, 70]), package), None, "one unknown");
+        assert_eq!(socket_of_with(&cpus(&[]), package), None);
+        assert!(machine_sockets() >= 1);
+    }
+
+    #[test]
     fn samples_round_trip_through_numbers() {
         let s = Samples {
             transfers: vec![Transfer { bytes: 4096.0, pages: 1.0, seconds: 1e-6 }],
             contended: vec![(1, 2e-5), (2, 5e-5)],
             memcpy_beta: 3e-11,
             flag: Some(2e-7),
+            cross: vec![(1, 3e-5)],
+            sockets: 2,
+            machine_sockets: 4,
         };
         assert_eq!(Samples::decode(&s.encode()), Some(s));
         assert_eq!(Samples::decode(&[1.0]), None);
@@ -166,6 +258,35 @@ mod tests {
         let (q, notes) = fit_all(&slow, Params::DEFAULT);
         assert_eq!(q.flag, Params::DEFAULT.flag);
         assert!(notes.len() == 1 && notes[0].contains("1500.0 us"), "{notes:?}");
+        assert_eq!(p.cross_socket, None, "one socket: no cross factor");
+        // Ranks 2 and 4 on the other socket of two: the cross factor is fitted too.
+        let truth_x = CrossSocket { sockets: 2, a: 0.9, b: 1.6 };
+        let across =
+            |c: usize| truth.alpha + truth.l * (truth_x.a * (c * c) as f64 + truth_x.b * c as f64) * 1024.0;
+        let mut two = all.clone();
+        two.iter_mut().for_each(|s| s.sockets = 2);
+        two[1].cross = vec![(1, across(1)), (2, across(2))];
+        two[3].cross = vec![(2, across(2))];
+        let (px, notes) = fit_all(&two, Params::DEFAULT);
+        assert!(notes.is_empty(), "{notes:?}");
+        let x = px.cross_socket.expect("two levels across sockets");
+        assert_eq!(x.sockets, 2);
+        for (got, want) in [(x.a, truth_x.a), (x.b, truth_x.b)] {
+            assert!((got / want - 1.0).abs() < 0.02, "{got} vs {want}");
+        }
+        // One level only: not fitted, and said.
+        two[3].cross.clear();
+        two[1].cross.truncate(1);
+        let (px, notes) = fit_all(&two, Params::DEFAULT);
+        assert!(
+            px.cross_socket.is_none() && notes.len() == 1 && notes[0].contains("across sockets"),
+            "{notes:?}"
+        );
+        // A machine of two sockets whose ranks all ran on one: said, with the remedy.
+        let mut one = all.clone();
+        one.iter_mut().for_each(|s| (s.sockets, s.machine_sockets) = (1, 2));
+        let (_, notes) = fit_all(&one, Params::DEFAULT);
+        assert!(notes.len() == 1 && notes[0].contains("--map-by socket"), "{notes:?}");
         // One rank alone: nothing but memcpy is measured, and the notes say so.
         let (_, notes) = fit_all(&[Samples { memcpy_beta: 1e-11, ..Samples::default() }], Params::DEFAULT);
         assert_eq!(notes.len(), 3, "{notes:?}");

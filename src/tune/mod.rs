@@ -10,5 +10,5 @@ pub mod model;
 pub mod profile;
 pub mod select;
 
-pub use model::{Algo, Params};
+pub use model::{Algo, CrossSocket, Params};
 pub use profile::{Machine, Profile};

@@ -14,6 +14,14 @@
 //! for a fitted profile). A transfer that pins pages nobody else pins has `c = 1`.
 //! Copy-in/copy-out costs `2 n * memcpy_beta` plus `flag` per hand-off of a chunk.
 //!
+//! On a node of several sockets, pinning across them contends differently: a wave of
+//! transfers whose partners include a process on another socket pins with its own
+//! factor `gamma_x(c) = a_x c^2 + b_x c` ([`CrossSocket`], normalised to the same
+//! uncontended pin, so `gamma_x(1)` is the price of one remote reader). Ranks are taken to
+//! be mapped round-robin over the sockets (MPI's default map beyond two ranks): a partner
+//! at distance `d` in rank order is on another socket unless `d` is a multiple of the
+//! socket count, so every wave of two transfers or more spans sockets.
+//!
 //! Every call also pays its round protocol (publish the call, check every rank's, and
 //! for a call that exposes buffers, wait for every rank's `done`), whatever it moves:
 //!
@@ -58,6 +66,32 @@ pub struct Params {
     /// beyond its copies and hand-offs. Built-in value where a profile lacks it.
     #[serde(default = "sync_staged_default")]
     pub sync_staged: f64,
+    /// The contention across sockets, on a node of several that was measured with ranks
+    /// on more than one; `None` (the default) prices every pin with `gamma`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cross_socket: Option<CrossSocket>,
+}
+
+/// How pinning contends across the sockets of a node (see the [module](self) docs).
+///
+/// # Examples
+///
+/// ```
+/// use zcoll::tune::{CrossSocket, Params};
+/// let two = Params { cross_socket: Some(CrossSocket { sockets: 2, a: 1.0, b: 1.0 }), ..Params::DEFAULT };
+/// // A single reader on the other socket pins at gamma_x(1) = 2, twice the local price.
+/// assert!(two.wave(1 << 20, 1, 1) > Params::DEFAULT.transfer(1 << 20, 1));
+/// // The reader two ranks away shares the owner's socket.
+/// assert_eq!(two.wave(1 << 20, 2, 1), Params::DEFAULT.transfer(1 << 20, 1));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CrossSocket {
+    /// Sockets the node's ranks are spread over, round-robin.
+    pub sockets: usize,
+    /// `gamma_x(c) = a c^2 + b c`: the quadratic coefficient.
+    pub a: f64,
+    /// `gamma_x(c) = a c^2 + b c`: the linear coefficient.
+    pub b: f64,
 }
 
 fn sync_copy_default() -> f64 {
@@ -82,6 +116,7 @@ impl Params {
         flag: 0.2e-6,
         sync_copy: 1.5e-6,
         sync_staged: 0.8e-6,
+        cross_socket: None,
     };
 
     /// The contention factor for `c` concurrent pinners of one process.
@@ -96,6 +131,28 @@ impl Params {
             return 0.0;
         }
         self.alpha + n as f64 * self.beta + self.l * self.gamma(c) * (n as f64 / self.s).ceil()
+    }
+
+    /// A wave of `c` concurrent transfers of `n` bytes each, pinning one process's pages,
+    /// whose partners sit at distances `d, d + 1, ..., d + c - 1` from that process in
+    /// rank order: [`transfer`](Self::transfer) when they all share its socket,
+    /// otherwise the same with the cross-socket factor.
+    pub fn wave(&self, n: usize, d: usize, c: usize) -> f64 {
+        match self.cross_socket {
+            Some(x) if n > 0 && x.sockets > 1 && (c > 1 || d % x.sockets != 0) => {
+                let c = c.max(1) as f64;
+                self.alpha
+                    + n as f64 * self.beta
+                    + self.l * (x.a * c * c + x.b * c) * (n as f64 / self.s).ceil()
+            }
+            _ => self.transfer(n, c),
+        }
+    }
+
+    /// `c` transfers of `n` bytes one after the other, partners at distances `d` to
+    /// `d + c - 1`, each pinning alone.
+    fn in_turn(&self, n: usize, d: usize, c: usize) -> f64 {
+        (d..d + c).map(|d| self.wave(n, d, 1)).sum()
     }
 
     /// The round protocol of one call on `p` ranks: `sync_staged` or `sync_copy`, plus
@@ -215,33 +272,40 @@ impl Params {
         }
         let q = p - 1;
         let pf = p as f64;
-        let t = |n, c| self.transfer(n, c);
+        // A wave of `c` partners from distance `d`; `c` partners in turn from distance `d`.
+        let w = |n, d, c| self.wave(n, d, c);
+        let seq = |n, d, c| self.in_turn(n, d, c);
         match algo {
-            Algo::BcastDirectRead => t(n, q),
-            Algo::BcastDirectWrite => q as f64 * t(n, 1),
-            Algo::BcastKnomial(k) => ceil_log(p, k) as f64 * t(n, (k - 1).min(q)),
-            // The scatter reads disjoint pages of the root: no page pinned twice.
-            Algo::BcastScatterAllgather => t(n.div_ceil(p), 1) + q as f64 * t(n.div_ceil(p), 1),
+            Algo::BcastDirectRead => w(n, 1, q),
+            Algo::BcastDirectWrite => seq(n, 1, q),
+            Algo::BcastKnomial(k) => ceil_log(p, k) as f64 * w(n, 1, (k - 1).min(q)),
+            // The scatter reads disjoint pages of the root: no page pinned twice; then a
+            // ring with the neighbour.
+            Algo::BcastScatterAllgather => w(n.div_ceil(p), 1, 1) + q as f64 * w(n.div_ceil(p), 1, 1),
             // The root refills a half only when all p - 1 readers have drained it.
             Algo::BcastStaged => {
                 self.staged(n, STAGE_CHUNK) + (q - 1) as f64 * n.div_ceil(STAGE_CHUNK) as f64 * self.flag
             }
-            Algo::ScatterParallelRead | Algo::GatherParallelWrite => t(n, q),
-            Algo::ScatterSequentialWrite | Algo::GatherSequentialRead => q as f64 * t(n, 1),
+            Algo::ScatterParallelRead | Algo::GatherParallelWrite => w(n, 1, q),
+            Algo::ScatterSequentialWrite | Algo::GatherSequentialRead => seq(n, 1, q),
             Algo::ScatterThrottledRead(k) | Algo::GatherThrottledWrite(k) => {
                 let k = k.clamp(1, q);
-                q.div_ceil(k) as f64 * t(n, k)
+                (0..q.div_ceil(k)).map(|j| w(n, 1 + j * k, k)).sum()
             }
-            Algo::AllgatherRing | Algo::AlltoallPairwise => q as f64 * t(n, 1),
-            Algo::AllgatherRecursiveDoubling => {
-                (0..ceil_log(p, 2)).map(|i| t(n << i, 1)).sum::<f64>().min(q as f64 * t(n, 1) * 2.0)
-            }
+            // Every step copies from one partner, each pinned by one rank at a time.
+            Algo::AllgatherRing => q as f64 * w(n, 1, 1),
+            Algo::AlltoallPairwise => seq(n, 1, q),
+            Algo::AllgatherRecursiveDoubling => (0..ceil_log(p, 2))
+                .map(|i| w(n << i, 1 << i, 1))
+                .sum::<f64>()
+                .min(q as f64 * w(n, 1, 1) * 2.0),
             Algo::AllgatherBruck => {
-                (0..ceil_log(p, 2)).map(|i| t(n << i, 1)).sum::<f64>() + pf * n as f64 * self.memcpy_beta
+                (0..ceil_log(p, 2)).map(|i| w(n << i, 1 << i, 1)).sum::<f64>()
+                    + pf * n as f64 * self.memcpy_beta
             }
-            Algo::AlltoallBruck => {
-                ceil_log(p, 2) as f64 * (t(n * p / 2, 1) + 2.0 * (n * p / 2) as f64 * self.memcpy_beta)
-            }
+            Algo::AlltoallBruck => (0..ceil_log(p, 2))
+                .map(|i| w(n * p / 2, 1 << i, 1) + 2.0 * (n * p / 2) as f64 * self.memcpy_beta)
+                .sum(),
             // The root copies every block once, the readers copy theirs out in parallel.
             Algo::ScatterStaged | Algo::GatherStaged => {
                 (q * n + n) as f64 * self.memcpy_beta
@@ -255,10 +319,7 @@ impl Params {
                     + (q * n.div_ceil(STAGE_CHUNK).max(1)) as f64 * self.flag
             }
             // The root reads the other partitions as every rank reads them in an allreduce.
-            Algo::AllreducePartitioned | Algo::ReducePartitioned => {
-                let part = n.div_ceil(p);
-                2.0 * q as f64 * t(part, 1)
-            }
+            Algo::AllreducePartitioned | Algo::ReducePartitioned => 2.0 * seq(n.div_ceil(p), 1, q),
             // Every rank copies its chunk in; the root alone folds each peer's chunk into
             // its output, a copy out per peer.
             Algo::ReduceStaged => {
@@ -296,6 +357,7 @@ mod tests {
         flag: 1e-7,
         sync_copy: 2e-6,
         sync_staged: 1e-6,
+        cross_socket: None,
     };
 
     #[test]
@@ -331,6 +393,45 @@ mod tests {
         let three = P.staged(m, STAGE_CHUNK) + 65536.0 * 0.5e-9 + 2.0 * 1e-7;
         assert!(close(P.moving(Algo::ReduceStaged, 3, m), three));
         assert!(P.moving(Algo::ReduceStaged, 4, m) < P.moving(Algo::AllreduceStaged, 4, m));
+    }
+
+    #[test]
+    fn waves_that_span_sockets_pin_with_the_cross_factor() {
+        let x = Params { cross_socket: Some(CrossSocket { sockets: 2, a: 1.0, b: 2.0 }), ..P };
+        let n = 8192; // 2 pages
+        let local = |c: usize| 1e-6 + 8192e-9 + 1e-7 * P.gamma(c) * 2.0;
+        let cross = |c: f64| 1e-6 + 8192e-9 + 1e-7 * (c * c + 2.0 * c) * 2.0;
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        // Round-robin over 2 sockets: odd distances cross, even ones stay.
+        assert!(close(x.wave(n, 1, 1), cross(1.0)));
+        assert!(close(x.wave(n, 2, 1), local(1)));
+        assert!(close(x.wave(n, 2, 2), cross(2.0)), "two partners always span both sockets");
+        assert_eq!(x.wave(0, 1, 3), 0.0);
+        // The root writes ranks at distances 1 to 4 in turn: cross, local, cross, local.
+        assert!(close(x.moving(Algo::ScatterSequentialWrite, 5, n), 2.0 * cross(1.0) + 2.0 * local(1)));
+        // k = 2 of 4 readers: two waves of two, both spanning the sockets.
+        assert!(close(x.moving(Algo::ScatterThrottledRead(2), 5, n), 2.0 * cross(2.0)));
+        // k = 3 of 4: two waves priced as full ones (the paper's ceil((p-1)/k) T(n, k)).
+        assert!(close(x.moving(Algo::ScatterThrottledRead(3), 5, n), 2.0 * cross(3.0)));
+        // All 4 at once.
+        assert!(close(x.moving(Algo::GatherParallelWrite, 5, n), cross(4.0)));
+        // Recursive doubling on 4 ranks: partners at distance 1 (cross) then 2 (local).
+        let rd = 1e-6 + 16384e-9 + 1e-7 * 4.0;
+        assert!(close(x.moving(Algo::AllgatherRecursiveDoubling, 4, n), cross(1.0) + rd));
+        // One socket, or none said: the cross factor never applies.
+        let one = Params { cross_socket: Some(CrossSocket { sockets: 1, a: 9.0, b: 9.0 }), ..P };
+        for algo in [
+            Algo::BcastDirectRead,
+            Algo::BcastDirectWrite,
+            Algo::BcastKnomial(3),
+            Algo::ScatterThrottledRead(3),
+            Algo::AlltoallPairwise,
+            Algo::AllgatherBruck,
+            Algo::AllreducePartitioned,
+        ] {
+            assert_eq!(one.moving(algo, 8, n), P.moving(algo, 8, n), "{algo:?}");
+            assert!(x.moving(algo, 8, n) > P.moving(algo, 8, n), "{algo:?} crosses sockets");
+        }
     }
 
     #[test]

@@ -65,6 +65,7 @@ at! {
     calibrate_np1: 1, "calibrate", [];
     calibrate_np2: 2, "calibrate", [];
     calibrate_np3: 3, "calibrate", [];
+    calibrate_sockets_np5: 5, "calibrate", ["ZCOLL_VIRTUAL_SOCKETS" => "2"];
     reduce_np1: 1, "reduce", [];
     reduce_np2: 2, "reduce", [];
     reduce_np3: 3, "reduce", [];

@@ -289,6 +289,16 @@ fn calibrate(world: &SimpleCommunicator, comm: &Comm) {
     // With more ranks than cores the contention fit may fail; it is then noted, never wrong.
     assert!(profile.notes.len() >= expected_notes, "{:?}", profile.notes);
     assert!(profile.notes.len() <= 3);
+    // Local ranks 1 and 3 on a virtual second socket: two levels of readers across
+    // sockets, always enough to fit the cross factor. Without them, none.
+    match std::env::var("ZCOLL_VIRTUAL_SOCKETS").ok().and_then(|k| k.parse::<usize>().ok()) {
+        Some(2) if world.size() >= 4 => {
+            let x = p.cross_socket.expect("a cross-socket factor with ranks on two sockets");
+            assert_eq!(x.sockets, 2);
+            assert!(x.a.is_finite() && x.b.is_finite(), "{x:?}");
+        }
+        _ => assert_eq!(p.cross_socket, None, "one socket here"),
+    }
     let again = zcoll::tune::Profile::from_toml(&profile.to_toml()).unwrap();
     assert_eq!(again, profile);
 }

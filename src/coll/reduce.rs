@@ -297,6 +297,9 @@ pub(crate) fn partition<T>(n: usize, p: usize, i: usize) -> std::ops::Range<usiz
     (i * q).min(n)..((i + 1) * q).min(n)
 }
 
+// The model prices the partitioned reductions with one CMA call per half scratch.
+const _: () = assert!(crate::tune::model::PARTITION_CHUNK == SCRATCH_HALF);
+
 fn partitioned<T: Pod, O: Operator<T>>(
     round: &Round<'_>,
     mut bufs: Bufs<'_, T>,

@@ -155,6 +155,12 @@ impl Params {
         (d..d + c).map(|d| self.wave(n, d, 1)).sum()
     }
 
+    /// `n` bytes with the partner at distance `d`, one call per `chunk` bytes: a
+    /// [`wave`](Self::wave) of one with a start-up per call.
+    fn chunked(&self, n: usize, d: usize, chunk: usize) -> f64 {
+        n.div_ceil(chunk).saturating_sub(1) as f64 * self.alpha + self.wave(n, d, 1)
+    }
+
     /// The round protocol of one call on `p` ranks: `sync_staged` or `sync_copy`, plus
     /// one flag per peer beyond the first.
     pub fn sync(&self, staged: bool, p: usize) -> f64 {
@@ -170,6 +176,11 @@ impl Params {
 
 /// The chunk of the copy-in/copy-out paths: half a 64 KiB staging area.
 pub const STAGE_CHUNK: usize = 32 * 1024;
+
+/// The chunk in which the partitioned reductions read a peer's piece of their partition
+/// (and a reduce writes its result to the root): half the 64 KiB scratch area, so that
+/// the piece and the accumulator stay in cache. One CMA call per chunk.
+pub const PARTITION_CHUNK: usize = 32 * 1024;
 
 fn ceil_log(p: usize, k: usize) -> usize {
     let (mut levels, mut reach) = (0, 1usize);
@@ -319,7 +330,20 @@ impl Params {
                     + (q * n.div_ceil(STAGE_CHUNK).max(1)) as f64 * self.flag
             }
             // The root reads the other partitions as every rank reads them in an allreduce.
-            Algo::AllreducePartitioned | Algo::ReducePartitioned => 2.0 * seq(n.div_ceil(p), 1, q),
+            // Each rank reduces its partition: its own piece copied into the result and
+            // every peer's read chunk by chunk and folded (a pass over the bytes each,
+            // priced as a copy); then a reduce writes it to the root, chunk by chunk,
+            // and an allreduce reads every other partition whole from its owner.
+            Algo::AllreducePartitioned | Algo::ReducePartitioned => {
+                let part = n.div_ceil(p);
+                let reduced = (1..p).map(|d| self.chunked(part, d, PARTITION_CHUNK)).sum::<f64>()
+                    + p as f64 * part as f64 * self.memcpy_beta;
+                reduced
+                    + match algo {
+                        Algo::ReducePartitioned => self.chunked(part, 1, PARTITION_CHUNK),
+                        _ => seq(part, 1, q),
+                    }
+            }
             // Every rank copies its chunk in; the root alone folds each peer's chunk into
             // its output, a copy out per peer.
             Algo::ReduceStaged => {
@@ -393,6 +417,14 @@ mod tests {
         let three = P.staged(m, STAGE_CHUNK) + 65536.0 * 0.5e-9 + 2.0 * 1e-7;
         assert!(close(P.moving(Algo::ReduceStaged, 3, m), three));
         assert!(P.moving(Algo::ReduceStaged, 4, m) < P.moving(Algo::AllreduceStaged, 4, m));
+        // Partitioned on 2 ranks, 128 KiB: each rank's 64 KiB partition is 2 chunks of
+        // 32 KiB (2 calls: one start-up more than one transfer of 16 pages), its own
+        // piece and the peer's folded (2 x 64 KiB at memcpy speed); then a reduce writes
+        // it to the root in 2 calls, an allreduce reads the other partition in one.
+        let part = 1e-6 + 65536e-9 + 1e-7 * 16.0;
+        let reduced = (1e-6 + part) + 2.0 * 65536.0 * 0.5e-9;
+        assert!(close(P.moving(Algo::ReducePartitioned, 2, 2 * m), reduced + 1e-6 + part));
+        assert!(close(P.moving(Algo::AllreducePartitioned, 2, 2 * m), reduced + part));
     }
 
     #[test]

@@ -206,6 +206,7 @@ const CLASSES: usize = usize::BITS as usize + 1;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tune::CrossSocket;
 
     #[test]
     fn small_messages_stage_and_large_ones_copy_once() {
@@ -303,6 +304,21 @@ mod tests {
             let gather = g.iter().find(|c| c.coll == Coll::Gather).unwrap().algo;
             assert!(matches!(gather, Algo::GatherThrottledWrite(4..=8)), "{name}: {gather:?}");
         }
+    }
+
+    #[test]
+    fn a_dear_remote_pin_serialises_scatters_across_two_sockets() {
+        // The "Across sockets" table of book/src/tuning.md: on the Broadwell estimate, a
+        // remote reader at twice the local price makes every throttled wave span the
+        // sockets, and the sequential write (half its transfers local) wins from 64 KiB.
+        let [_, (_, broadwell, p), _] = estimates();
+        let sizes = [8, 4096, 65536, 1 << 20, 16 << 20];
+        let one = scatter_choices(&broadwell, p, &sizes);
+        assert_eq!(one.iter().map(|&a| k_of(a)).collect::<Vec<_>>(), [4, 4, 3, 2, 2].map(Some));
+        let x = Params { cross_socket: Some(CrossSocket { sockets: 2, a: 0.8, b: 1.2 }), ..broadwell };
+        let two = scatter_choices(&x, p, &sizes);
+        assert_eq!(two[..2], [Algo::ScatterThrottledRead(3); 2]);
+        assert!(two[2..].iter().all(|&a| a == Algo::ScatterSequentialWrite), "{two:?}");
     }
 
     #[test]

@@ -238,11 +238,21 @@ pub(crate) fn gather(
     let round = rooted_check(ctx, call, dst, measure)?;
     match (algorithm, bufs) {
         (Ok(a), GatherBufs::Root { send, recv }) => {
+            let own = |recv: &mut [u8]| {
+                if let Some(send) = send {
+                    recv[dst * block..(dst + 1) * block].copy_from_slice(send);
+                }
+            };
+            // Where no peer writes into `recv`, our own block first, while the peers copy
+            // theirs in; where they do, last: they may write into it until the round is
+            // over.
+            if !written {
+                own(recv);
+            }
             let moved = collect(&round, a, dst, block, recv);
             let outcome = round.finish(moved);
-            // Our own block last: peers may write into `recv` until the round is over.
-            if let (Ok(()), Some(send)) = (&outcome, send) {
-                recv[dst * block..(dst + 1) * block].copy_from_slice(send);
+            if written && outcome.is_ok() {
+                own(recv);
             }
             outcome
         }

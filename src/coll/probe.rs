@@ -1,5 +1,5 @@
-//! The measurements behind calibration: timed CMA transfers, uncontended and with `c`
-//! concurrent readers of one process, a local `memcpy`, and the flag hand-off latency.
+//! The measurements behind calibration: timed CMA reads and writes, uncontended and with
+//! `c` concurrent readers of one process, a local `memcpy`, and the flag hand-off latency.
 //!
 //! One round: local rank 0 publishes a buffer of [`PROBE_BYTES`]; the other ranks take
 //! turns reading it, with flag barriers (`progress` steps) between the phases so that
@@ -54,6 +54,10 @@ pub(crate) fn measure(ctx: &Ctx<'_>, buf: &mut [u8], reps: usize) -> Result<Samp
         op: op(Kind::Probe, 0, reps as u32),
         send: buf.as_ptr() as usize,
         send_len: buf.len(),
+        // Local rank 1 also writes into local rank 0's buffer.
+        recv: buf.as_mut_ptr() as usize,
+        recv_len: buf.len(),
+        recv_writable: ctx.ctl.me() == 0,
         aux2: socket.map_or(UNKNOWN, |s| s as u64),
         ..Call::default()
     };
@@ -80,10 +84,10 @@ fn phases(round: &Round<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
     let fail =
         |errno| Error::Transport { rank: round.rank_of(me), peer: round.rank_of(0), op: "cma read", errno };
     let mut out = Samples { machine_sockets: calibrate::machine_sockets(), ..Samples::default() };
-    let mut step = 0;
-    let mut next = || {
-        step += 1;
-        step
+    let step = std::cell::Cell::new(0u32);
+    let next = || {
+        step.set(step.get() + 1);
+        step.get()
     };
     // The local copy, on every rank.
     let half = buf.len() / 2;
@@ -96,18 +100,60 @@ fn phases(round: &Round<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
     if p == 1 {
         return Ok(out);
     }
-    // Uncontended: local rank 1 alone reads rank 0.
-    if me == 1 {
-        let src = round.remote_send(0);
-        let mut dst = vec![0u8; PROBE_BYTES];
-        for pages in PAGES {
-            let n = pages * 4096;
-            let full = time(reps, || cma::read(&src, 0, &mut dst[..n]).map_err(fail))?;
-            out.transfers.push(Transfer { bytes: n as f64, pages: pages as f64, seconds: full });
+    // Uncontended: local rank 1 alone reads rank 0's buffer and writes into it, one copy
+    // at a time, each of lines rank 0 has just touched, as in a collective: a sender has
+    // just filled what its peers read, a receiver has just read what its peers overwrite
+    // (a write into lines their owner holds cost 1.8x the read here). Rank 0 touches and
+    // hands over, rank 1 copies and hands back. Then the pin-only reads, of one byte.
+    let first = step.get() + 1;
+    let mut dst = vec![0u8; if me == 1 { PROBE_BYTES } else { 0 }];
+    let mut handoff = first;
+    for pages in PAGES {
+        let n = pages * 4096;
+        for write in [false, true] {
+            let mut ts = Vec::with_capacity(reps);
+            for rep in 0..reps {
+                let s = handoff;
+                handoff += 1;
+                if me == 0 {
+                    if write {
+                        std::hint::black_box(buf[..n].iter().step_by(64).fold(0u8, |x, &b| x ^ b));
+                    } else {
+                        buf[..n].fill(rep as u8);
+                    }
+                    round.post_progress(s);
+                    round.wait_progress(1, s)?;
+                } else if me == 1 {
+                    round.wait_progress(0, s)?;
+                    let t = Instant::now();
+                    if write {
+                        cma::write(&dst[..n], &round.remote_recv(0), 0).map_err(|errno| {
+                            Error::Transport {
+                                rank: round.rank_of(me),
+                                peer: round.rank_of(0),
+                                op: "cma write",
+                                errno,
+                            }
+                        })?;
+                    } else {
+                        cma::read(&round.remote_send(0), 0, &mut dst[..n]).map_err(fail)?;
+                    }
+                    ts.push(t.elapsed().as_secs_f64());
+                    round.post_progress(s);
+                }
+            }
+            if me == 1 {
+                let sample = Transfer { bytes: n as f64, pages: pages as f64, seconds: median(ts) };
+                if write { &mut out.writes } else { &mut out.transfers }.push(sample);
+            }
+        }
+        if me == 1 {
+            let src = round.remote_send(0);
             let pin = time(reps, || cma::pin_probe(&src, 0, n).map(drop).map_err(fail))?;
             out.transfers.push(Transfer { bytes: 1.0, pages: pages as f64, seconds: pin });
         }
     }
+    step.set(handoff - 1);
     barrier(round, next())?;
     // Contended: ranks 1..=c pin all of rank 0's pages at once.
     for c in 1..p {

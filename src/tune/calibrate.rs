@@ -8,6 +8,8 @@ use super::{CrossSocket, Params};
 pub(crate) struct Samples {
     /// Uncontended transfers (local rank 1 only): copies and pin-only reads.
     pub(crate) transfers: Vec<Transfer>,
+    /// Uncontended CMA writes (local rank 1 only).
+    pub(crate) writes: Vec<Transfer>,
     /// `(c, seconds)`: this rank's median pin-only read of 1024 pages while `c` readers
     /// read one process at once (readers only).
     pub(crate) contended: Vec<(usize, f64)>,
@@ -27,8 +29,11 @@ pub(crate) struct Samples {
 impl Samples {
     /// The samples as numbers, to send over MPI.
     pub(crate) fn encode(&self) -> Vec<f64> {
-        let mut v = vec![self.memcpy_beta, self.flag.unwrap_or(f64::NAN), self.transfers.len() as f64];
-        v.extend(self.transfers.iter().flat_map(|t| [t.bytes, t.pages, t.seconds]));
+        let mut v = vec![self.memcpy_beta, self.flag.unwrap_or(f64::NAN)];
+        for list in [&self.transfers, &self.writes] {
+            v.push(list.len() as f64);
+            v.extend(list.iter().flat_map(|t| [t.bytes, t.pages, t.seconds]));
+        }
         for levels in [&self.contended, &self.cross] {
             v.push(levels.len() as f64);
             v.extend(levels.iter().flat_map(|&(c, t)| [c as f64, t]));
@@ -42,17 +47,20 @@ impl Samples {
         let mut it = v.iter().copied();
         let memcpy_beta = it.next()?;
         let flag = it.next().filter(|f| !f.is_nan());
-        let n = it.next()? as usize;
-        let transfers = (0..n)
-            .map(|_| Some(Transfer { bytes: it.next()?, pages: it.next()?, seconds: it.next()? }))
-            .collect::<Option<Vec<_>>>()?;
+        let mut list = || {
+            let n = it.next()? as usize;
+            (0..n)
+                .map(|_| Some(Transfer { bytes: it.next()?, pages: it.next()?, seconds: it.next()? }))
+                .collect::<Option<Vec<_>>>()
+        };
+        let (transfers, writes) = (list()?, list()?);
         let mut levels = || {
             let m = it.next()? as usize;
             (0..m).map(|_| Some((it.next()? as usize, it.next()?))).collect::<Option<Vec<_>>>()
         };
         let (contended, cross) = (levels()?, levels()?);
         let (sockets, machine_sockets) = (it.next()? as usize, it.next()? as usize);
-        Some(Samples { transfers, contended, memcpy_beta, flag, cross, sockets, machine_sockets })
+        Some(Samples { transfers, writes, contended, memcpy_beta, flag, cross, sockets, machine_sockets })
     }
 }
 
@@ -109,6 +117,13 @@ pub(crate) fn fit_all(all: &[Samples], start: Params) -> (Params, Vec<String>) {
             (p.alpha, p.beta, p.l) = (alpha, beta, l);
         }
         _ => notes.push("alpha, beta, l: not determined (needs 2 ranks); defaults kept".into()),
+    }
+    let writes: Vec<Transfer> = all.iter().flat_map(|s| s.writes.iter().copied()).collect();
+    p.write_beta = None;
+    match fit::per_byte(&writes, p.alpha, p.l) {
+        Some(b) if b > 0.0 => p.write_beta = Some(b),
+        Some(b) => notes.push(format!("write beta: fitted {b:e} s/B, not positive; writes priced as reads")),
+        None => {}
     }
     // gamma(c) = (T(c) - alpha) / (T(1) - alpha), T(c) the mean read time with c readers.
     let mut levels: Vec<usize> = all.iter().flat_map(|s| s.contended.iter().map(|&(c, _)| c)).collect();
@@ -211,6 +226,7 @@ mod tests {
     fn samples_round_trip_through_numbers() {
         let s = Samples {
             transfers: vec![Transfer { bytes: 4096.0, pages: 1.0, seconds: 1e-6 }],
+            writes: vec![Transfer { bytes: 8192.0, pages: 2.0, seconds: 3e-6 }],
             contended: vec![(1, 2e-5), (2, 5e-5)],
             memcpy_beta: 3e-11,
             flag: Some(2e-7),
@@ -234,6 +250,11 @@ mod tests {
                 pages: pages as f64,
                 seconds: truth.alpha + truth.beta * n + truth.l * pages as f64,
             });
+            reader1.writes.push(Transfer {
+                bytes: n,
+                pages: pages as f64,
+                seconds: truth.alpha + 1.8 * truth.beta * n + truth.l * pages as f64,
+            });
             reader1.transfers.push(Transfer {
                 bytes: 1.0,
                 pages: pages as f64,
@@ -247,9 +268,15 @@ mod tests {
         let all: Vec<Samples> = std::iter::once(reader1).chain(others).collect();
         let (p, notes) = fit_all(&all, Params::DEFAULT);
         assert!(notes.is_empty(), "{notes:?}");
-        for (got, want) in
-            [(p.alpha, truth.alpha), (p.beta, truth.beta), (p.l, truth.l), (p.a, truth.a), (p.b, truth.b)]
-        {
+        let write_beta = p.write_beta.expect("writes were measured");
+        for (got, want) in [
+            (p.alpha, truth.alpha),
+            (p.beta, truth.beta),
+            (p.l, truth.l),
+            (p.a, truth.a),
+            (p.b, truth.b),
+            (write_beta, 1.8 * truth.beta),
+        ] {
             assert!((got / want - 1.0).abs() < 0.02, "{got} vs {want}");
         }
         // A hand-off of milliseconds (a descheduled peer) is refused, and said.

@@ -71,6 +71,30 @@ pub fn transfer(samples: &[Transfer]) -> Option<(f64, f64, f64)> {
     least_squares(&rows).map(|[alpha, beta, l]| (alpha, beta, l))
 }
 
+/// Fits the per-byte cost alone, `t = alpha + beta * bytes + l * pages` with `alpha` and
+/// `l` known (from [`transfer`]), to copies of another kind (CMA writes), relative errors
+/// weighted alike: `None` without a sample that copies bytes.
+///
+/// # Examples
+///
+/// ```
+/// use zcoll::tune::fit::{per_byte, Transfer};
+/// let t = |bytes: f64, pages: f64| Transfer { bytes, pages, seconds: 1e-6 + 9e-11 * bytes + 1e-7 * pages };
+/// let beta = per_byte(&[t(4096.0, 1.0), t(1048576.0, 256.0)], 1e-6, 1e-7).unwrap();
+/// assert!((beta / 9e-11 - 1.0).abs() < 1e-9);
+/// ```
+pub fn per_byte(samples: &[Transfer], alpha: f64, l: f64) -> Option<f64> {
+    let rows: Vec<([f64; 1], f64)> = samples
+        .iter()
+        .filter(|s| s.seconds > 0.0 && s.bytes > 0.0)
+        .map(|s| ([s.bytes / s.seconds], (s.seconds - alpha - l * s.pages) / s.seconds))
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    least_squares(&rows).map(|[beta]| beta)
+}
+
 /// Fits `gamma(c) = a c^2 + b c` to measured slowdowns `(c, gamma)`, relative errors
 /// weighted alike (as [`transfer`]).
 pub fn gamma(samples: &[(f64, f64)]) -> Option<(f64, f64)> {

@@ -67,6 +67,11 @@ pub(crate) fn measure(ctx: &Ctx<'_>, buf: &mut [u8], reps: usize) -> Result<Samp
     } else {
         phases(&round, buf, reps.max(1))
     };
+    if measured.is_err() {
+        // Every later step of ours, at once: peers waiting for one go on to the finish,
+        // which tells them of the failure, instead of waiting for us forever.
+        round.post_progress(u32::MAX);
+    }
     round.finish(measured.as_ref().map(|_| ()).map_err(Clone::clone)).and(measured)
 }
 

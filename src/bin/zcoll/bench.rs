@@ -3,7 +3,7 @@
 //! The method, in the manner of the OSU micro-benchmarks: for each collective of
 //! [`colls::ALL`] and each size, every iteration runs the MPI library's collective
 //! (through rsmpi), each chosen zcoll algorithm and a memcpy of the bytes a rank
-//! receives, in an order that rotates every iteration, each after the same MPI barrier
+//! receives, in an order shuffled every iteration, each after the same MPI barrier
 //! and with send data that changes every time; every result is checked, and a wrong one
 //! ends the job with an error naming the collective, the implementation, the size and
 //! the rank. After warm-up iterations, rank 0 gathers every rank's time of every timed

@@ -17,26 +17,28 @@
 //! - `Staged`: copy-in/copy-out through the root's staging area; the writers wait until
 //!   every rank has read the root's counts before they overwrite them with data.
 //!
-//! `Auto` (unless `ZCOLL_GATHERV_ALGORITHM` says otherwise) stages the blocks under
-//! [`STAGED_BELOW`](super::varcount::STAGED_BELOW) and lets the others
-//! write with CMA four at a time, in the same round; on `cico` everything is staged.
+//! `Auto` (unless `ZCOLL_GATHERV_ALGORITHM` says otherwise) takes, for the whole call,
+//! what the cost model chooses for a gather of the mean non-empty block the root receives
+//! ([`auto_family`](super::varcount::auto_family)), publishing the profile's fingerprint;
+//! on `cico` everything is staged.
 //!
 //! Across nodes ([`gatherv_hier`]): every node gathers to its leader into a packed part,
 //! the leaders gather the parts to the root's leader with rsmpi's
 //! `gather_varcount_into_root` into a scratch buffer, which is handed to the root through
 //! the node if it is not the leader, and the root unpacks it into its partition.
 
-use super::rooted::{peers, relay, transport_error, zero_k, DEFAULT_K};
+use super::rooted::{peers, relay, transport_error, zero_k};
 use super::scatterv::BAD_CONFIG;
 use super::varcount::{
-    bytes, chain, checked, fits, judge_rooted, mpi_bytes, mpi_count, partition_len, partition_words, range,
-    scratch, Claim, Family, Moves, Packed, Parts, Published, Side, Words,
+    auto_family, bytes, chain, checked, fits, judge_rooted, mpi_bytes, mpi_count, partition_len,
+    partition_words, range, scratch, Claim, Family, Moves, Packed, Parts, Published, Side, Words,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
 use crate::transport::{cma, TransportKind};
+use crate::tune::select;
 use crate::GatherAlgorithm;
 use mpi::datatype::PartitionMut;
 use mpi::topology::SimpleCommunicator;
@@ -63,10 +65,10 @@ fn requested(
     Ok(if transport == TransportKind::Cico { GatherAlgorithm::Staged } else { a })
 }
 
-/// How an algorithm every rank asked for moves the blocks.
-fn family(a: GatherAlgorithm) -> Family {
+/// How an algorithm every rank asked for moves the blocks of `blocks` to `dst`.
+fn family(a: GatherAlgorithm, blocks: &[Range<usize>], dst: usize) -> Family {
     match a {
-        GatherAlgorithm::Auto => Family::Mixed(DEFAULT_K as usize),
+        GatherAlgorithm::Auto => auto_family(select::Coll::Gather, blocks, dst),
         GatherAlgorithm::ParallelWrite => Family::Direct(usize::MAX),
         GatherAlgorithm::ThrottledWrite { k } => Family::Direct(k as usize),
         GatherAlgorithm::SequentialRead => Family::ByRoot,
@@ -100,7 +102,12 @@ pub(crate) fn gatherv(
 ) -> Result<()> {
     let p = ctx.ctl.size();
     let algorithm = requested(algorithm, ctx.transport, ctx.overrides);
-    let (code, k) = algorithm.as_ref().map_or((BAD_CONFIG, 0), |&a| a.code());
+    let (code, k) = match algorithm {
+        // `Auto` decides from the published counts: ranks must share the parameters.
+        Ok(GatherAlgorithm::Auto) => (0, select::fingerprint()),
+        Ok(a) => a.code(),
+        Err(_) => (BAD_CONFIG, 0),
+    };
     let mut meta = Vec::new();
     let (is_root, send, recv, recv_len) = match &bufs {
         GathervBufs::Root { send, recv, counts, displs } => {
@@ -137,7 +144,7 @@ pub(crate) fn gatherv(
             let parts = Published { round: &round, owner: dst, at: 0 };
             let elem = Claim::from_call(&round.call(dst), |_| (0, 0)).elem;
             let blocks: Vec<Range<usize>> = (0..p).map(|r| range(&parts, r, elem)).collect();
-            let moves = Moves::new(family(a), p, dst, |r| blocks[r].clone());
+            let moves = Moves::new(family(a, &blocks, dst), p, dst, |r| blocks[r].clone());
             (blocks, moves)
         }
         Err(e) => return round.finish(Err(e)),
@@ -344,7 +351,7 @@ mod tests {
             requested(ThrottledWrite { k: 0 }, TransportKind::Cma, &crate::coll::Overrides::default()),
             Err(Error::Config { .. })
         ));
-        assert_eq!(family(ThrottledWrite { k: 2 }), Family::Direct(2));
-        assert_eq!(family(SequentialRead), Family::ByRoot);
+        assert_eq!(family(ThrottledWrite { k: 2 }, &[], 0), Family::Direct(2));
+        assert_eq!(family(SequentialRead, &[], 0), Family::ByRoot);
     }
 }

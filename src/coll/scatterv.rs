@@ -21,11 +21,11 @@
 //!   the largest block (rounded to a cache line, at most half the area). `2 sum_r n_r`
 //!   bytes of memory copies, no system call.
 //!
-//! `Auto` (unless `ZCOLL_SCATTERV_ALGORITHM` says otherwise) decides per block: blocks under
-//! [`STAGED_BELOW`](super::varcount::STAGED_BELOW) are staged, larger ones
-//! read with CMA four at a time, in the same round; on the `cico` transport everything is
-//! staged. The choice is a pure function of the published counts, so every rank makes it
-//! alike.
+//! `Auto` (unless `ZCOLL_SCATTERV_ALGORITHM` says otherwise) takes, for the whole call,
+//! what the cost model chooses for a scatter of the mean non-empty block the root sends
+//! ([`auto_family`](super::varcount::auto_family)); on the `cico` transport everything is
+//! staged. The choice is a pure function of the published counts and the profile, whose
+//! fingerprint `Auto` publishes, so every rank makes it alike.
 //!
 //! Across nodes ([`scatterv_hier`]): the root packs its blocks node by node into a scratch
 //! buffer (handed to its leader through the node if it is not the leader), the leaders
@@ -33,16 +33,17 @@
 //! from its leader. That costs a scratch copy at the root and a scratch part at every
 //! leader.
 
-use super::rooted::{peers, relay, transport_error, zero_k, DEFAULT_K};
+use super::rooted::{peers, relay, transport_error, zero_k};
 use super::varcount::{
-    bytes, chain, checked, fits, judge_rooted, mpi_bytes, mpi_count, partition_len, partition_words, range,
-    scratch, Claim, Family, Moves, Packed, Parts, Published, Side, Words,
+    auto_family, bytes, chain, checked, fits, judge_rooted, mpi_bytes, mpi_count, partition_len,
+    partition_words, range, scratch, Claim, Family, Moves, Packed, Parts, Published, Side, Words,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
 use crate::transport::{cma, TransportKind};
+use crate::tune::select;
 use crate::ScatterAlgorithm;
 use mpi::datatype::Partition;
 use mpi::topology::SimpleCommunicator;
@@ -73,10 +74,10 @@ fn requested(
     Ok(if transport == TransportKind::Cico { ScatterAlgorithm::Staged } else { a })
 }
 
-/// How an algorithm every rank asked for moves the blocks.
-fn family(a: ScatterAlgorithm) -> Family {
+/// How an algorithm every rank asked for moves the blocks of `blocks` from `src`.
+fn family(a: ScatterAlgorithm, blocks: &[Range<usize>], src: usize) -> Family {
     match a {
-        ScatterAlgorithm::Auto => Family::Mixed(DEFAULT_K as usize),
+        ScatterAlgorithm::Auto => auto_family(select::Coll::Scatter, blocks, src),
         ScatterAlgorithm::ParallelRead => Family::Direct(usize::MAX),
         ScatterAlgorithm::ThrottledRead { k } => Family::Direct(k as usize),
         ScatterAlgorithm::SequentialWrite => Family::ByRoot,
@@ -110,7 +111,12 @@ pub(crate) fn scatterv(
 ) -> Result<()> {
     let p = ctx.ctl.size();
     let algorithm = requested(algorithm, ctx.transport, ctx.overrides);
-    let (code, k) = algorithm.as_ref().map_or((BAD_CONFIG, 0), |&a| a.code());
+    let (code, k) = match algorithm {
+        // `Auto` decides from the published counts: ranks must share the parameters.
+        Ok(ScatterAlgorithm::Auto) => (0, select::fingerprint()),
+        Ok(a) => a.code(),
+        Err(_) => (BAD_CONFIG, 0),
+    };
     let mut meta = Vec::new();
     let (is_root, send, send_len, recv) = match &bufs {
         ScattervBufs::Root { send, counts, displs, recv } => {
@@ -126,8 +132,10 @@ pub(crate) fn scatterv(
         send_len,
         recv: recv.as_ptr() as usize,
         recv_len: recv.len(),
-        // Only the receivers of a sequential write let a peer write into their buffer.
-        recv_writable: algorithm == Ok(ScatterAlgorithm::SequentialWrite) && !is_root,
+        // Only the receivers of a sequential write (which `Auto` may choose) let a peer
+        // write into their buffer.
+        recv_writable: matches!(algorithm, Ok(ScatterAlgorithm::SequentialWrite | ScatterAlgorithm::Auto))
+            && !is_root,
         aux: src as u64,
         aux2: Claim { root: is_root, elem, block: recv.len(), whole: send_len }.aux2(),
     };
@@ -142,7 +150,7 @@ pub(crate) fn scatterv(
         let parts = Published { round: &round, owner: src, at: 0 };
         let elem = Claim::from_call(&round.call(src), |_| (0, 0)).elem;
         let blocks: Vec<Range<usize>> = (0..p).map(|r| range(&parts, r, elem)).collect();
-        let moves = Moves::new(family(a), p, src, |r| blocks[r].clone());
+        let moves = Moves::new(family(a, &blocks, src), p, src, |r| blocks[r].clone());
         move_blocks(&round, bufs, src, &blocks, &moves)
     });
     round.finish(moved)
@@ -326,7 +334,6 @@ mod tests {
             requested(ThrottledRead { k: 0 }, TransportKind::Cma, &crate::coll::Overrides::default()),
             Err(Error::Config { .. })
         ));
-        assert_eq!(family(ThrottledRead { k: 3 }), Family::Direct(3));
-        assert_eq!(family(Auto), Family::Mixed(4));
+        assert_eq!(family(ThrottledRead { k: 3 }, &[], 0), Family::Direct(3));
     }
 }

@@ -38,17 +38,11 @@ use super::rooted::ROLE;
 use super::{check_with_meta, Ctx};
 use crate::error::{Error, Result};
 use crate::sync::{Call, Round};
-use crate::tune::select;
+use crate::tune::{select, Algo};
 use mpi::Count;
 use std::borrow::Borrow;
 use std::cell::Cell;
 use std::ops::Range;
-
-/// Blocks under this many bytes are staged by the default (`Auto`) rooted algorithms
-/// (scatterv, gatherv), larger ones copied once with CMA: a CMA call costs about 0.45 us,
-/// as much as copying several KiB twice through shared memory (the crossover of scatter
-/// and gather on the machine the design was measured on).
-pub(crate) const STAGED_BELOW: usize = 8 * 1024;
 
 /// The mean block from which `Auto` never stages an allgatherv (see [`auto_stages`]).
 pub(crate) const ALLGATHERV_STAGED_MAX: usize = 8 * 1024;
@@ -67,6 +61,36 @@ pub(crate) const ALLTOALLV_STAGED_MAX: usize = 1024;
 /// staged and single-copy blocks would pay both paths' synchronisation.
 pub(crate) fn auto_stages(coll: select::Coll, mean: usize, p: usize, max: usize) -> bool {
     mean < max && select::choose(coll, mean, p).is_staged()
+}
+
+/// The family `Auto` moves the blocks of a scatterv (`coll` = `Scatter`) or gatherv
+/// (`Gather`) with: the cost model's choice for the fixed-size collective whose block is
+/// the mean of the non-empty blocks between the root and the others. One family for the
+/// whole call (a mix of staged and single-copy blocks pays both paths' rounds). Every rank
+/// computes the blocks from the root's published partition, and the published
+/// [`select::fingerprint`] guarantees the same parameters, so every rank decides alike.
+pub(crate) fn auto_family(coll: select::Coll, blocks: &[Range<usize>], root: usize) -> Family {
+    auto_family_with(coll, blocks, root, select::choose)
+}
+
+/// [`auto_family`] with the model's choice from `choose(coll, bytes, p)`.
+fn auto_family_with(
+    coll: select::Coll,
+    blocks: &[Range<usize>],
+    root: usize,
+    choose: impl Fn(select::Coll, usize, usize) -> Algo,
+) -> Family {
+    let others: Vec<usize> =
+        (0..blocks.len()).filter(|&r| r != root).map(|r| blocks[r].len()).filter(|&n| n > 0).collect();
+    let Some(mean) = others.iter().sum::<usize>().checked_div(others.len()) else {
+        return Family::Staged; // nothing moves between ranks
+    };
+    match choose(coll, mean, blocks.len()) {
+        Algo::ScatterStaged | Algo::GatherStaged => Family::Staged,
+        Algo::ScatterThrottledRead(k) | Algo::GatherThrottledWrite(k) => Family::Direct(k),
+        Algo::ScatterSequentialWrite | Algo::GatherSequentialRead => Family::ByRoot,
+        _ => Family::Direct(usize::MAX),
+    }
 }
 
 /// A buffer cut into one block per rank, by counts and displacements in elements: what
@@ -686,8 +710,6 @@ pub(crate) enum Family {
     Direct(usize),
     /// The root copies every block, one after the other.
     ByRoot,
-    /// Blocks under [`STAGED_BELOW`] staged, the others direct, `k` at a time.
-    Mixed(usize),
 }
 
 impl Moves {
@@ -703,16 +725,6 @@ impl Moves {
                 m.k = k;
             }
             Family::ByRoot => m.by_root = true,
-            Family::Mixed(k) => {
-                m.k = k;
-                for r in peers() {
-                    if block(r).len() < STAGED_BELOW {
-                        m.staged[r] = block(r);
-                    } else {
-                        m.direct.push(r);
-                    }
-                }
-            }
         }
         m
     }
@@ -872,15 +884,40 @@ mod tests {
     }
 
     #[test]
-    fn moves_skip_empty_blocks_and_mix_by_size() {
+    fn moves_skip_empty_blocks() {
         let blocks = [0..10, 10..10, 20..20_000, 5..6];
-        let m = Moves::new(Family::Mixed(4), 4, 0, |r| blocks[r].clone());
-        assert_eq!(m.direct, [2]);
-        assert_eq!(m.staged, [0..0, 0..0, 0..0, 5..6]);
+        let m = Moves::new(Family::Staged, 4, 0, |r| blocks[r].clone());
+        assert_eq!(m.staged, [0..0, 0..0, 20..20_000, 5..6]);
+        assert!(m.direct.is_empty() && !m.by_root);
         let m = Moves::new(Family::Direct(2), 4, 2, |r| blocks[r].clone());
         assert_eq!((m.direct.as_slice(), m.k), (&[3, 0][..], 2));
         assert!(!m.staging());
         assert!(Moves::new(Family::Staged, 4, 3, |r| blocks[r].clone()).staging());
+    }
+
+    #[test]
+    fn auto_takes_the_models_family_for_the_mean_block() {
+        use select::Coll::{Gather, Scatter};
+        // The mean of the non-empty blocks other than the root's: 1000 and 3000 bytes.
+        let blocks = [0..1_000_000, 0..1000, 0..0, 0..3000];
+        let family = |coll, algo: Algo| {
+            auto_family_with(coll, &blocks, 0, |c, bytes, p| {
+                assert_eq!((c, bytes, p), (coll, 2000, 4));
+                algo
+            })
+        };
+        assert_eq!(family(Scatter, Algo::ScatterStaged), Family::Staged);
+        assert_eq!(family(Scatter, Algo::ScatterParallelRead), Family::Direct(usize::MAX));
+        assert_eq!(family(Scatter, Algo::ScatterThrottledRead(3)), Family::Direct(3));
+        assert_eq!(family(Scatter, Algo::ScatterSequentialWrite), Family::ByRoot);
+        assert_eq!(family(Gather, Algo::GatherStaged), Family::Staged);
+        assert_eq!(family(Gather, Algo::GatherParallelWrite), Family::Direct(usize::MAX));
+        assert_eq!(family(Gather, Algo::GatherThrottledWrite(2)), Family::Direct(2));
+        assert_eq!(family(Gather, Algo::GatherSequentialRead), Family::ByRoot);
+        // Only the root's block, or nothing: nothing moves between ranks, nothing asked.
+        let never = |_: select::Coll, _: usize, _: usize| -> Algo { unreachable!("nothing to decide") };
+        assert_eq!(auto_family_with(Scatter, &[0..8, 0..0], 0, never), Family::Staged);
+        assert_eq!(auto_family_with(Gather, &[], 0, never), Family::Staged);
     }
 
     #[test]

@@ -678,6 +678,8 @@ mod tests {
             "alltoall",
             "allreduce",
             "reduce",
+            "scatterv",
+            "gatherv",
             "allgatherv",
             "alltoallv",
             "barrier",

@@ -78,6 +78,8 @@ pub(crate) const ALL: &[&dyn Collective] = &[
     &Alltoall,
     &Allreduce,
     &Reduce,
+    &Scatterv,
+    &Gatherv,
     &Allgatherv,
     &Alltoallv,
     &Barrier,
@@ -602,6 +604,161 @@ pub(crate) fn alltoallv_bytes(size: usize, q: usize, r: usize, p: usize) -> usiz
     2 * size * ((q + r) % p + 1) / (p + 1)
 }
 
+/// Scatterv from the root with uneven blocks: rank `r` receives
+/// [`allgatherv_bytes`]`(size, r, p)`.
+pub(crate) struct Scatterv;
+
+impl Collective for Scatterv {
+    fn name(&self) -> &'static str {
+        "scatterv"
+    }
+
+    fn algorithms(&self) -> Vec<&'static str> {
+        ScatterAlgorithm::ALL.iter().map(|a| a.name()).collect()
+    }
+
+    fn received(&self, env: Env<'_>, size: usize) -> usize {
+        allgatherv_bytes(size, env.rank() as usize, env.world.size() as usize)
+    }
+
+    fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
+        let p = env.world.size() as usize;
+        let counts: Vec<Count> = (0..p).map(|r| count(allgatherv_bytes(size, r, p))).collect();
+        let displs = displs(&counts);
+        let whole = if env.rank() == env.root { counts.iter().map(|&c| c as usize).sum() } else { 0 };
+        Box::new(VarRootedRun {
+            env,
+            scatter: true,
+            send: vec![0; whole],
+            recv: vec![0; self.received(env, size)],
+            counts,
+            displs,
+        })
+    }
+}
+
+/// Gatherv to the root with uneven blocks: rank `r` sends
+/// [`allgatherv_bytes`]`(size, r, p)`.
+pub(crate) struct Gatherv;
+
+impl Collective for Gatherv {
+    fn name(&self) -> &'static str {
+        "gatherv"
+    }
+
+    fn algorithms(&self) -> Vec<&'static str> {
+        GatherAlgorithm::ALL.iter().map(|a| a.name()).collect()
+    }
+
+    fn received(&self, env: Env<'_>, size: usize) -> usize {
+        let p = env.world.size() as usize;
+        if env.rank() == env.root {
+            (0..p).map(|r| allgatherv_bytes(size, r, p)).sum()
+        } else {
+            0
+        }
+    }
+
+    fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
+        let p = env.world.size() as usize;
+        let counts: Vec<Count> = (0..p).map(|r| count(allgatherv_bytes(size, r, p))).collect();
+        let displs = displs(&counts);
+        let send = vec![0; allgatherv_bytes(size, env.rank() as usize, p)];
+        Box::new(VarRootedRun {
+            env,
+            scatter: false,
+            send,
+            recv: vec![0; self.received(env, size)],
+            counts,
+            displs,
+        })
+    }
+}
+
+/// A scatterv or a gatherv: the root's whole buffer is cut by `counts` and `displs`.
+struct VarRootedRun<'a> {
+    env: Env<'a>,
+    /// A scatterv (else a gatherv).
+    scatter: bool,
+    /// The scatterv root's blocks, or this rank's gatherv block.
+    send: Vec<u8>,
+    /// This rank's scatterv block, or the gatherv root's blocks.
+    recv: Vec<u8>,
+    counts: Vec<Count>,
+    displs: Vec<Count>,
+}
+
+impl VarRootedRun<'_> {
+    fn is_root(&self) -> bool {
+        self.env.rank() == self.env.root
+    }
+
+    /// Block `q` of the root's whole buffer `whole`.
+    fn block<'b>(&self, whole: &'b mut [u8], q: usize) -> &'b mut [u8] {
+        &mut whole[self.displs[q] as usize..][..self.counts[q] as usize]
+    }
+}
+
+impl Instance for VarRootedRun<'_> {
+    fn fill(&mut self, seq: u64) {
+        if !self.scatter {
+            fill_stream(&mut self.send, seq, self.env.rank() as usize);
+        } else if self.is_root() {
+            let mut send = std::mem::take(&mut self.send);
+            (0..self.counts.len()).for_each(|q| fill_stream(self.block(&mut send, q), seq, q));
+            self.send = send;
+        }
+    }
+
+    fn zcoll(&mut self, name: &str) -> zcoll::Result<()> {
+        let (comm, root) = (self.env.comm, self.env.root);
+        let (counts, displs) = (&self.counts[..], &self.displs[..]);
+        match (self.scatter, self.env.rank() == root) {
+            (true, true) => {
+                let a: ScatterAlgorithm = algorithm(name)?;
+                comm.scatter_varcount_into_root_with(&self.send, counts, displs, &mut self.recv, root, a)
+            }
+            (true, false) => comm.scatter_varcount_into_with(&mut self.recv, root, algorithm(name)?),
+            (false, true) => {
+                let a: GatherAlgorithm = algorithm(name)?;
+                comm.gather_varcount_into_root_with(&self.send, &mut self.recv, counts, displs, root, a)
+            }
+            (false, false) => comm.gather_varcount_into_with(&self.send, root, algorithm(name)?),
+        }
+    }
+
+    fn mpi(&mut self) {
+        let p = self.env.world.process_at_rank(self.env.root);
+        let (counts, displs) = (&self.counts[..], &self.displs[..]);
+        match (self.scatter, self.is_root()) {
+            (true, true) => p.scatter_varcount_into_root(
+                &Partition::new(&self.send[..], counts, displs),
+                &mut self.recv[..],
+            ),
+            (true, false) => p.scatter_varcount_into(&mut self.recv[..]),
+            (false, true) => p.gather_varcount_into_root(
+                &self.send[..],
+                &mut PartitionMut::new(&mut self.recv[..], counts, displs),
+            ),
+            (false, false) => p.gather_varcount_into(&self.send[..]),
+        }
+    }
+
+    fn check(&mut self, seq: u64) -> Result<(), String> {
+        match (self.scatter, self.is_root()) {
+            (true, _) => check_stream(&self.recv, seq, self.env.rank() as usize, 0),
+            (false, true) => {
+                let mut recv = std::mem::take(&mut self.recv);
+                let checked = (0..self.counts.len())
+                    .try_for_each(|q| check_stream(self.block(&mut recv, q), seq, q, 0));
+                self.recv = recv;
+                checked
+            }
+            (false, false) => Ok(()),
+        }
+    }
+}
+
 /// Allgatherv with uneven blocks ([`allgatherv_bytes`]).
 pub(crate) struct Allgatherv;
 
@@ -899,6 +1056,8 @@ mod tests {
                 "alltoall",
                 "allreduce",
                 "reduce",
+                "scatterv",
+                "gatherv",
                 "allgatherv",
                 "alltoallv",
                 "barrier"

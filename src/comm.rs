@@ -1095,9 +1095,10 @@ impl Comm {
     /// median is kept). Collective over the communicator; every node measures itself,
     /// and the profile of the node of rank 0 is returned on rank 0 (`None` elsewhere).
     ///
-    /// It needs CMA, at least 2 ranks on the node for the transfer parameters, and 3 or
-    /// more for the contention factor; what it could not measure keeps the built-in
-    /// default, and the profile's notes say so. Run it with one rank per core: with
+    /// It needs CMA, at least 2 ranks on the node for the transfer parameters and the
+    /// rounds (timed broadcasts, on a communicator of one node), and 3 or more for the
+    /// contention factor; what it could not measure keeps the built-in default, and the
+    /// profile's notes say so. Run it with one rank per core: with
     /// more ranks than cores, the timings measure the scheduler.
     ///
     /// # Examples
@@ -1116,10 +1117,12 @@ impl Comm {
     ///
     /// `Error::Unsupported` on a node without CMA; a transport error or a peer's failure.
     pub fn calibrate(&self, reps: usize) -> Result<Option<crate::tune::Profile>> {
-        use crate::tune::calibrate::{fit_all, Samples};
+        use crate::tune::calibrate::{fit_all, fit_rounds, Samples};
         use mpi::traits::*;
         let mut buf: Vec<u8> = (0..coll::probe::PROBE_BYTES).map(|i| i as u8).collect();
         let mine = coll::probe::measure(&self.ctx(), &mut buf, reps)?;
+        drop(buf);
+        let rounds = self.time_rounds((5 * reps).clamp(20, 200))?;
         let node = &self.node.comm;
         if node.rank() != 0 {
             node.process_at_rank(0).send(&mine.encode()[..]);
@@ -1133,8 +1136,50 @@ impl Comm {
         if self.rank() != 0 {
             return Ok(None);
         }
-        let (params, notes) = fit_all(&all, crate::tune::Params::DEFAULT);
+        let (mut params, mut notes) = fit_all(&all, crate::tune::Params::DEFAULT);
+        fit_rounds(&mut params, &mut notes, &rounds);
         Ok(Some(crate::tune::Profile { machine: crate::tune::Machine::this(), params, notes }))
+    }
+
+    /// Times the staged and the direct-read broadcast from rank 0 on a one-node
+    /// communicator of two ranks or more (`iters` timed calls per size, each after a
+    /// barrier; the median of each call's slowest rank), for the round constants and the
+    /// staged copy cost: a copy through the staging area moves lines another core has
+    /// just written, which a local copy does not measure. Empty elsewhere (the same
+    /// decision on every rank).
+    fn time_rounds(&self, iters: usize) -> Result<crate::tune::calibrate::Rounds> {
+        use crate::tune::calibrate::{Rounds, COPY_ROUND_MAX, ROUND_SIZES};
+        use mpi::collective::SystemOperation;
+        let p = self.node.comm.size() as usize;
+        if self.hier.nodes() != 1 || p < 2 {
+            return Ok(Rounds::default());
+        }
+        let mut rounds = Rounds { p, ..Rounds::default() };
+        let warmup = iters / 10 + 1;
+        for n in ROUND_SIZES {
+            let mut buf = vec![0u8; n];
+            for algorithm in [BcastAlgorithm::Staged, BcastAlgorithm::DirectRead] {
+                if algorithm == BcastAlgorithm::DirectRead && n > COPY_ROUND_MAX {
+                    continue;
+                }
+                let mut times = Vec::with_capacity(iters);
+                for i in 0..warmup + iters {
+                    self.parent.barrier();
+                    let start = std::time::Instant::now();
+                    self.broadcast_into_with(&mut buf, 0, algorithm)?;
+                    if i >= warmup {
+                        times.push(start.elapsed().as_secs_f64());
+                    }
+                }
+                let mut slowest = vec![0f64; iters];
+                self.parent.all_reduce_into(&times[..], &mut slowest[..], SystemOperation::max());
+                slowest.sort_by(f64::total_cmp);
+                let into =
+                    if algorithm == BcastAlgorithm::Staged { &mut rounds.staged } else { &mut rounds.copy };
+                into.push((n as f64, slowest[iters / 2]));
+            }
+        }
+        Ok(rounds)
     }
 }
 

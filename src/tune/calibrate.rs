@@ -188,6 +188,85 @@ pub(crate) fn fit_all(all: &[Samples], start: Params) -> (Params, Vec<String>) {
     (p, notes)
 }
 
+/// The message sizes at which calibration times the broadcast to fit the round
+/// constants and the staged copy cost: small messages, where the round protocol is most of
+/// the time, and one to 64 chunks of the staging area.
+pub(crate) const ROUND_SIZES: [usize; 8] = [8, 64, 512, 4096, 32 << 10, 128 << 10, 512 << 10, 2 << 20];
+
+/// The largest message whose direct read measures the single copy's round: above it the
+/// copy's own noise swamps the constant.
+pub(crate) const COPY_ROUND_MAX: usize = 4096;
+
+/// What the broadcasts timed for the round constants gave, `(bytes, seconds)` each (the
+/// median over iterations of the slowest rank).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Rounds {
+    /// The ranks of the node they ran on (0: not measured).
+    pub(crate) p: usize,
+    /// The staged broadcast, at every size of [`ROUND_SIZES`].
+    pub(crate) staged: Vec<(f64, f64)>,
+    /// The direct-read broadcast (a single copy), up to [`COPY_ROUND_MAX`].
+    pub(crate) copy: Vec<(f64, f64)>,
+}
+
+/// Fits, from the broadcasts of `rounds`, the staged paths' per-byte cost (replacing the
+/// local `memcpy_beta` where it is larger) and the round constants `sync_staged` and
+/// `sync_copy`, and says what it did in `notes`. On more than two ranks what the model
+/// adds per rank beyond the second (a flag per peer, and per chunk for every staged reader
+/// after the first) is taken off first, so the constants mean two ranks.
+pub(crate) fn fit_rounds(p: &mut Params, notes: &mut Vec<String>, rounds: &Rounds) {
+    if rounds.staged.is_empty() {
+        notes.push(
+            "memcpy_beta, sync_staged, sync_copy: a local copy and built-in rounds (the broadcasts \
+             that fit them need one node of 2 ranks or more)"
+                .into(),
+        );
+        return;
+    }
+    let local = p.memcpy_beta;
+    let chunk = super::model::STAGE_CHUNK;
+    let extra = rounds.p.saturating_sub(2) as f64;
+    let staged: Vec<(f64, f64)> = rounds
+        .staged
+        .iter()
+        .map(|&(n, t)| (n, t - extra * p.flag * (1.0 + (n as usize).div_ceil(chunk) as f64)))
+        .collect();
+    match fit::staged(&staged, chunk as f64, p.flag) {
+        Some((c, m)) => {
+            if c > 0.0 {
+                p.sync_staged = c;
+            }
+            if m > local {
+                p.memcpy_beta = m;
+            }
+            notes.push(format!(
+                "memcpy_beta: {} ({:.1} ps/B; a local memcpy: {:.1} ps/B); sync_staged: {}",
+                if m > local { "fitted to the staged broadcast" } else { "a local memcpy, not less" },
+                m * 1e12,
+                local * 1e12,
+                if c > 0.0 { format!("{:.2} us", c * 1e6) } else { "not positive, built-in kept".into() }
+            ));
+        }
+        None => notes.push(format!(
+            "memcpy_beta: a local memcpy ({:.1} ps/B); the staged broadcast fitted nothing; sync_staged built in",
+            local * 1e12
+        )),
+    }
+    let params = *p;
+    let readers = rounds.p.saturating_sub(1).max(1);
+    let copy = |n: f64| params.transfer(n as usize, readers) + extra * params.flag;
+    match fit::constant(&rounds.copy, copy) {
+        Some(c) if c > 0.0 => {
+            p.sync_copy = c;
+            notes.push(format!("sync_copy: {:.2} us, from the direct-read broadcast", c * 1e6));
+        }
+        fitted => notes.push(format!(
+            "sync_copy: built in; the direct-read broadcast fitted {}",
+            fitted.map_or("nothing".into(), |c| format!("{:.2} us", c * 1e6))
+        )),
+    }
+}
+
 /// The base page size.
 pub(crate) fn page_size() -> usize {
     // The pin-only probe reads whole pages; 4 KiB on every target zcoll builds for unless
@@ -205,6 +284,48 @@ pub(crate) fn page_size() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_broadcasts_fit_the_rounds_and_the_staged_copy() {
+        use crate::tune::Algo;
+        let (mut params, mut notes) = (Params::DEFAULT, Vec::new());
+        let flag = params.flag;
+        let staged = |m: f64| -> Vec<(f64, f64)> {
+            let t = |n: f64| 0.9e-6 + 2.0 * n * m + (n / 32768.0).ceil() * flag;
+            [8.0, 512.0, 32768.0, 131072.0, 1048576.0].iter().map(|&n| (n, t(n))).collect()
+        };
+        let copy: Vec<(f64, f64)> =
+            [8.0, 64.0, 4096.0].iter().map(|&n| (n, 2.2e-6 + params.transfer(n as usize, 1))).collect();
+        fit_rounds(&mut params, &mut notes, &Rounds { p: 2, staged: staged(100e-12), copy: copy.clone() });
+        assert!((params.memcpy_beta / 100e-12 - 1.0).abs() < 1e-6);
+        assert!((params.sync_staged / 0.9e-6 - 1.0).abs() < 1e-6, "{}", params.sync_staged);
+        assert!((params.sync_copy / 2.2e-6 - 1.0).abs() < 1e-6, "{}", params.sync_copy);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].starts_with("memcpy_beta: fitted to the staged broadcast (100.0 ps/B"));
+        // A staged cost below the local memcpy keeps the local one.
+        fit_rounds(&mut params, &mut notes, &Rounds { p: 2, staged: staged(1e-12), copy });
+        assert!((params.memcpy_beta / 100e-12 - 1.0).abs() < 1e-6, "kept");
+        assert!(notes[2].contains("a local memcpy, not less (1.0 ps/B"), "{notes:?}");
+        // Nothing measured (not two ranks on one node): every value kept, and said.
+        let before = params;
+        fit_rounds(&mut params, &mut notes, &Rounds::default());
+        assert_eq!(params, before);
+        assert!(notes.last().unwrap().contains("2 ranks or more"));
+        // On four ranks the model's own per-rank terms come off first: timings made
+        // by the model itself give back its constants.
+        let truth = Params { sync_copy: 1.7e-6, sync_staged: 0.6e-6, memcpy_beta: 80e-12, ..Params::DEFAULT };
+        let p4 = |algo, n: f64| (n, truth.predict(algo, 4, n as usize));
+        let four = Rounds {
+            p: 4,
+            staged: [8.0, 512.0, 32768.0, 1048576.0].iter().map(|&n| p4(Algo::BcastStaged, n)).collect(),
+            copy: [8.0, 4096.0].iter().map(|&n| p4(Algo::BcastDirectRead, n)).collect(),
+        };
+        let mut q = Params::DEFAULT;
+        fit_rounds(&mut q, &mut notes, &four);
+        for (got, want) in [(q.sync_copy, 1.7e-6), (q.sync_staged, 0.6e-6), (q.memcpy_beta, 80e-12)] {
+            assert!((got / want - 1.0).abs() < 1e-6, "{got} vs {want}");
+        }
+    }
 
     #[test]
     fn a_process_has_a_socket_when_its_cpus_share_one() {

@@ -106,25 +106,13 @@ fn main() -> ExitCode {
 /// Calibrates the node of rank 0 and writes its profile there; with `--plot`, times a
 /// few algorithms on every rank and compares them with the fitted model first.
 fn calibrate(world: &mpi::topology::SimpleCommunicator, comm: &zcoll::Comm, args: &TuneArgs) -> ExitCode {
-    let mut profile = match comm.calibrate(args.reps) {
+    let profile = match comm.calibrate(args.reps) {
         Err(e) => {
             eprintln!("zcoll tune: {e}");
             return ExitCode::FAILURE;
         }
         Ok(profile) => profile,
     };
-    // The staged paths' per-byte cost and every call's round, from broadcasts.
-    match tune::round_samples(world, comm) {
-        Ok(samples) => {
-            if let Some(profile) = &mut profile {
-                tune::refine_rounds(profile, &samples);
-            }
-        }
-        Err(e) => {
-            eprintln!("zcoll tune: {e}");
-            return ExitCode::FAILURE;
-        }
-    }
     if let Some(profile) = &profile {
         print!("{}", profile.to_toml());
     }

@@ -11,7 +11,7 @@ use super::plot::{Panel, Series, Style};
 use super::stats;
 use clap::Parser;
 use std::fmt::Write as _;
-use zcoll::tune::{Algo, Params, Profile};
+use zcoll::tune::{Algo, Params};
 
 /// The algorithms `--plot` times, per collective, by `zcoll bench`'s names: the paper's
 /// scatter trio, the broadcast read patterns, an allgather ring against recursive
@@ -197,123 +197,6 @@ pub(crate) fn panels(points: &[Compared], p: usize, source: &str) -> Vec<Panel> 
         .collect()
 }
 
-/// The sizes at which `zcoll tune` times the broadcast to fit the round constants and
-/// the staged copy cost: small messages, where the round protocol is most of the time,
-/// and one to 128 chunks of the staging area.
-const ROUND_SIZES: &str = "8:512:8,4K,32K:4M:4";
-
-/// The largest message whose direct read measures the single copy's round: above it the
-/// copy's own noise swamps the constant.
-const COPY_ROUND_MAX: usize = 4096;
-
-/// What the broadcasts timed for the round constants gave, `(bytes, seconds)` each.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct RoundSamples {
-    /// The ranks of the node they ran on.
-    pub(crate) p: usize,
-    /// The staged broadcast, at every size of [`ROUND_SIZES`].
-    pub(crate) staged: Vec<(f64, f64)>,
-    /// The direct-read broadcast (a single copy), up to [`COPY_ROUND_MAX`].
-    pub(crate) copy: Vec<(f64, f64)>,
-}
-
-/// Times the staged and the direct-read broadcast (as `zcoll bench` does) on every rank
-/// of a one-node job of two ranks or more; returns the samples on rank 0, nothing
-/// elsewhere or when the job does not qualify (the same decision on every rank).
-///
-/// # Errors
-///
-/// None expected: the arguments are fixed.
-pub(crate) fn round_samples(
-    world: &mpi::topology::SimpleCommunicator,
-    comm: &zcoll::Comm,
-) -> Result<RoundSamples, String> {
-    let info = comm.info();
-    let p = info.node_ranks.len();
-    if info.nodes != 1 || p < 2 {
-        return Ok(RoundSamples::default());
-    }
-    let args = BenchArgs::try_parse_from([
-        "bench",
-        "--coll",
-        "bcast",
-        "--algorithms",
-        "staged,direct-read",
-        "--sizes",
-        ROUND_SIZES,
-        "--iters",
-        "100",
-    ])
-    .expect("fixed arguments parse");
-    let rows = bench::measure(world, comm, &args, false)?;
-    let of = |name: &str, max: usize| -> Vec<(f64, f64)> {
-        rows.iter()
-            .filter(|r| r.algorithm == name && r.size <= max)
-            .map(|r| (r.size as f64, r.zcoll.median * 1e-6))
-            .collect()
-    };
-    Ok(RoundSamples { p, staged: of("staged", usize::MAX), copy: of("direct-read", COPY_ROUND_MAX) })
-}
-
-/// Fits, from the broadcasts of `samples`, the staged paths' per-byte cost (replacing
-/// the local `memcpy_beta` where it is larger) and the round constants `sync_staged`
-/// and `sync_copy`, and says what it did in the notes. On more than two ranks what the
-/// model adds per rank beyond the second (a flag per peer, and per chunk for every
-/// staged reader after the first) is taken off first, so the constants mean two ranks.
-pub(crate) fn refine_rounds(profile: &mut Profile, samples: &RoundSamples) {
-    if samples.staged.is_empty() {
-        profile.notes.push(
-            "memcpy_beta, sync_staged, sync_copy: a local copy and built-in rounds (the broadcasts \
-             that fit them need one node of 2 ranks or more)"
-                .into(),
-        );
-        return;
-    }
-    let p = &mut profile.params;
-    let local = p.memcpy_beta;
-    let chunk = zcoll::tune::model::STAGE_CHUNK;
-    let extra = samples.p.saturating_sub(2) as f64;
-    let staged: Vec<(f64, f64)> = samples
-        .staged
-        .iter()
-        .map(|&(n, t)| (n, t - extra * p.flag * (1.0 + (n as usize).div_ceil(chunk) as f64)))
-        .collect();
-    match zcoll::tune::fit::staged(&staged, chunk as f64, p.flag) {
-        Some((c, m)) => {
-            if c > 0.0 {
-                p.sync_staged = c;
-            }
-            if m > local {
-                p.memcpy_beta = m;
-            }
-            profile.notes.push(format!(
-                "memcpy_beta: {} ({:.1} ps/B; a local memcpy: {:.1} ps/B); sync_staged: {}",
-                if m > local { "fitted to the staged broadcast" } else { "a local memcpy, not less" },
-                m * 1e12,
-                local * 1e12,
-                if c > 0.0 { format!("{:.2} us", c * 1e6) } else { "not positive, built-in kept".into() }
-            ));
-        }
-        None => profile.notes.push(format!(
-            "memcpy_beta: a local memcpy ({:.1} ps/B); the staged broadcast fitted nothing; sync_staged built in",
-            local * 1e12
-        )),
-    }
-    let params = *p;
-    let readers = samples.p.saturating_sub(1).max(1);
-    let copy = |n: f64| params.transfer(n as usize, readers) + extra * params.flag;
-    match zcoll::tune::fit::constant(&samples.copy, copy) {
-        Some(c) if c > 0.0 => {
-            p.sync_copy = c;
-            profile.notes.push(format!("sync_copy: {:.2} us, from the direct-read broadcast", c * 1e6));
-        }
-        fitted => profile.notes.push(format!(
-            "sync_copy: built in; the direct-read broadcast fitted {}",
-            fitted.map_or("nothing".into(), |c| format!("{:.2} us", c * 1e6))
-        )),
-    }
-}
-
 /// Times [`PLOTTED`] on every rank and, on rank 0, prints the comparison with `params`
 /// and writes the SVG to `path`.
 ///
@@ -380,50 +263,6 @@ mod tests {
         assert_eq!(args.algorithms.matches("staged").count(), 1);
         assert_eq!(args.iters, Some(7));
         assert!(bench_args(4, "8", None).algorithms.contains("throttled-read"));
-    }
-
-    #[test]
-    fn the_broadcasts_fit_the_rounds_and_the_staged_copy() {
-        let machine = zcoll::tune::Machine { cpu: "x".into(), cores: 2, kernel: "k".into() };
-        let mut profile = Profile { machine, params: Params::DEFAULT, notes: vec![] };
-        let params = profile.params;
-        let staged = |m: f64| -> Vec<(f64, f64)> {
-            let t = |n: f64| 0.9e-6 + 2.0 * n * m + (n / 32768.0).ceil() * params.flag;
-            [8.0, 512.0, 32768.0, 131072.0, 1048576.0].iter().map(|&n| (n, t(n))).collect()
-        };
-        let copy: Vec<(f64, f64)> =
-            [8.0, 64.0, 4096.0].iter().map(|&n| (n, 2.2e-6 + params.transfer(n as usize, 1))).collect();
-        refine_rounds(&mut profile, &RoundSamples { p: 2, staged: staged(100e-12), copy: copy.clone() });
-        let q = profile.params;
-        assert!((q.memcpy_beta / 100e-12 - 1.0).abs() < 1e-6);
-        assert!((q.sync_staged / 0.9e-6 - 1.0).abs() < 1e-6, "{}", q.sync_staged);
-        assert!((q.sync_copy / 2.2e-6 - 1.0).abs() < 1e-6, "{}", q.sync_copy);
-        assert_eq!(profile.notes.len(), 2, "{:?}", profile.notes);
-        assert!(profile.notes[0].starts_with("memcpy_beta: fitted to the staged broadcast (100.0 ps/B"));
-        // A staged cost below the local memcpy keeps the local one.
-        refine_rounds(&mut profile, &RoundSamples { p: 2, staged: staged(1e-12), copy });
-        assert!((profile.params.memcpy_beta / 100e-12 - 1.0).abs() < 1e-6, "kept");
-        assert!(profile.notes[2].contains("a local memcpy, not less (1.0 ps/B"), "{:?}", profile.notes);
-        // Nothing measured (not two ranks on one node): every value kept, and said.
-        let before = profile.params;
-        refine_rounds(&mut profile, &RoundSamples::default());
-        assert_eq!(profile.params, before);
-        assert!(profile.notes.last().unwrap().contains("2 ranks or more"));
-        // On four ranks the model's own per-rank terms come off first: timings made
-        // by the model itself give back its constants.
-        let truth = Params { sync_copy: 1.7e-6, sync_staged: 0.6e-6, memcpy_beta: 80e-12, ..Params::DEFAULT };
-        let p4 = |algo, n: f64| (n, truth.predict(algo, 4, n as usize));
-        let four = RoundSamples {
-            p: 4,
-            staged: [8.0, 512.0, 32768.0, 1048576.0].iter().map(|&n| p4(Algo::BcastStaged, n)).collect(),
-            copy: [8.0, 4096.0].iter().map(|&n| p4(Algo::BcastDirectRead, n)).collect(),
-        };
-        let mut profile = Profile { params: Params::DEFAULT, ..profile };
-        refine_rounds(&mut profile, &four);
-        let q = profile.params;
-        for (got, want) in [(q.sync_copy, 1.7e-6), (q.sync_staged, 0.6e-6), (q.memcpy_beta, 80e-12)] {
-            assert!((got / want - 1.0).abs() < 1e-6, "{got} vs {want}");
-        }
     }
 
     #[test]

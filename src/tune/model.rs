@@ -134,10 +134,15 @@ impl Params {
 
     /// One single-copy transfer of `n` bytes with `c` concurrent pinners.
     pub fn transfer(&self, n: usize, c: usize) -> f64 {
+        self.cost(n, self.beta, self.gamma(c))
+    }
+
+    /// `n` bytes at `beta` per byte, pinned with the contention factor `gamma`.
+    fn cost(&self, n: usize, beta: f64, gamma: f64) -> f64 {
         if n == 0 {
             return 0.0;
         }
-        self.alpha + n as f64 * self.beta + self.l * self.gamma(c) * (n as f64 / self.s).ceil()
+        self.alpha + n as f64 * beta + self.l * gamma * (n as f64 / self.s).ceil()
     }
 
     /// A wave of `c` concurrent transfers of `n` bytes each, pinning one process's pages,
@@ -154,9 +159,6 @@ impl Params {
     }
 
     fn copy(&self, n: usize, d: usize, c: usize, write: bool) -> f64 {
-        if n == 0 {
-            return 0.0;
-        }
         let beta = if write { self.write_beta.unwrap_or(self.beta) } else { self.beta };
         let gamma = match self.cross_socket {
             Some(x) if x.sockets > 1 && (c > 1 || d % x.sockets != 0) => {
@@ -165,7 +167,7 @@ impl Params {
             }
             _ => self.gamma(c),
         };
-        self.alpha + n as f64 * beta + self.l * gamma * (n as f64 / self.s).ceil()
+        self.cost(n, beta, gamma)
     }
 
     /// `c` transfers of `n` bytes one after the other, partners at distances `d` to
@@ -357,7 +359,6 @@ impl Params {
                 (2 * q * n) as f64 * self.memcpy_beta
                     + (q * n.div_ceil(STAGE_CHUNK).max(1)) as f64 * self.flag
             }
-            // The root reads the other partitions as every rank reads them in an allreduce.
             // Each rank reduces its partition: its own piece copied into the result and
             // every peer's read chunk by chunk and folded (a pass over the bytes each,
             // priced as a copy); then a reduce writes it to the root, chunk by chunk,

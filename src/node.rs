@@ -79,14 +79,20 @@ impl NodeComm {
         let mut ranks = vec![0i32; n];
         comm.all_gather_into(&rank, &mut ranks[..]);
 
-        // The CPUs the node's ranks may run on between them, for the wait policy.
+        // The wait policy: whether the ranks sharing this machine's CPUs outnumber the
+        // CPUs they may run on between them. Virtual nodes share the machine with the
+        // others, so count every rank of the machine, not of the node.
+        let machine = match split {
+            Split::Shared => None,
+            Split::Virtual(_) => Some(parent.split_shared(rank)),
+        };
+        let sharing = machine.as_ref().unwrap_or(&comm);
         let mine = wait::affinity();
-        let mut masks = vec![0u64; n * wait::CPU_WORDS];
-        comm.all_gather_into(&mine[..], &mut masks[..]);
-        let cpus = wait::union_size(&masks);
+        let mut masks = vec![0u64; sharing.size() as usize * wait::CPU_WORDS];
+        sharing.all_gather_into(&mine[..], &mut masks[..]);
+        let policy = policy.fit_to(sharing.size() as usize, wait::union_size(&masks));
 
         let requested = requested_transport();
-        let policy = policy.fit_to(n, cpus);
         let mut ctl = map_segment(&comm, rank, me, ranks, pids.clone(), policy)?;
         let (transport, reason, links) = choose_transport(&comm, rank, me, &pids, requested)?;
         let heap = links.heap.is_some();

@@ -56,7 +56,8 @@ pub(crate) fn bench(world: &SimpleCommunicator, comm: &Comm) {
         let size: usize = f[4].parse().unwrap();
         let num = |i: usize| -> f64 { f[i].parse().unwrap_or_else(|_| panic!("{line}: column {i}")) };
         let (mpi, zcoll, ratio, memcpy) = (num(5), num(6), num(7), num(8));
-        assert!(mpi > 0.0 && zcoll > 0.0 && ratio > 0.0, "{line}");
+        // (A ratio under 0.0005 prints as 0.000: an oversubscribed job may get there.)
+        assert!(mpi > 0.0 && zcoll > 0.0 && ratio >= 0.0, "{line}");
         assert!((ratio - mpi / zcoll).abs() <= 0.01 * ratio + 0.002, "{line}: ratio is not mpi / zcoll");
         let coll = colls::by_name(f[0]).unwrap_or_else(|| panic!("{line}: unknown collective"));
         let mut names = vec!["auto"];

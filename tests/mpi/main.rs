@@ -240,7 +240,10 @@ fn refused_cma_falls_back_to_cico() {
             scenario: "refused-cma",
             env: &[
                 ("ZCOLL_TEST_NONDUMPABLE_RANK", "1"),
+                // The MPI library must not use CMA itself: Open MPI's vader, and UCX under
+                // MPICH, abort on the refusal.
                 ("OMPI_MCA_btl_vader_single_copy_mechanism", "none"),
+                ("UCX_TLS", "^cma"),
             ],
             without_ptrace: true,
         }
@@ -258,6 +261,7 @@ fn forced_cma_on_a_refusing_node_is_an_error() {
             ("ZCOLL_TEST_NONDUMPABLE_RANK", "1"),
             ("ZCOLL_TRANSPORT", "cma"),
             ("OMPI_MCA_btl_vader_single_copy_mechanism", "none"),
+            ("UCX_TLS", "^cma"),
         ],
         without_ptrace: true,
     }

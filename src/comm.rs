@@ -1173,10 +1173,9 @@ impl Comm {
                 }
                 let mut slowest = vec![0f64; iters];
                 self.parent.all_reduce_into(&times[..], &mut slowest[..], SystemOperation::max());
-                slowest.sort_by(f64::total_cmp);
                 let into =
                     if algorithm == BcastAlgorithm::Staged { &mut rounds.staged } else { &mut rounds.copy };
-                into.push((n as f64, slowest[iters / 2]));
+                into.push((n as f64, coll::probe::median(slowest)));
             }
         }
         Ok(rounds)

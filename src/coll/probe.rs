@@ -24,7 +24,8 @@ pub(crate) const PROBE_BYTES: usize = 1024 * 4096;
 /// Page counts of the uncontended transfers.
 const PAGES: [usize; 6] = [1, 4, 16, 64, 256, 1024];
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The median of `v` (the upper one of an even count).
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
@@ -87,7 +88,7 @@ fn barrier(round: &Round<'_>, step: u32) -> Result<()> {
 fn phases(round: &Round<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
     let (me, p) = (round.me(), round.size());
     let fail =
-        |errno| Error::Transport { rank: round.rank_of(me), peer: round.rank_of(0), op: "cma read", errno };
+        |op| move |errno| Error::Transport { rank: round.rank_of(me), peer: round.rank_of(0), op, errno };
     let mut out = Samples { machine_sockets: calibrate::machine_sockets(), ..Samples::default() };
     let step = std::cell::Cell::new(0u32);
     let next = || {
@@ -132,16 +133,9 @@ fn phases(round: &Round<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
                     round.wait_progress(0, s)?;
                     let t = Instant::now();
                     if write {
-                        cma::write(&dst[..n], &round.remote_recv(0), 0).map_err(|errno| {
-                            Error::Transport {
-                                rank: round.rank_of(me),
-                                peer: round.rank_of(0),
-                                op: "cma write",
-                                errno,
-                            }
-                        })?;
+                        cma::write(&dst[..n], &round.remote_recv(0), 0).map_err(fail("cma write"))?;
                     } else {
-                        cma::read(&round.remote_send(0), 0, &mut dst[..n]).map_err(fail)?;
+                        cma::read(&round.remote_send(0), 0, &mut dst[..n]).map_err(fail("cma read"))?;
                     }
                     ts.push(t.elapsed().as_secs_f64());
                     round.post_progress(s);
@@ -154,7 +148,7 @@ fn phases(round: &Round<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
         }
         if me == 1 {
             let src = round.remote_send(0);
-            let pin = time(reps, || cma::pin_probe(&src, 0, n).map(drop).map_err(fail))?;
+            let pin = time(reps, || cma::pin_probe(&src, 0, n).map(drop).map_err(fail("cma read")))?;
             out.transfers.push(Transfer { bytes: 1.0, pages: pages as f64, seconds: pin });
         }
     }
@@ -165,7 +159,7 @@ fn phases(round: &Round<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
         let s = next();
         if (1..=c).contains(&me) {
             let src = round.remote_send(0);
-            let t = time(reps, || cma::pin_probe(&src, 0, PROBE_BYTES).map(drop).map_err(fail))?;
+            let t = time(reps, || cma::pin_probe(&src, 0, PROBE_BYTES).map(drop).map_err(fail("cma read")))?;
             out.contended.push((c, t));
         }
         barrier(round, s)?;
@@ -187,7 +181,7 @@ fn phases(round: &Round<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
         let s = next();
         if remote[..c].contains(&me) {
             let src = round.remote_send(0);
-            let t = time(reps, || cma::pin_probe(&src, 0, PROBE_BYTES).map(drop).map_err(fail))?;
+            let t = time(reps, || cma::pin_probe(&src, 0, PROBE_BYTES).map(drop).map_err(fail("cma read")))?;
             out.cross.push((c, t));
         }
         barrier(round, s)?;

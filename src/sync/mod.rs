@@ -597,9 +597,10 @@ impl<'c> Round<'c> {
     pub(crate) fn remote_send(&self, r: usize) -> RemoteBuf<'_, Read> {
         let c = self.published(r);
         // SAFETY: rank `r` published this range for this round (we saw its `arrive` with
-        // Acquire in `begin` or in `published`; an empty range if not); it keeps the buffer borrowed and does not return before every
-        // rank, us included, has posted `done`, which we only do in `finish`, after which
-        // the handle's borrow of `self` has ended.
+        // Acquire in `begin` or in `published`; an empty range if not); it keeps the
+        // buffer borrowed and does not return before every rank, us included, has posted
+        // `done`, which we only do in `finish`, after which the handle's borrow of `self`
+        // has ended.
         unsafe { RemoteBuf::new(self.ctl.pids[r], c.send, c.send_len) }
     }
 

@@ -692,11 +692,6 @@ impl VarRootedRun<'_> {
     fn is_root(&self) -> bool {
         self.env.rank() == self.env.root
     }
-
-    /// Block `q` of the root's whole buffer `whole`.
-    fn block<'b>(&self, whole: &'b mut [u8], q: usize) -> &'b mut [u8] {
-        &mut whole[self.displs[q] as usize..][..self.counts[q] as usize]
-    }
 }
 
 impl Instance for VarRootedRun<'_> {
@@ -704,9 +699,9 @@ impl Instance for VarRootedRun<'_> {
         if !self.scatter {
             fill_stream(&mut self.send, seq, self.env.rank() as usize);
         } else if self.is_root() {
-            let mut send = std::mem::take(&mut self.send);
-            (0..self.counts.len()).for_each(|q| fill_stream(self.block(&mut send, q), seq, q));
-            self.send = send;
+            for (q, (&c, &d)) in self.counts.iter().zip(&self.displs).enumerate() {
+                fill_stream(&mut self.send[d as usize..][..c as usize], seq, q);
+            }
         }
     }
 
@@ -748,11 +743,9 @@ impl Instance for VarRootedRun<'_> {
         match (self.scatter, self.is_root()) {
             (true, _) => check_stream(&self.recv, seq, self.env.rank() as usize, 0),
             (false, true) => {
-                let mut recv = std::mem::take(&mut self.recv);
-                let checked = (0..self.counts.len())
-                    .try_for_each(|q| check_stream(self.block(&mut recv, q), seq, q, 0));
-                self.recv = recv;
-                checked
+                self.counts.iter().zip(&self.displs).enumerate().try_for_each(|(q, (&c, &d))| {
+                    check_stream(&self.recv[d as usize..][..c as usize], seq, q, 0)
+                })
             }
             (false, false) => Ok(()),
         }

@@ -251,6 +251,21 @@ fn refused_cma_falls_back_to_cico() {
     }
 }
 
+/// A rank that turns non-dumpable after the node chose CMA: the calls that touch its
+/// memory, calibration among them, fail on every rank; the others go on working.
+#[test]
+fn cma_revoked_mid_job_is_an_error_on_every_rank() {
+    for np in [2, 3] {
+        Job {
+            np,
+            scenario: "revoked-cma",
+            env: &[("OMPI_MCA_btl_vader_single_copy_mechanism", "none"), ("UCX_TLS", "^cma")],
+            without_ptrace: true,
+        }
+        .run();
+    }
+}
+
 /// Forcing `cma` where a peer refuses it is an error on every rank, not a silent fallback.
 #[test]
 fn forced_cma_on_a_refusing_node_is_an_error() {

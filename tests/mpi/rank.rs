@@ -36,6 +36,9 @@ pub(crate) fn main() {
     if scenario == "refused-cma" {
         return refused_cma(&world);
     }
+    if scenario == "revoked-cma" {
+        return revoked_cma(&world);
+    }
     if scenario == "xpmem-missing" {
         return crate::heap::xpmem_missing(&world);
     }
@@ -265,6 +268,70 @@ fn refused_cma(world: &SimpleCommunicator) {
         }
         comm.barrier().unwrap();
     }
+    println!("ZCOLL-RANK-OK {me}");
+}
+
+/// Rank 0 makes itself non-dumpable after the node chose CMA (in a job without
+/// CAP_SYS_PTRACE): every call that reads or writes rank 0's memory fails on every rank,
+/// with the kernel's refusal on the ranks that met it, leaves rank 0's buffers and every
+/// guard untouched, and the communicator goes on working for the calls that need no
+/// access to rank 0. Calibration, which reads rank 0, fails mid-probe on every rank
+/// instead of hanging.
+fn revoked_cma(world: &SimpleCommunicator) {
+    let (me, p) = (world.rank(), world.size());
+    let comm = Comm::new(world).unwrap();
+    assert_eq!(comm.info().transport, TransportKind::Cma, "{}", comm.info());
+    if me == 0 {
+        nix::sys::prctl::set_dumpable(false).expect("prctl(PR_SET_DUMPABLE, 0)");
+    }
+    world.barrier();
+    let refused = |e: &Error| match e {
+        Error::Transport { rank, peer: 0, errno, .. } => *rank == me && *errno == zcoll::Errno::EPERM,
+        Error::PeerFailed { rank, .. } => *rank == me,
+        _ => false,
+    };
+    let n = 100_000;
+    let guarded = |fill: u8| {
+        let mut v = vec![fill; n + GUARD];
+        v[n..].fill(GUARD_BYTE);
+        v
+    };
+    // Every reader reads rank 0 at once.
+    let mut buf = guarded(if me == 0 { 7 } else { 0 });
+    let e = comm.broadcast_into_with(&mut buf[..n], 0, BcastAlgorithm::DirectRead).unwrap_err();
+    assert!(refused(&e), "bcast from the revoked rank: {e}");
+    if me != 0 {
+        assert!(matches!(e, Error::Transport { .. }), "a reader meets the refusal itself: {e}");
+    }
+    assert!(buf[n..].iter().all(|&b| b == GUARD_BYTE), "bcast wrote past the buffer");
+    if me == 0 {
+        assert!(buf[..n].iter().all(|&b| b == 7), "the root's data changed");
+    }
+    // Every writer writes into rank 0 at once.
+    let send = vec![me as u8 + 1; n];
+    let total = n * p as usize;
+    let mut recv = vec![0xee; total + GUARD];
+    recv[total..].fill(GUARD_BYTE);
+    let r = if me == 0 {
+        comm.gather_into_root_with(&send, &mut recv[..total], 0, zcoll::GatherAlgorithm::ParallelWrite)
+    } else {
+        comm.gather_into_with(&send, 0, zcoll::GatherAlgorithm::ParallelWrite)
+    };
+    let e = r.unwrap_err();
+    assert!(refused(&e), "gather into the revoked rank: {e}");
+    assert!(recv[total..].iter().all(|&b| b == GUARD_BYTE), "gather wrote past the buffer");
+    // Rank 0 may read the others: the same communicator still broadcasts from rank 1.
+    if p > 1 {
+        check_bcast::<u8>(world, &comm, n, 1, BcastAlgorithm::DirectRead, 71);
+    }
+    // The staging areas need no access to rank 0's memory.
+    check_bcast::<u8>(world, &comm, n, 0, BcastAlgorithm::Staged, 72);
+    if p > 1 {
+        let e = comm.calibrate(3).unwrap_err();
+        assert!(refused(&e), "calibration with a revoked rank: {e}");
+    }
+    comm.barrier().unwrap();
+    check_bcast::<u8>(world, &comm, 4097, p - 1, BcastAlgorithm::Auto, 73);
     println!("ZCOLL-RANK-OK {me}");
 }
 

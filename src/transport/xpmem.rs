@@ -38,7 +38,11 @@ pub(crate) struct Local {
 pub(crate) fn local() -> Result<&'static Local, &'static str> {
     static LOCAL: OnceLock<Result<Local, String>> = OnceLock::new();
     let made = LOCAL.get_or_init(|| {
-        let lib = Xpmem::load().map_err(|e| match e {
+        // SAFETY: the library is the system's libxpmem or the one the user named in
+        // XPMEM_LIBRARY (the book's transport chapter says so): trusted to be an XPMEM
+        // user library whose initialisers are sound to run and whose exports have the
+        // ABI's prototypes.
+        let lib = unsafe { Xpmem::load() }.map_err(|e| match e {
             // The loader's own words follow in `info` only where they add something.
             xpmem_sys::LoadError::LibraryNotFound { name, .. } => format!("{name} not found"),
             e => e.to_string(),

@@ -272,9 +272,6 @@ impl Xpmem {
     /// and [`DEVICE_PATH`] (`/dev/xpmem`) must open read-write (see
     /// [`check_device`]).
     ///
-    /// The loaded library is trusted: its initialisers run on load and its
-    /// exports are assumed to follow the XPMEM ABI declared by this crate.
-    ///
     /// # Errors
     ///
     /// [`LoadError::LibraryNotFound`] if the library cannot be loaded,
@@ -284,7 +281,9 @@ impl Xpmem {
     /// # Examples
     ///
     /// ```
-    /// match xpmem_sys::Xpmem::load() {
+    /// // SAFETY: the system's libxpmem, or the library the administrator named
+    /// // in XPMEM_LIBRARY, is a well-behaved XPMEM user library.
+    /// match unsafe { xpmem_sys::Xpmem::load() } {
     ///     Ok(xpmem) => {
     ///         // SAFETY: `xpmem_version` takes no arguments and only queries
     ///         // the library / kernel module.
@@ -294,17 +293,29 @@ impl Xpmem {
     ///     Err(e) => println!("XPMEM unavailable: {e}"),
     /// }
     /// ```
-    pub fn load() -> Result<Xpmem, LoadError> {
-        Self::load_with_override(std::env::var_os(LIBRARY_ENV))
+    ///
+    /// # Safety
+    ///
+    /// As for [`Xpmem::load_from`], of the library this loads: the system's
+    /// [`LIBRARY_NAME`], or the one [`LIBRARY_ENV`] names.
+    pub unsafe fn load() -> Result<Xpmem, LoadError> {
+        // SAFETY: passed on to our caller.
+        unsafe { Self::load_with_override(std::env::var_os(LIBRARY_ENV)) }
     }
 
     /// [`Xpmem::load`] with the value of [`LIBRARY_ENV`] passed in, so that
     /// the override can be tested without touching the process environment.
-    fn load_with_override(override_path: Option<OsString>) -> Result<Xpmem, LoadError> {
+    ///
+    /// # Safety
+    ///
+    /// As for [`Xpmem::load_from`], of the library this loads.
+    unsafe fn load_with_override(override_path: Option<OsString>) -> Result<Xpmem, LoadError> {
         match override_path {
-            Some(path) if !path.is_empty() => Self::load_from(Path::new(&path)),
+            // SAFETY: passed on to our caller.
+            Some(path) if !path.is_empty() => unsafe { Self::load_from(Path::new(&path)) },
             _ => {
-                let xpmem = Self::load_from(Path::new(LIBRARY_NAME))?;
+                // SAFETY: passed on to our caller.
+                let xpmem = unsafe { Self::load_from(Path::new(LIBRARY_NAME)) }?;
                 check_device(Path::new(DEVICE_PATH))?;
                 Ok(xpmem)
             }
@@ -316,20 +327,26 @@ impl Xpmem {
     ///
     /// `path` is passed to `dlopen`: a bare file name is looked up on the
     /// dynamic loader's search path, anything containing `/` is used as is.
-    /// The library is trusted: its initialisers run on load and its exports
-    /// are assumed to follow the XPMEM ABI declared by this crate.
-    ///
     /// # Errors
     ///
     /// [`LoadError::LibraryNotFound`] if the library cannot be loaded and
     /// [`LoadError::MissingSymbol`] if it lacks one of the seven XPMEM
     /// functions.
-    pub fn load_from(path: &Path) -> Result<Xpmem, LoadError> {
+    ///
+    /// # Safety
+    ///
+    /// As for libloading's `Library::new`, which this calls:
+    ///
+    /// - loading runs the library's initialisers (and unloading, when the
+    ///   returned `Xpmem` drops, its finalisers): they must be sound to run
+    ///   here, at any time, on any thread;
+    /// - every one of the seven symbols the library exports under an XPMEM
+    ///   name must have the prototype this crate declares for it, since the
+    ///   calls through [`Xpmem`] trust it.
+    pub unsafe fn load_from(path: &Path) -> Result<Xpmem, LoadError> {
         let name = path.to_string_lossy().into_owned();
-        // SAFETY: loading runs the library's initialisers. The library is
-        // the XPMEM user library named by the caller or the administrator,
-        // which is trusted to be a well-behaved shared object (documented on
-        // `load` and `load_from`).
+        // SAFETY: loading runs the library's initialisers, which our caller
+        // promises are sound to run here.
         let library = unsafe { Library::new(path) }
             .map_err(|e| LoadError::LibraryNotFound { name: name.clone(), reason: e.to_string() })?;
         // SAFETY: for all seven calls, each type parameter is the function
@@ -510,7 +527,8 @@ mod tests {
     #[test]
     fn nonexistent_library_is_not_found() {
         let name = "/nonexistent/dir/libxpmem-test.so.0";
-        let err = Xpmem::load_from(Path::new(name)).unwrap_err();
+        // SAFETY: nothing is loaded: the path does not exist.
+        let err = unsafe { Xpmem::load_from(Path::new(name)) }.unwrap_err();
         assert!(
             matches!(&err, LoadError::LibraryNotFound { name: n, reason } if n == name && !reason.is_empty()),
             "{err:?}"
@@ -521,7 +539,8 @@ mod tests {
 
     #[test]
     fn library_without_symbols_is_missing_symbol() {
-        let err = Xpmem::load_from(libc_name()).unwrap_err();
+        // SAFETY: libc, loaded already, exports none of the XPMEM names.
+        let err = unsafe { Xpmem::load_from(libc_name()) }.unwrap_err();
         assert!(
             matches!(&err, LoadError::MissingSymbol { library, symbol: "xpmem_version" } if library == "libc.so.6"),
             "{err:?}"
@@ -533,12 +552,15 @@ mod tests {
     fn override_uses_given_library_without_device_check() {
         // An override pointing at libc must reach symbol resolution (not the
         // default library, not the device check).
-        let err = Xpmem::load_with_override(Some("libc.so.6".into())).unwrap_err();
+        // SAFETY: as above, libc.
+        let err = unsafe { Xpmem::load_with_override(Some("libc.so.6".into())) }.unwrap_err();
         assert!(
             matches!(&err, LoadError::MissingSymbol { library, .. } if library == "libc.so.6"),
             "{err:?}"
         );
-        let err = Xpmem::load_with_override(Some("/nonexistent/libstandin.so".into())).unwrap_err();
+        // SAFETY: nothing is loaded: the path does not exist.
+        let err =
+            unsafe { Xpmem::load_with_override(Some("/nonexistent/libstandin.so".into())) }.unwrap_err();
         assert!(
             matches!(&err, LoadError::LibraryNotFound { name, .. } if name == "/nonexistent/libstandin.so"),
             "{err:?}"
@@ -547,8 +569,10 @@ mod tests {
 
     #[test]
     fn empty_override_means_default_library() {
-        let via_empty = Xpmem::load_with_override(Some(OsString::new()));
-        let via_none = Xpmem::load_with_override(None);
+        // SAFETY: the system's libxpmem where there is one, trusted as `load` trusts it.
+        let via_empty = unsafe { Xpmem::load_with_override(Some(OsString::new())) };
+        // SAFETY: as above.
+        let via_none = unsafe { Xpmem::load_with_override(None) };
         let describe = |r: Result<Xpmem, LoadError>| match r {
             Ok(x) => format!("ok {}", x.path()),
             Err(e) => format!("err {e}"),
@@ -563,8 +587,10 @@ mod tests {
         if std::env::var_os(LIBRARY_ENV).is_some() {
             return;
         }
-        let system = Xpmem::load_from(Path::new(LIBRARY_NAME));
-        let loaded = Xpmem::load();
+        // SAFETY: the system's libxpmem where there is one, trusted as `load` trusts it.
+        let system = unsafe { Xpmem::load_from(Path::new(LIBRARY_NAME)) };
+        // SAFETY: as above.
+        let loaded = unsafe { Xpmem::load() };
         match system {
             // The case on machines without XPMEM (including CI).
             Err(LoadError::LibraryNotFound { .. }) => {

@@ -72,7 +72,20 @@ impl Overrides {
     ///
     /// `Error::Config` naming `var` and `expected` if the value is not an algorithm's
     /// name.
+    #[inline]
     pub(crate) fn choice<A: std::str::FromStr<Err = ()>>(
+        &self,
+        var: &'static str,
+        expected: &'static str,
+    ) -> Result<Option<A>> {
+        // The common case, no override at all, costs a load and a branch per call.
+        if self.set.is_empty() {
+            return Ok(None);
+        }
+        self.parse(var, expected)
+    }
+
+    fn parse<A: std::str::FromStr<Err = ()>>(
         &self,
         var: &'static str,
         expected: &'static str,

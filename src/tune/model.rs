@@ -283,6 +283,42 @@ impl Algo {
     }
 }
 
+/// `Algo`'s packing into one word (`tag << 32 | k`, tag from 1, so no algorithm packs to
+/// 0): the decision caches hold a plain `u64`.
+macro_rules! packing {
+    ($($unit:ident = $u:literal),* ; $($with_k:ident = $w:literal),* $(,)?) => {
+        impl Algo {
+            /// This algorithm as one non-zero word; `None` for a `k` beyond 32 bits.
+            pub(crate) fn pack(self) -> Option<u64> {
+                Some(match self {
+                    $(Algo::$unit => $u << 32,)*
+                    $(Algo::$with_k(k) => $w << 32 | u32::try_from(k).ok()? as u64,)*
+                })
+            }
+
+            /// The algorithm [`pack`](Self::pack) made `word` of.
+            pub(crate) fn unpack(word: u64) -> Option<Algo> {
+                let k = (word & u64::from(u32::MAX)) as usize;
+                Some(match word >> 32 {
+                    $($u => Algo::$unit,)*
+                    $($w => Algo::$with_k(k),)*
+                    _ => return None,
+                })
+            }
+        }
+    };
+}
+
+packing! {
+    BcastDirectRead = 1, BcastDirectWrite = 2, BcastScatterAllgather = 3, BcastStaged = 4,
+    ScatterParallelRead = 5, ScatterSequentialWrite = 6, GatherParallelWrite = 7,
+    GatherSequentialRead = 8, AllgatherRing = 9, AllgatherRecursiveDoubling = 10,
+    AllgatherBruck = 11, AlltoallPairwise = 12, AlltoallBruck = 13, ScatterStaged = 14,
+    GatherStaged = 15, AllgatherStaged = 16, AlltoallStaged = 17, AllreducePartitioned = 18,
+    AllreduceStaged = 19, ReducePartitioned = 20, ReduceStaged = 21;
+    BcastKnomial = 22, ScatterThrottledRead = 23, GatherThrottledWrite = 24,
+}
+
 impl Params {
     /// The predicted time of `algo` on `p` ranks of one node, `n` bytes per block (the
     /// whole message for broadcast and allreduce, one rank's block otherwise), in

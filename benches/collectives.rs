@@ -201,6 +201,9 @@ impl<'a> Benches<'a> {
         };
         let env = self.env;
         let inst = self.instances[slot].get_or_insert_with(|| coll.prepare(env, size));
+        if let Imp::Zcoll(a) = imp {
+            inst.select(a).unwrap_or_else(|e| panic!("{} zcoll {a}: {e}", coll.name()));
+        }
         let mut total = 0f64;
         for _ in 0..iters {
             self.seq += 1;
@@ -210,7 +213,7 @@ impl<'a> Benches<'a> {
             match imp {
                 Imp::Mpi => inst.mpi(),
                 Imp::Zcoll(a) => {
-                    inst.zcoll(a).unwrap_or_else(|e| panic!("{} {size} B zcoll {a}: {e}", coll.name()))
+                    inst.zcoll().unwrap_or_else(|e| panic!("{} {size} B zcoll {a}: {e}", coll.name()))
                 }
             }
             total += start.elapsed().as_secs_f64();

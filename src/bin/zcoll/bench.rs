@@ -346,6 +346,11 @@ fn time_one(
             if *imp != Imp::Memcpy {
                 inst.fill(*seq);
             }
+            if let Imp::Zcoll(a) = imp {
+                if let Err(e) = inst.select(a) {
+                    fail(world, coll.name(), imp, size, &e.to_string());
+                }
+            }
             world.barrier();
             if let (Some(imb), true) = (imbalance, *imp != Imp::Memcpy) {
                 busy_wait(imb.delay(delay_seed, me as usize, np, t_msg));
@@ -353,8 +358,8 @@ fn time_one(
             let start = Instant::now();
             match imp {
                 Imp::Mpi => inst.mpi(),
-                Imp::Zcoll(a) => {
-                    if let Err(e) = inst.zcoll(a) {
+                Imp::Zcoll(_) => {
+                    if let Err(e) = inst.zcoll() {
                         fail(world, coll.name(), imp, size, &format!("the call failed: {e}"));
                     }
                 }

@@ -60,8 +60,11 @@ pub(crate) trait Instance {
     /// Fills the send data for step `seq`: every step's data differs from the previous
     /// step's in every byte, so a result left over from an earlier step fails the check.
     fn fill(&mut self, seq: u64);
-    /// Runs zcoll's collective with the algorithm named `algorithm`.
-    fn zcoll(&mut self, algorithm: &str) -> zcoll::Result<()>;
+    /// Parses `name` into the algorithm that the next [`zcoll`](Self::zcoll) calls run,
+    /// before the clock starts: the timed call is the collective alone.
+    fn select(&mut self, name: &str) -> zcoll::Result<()>;
+    /// Runs zcoll's collective with the selected algorithm (`auto` until one is).
+    fn zcoll(&mut self) -> zcoll::Result<()>;
     /// Runs the MPI library's collective through rsmpi.
     fn mpi(&mut self);
     /// Checks this rank's result of step `seq`, independently of both implementations.
@@ -151,12 +154,14 @@ impl Collective for Bcast {
     }
 
     fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
-        Box::new(BcastRun { env, words: vec![0; size.div_ceil(8)], n: size })
+        Box::new(BcastRun { env, algo: BcastAlgorithm::Auto, words: vec![0; size.div_ceil(8)], n: size })
     }
 }
 
 struct BcastRun<'a> {
     env: Env<'a>,
+    /// The algorithm `zcoll` runs.
+    algo: BcastAlgorithm,
     /// The buffer, as words for alignment; the message is its first `n` bytes.
     words: Vec<u64>,
     n: usize,
@@ -177,14 +182,14 @@ impl Instance for BcastRun<'_> {
         }
     }
 
-    fn zcoll(&mut self, algorithm: &str) -> zcoll::Result<()> {
-        let algorithm: BcastAlgorithm = algorithm.parse().map_err(|()| zcoll::Error::Config {
-            name: "--algorithms",
-            value: algorithm.to_owned(),
-            expected: "auto, direct-read, direct-write or staged",
-        })?;
-        let (comm, root) = (self.env.comm, self.env.root);
-        comm.broadcast_into_with(self.bytes(), root, algorithm)
+    fn select(&mut self, name: &str) -> zcoll::Result<()> {
+        self.algo = algorithm(name)?;
+        Ok(())
+    }
+
+    fn zcoll(&mut self) -> zcoll::Result<()> {
+        let (comm, root, algo) = (self.env.comm, self.env.root, self.algo);
+        comm.broadcast_into_with(self.bytes(), root, algo)
     }
 
     fn mpi(&mut self) {
@@ -266,12 +271,14 @@ impl Collective for Scatter {
     fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
         let root = env.rank() == env.root;
         let send = if root { vec![0; size * env.world.size() as usize] } else { Vec::new() };
-        Box::new(ScatterRun { env, send, recv: vec![0; size] })
+        Box::new(ScatterRun { env, algo: ScatterAlgorithm::Auto, send, recv: vec![0; size] })
     }
 }
 
 struct ScatterRun<'a> {
     env: Env<'a>,
+    /// The algorithm `zcoll` runs.
+    algo: ScatterAlgorithm,
     /// The root's `p * size` bytes (empty elsewhere).
     send: Vec<u8>,
     recv: Vec<u8>,
@@ -284,8 +291,13 @@ impl Instance for ScatterRun<'_> {
         }
     }
 
-    fn zcoll(&mut self, name: &str) -> zcoll::Result<()> {
-        let a: ScatterAlgorithm = algorithm(name)?;
+    fn select(&mut self, name: &str) -> zcoll::Result<()> {
+        self.algo = algorithm(name)?;
+        Ok(())
+    }
+
+    fn zcoll(&mut self) -> zcoll::Result<()> {
+        let a = self.algo;
         let (comm, root) = (self.env.comm, self.env.root);
         if self.env.rank() == root {
             comm.scatter_into_root_with(&self.send, &mut self.recv, root, a)
@@ -331,12 +343,14 @@ impl Collective for Gather {
 
     fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
         let recv = vec![0; self.received(env, size)];
-        Box::new(GatherRun { env, send: vec![0; size], recv })
+        Box::new(GatherRun { env, algo: GatherAlgorithm::Auto, send: vec![0; size], recv })
     }
 }
 
 struct GatherRun<'a> {
     env: Env<'a>,
+    /// The algorithm `zcoll` runs.
+    algo: GatherAlgorithm,
     send: Vec<u8>,
     /// The root's `p * size` bytes (empty elsewhere).
     recv: Vec<u8>,
@@ -347,8 +361,13 @@ impl Instance for GatherRun<'_> {
         fill_stream(&mut self.send, seq, self.env.rank() as usize);
     }
 
-    fn zcoll(&mut self, name: &str) -> zcoll::Result<()> {
-        let a: GatherAlgorithm = algorithm(name)?;
+    fn select(&mut self, name: &str) -> zcoll::Result<()> {
+        self.algo = algorithm(name)?;
+        Ok(())
+    }
+
+    fn zcoll(&mut self) -> zcoll::Result<()> {
+        let a = self.algo;
         let (comm, root) = (self.env.comm, self.env.root);
         if self.env.rank() == root {
             comm.gather_into_root_with(&self.send, &mut self.recv, root, a)
@@ -397,12 +416,14 @@ impl Collective for Allgather {
 
     fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
         let recv = vec![0; self.received(env, size)];
-        Box::new(AllgatherRun { env, send: vec![0; size], recv })
+        Box::new(AllgatherRun { env, algo: AllgatherAlgorithm::Auto, send: vec![0; size], recv })
     }
 }
 
 struct AllgatherRun<'a> {
     env: Env<'a>,
+    /// The algorithm `zcoll` runs.
+    algo: AllgatherAlgorithm,
     send: Vec<u8>,
     recv: Vec<u8>,
 }
@@ -412,8 +433,13 @@ impl Instance for AllgatherRun<'_> {
         fill_stream(&mut self.send, seq, self.env.rank() as usize);
     }
 
-    fn zcoll(&mut self, name: &str) -> zcoll::Result<()> {
-        let a: AllgatherAlgorithm = algorithm(name)?;
+    fn select(&mut self, name: &str) -> zcoll::Result<()> {
+        self.algo = algorithm(name)?;
+        Ok(())
+    }
+
+    fn zcoll(&mut self) -> zcoll::Result<()> {
+        let a = self.algo;
         self.env.comm.all_gather_into_with(&self.send, &mut self.recv, a)
     }
 
@@ -444,12 +470,14 @@ impl Collective for Alltoall {
 
     fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
         let n = self.received(env, size);
-        Box::new(AlltoallRun { env, size, send: vec![0; n], recv: vec![0; n] })
+        Box::new(AlltoallRun { env, algo: AlltoallAlgorithm::Auto, size, send: vec![0; n], recv: vec![0; n] })
     }
 }
 
 struct AlltoallRun<'a> {
     env: Env<'a>,
+    /// The algorithm `zcoll` runs.
+    algo: AlltoallAlgorithm,
     size: usize,
     send: Vec<u8>,
     recv: Vec<u8>,
@@ -460,8 +488,13 @@ impl Instance for AlltoallRun<'_> {
         fill_stream(&mut self.send, seq, self.env.rank() as usize);
     }
 
-    fn zcoll(&mut self, name: &str) -> zcoll::Result<()> {
-        let a: AlltoallAlgorithm = algorithm(name)?;
+    fn select(&mut self, name: &str) -> zcoll::Result<()> {
+        self.algo = algorithm(name)?;
+        Ok(())
+    }
+
+    fn zcoll(&mut self) -> zcoll::Result<()> {
+        let a = self.algo;
         self.env.comm.all_to_all_into_with(&self.send, &mut self.recv, a)
     }
 
@@ -502,7 +535,13 @@ impl Collective for Allreduce {
 
     fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
         let n = elements(size);
-        Box::new(ReduceRun { env, all: true, send: vec![0; n], recv: vec![0; n] })
+        Box::new(ReduceRun {
+            env,
+            algo: ReduceAlgorithm::Auto,
+            all: true,
+            send: vec![0; n],
+            recv: vec![0; n],
+        })
     }
 }
 
@@ -529,12 +568,14 @@ impl Collective for Reduce {
     fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
         let n = elements(size);
         let recv = vec![0; if env.rank() == env.root { n } else { 0 }];
-        Box::new(ReduceRun { env, all: false, send: vec![0; n], recv })
+        Box::new(ReduceRun { env, algo: ReduceAlgorithm::Auto, all: false, send: vec![0; n], recv })
     }
 }
 
 struct ReduceRun<'a> {
     env: Env<'a>,
+    /// The algorithm `zcoll` runs.
+    algo: ReduceAlgorithm,
     /// Allreduce (else reduce to `env.root`).
     all: bool,
     send: Vec<u64>,
@@ -548,8 +589,13 @@ impl Instance for ReduceRun<'_> {
         self.send.iter_mut().enumerate().for_each(|(i, x)| *x = stream_word(seq, me, i));
     }
 
-    fn zcoll(&mut self, name: &str) -> zcoll::Result<()> {
-        let a: ReduceAlgorithm = algorithm(name)?;
+    fn select(&mut self, name: &str) -> zcoll::Result<()> {
+        self.algo = algorithm(name)?;
+        Ok(())
+    }
+
+    fn zcoll(&mut self) -> zcoll::Result<()> {
+        let a = self.algo;
         let (comm, root) = (self.env.comm, self.env.root);
         if self.all {
             comm.all_reduce_into_with(&self.send, &mut self.recv, Builtin::Sum, a)
@@ -629,6 +675,8 @@ impl Collective for Scatterv {
         Box::new(VarRootedRun {
             env,
             scatter: true,
+            scatter_algo: ScatterAlgorithm::Auto,
+            gather_algo: GatherAlgorithm::Auto,
             send: vec![0; whole],
             recv: vec![0; self.received(env, size)],
             counts,
@@ -667,6 +715,8 @@ impl Collective for Gatherv {
         Box::new(VarRootedRun {
             env,
             scatter: false,
+            scatter_algo: ScatterAlgorithm::Auto,
+            gather_algo: GatherAlgorithm::Auto,
             send,
             recv: vec![0; self.received(env, size)],
             counts,
@@ -680,6 +730,10 @@ struct VarRootedRun<'a> {
     env: Env<'a>,
     /// A scatterv (else a gatherv).
     scatter: bool,
+    /// The algorithm of a scatterv.
+    scatter_algo: ScatterAlgorithm,
+    /// The algorithm of a gatherv.
+    gather_algo: GatherAlgorithm,
     /// The scatterv root's blocks, or this rank's gatherv block.
     send: Vec<u8>,
     /// This rank's scatterv block, or the gatherv root's blocks.
@@ -705,20 +759,27 @@ impl Instance for VarRootedRun<'_> {
         }
     }
 
-    fn zcoll(&mut self, name: &str) -> zcoll::Result<()> {
+    fn select(&mut self, name: &str) -> zcoll::Result<()> {
+        match self.scatter {
+            true => self.scatter_algo = algorithm(name)?,
+            false => self.gather_algo = algorithm(name)?,
+        }
+        Ok(())
+    }
+
+    fn zcoll(&mut self) -> zcoll::Result<()> {
         let (comm, root) = (self.env.comm, self.env.root);
         let (counts, displs) = (&self.counts[..], &self.displs[..]);
+        let (sa, ga) = (self.scatter_algo, self.gather_algo);
         match (self.scatter, self.env.rank() == root) {
             (true, true) => {
-                let a: ScatterAlgorithm = algorithm(name)?;
-                comm.scatter_varcount_into_root_with(&self.send, counts, displs, &mut self.recv, root, a)
+                comm.scatter_varcount_into_root_with(&self.send, counts, displs, &mut self.recv, root, sa)
             }
-            (true, false) => comm.scatter_varcount_into_with(&mut self.recv, root, algorithm(name)?),
+            (true, false) => comm.scatter_varcount_into_with(&mut self.recv, root, sa),
             (false, true) => {
-                let a: GatherAlgorithm = algorithm(name)?;
-                comm.gather_varcount_into_root_with(&self.send, &mut self.recv, counts, displs, root, a)
+                comm.gather_varcount_into_root_with(&self.send, &mut self.recv, counts, displs, root, ga)
             }
-            (false, false) => comm.gather_varcount_into_with(&self.send, root, algorithm(name)?),
+            (false, false) => comm.gather_varcount_into_with(&self.send, root, ga),
         }
     }
 
@@ -774,12 +835,21 @@ impl Collective for Allgatherv {
         let counts: Vec<Count> = (0..p).map(|r| count(allgatherv_bytes(size, r, p))).collect();
         let displs = displs(&counts);
         let send = vec![0; allgatherv_bytes(size, me, p)];
-        Box::new(AllgathervRun { env, send, recv: vec![0; self.received(env, size)], counts, displs })
+        Box::new(AllgathervRun {
+            env,
+            algo: AllgathervAlgorithm::Auto,
+            send,
+            recv: vec![0; self.received(env, size)],
+            counts,
+            displs,
+        })
     }
 }
 
 struct AllgathervRun<'a> {
     env: Env<'a>,
+    /// The algorithm `zcoll` runs.
+    algo: AllgathervAlgorithm,
     send: Vec<u8>,
     recv: Vec<u8>,
     counts: Vec<Count>,
@@ -791,8 +861,13 @@ impl Instance for AllgathervRun<'_> {
         fill_stream(&mut self.send, seq, self.env.rank() as usize);
     }
 
-    fn zcoll(&mut self, name: &str) -> zcoll::Result<()> {
-        let a: AllgathervAlgorithm = algorithm(name)?;
+    fn select(&mut self, name: &str) -> zcoll::Result<()> {
+        self.algo = algorithm(name)?;
+        Ok(())
+    }
+
+    fn zcoll(&mut self) -> zcoll::Result<()> {
+        let a = self.algo;
         let comm = self.env.comm;
         comm.all_gather_varcount_into_with(&self.send, &mut self.recv, &self.counts, &self.displs, a)
     }
@@ -834,12 +909,24 @@ impl Collective for Alltoallv {
         let (send_displs, recv_displs) = (displs(&send_counts), displs(&recv_counts));
         let send = vec![0; (0..p).map(|r| alltoallv_bytes(size, me, r, p)).sum()];
         let recv = vec![0; self.received(env, size)];
-        Box::new(AlltoallvRun { env, size, send, recv, send_counts, send_displs, recv_counts, recv_displs })
+        Box::new(AlltoallvRun {
+            env,
+            algo: AlltoallvAlgorithm::Auto,
+            size,
+            send,
+            recv,
+            send_counts,
+            send_displs,
+            recv_counts,
+            recv_displs,
+        })
     }
 }
 
 struct AlltoallvRun<'a> {
     env: Env<'a>,
+    /// The algorithm `zcoll` runs.
+    algo: AlltoallvAlgorithm,
     size: usize,
     send: Vec<u8>,
     recv: Vec<u8>,
@@ -854,8 +941,13 @@ impl Instance for AlltoallvRun<'_> {
         fill_stream(&mut self.send, seq, self.env.rank() as usize);
     }
 
-    fn zcoll(&mut self, name: &str) -> zcoll::Result<()> {
-        let a: AlltoallvAlgorithm = algorithm(name)?;
+    fn select(&mut self, name: &str) -> zcoll::Result<()> {
+        self.algo = algorithm(name)?;
+        Ok(())
+    }
+
+    fn zcoll(&mut self) -> zcoll::Result<()> {
+        let a = self.algo;
         let (sc, sd, rc, rd) = (&self.send_counts, &self.send_displs, &self.recv_counts, &self.recv_displs);
         self.env.comm.all_to_all_varcount_into_with(&self.send, sc, sd, &mut self.recv, rc, rd, a)
     }
@@ -918,14 +1010,14 @@ impl Instance for BarrierRun<'_> {
         self.stamps = [0; 2];
     }
 
-    fn zcoll(&mut self, algorithm: &str) -> zcoll::Result<()> {
-        if algorithm != "auto" {
-            return Err(zcoll::Error::Config {
-                name: "--algorithms",
-                value: algorithm.into(),
-                expected: "auto",
-            });
+    fn select(&mut self, name: &str) -> zcoll::Result<()> {
+        match name {
+            "auto" => Ok(()),
+            _ => Err(zcoll::Error::Config { name: "--algorithms", value: name.into(), expected: "auto" }),
         }
+    }
+
+    fn zcoll(&mut self) -> zcoll::Result<()> {
         self.stamps[0] = now_ns();
         let done = self.env.comm.barrier();
         self.stamps[1] = now_ns();

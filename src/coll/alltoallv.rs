@@ -231,6 +231,17 @@ fn exchange(
         true => (0..p * p).map(|i| bytes(sends(i / p).block(i % p).0, elem_of(&round.call(i / p)))).collect(),
         false => Vec::new(),
     };
+    // `Auto` decides here, from every pair's bytes: the same on every rank.
+    let algorithm = match algorithm {
+        AlltoallvAlgorithm::Auto if p > 1 => {
+            let between: usize = (0..p * p).filter(|i| i / p != i % p).map(|i| pairs[i]).sum();
+            match auto_stages(select::Coll::Alltoall, between / (p * (p - 1)), p, ALLTOALLV_STAGED_MAX) {
+                true => AlltoallvAlgorithm::Staged,
+                false => AlltoallvAlgorithm::Pairwise,
+            }
+        }
+        a => a,
+    };
     // Where this rank's block sits in every peer's partition published from word `at`.
     let peer_offsets = |at: usize| -> Vec<usize> {
         (0..p).map(|q| range(&Published { round, owner: q, at }, me, elem_of(&round.call(q))).start).collect()
@@ -245,17 +256,9 @@ fn exchange(
     if p == 1 {
         return Ok(());
     }
-    let auto_staged = algorithm == AlltoallvAlgorithm::Auto && {
-        let between: usize = (0..p * p).filter(|i| i / p != i % p).map(|i| pairs[i]).sum();
-        auto_stages(select::Coll::Alltoall, between / (p * (p - 1)), p, ALLTOALLV_STAGED_MAX)
-    };
-    let staged = |_: usize, _: usize| match algorithm {
-        AlltoallvAlgorithm::Staged => true,
-        AlltoallvAlgorithm::Auto => auto_staged,
-        _ => false,
-    };
-    let len = |s: usize, d: usize| if staged(s, d) { pairs[s * p + d] } else { 0 };
-    if staging && (0..p * p).any(|i| i / p != i % p && len(i / p, i % p) > 0) {
+    let staged = algorithm == AlltoallvAlgorithm::Staged;
+    let len = |s: usize, d: usize| if staged { pairs[s * p + d] } else { 0 };
+    if staged && (0..p * p).any(|i| i / p != i % p && len(i / p, i % p) > 0) {
         if (0..p).any(|d| d != me && len(me, d) > 0) {
             round.reclaim_meta()?;
         }
@@ -276,7 +279,7 @@ fn exchange(
         }),
         AlltoallvAlgorithm::Pairwise | AlltoallvAlgorithm::Auto => (1..p).try_for_each(|t| {
             let src = if xor { me ^ t } else { (me + p - t) % p };
-            if inn(src).is_empty() || staged(src, me) {
+            if inn(src).is_empty() {
                 return Ok(());
             }
             cma::read(&round.remote_send(src), from[src], &mut recv[inn(src)])

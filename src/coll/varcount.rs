@@ -80,9 +80,13 @@ fn auto_family_with(
     root: usize,
     choose: impl Fn(select::Coll, usize, usize) -> Algo,
 ) -> Family {
-    let others: Vec<usize> =
-        (0..blocks.len()).filter(|&r| r != root).map(|r| blocks[r].len()).filter(|&n| n > 0).collect();
-    let Some(mean) = others.iter().sum::<usize>().checked_div(others.len()) else {
+    // The sum and count of the non-empty blocks, without allocating: this runs per call.
+    let (sum, count) = blocks
+        .iter()
+        .enumerate()
+        .filter(|&(r, b)| r != root && !b.is_empty())
+        .fold((0usize, 0usize), |(sum, count), (_, b)| (sum + b.len(), count + 1));
+    let Some(mean) = sum.checked_div(count) else {
         return Family::Staged; // nothing moves between ranks
     };
     match choose(coll, mean, blocks.len()) {

@@ -50,6 +50,7 @@
 //! leaders pack and unpack through scratch buffers: `k n` bytes for the node's blocks and
 //! `p n` for the exchange.
 
+use super::staged_private;
 use super::{all_equal, check, op, BadLength, Ctx, Kind};
 use crate::coll::bcast::{bcast, BcastAlgorithm};
 use crate::error::{Errno, Error, Result};
@@ -251,7 +252,8 @@ pub(crate) fn allgather(
     let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport, ctx.overrides);
     let recv_addr = recv.as_mut_ptr() as usize;
     let call = Call {
-        op: algorithm.as_ref().map_or(op(Kind::Allgather, 0, 0), |a| a.op()),
+        op: algorithm.as_ref().map_or(op(Kind::Allgather, 0, 0), |a| a.op())
+            | staged_private(algorithm == Ok(AllgatherAlgorithm::Staged)),
         root: 0,
         // In place, peers read this rank's block where it already is.
         send: send.map_or(recv_addr + me * n, |s| s.as_ptr() as usize),

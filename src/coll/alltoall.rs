@@ -49,6 +49,7 @@
 use super::allgather::{
     agree_shape, failed, gather_to_leader, lengths, prefix, scatter_from_leader, too_big, Nodes,
 };
+use super::staged_private;
 use super::{check, op, Ctx, Kind};
 use crate::error::Result;
 use crate::hier::Hierarchy;
@@ -211,7 +212,7 @@ pub(crate) fn alltoall(
     }
     let code = algorithm.as_ref().map_or(0, |a| a.code());
     let call = Call {
-        op: op(Kind::Alltoall, code, 0),
+        op: op(Kind::Alltoall, code, 0) | staged_private(algorithm == Ok(AlltoallAlgorithm::Staged)),
         root: 0,
         send: send.as_ptr() as usize,
         send_len: send.len(),

@@ -31,6 +31,7 @@ use super::rooted::{
     blocks, hier_check, parse_k, peers, relay, rooted_check, throttled, transport_error, zero_k, Claim,
     Layout, Measure, DEFAULT_K,
 };
+use super::staged_private;
 use super::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::hier::Hierarchy;
@@ -224,7 +225,7 @@ pub(crate) fn gather(
     let written =
         matches!(algorithm, Ok(GatherAlgorithm::ParallelWrite | GatherAlgorithm::ThrottledWrite { .. }));
     let call = Call {
-        op: op(Kind::Gather, code, k),
+        op: op(Kind::Gather, code, k) | staged_private(algorithm == Ok(GatherAlgorithm::Staged)),
         root: root as i64,
         send,
         send_len: block,

@@ -164,6 +164,17 @@ pub(crate) fn all_equal(
     }
 }
 
+/// The `op` bits of a call whose algorithm copies through the staging areas only
+/// (`staged`): it shares no buffer with the peers, so it is a private round (see
+/// [`PRIVATE`](crate::sync::PRIVATE)), one flag phase instead of two.
+pub(crate) fn staged_private(staged: bool) -> u64 {
+    if staged {
+        crate::sync::PRIVATE
+    } else {
+        0
+    }
+}
+
 /// Publishes `call`, then checks that every rank of the node called the same collective
 /// with the same root (and `aux`), that the root is a rank of the communicator when
 /// `rooted`, that the lengths are right (`lengths`, a pure function of the published

@@ -34,7 +34,7 @@
 use super::{check, op, BadLength, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::op::Operator;
-use crate::sync::{Call, Round, PRIVATE, SCRATCH_HALF};
+use crate::sync::{Call, Round, SCRATCH_HALF};
 use crate::transport::{Read, RemoteBuf, TransportKind};
 use crate::tune::select;
 use crate::Pod;
@@ -240,7 +240,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         _ => None,
     };
     // The staged reduction crosses only the segment: a private call (one flag phase).
-    let private = if algorithm == Ok(ReduceAlgorithm::Staged) { PRIVATE } else { 0 };
+    let private = super::staged_private(algorithm == Ok(ReduceAlgorithm::Staged));
     let call = Call {
         op: op(kind, code, (oper.code() as u32) | (size.min(0xffff) as u32) << 16) | private,
         root: root as i64,

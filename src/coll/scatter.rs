@@ -49,6 +49,7 @@ use super::rooted::{
     blocks, hier_check, parse_k, peers, relay, rooted_check, throttled, transport_error, zero_k, Claim,
     Layout, Measure, DEFAULT_K,
 };
+use super::staged_private;
 use super::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::hier::Hierarchy;
@@ -242,7 +243,7 @@ pub(crate) fn scatter(
         ScatterBufs::Leaf { recv } => (0, 0, recv.as_ptr() as usize),
     };
     let call = Call {
-        op: op(Kind::Scatter, code, k),
+        op: op(Kind::Scatter, code, k) | staged_private(algorithm == Ok(ScatterAlgorithm::Staged)),
         root: root as i64,
         send,
         send_len,

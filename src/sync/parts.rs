@@ -44,20 +44,21 @@ impl Plan {
     /// The schedule for parts of `len(r)` bytes, for every local rank `r` but `hub`, through
     /// a staging area of `stage_bytes`.
     fn new(stage_bytes: usize, size: usize, hub: usize, len: impl Fn(usize) -> usize) -> Plan {
-        let peers: Vec<(usize, usize)> = (1..size).map(|i| (hub + i) % size).map(|r| (r, len(r))).collect();
-        let longest = peers.iter().map(|&(_, n)| n).max().unwrap_or(0);
+        // The peers in order from the hub's next, with their part lengths (an iterator, not
+        // a list: this runs per call, and small parts need no allocation but `items`).
+        let peers = || (1..size).map(|i| (hub + i) % size).map(|r| (r, len(r)));
+        let longest = peers().map(|(_, n)| n).max().unwrap_or(0);
         let chunk = longest.max(1).next_multiple_of(64).min(stage_bytes / 2);
         let slots = stage_bytes / chunk;
-        let items = (0..longest.div_ceil(chunk))
-            .flat_map(|j| {
-                let offset = j * chunk;
-                peers.iter().filter(move |&&(_, n)| n > offset).map(move |&(peer, n)| Item {
-                    peer,
-                    offset,
-                    len: (n - offset).min(chunk),
-                })
-            })
-            .collect();
+        let mut items = Vec::with_capacity(size.saturating_sub(1) * longest.div_ceil(chunk));
+        for j in 0..longest.div_ceil(chunk) {
+            let offset = j * chunk;
+            items.extend(peers().filter(|&(_, n)| n > offset).map(|(peer, n)| Item {
+                peer,
+                offset,
+                len: (n - offset).min(chunk),
+            }));
+        }
         Plan { chunk, slots, items }
     }
 

@@ -31,9 +31,10 @@ impl Round<'_> {
         // SAFETY: rank `r` published this range for this round (we saw its `arrive` with
         // Acquire in `begin` or in `published`; an empty range if not), from a borrow it
         // holds until it returns, which is after every rank, us included, has posted
-        // `done` in `finish`; the handle's borrow of `self` ends before that. Only reads go through it, and the collectives read only blocks
-        // the owner has finished writing (a protocol error would copy stale bytes into our
-        // own buffer, never touch memory outside the published range).
+        // `done` in `finish`; the handle's borrow of `self` ends before that. Only reads
+        // go through it, and the collectives read only blocks the owner has finished
+        // writing (a protocol error would copy stale bytes into our own buffer, never
+        // touch memory outside the published range).
         unsafe { RemoteBuf::new(self.ctl.pids[r], c.recv, c.recv_len) }
     }
 

@@ -643,6 +643,13 @@ pub(crate) fn allgatherv_bytes(size: usize, r: usize, p: usize) -> usize {
     2 * size * (r + 1) / (p + 1)
 }
 
+/// The counts ([`allgatherv_bytes`]) and displacements of the uneven blocks of `p` ranks.
+fn uneven(size: usize, p: usize) -> (Vec<Count>, Vec<Count>) {
+    let counts: Vec<Count> = (0..p).map(|r| count(allgatherv_bytes(size, r, p))).collect();
+    let displs = displs(&counts);
+    (counts, displs)
+}
+
 /// The bytes rank `q` of `p` sends rank `r` in the alltoallv of `size` bytes per rank:
 /// `floor(2 * size * ((q + r) mod p + 1) / (p + 1))`; every rank sends and receives
 /// `p * size` bytes in all (up to rounding), in blocks from about `2 size / p` to `2 size`.
@@ -668,20 +675,10 @@ impl Collective for Scatterv {
     }
 
     fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
-        let p = env.world.size() as usize;
-        let counts: Vec<Count> = (0..p).map(|r| count(allgatherv_bytes(size, r, p))).collect();
-        let displs = displs(&counts);
+        let (counts, displs) = uneven(size, env.world.size() as usize);
         let whole = if env.rank() == env.root { counts.iter().map(|&c| c as usize).sum() } else { 0 };
-        Box::new(VarRootedRun {
-            env,
-            scatter: true,
-            scatter_algo: ScatterAlgorithm::Auto,
-            gather_algo: GatherAlgorithm::Auto,
-            send: vec![0; whole],
-            recv: vec![0; self.received(env, size)],
-            counts,
-            displs,
-        })
+        let recv = vec![0; self.received(env, size)];
+        Box::new(VarRootedRun::new(env, true, vec![0; whole], recv, counts, displs))
     }
 }
 
@@ -709,19 +706,10 @@ impl Collective for Gatherv {
 
     fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
         let p = env.world.size() as usize;
-        let counts: Vec<Count> = (0..p).map(|r| count(allgatherv_bytes(size, r, p))).collect();
-        let displs = displs(&counts);
+        let (counts, displs) = uneven(size, p);
         let send = vec![0; allgatherv_bytes(size, env.rank() as usize, p)];
-        Box::new(VarRootedRun {
-            env,
-            scatter: false,
-            scatter_algo: ScatterAlgorithm::Auto,
-            gather_algo: GatherAlgorithm::Auto,
-            send,
-            recv: vec![0; self.received(env, size)],
-            counts,
-            displs,
-        })
+        let recv = vec![0; self.received(env, size)];
+        Box::new(VarRootedRun::new(env, false, send, recv, counts, displs))
     }
 }
 
@@ -742,7 +730,20 @@ struct VarRootedRun<'a> {
     displs: Vec<Count>,
 }
 
-impl VarRootedRun<'_> {
+impl<'a> VarRootedRun<'a> {
+    /// A scatterv (`scatter`) or gatherv run, with `auto` selected.
+    fn new(
+        env: Env<'a>,
+        scatter: bool,
+        send: Vec<u8>,
+        recv: Vec<u8>,
+        counts: Vec<Count>,
+        displs: Vec<Count>,
+    ) -> Self {
+        let (scatter_algo, gather_algo) = (ScatterAlgorithm::Auto, GatherAlgorithm::Auto);
+        VarRootedRun { env, scatter, scatter_algo, gather_algo, send, recv, counts, displs }
+    }
+
     fn is_root(&self) -> bool {
         self.env.rank() == self.env.root
     }
@@ -832,8 +833,7 @@ impl Collective for Allgatherv {
 
     fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
         let (p, me) = (env.world.size() as usize, env.rank() as usize);
-        let counts: Vec<Count> = (0..p).map(|r| count(allgatherv_bytes(size, r, p))).collect();
-        let displs = displs(&counts);
+        let (counts, displs) = uneven(size, p);
         let send = vec![0; allgatherv_bytes(size, me, p)];
         Box::new(AllgathervRun {
             env,

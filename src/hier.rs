@@ -334,7 +334,7 @@ impl Hierarchy {
         oper: &O,
     ) -> Result<()> {
         let size = std::mem::size_of::<T>();
-        let tag = oper.code() | (size as u64) << 16;
+        let tag = oper.code() | (size as u64) << 16 | coll::type_tag::<T>() << 48;
         self.check_tagged(parent, kind, root, n * size, tag)?;
         // Every rank passes the same operator and type (checked above), so every rank
         // reaches the same verdict here, before MPI (which would abort) sees the operator.

@@ -142,6 +142,29 @@ pub(crate) fn op(kind: Kind, algorithm: u8, param: u32) -> u64 {
     kind as u64 | (algorithm as u64) << 8 | (param as u64) << 16
 }
 
+/// The bits of `Call::op` that hold [`type_tag`] (between the parameter and `PRIVATE`).
+const TYPE_SHIFT: u32 = 48;
+const TYPE_MASK: u64 = 0x7fff;
+
+/// A fingerprint of the element type `T`, for the calls whose result depends on more
+/// than its size (the reductions: `f64` and `u64` add differently). It hashes the type's
+/// name, so every rank of one program agrees; ranks built from different programs agree
+/// when their compilers name the type alike. Never 0, which the calls that move bytes
+/// only publish.
+pub(crate) fn type_tag<T>() -> u64 {
+    // FNV-1a, folded to the 15 bits the call record has room for.
+    let hash = std::any::type_name::<T>()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3));
+    ((hash ^ hash >> 15 ^ hash >> 30 ^ hash >> 45) & TYPE_MASK).max(1)
+}
+
+/// [`op`] with the element type's [`type_tag`]: the ranks' verdict then names an
+/// element type that differs (`Mismatch`), as MPI's type signatures would.
+pub(crate) fn typed_op<T>(kind: Kind, algorithm: u8, param: u32) -> u64 {
+    op(kind, algorithm, param) | type_tag::<T>() << TYPE_SHIFT
+}
+
 /// A length that disagrees: local rank `culprit` has `found` bytes where `expected` are
 /// needed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -238,5 +261,7 @@ fn verdict(
     if let Err(BadLength { culprit, expected, found }) = lengths(round) {
         return Err(Error::LengthMismatch { rank, culprit: round.rank_of(culprit), expected, found });
     }
+    let type_of = |c: &Call| c.op >> TYPE_SHIFT & TYPE_MASK;
+    mismatch("element type", &|c| type_of(c) == type_of(&first))?;
     mismatch("algorithm", &|c| c.op == first.op)
 }

@@ -31,7 +31,7 @@
 //! Both fold in rank order for a non-commutative operator, and every allreduce result
 //! element is computed once, by one rank, so all ranks hold bitwise the same result.
 
-use super::{check, op, BadLength, Ctx, Kind};
+use super::{check, typed_op, BadLength, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::op::Operator;
 use crate::sync::{Call, Round, SCRATCH_HALF};
@@ -242,7 +242,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
     // The staged reduction crosses only the segment: a private call (one flag phase).
     let private = super::staged_private(algorithm == Ok(ReduceAlgorithm::Staged));
     let call = Call {
-        op: op(kind, code, (oper.code() as u32) | (size.min(0xffff) as u32) << 16) | private,
+        op: typed_op::<T>(kind, code, (oper.code() as u32) | (size.min(0xffff) as u32) << 16) | private,
         root: root as i64,
         send,
         send_len: n * size,
@@ -271,9 +271,11 @@ fn reduce_to<T: Pod, O: Operator<T>>(
     let moved = algorithm.and_then(|algorithm| {
         let rank = round.rank_of(round.me());
         let supported = oper.apply(&mut [], &[]);
-        if !supported
-            || (size > 0 && (SCRATCH_HALF / size == 0 || SCRATCH_HALF % std::mem::align_of::<T>() != 0))
-        {
+        // The scratch is viewed as `T`s: it is 64-byte aligned, each half holds whole
+        // elements (`scratch_halves`), and an element must fit in one, and in half a
+        // staging area (the staged chunk).
+        let half = SCRATCH_HALF.min(ctx.ctl.stage_bytes() / 2);
+        if !supported || (size > 0 && (half / size == 0 || std::mem::align_of::<T>() > 64)) {
             return Err(Error::Unsupported {
                 rank,
                 what: format!("this operator on {}-byte elements", size),
@@ -327,9 +329,7 @@ fn partitioned<T: Pod, O: Operator<T>>(
         _ => partition::<T>(n, p, me),
     };
     let mut scratch = round.scratch();
-    let (first, second) = scratch.split_at_mut(SCRATCH_HALF);
-    let first: &mut [T] = bytemuck::cast_slice_mut(first);
-    let x: &mut [T] = bytemuck::cast_slice_mut(second);
+    let (first, x) = scratch_halves::<T>(&mut scratch);
     let order: Vec<usize> = if oper.commutative() {
         std::iter::once(me).chain((0..p).filter(|&j| j != me)).collect()
     } else {
@@ -382,6 +382,16 @@ fn partitioned<T: Pod, O: Operator<T>>(
         )?;
     }
     Ok(())
+}
+
+/// The two halves of the rank's scratch as `T`s: each of `SCRATCH_HALF / size_of::<T>()`
+/// whole elements (a 24-byte element leaves 8 bytes of a half unused), the second
+/// starting at `SCRATCH_HALF`, 64-byte aligned like the first. `reduce_to` has refused
+/// elements larger than a half or aligned to more than 64 bytes.
+fn scratch_halves<T: Pod>(scratch: &mut [u8]) -> (&mut [T], &mut [T]) {
+    let whole = SCRATCH_HALF / std::mem::size_of::<T>() * std::mem::size_of::<T>();
+    let (first, second) = scratch.split_at_mut(SCRATCH_HALF);
+    (bytemuck::cast_slice_mut(&mut first[..whole]), bytemuck::cast_slice_mut(&mut second[..whole]))
 }
 
 /// Folds the chunk at element `at` of every rank's input into `acc`, in `order` (rank

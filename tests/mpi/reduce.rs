@@ -223,6 +223,8 @@ pub(crate) fn reduce(world: &SimpleCommunicator, comm: &Comm) {
         }
     }
 
+    odd_element_sizes(world, comm);
+
     // Bad input: the same error on every rank, buffers untouched.
     let send = vec![1.5f64; 100];
     let mut recv = vec![0.0f64; 100];
@@ -238,6 +240,19 @@ pub(crate) fn reduce(world: &SimpleCommunicator, comm: &Comm) {
             matches!(e, Error::Mismatch { culprit, what: "algorithm" | "operator or element type", .. } if culprit == p - 1),
             "{e}"
         );
+        // The same size and operator, another element type: f64 on all, u64 on the last.
+        let ints = vec![3u64; 100];
+        let mut int_out = vec![0u64; 100];
+        let e = match me == p - 1 {
+            true => comm.all_reduce_into(&ints, &mut int_out, Builtin::Sum),
+            false => comm.all_reduce_into(&send, &mut recv, Builtin::Sum),
+        }
+        .unwrap_err();
+        assert!(
+            matches!(e, Error::Mismatch { culprit, what: "element type" | "operator or element type", .. } if culprit == p - 1),
+            "{e}"
+        );
+        assert!(int_out.iter().all(|&x| x == 0), "a failed call wrote its output");
         let short = if me == 1 { &send[..99] } else { &send[..] };
         let e = comm.all_reduce_into(short, &mut recv[..short.len()], Builtin::Sum).unwrap_err();
         assert!(matches!(e, Error::LengthMismatch { culprit: 1, .. }), "{e}");
@@ -256,4 +271,97 @@ pub(crate) fn reduce(world: &SimpleCommunicator, comm: &Comm) {
     }
     assert!(recv.iter().all(|&x| x == 0.0), "a failed call wrote its output");
     comm.barrier().unwrap();
+}
+
+/// Elements whose size does not divide the reduction's scratch: 3, 12 and 24 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
+#[repr(C)]
+struct Rgb {
+    c: [u8; 3],
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
+#[repr(C)]
+struct Vec3 {
+    v: [f32; 3],
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
+#[repr(C)]
+struct Point {
+    v: [f64; 3],
+}
+
+/// User operators on 3-, 12- and 24-byte elements, every algorithm, lengths that end
+/// mid-scratch: `acc = k acc + x` per component, which is not commutative, against the
+/// fold in rank order computed here. Small integers, so the floats are exact.
+fn odd_element_sizes(world: &SimpleCommunicator, comm: &Comm) {
+    let (me, p) = (world.rank(), world.size());
+    let val = |r: i32, i: usize, j: usize| ((r as usize * 7 + i * 3 + j) % 5) as u8;
+    let rgb = |r: i32, i: usize| Rgb { c: [val(r, i, 0), val(r, i, 1), val(r, i, 2)] };
+    let vec3 = |r: i32, i: usize| Vec3 { v: [0, 1, 2].map(|j| val(r, i, j) as f32) };
+    let point = |r: i32, i: usize| Point { v: [0, 1, 2].map(|j| val(r, i, j) as f64) };
+    let rgb_op = UserOp::non_commutative(|acc: &mut [Rgb], x: &[Rgb]| {
+        for (a, b) in acc.iter_mut().zip(x) {
+            for j in 0..3 {
+                a.c[j] = a.c[j].wrapping_mul(3).wrapping_add(b.c[j]);
+            }
+        }
+    });
+    let vec3_op = UserOp::non_commutative(|acc: &mut [Vec3], x: &[Vec3]| {
+        for (a, b) in acc.iter_mut().zip(x) {
+            for j in 0..3 {
+                a.v[j] = a.v[j] * 2.0 + b.v[j];
+            }
+        }
+    });
+    let point_op = UserOp::non_commutative(|acc: &mut [Point], x: &[Point]| {
+        for (a, b) in acc.iter_mut().zip(x) {
+            for j in 0..3 {
+                a.v[j] = a.v[j] * 2.0 + b.v[j];
+            }
+        }
+    });
+    for n in [1usize, 7, 10_923, 65_467] {
+        check_user(comm, me, p, n, &rgb, &rgb_op, "rgb");
+        check_user(comm, me, p, n, &vec3, &vec3_op, "[f32; 3]");
+        check_user(comm, me, p, n, &point, &point_op, "[f64; 3]");
+    }
+}
+
+/// Allreduce (apart and in place) and reduce to the last rank of `n` elements made by
+/// `make(rank, i)`, with every algorithm, against the fold in rank order.
+fn check_user<T: Pod + PartialEq + std::fmt::Debug>(
+    comm: &Comm,
+    me: i32,
+    p: i32,
+    n: usize,
+    make: &dyn Fn(i32, usize) -> T,
+    op: &impl Operator<T>,
+    what: &str,
+) {
+    let send: Vec<T> = (0..n).map(|i| make(me, i)).collect();
+    let expect: Vec<T> = (0..n)
+        .map(|i| {
+            let mut acc = [make(0, i)];
+            for r in 1..p {
+                op.apply(&mut acc, &[make(r, i)]);
+            }
+            acc[0]
+        })
+        .collect();
+    for algo in algorithms() {
+        let mut recv = vec![T::zeroed(); n];
+        comm.all_reduce_into_with(&send, &mut recv, op, algo).unwrap();
+        assert!(recv == expect, "allreduce of {what} n={n} {algo}");
+        let root = p - 1;
+        let mut out = vec![T::zeroed(); n];
+        comm.reduce_with(&send, (me == root).then_some(&mut out[..]), root, op, algo).unwrap();
+        if me == root {
+            assert!(out == expect, "reduce of {what} n={n} {algo}");
+        }
+    }
+    let mut inplace = send.clone();
+    comm.all_reduce_in_place(&mut inplace, op).unwrap();
+    assert!(inplace == expect, "allreduce in place of {what} n={n}");
 }

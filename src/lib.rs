@@ -59,6 +59,8 @@ mod coll;
 mod comm;
 mod error;
 mod exposure;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
 mod hier;
 mod node;
 pub mod op;

@@ -523,13 +523,22 @@ impl Control {
 
     /// Publishes this rank's status for `epoch`, waits for every rank's, and reports the
     /// first peer that failed.
+    ///
+    /// Every live peer is awaited, even after one was found dead: a live peer may still be
+    /// copying into this rank's buffers, and returning would hand them back to the caller
+    /// while it writes. Only a dead peer (which copies nothing any more) or a timed-out
+    /// one (see `Round::guard`) is left behind.
     fn end(&self, epoch: u64, failed: bool) -> Result<()> {
         let mine = self.slot(self.me);
         mine.call[(epoch % 2) as usize][STATUS].store(failed as u64, Ordering::Relaxed);
         mine.done.store(epoch, Ordering::Release);
+        let mut first = Ok(());
         for r in 0..self.size() {
-            self.wait_ge(r, |s| &s.done, epoch)?;
+            if let Err(e) = self.wait_ge(r, |s| &s.done, epoch) {
+                first = first.and(Err(e));
+            }
         }
+        first?;
         for r in 0..self.size() {
             if r != self.me && self.slot(r).call[(epoch % 2) as usize][STATUS].load(Ordering::Relaxed) != 0 {
                 return Err(Error::PeerFailed { rank: self.ranks[self.me], peer: self.ranks[r] });
@@ -687,6 +696,10 @@ impl<'c> Round<'c> {
         offset: usize,
         dst: &mut [u8],
     ) -> Result<()> {
+        #[cfg(feature = "fault-injection")]
+        if crate::fault::copy_fails() {
+            return Err(self.transport_error(src.kind(), false, peer, crate::Errno::EIO));
+        }
         transport::read(src, offset, dst)
             .map_err(|errno| self.transport_error(src.kind(), false, peer, errno))?;
         self.count(src.kind(), dst.len());
@@ -705,6 +718,10 @@ impl<'c> Round<'c> {
         peer: usize,
         offset: usize,
     ) -> Result<()> {
+        #[cfg(feature = "fault-injection")]
+        if crate::fault::copy_fails() {
+            return Err(self.transport_error(dst.kind(), true, peer, crate::Errno::EIO));
+        }
         transport::write(src, dst, offset)
             .map_err(|errno| self.transport_error(dst.kind(), true, peer, errno))?;
         self.count(dst.kind(), src.len());
@@ -771,9 +788,32 @@ impl<'c> Round<'c> {
     ///
     /// # Errors
     ///
-    /// `PeerDied` or `Timeout`.
+    /// `PeerDied` or `Timeout`; `PeerFailed` if `r` finished the round without reaching
+    /// `step` (a copy or an operator failed there).
     pub(crate) fn wait_progress(&self, r: usize, step: u32) -> Result<()> {
-        self.ctl.wait_flag(r, |s| &s.progress, |v| reached(v, stamp(self.epoch, step)))
+        self.wait_step(r, |s| &s.progress, step)
+    }
+
+    /// Waits until `flag` of local rank `r` reaches `step` of this round, or `r` posts
+    /// `done` without it: a rank that gives up on a round (its copy failed, its operator
+    /// panicked) posts `done` and nothing more, so waiting on would never end. A rank
+    /// waiting for a third one that gave up gives up in turn, so the failure reaches every
+    /// waiter however the steps chain.
+    fn wait_step(&self, r: usize, flag: impl Fn(&Slot) -> &AtomicU64, step: u32) -> Result<()> {
+        let (slot, want) = (self.ctl.slot(r), stamp(self.epoch, step));
+        let stepped = || reached(flag(slot).load(Ordering::Acquire), want);
+        let mut gave_up = false;
+        wait::wait_until(&self.ctl.policy, self.ctl.peer(r), || {
+            stepped() || {
+                gave_up = slot.done.load(Ordering::Acquire) >= self.epoch;
+                gave_up
+            }
+        })?;
+        // `done` is posted after every step a rank makes: look at the step once more.
+        match gave_up && !stepped() {
+            true => Err(Error::PeerFailed { rank: self.rank_of(self.me()), peer: self.rank_of(r) }),
+            false => Ok(()),
+        }
     }
 
     /// A second step counter, for ranks that are producer and consumer in one round:
@@ -786,9 +826,9 @@ impl<'c> Round<'c> {
     ///
     /// # Errors
     ///
-    /// `PeerDied` or `Timeout`.
+    /// As [`wait_progress`](Self::wait_progress).
     pub(crate) fn wait_ack(&self, r: usize, step: u32) -> Result<()> {
-        self.ctl.wait_flag(r, |s| &s.ack, |v| reached(v, stamp(self.epoch, step)))
+        self.wait_step(r, |s| &s.ack, step)
     }
 
     /// Ends the round: agrees with every local rank on the outcome. Returns `result` if it
@@ -939,41 +979,148 @@ mod tests {
         }
     }
 
-    /// The peer of `a_peer_that_dies_mid_round_is_an_error`: arrives, then exits
-    /// without finishing the round.
+    /// The peer of `a_peer_that_dies_mid_round_is_an_error`: local rank 1 of
+    /// `ZCOLL_TEST_RANKS` (default 2), every other rank being a thread of the parent.
+    /// Arrives, then exits without finishing the round.
     #[test]
     #[ignore = "run as a separate process by a_peer_that_dies_mid_round_is_an_error"]
     fn dying_peer() {
         let name = std::env::var("ZCOLL_TEST_SEGMENT").unwrap();
-        let len = Control::segment_len(2, 8192);
+        let n = std::env::var("ZCOLL_TEST_RANKS").map_or(2, |v| v.parse().unwrap());
+        let len = Control::segment_len(n, 8192);
         let seg = Segment::open(1, &name, len).unwrap();
         let parent = std::os::unix::process::parent_id() as libc::pid_t;
-        let me = std::process::id() as libc::pid_t;
-        let ctl =
-            Control::new(seg, 1, vec![0, 1], vec![parent, me], 8192, WaitPolicy::default(), false).unwrap();
+        let mut pids = vec![parent; n];
+        pids[1] = std::process::id() as libc::pid_t;
+        let ranks = (0..n as i32).collect();
+        let ctl = Control::new(seg, 1, ranks, pids, 8192, WaitPolicy::default(), false).unwrap();
         let round = ctl.begin(&Call::default()).unwrap();
         std::mem::forget(round);
         std::process::exit(0);
     }
 
-    #[test]
-    fn a_peer_that_dies_mid_round_is_an_error() {
-        let len = Control::segment_len(2, 8192);
+    /// Starts `dying_peer` as local rank 1 of `n` over a new segment; returns the child,
+    /// the segment's name and the pids every rank uses (the child's at 1, ours elsewhere).
+    fn spawn_dying_peer(n: usize) -> (std::process::Child, String, Vec<libc::pid_t>) {
+        let len = Control::segment_len(n, 8192);
         let (seg, name) = Segment::create(0, len).unwrap();
         let me = std::process::id() as libc::pid_t;
+        let ranks: Vec<i32> = (0..n as i32).collect();
         // Lay out the header before the peer looks at it.
-        drop(Control::new(seg, 0, vec![0, 1], vec![me, me], 8192, WaitPolicy::default(), true).unwrap());
-        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        drop(Control::new(seg, 0, ranks, vec![me; n], 8192, WaitPolicy::default(), true).unwrap());
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "sync::tests::dying_peer", "--ignored", "--test-threads=1"])
             .env("ZCOLL_TEST_SEGMENT", &name)
+            .env("ZCOLL_TEST_RANKS", n.to_string())
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();
+        let mut pids = vec![me; n];
+        pids[1] = child.id() as libc::pid_t;
+        (child, name, pids)
+    }
+
+    /// A rank that finds one peer dead still waits for every live one before it returns:
+    /// a live peer may be writing into its buffers. Ranks 2.. are "writing" for a while
+    /// after the death; rank 0 must not return before they are done.
+    #[test]
+    fn a_dead_peer_does_not_end_the_wait_for_live_ones() {
+        use std::sync::atomic::AtomicUsize;
+        for n in [3, 5] {
+            let (mut child, name, pids) = spawn_dying_peer(n);
+            let len = Control::segment_len(n, 8192);
+            let policy =
+                WaitPolicy { timeout: Some(std::time::Duration::from_secs(60)), ..WaitPolicy::default() };
+            let writing_done = AtomicUsize::new(0);
+            let ctls: Vec<Control> = [0]
+                .into_iter()
+                .chain(2..n)
+                .map(|r| {
+                    let seg = Segment::open(r as i32, &name, len).unwrap();
+                    Control::new(seg, r, (0..n as i32).collect(), pids.clone(), 8192, policy, false).unwrap()
+                })
+                .collect();
+            let (writing_done, pids) = (&writing_done, &pids);
+            std::thread::scope(|s| {
+                for ctl in ctls {
+                    s.spawn(move || {
+                        let round = ctl.begin(&Call::default()).expect("every rank arrives");
+                        if ctl.me() == 0 {
+                            let e = round.finish(Ok(())).unwrap_err();
+                            assert_eq!(e, Error::PeerDied { rank: 0, peer: 1, pid: pids[1] });
+                            assert_eq!(
+                                writing_done.load(Ordering::SeqCst),
+                                n - 2,
+                                "returned while a live peer was still writing"
+                            );
+                        } else {
+                            // Outlive the dead rank by a while, as a long copy would.
+                            while crate::sync::wait::alive(pids[1]) {
+                                std::thread::sleep(std::time::Duration::from_millis(5));
+                            }
+                            std::thread::sleep(std::time::Duration::from_millis(200));
+                            writing_done.fetch_add(1, Ordering::SeqCst);
+                            let _ = round.finish(Ok(()));
+                        }
+                    });
+                }
+            });
+            Segment::unlink(&name);
+            assert!(child.wait().unwrap().success());
+        }
+    }
+
+    /// A rank that gives up on a round (its copy failed, its operator panicked) posts
+    /// `done` and no further step. Whoever waits for its step, and whoever waits for that
+    /// waiter's step, gets an error at once instead of waiting for ever.
+    #[test]
+    fn a_rank_that_gives_up_mid_round_ends_every_wait() {
+        for n in [3, 5] {
+            let start = std::time::Instant::now();
+            let outcomes: Vec<Result<()>> = std::thread::scope(|s| {
+                let hs: Vec<_> = node(n, 8192)
+                    .into_iter()
+                    .map(|ctl| {
+                        s.spawn(move || {
+                            let me = ctl.me();
+                            let round = ctl.begin(&Call::default()).unwrap();
+                            // A chain: rank r moves on once rank r + 1 made its step (and
+                            // acknowledged it); the last rank fails instead.
+                            let moved = match me == n - 1 {
+                                true => Err(Error::Unsupported { rank: me as i32, what: "injected".into() }),
+                                false => round.wait_progress(me + 1, 1).and_then(|()| {
+                                    round.post_progress(1);
+                                    round.wait_ack(me + 1, 1)?;
+                                    round.post_ack(1);
+                                    Ok(())
+                                }),
+                            };
+                            round.finish(moved)
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            assert!(start.elapsed() < std::time::Duration::from_secs(2), "{:?}", start.elapsed());
+            for (me, outcome) in outcomes.into_iter().enumerate() {
+                let want = match me == n - 1 {
+                    true => Error::Unsupported { rank: me as i32, what: "injected".into() },
+                    false => Error::PeerFailed { rank: me as i32, peer: me as i32 + 1 },
+                };
+                assert_eq!(outcome, Err(want), "rank {me} of {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_peer_that_dies_mid_round_is_an_error() {
+        let len = Control::segment_len(2, 8192);
+        let (mut child, name, pids) = spawn_dying_peer(2);
         let seg = Segment::open(0, &name, len).unwrap();
-        let pid = child.id() as libc::pid_t;
+        let pid = pids[1];
         let policy =
             WaitPolicy { timeout: Some(std::time::Duration::from_secs(60)), ..WaitPolicy::default() };
-        let ctl = Control::new(seg, 0, vec![0, 1], vec![me, pid], 8192, policy, false).unwrap();
+        let ctl = Control::new(seg, 0, vec![0, 1], pids, 8192, policy, false).unwrap();
         let round = ctl.begin(&Call::default()).expect("the peer arrives before it dies");
         Segment::unlink(&name);
         assert_eq!(round.finish(Ok(())), Err(Error::PeerDied { rank: 0, peer: 1, pid }));

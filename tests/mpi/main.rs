@@ -5,6 +5,7 @@
 
 mod bench;
 mod exchange;
+mod faults;
 mod heap;
 mod hier;
 mod launch;
@@ -57,6 +58,8 @@ at! {
     errors_np8: 8, "errors", [];
     errors_cico_np3: 3, "errors", ["ZCOLL_TRANSPORT" => "cico"];
     errors_vnodes_np8_k3: 8, "errors", ["ZCOLL_NODE_SIZE" => "3"];
+    faults_np3: 3, "faults", [];
+    faults_np5: 5, "faults", [];
     barrier_np1: 1, "barrier", [];
     barrier_np2: 2, "barrier", [];
     barrier_np5: 5, "barrier", [];

@@ -61,6 +61,7 @@ pub(crate) fn main() {
         "errors" => errors(&world, &comm),
         "barrier" => barrier(&world, &comm),
         "reduce" => crate::reduce::reduce(&world, &comm),
+        "faults" => crate::faults::run(&world, &comm),
         "calibrate" => calibrate(&world, &comm),
         "heap" => crate::heap::run(&world, &comm),
         s @ ("scatter" | "gather" | "scatter-gather-errors") => crate::scatter_gather::run(s, &world, &comm),

@@ -1,0 +1,148 @@
+//! A rank that fails in the middle of an algorithm, while staying alive: its single copy
+//! fails (`zcoll::fault`, the test-only hook), or its user operator panics and the
+//! program catches the panic. Every rank must return an `Err` within two seconds (the
+//! ranks waiting for the failed rank's next step must not wait for ever), no byte may
+//! land outside any receive buffer, and the communicator must go on working.
+
+use mpi::collective::SystemOperation;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use std::time::{Duration, Instant};
+use zcoll::op::{Builtin, UserOp};
+use zcoll::{BcastAlgorithm, Comm, ReduceAlgorithm};
+
+/// Guard elements before and after every receive buffer.
+const GUARD: usize = 8;
+const GUARD_WORD: u64 = 0x5a5a_5a5a_5a5a_5a5a;
+
+/// A buffer of `n` words with guards on both sides.
+struct Guarded(Vec<u64>);
+
+impl Guarded {
+    fn new(n: usize, fill: impl Fn(usize) -> u64) -> Guarded {
+        let mut v = vec![GUARD_WORD; n + 2 * GUARD];
+        for (i, x) in v[GUARD..GUARD + n].iter_mut().enumerate() {
+            *x = fill(i);
+        }
+        Guarded(v)
+    }
+    fn body(&mut self) -> &mut [u64] {
+        let n = self.0.len() - 2 * GUARD;
+        &mut self.0[GUARD..GUARD + n]
+    }
+    fn guards_intact(&self) -> bool {
+        let n = self.0.len() - 2 * GUARD;
+        self.0[..GUARD].iter().chain(&self.0[GUARD + n..]).all(|&x| x == GUARD_WORD)
+    }
+}
+
+/// How the chosen rank fails.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    /// Its `k`-th single copy of the call fails with EIO.
+    Copy(u64),
+    /// Its user operator panics (the program catches it).
+    Panic,
+}
+
+pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
+    let (me, p) = (world.rank(), world.size());
+    assert!(p >= 3, "the fault scenarios want a rank that waits for a rank that waits");
+    let n = 300_000usize;
+    let bad = p - 1;
+    let reductions = [
+        (ReduceAlgorithm::Partitioned, Fault::Copy(1)),
+        (ReduceAlgorithm::Partitioned, Fault::Copy(3)),
+        (ReduceAlgorithm::Partitioned, Fault::Panic),
+        (ReduceAlgorithm::Staged, Fault::Panic),
+    ];
+    for (algo, fault) in reductions {
+        for root in [None, Some(0)] {
+            let what = format!("{} {algo} {fault:?}", if root.is_some() { "reduce" } else { "allreduce" });
+            let send: Vec<u64> = (0..n).map(|i| (i as u64) ^ (me as u64) << 40).collect();
+            let mut recv = Guarded::new(n, |i| i as u64 + 7);
+            let before = recv.0.clone();
+            let panics = matches!(fault, Fault::Panic) && me == bad;
+            let op = UserOp::commutative(move |acc: &mut [u64], x: &[u64]| {
+                assert!(!panics, "the injected operator panic");
+                for (a, b) in acc.iter_mut().zip(x) {
+                    *a = a.wrapping_add(*b);
+                }
+            });
+            if let (Fault::Copy(k), true) = (fault, me == bad) {
+                zcoll::fault::fail_copy(k);
+            }
+            let start = Instant::now();
+            let outcome = quietly(|| match root {
+                None => comm.all_reduce_into_with(&send, recv.body(), &op, algo),
+                Some(root) => {
+                    let out = (me == root).then_some(recv.body());
+                    comm.reduce_with(&send, out, root, &op, algo)
+                }
+            });
+            zcoll::fault::fail_copy(0);
+            check(world, &what, start, outcome.map(|r| r.is_err()), &recv);
+            if root == Some(0) && me != 0 {
+                assert!(recv.0 == before, "{what}: a rank that receives nothing had its buffer written");
+            }
+            still_works(world, comm, &what);
+        }
+    }
+    let bcasts = [
+        BcastAlgorithm::KnomialRead { k: 2 },
+        BcastAlgorithm::ScatterAllgather,
+        BcastAlgorithm::Pipelined { chunk: 4 * 4096 },
+        BcastAlgorithm::DirectRead,
+    ];
+    for algo in bcasts {
+        // A reader in the middle of the tree (rank 1 reads from 0 and is read from by 3
+        // under k = 2) and the last rank.
+        for bad in [1, p - 1] {
+            let what = format!("bcast {algo} failing at rank {bad}");
+            let mut buf = Guarded::new(n, |i| if me == 0 { i as u64 * 3 } else { 0 });
+            if me == bad {
+                zcoll::fault::fail_copy(1);
+            }
+            let start = Instant::now();
+            let outcome = comm.broadcast_into_with(buf.body(), 0, algo);
+            zcoll::fault::fail_copy(0);
+            check(world, &what, start, Some(outcome.is_err()), &buf);
+            if me == 0 {
+                assert!(
+                    buf.body().iter().enumerate().all(|(i, &x)| x == i as u64 * 3),
+                    "{what}: the root's data"
+                );
+            }
+            still_works(world, comm, &what);
+        }
+    }
+}
+
+/// Runs `f` with panics caught and unreported (the job's hook would abort it): `None`
+/// if it panicked.
+fn quietly<R>(f: impl FnOnce() -> R) -> Option<R> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok();
+    std::panic::set_hook(hook);
+    r
+}
+
+/// Every rank failed (`failed`: `Some(true)`, or `None` for the rank whose operator
+/// panicked), within two seconds, with its guards intact.
+fn check(world: &SimpleCommunicator, what: &str, start: Instant, failed: Option<bool>, buf: &Guarded) {
+    let took = start.elapsed();
+    assert!(failed != Some(false), "{what}: rank {} returned Ok", world.rank());
+    assert!(took < Duration::from_secs(2), "{what}: rank {} took {took:?}", world.rank());
+    assert!(buf.guards_intact(), "{what}: rank {} had bytes written outside its buffer", world.rank());
+}
+
+/// An allreduce after the failure, against rsmpi's.
+fn still_works(world: &SimpleCommunicator, comm: &Comm, what: &str) {
+    let send: Vec<u64> = (0..1000).map(|i| i * (world.rank() as u64 + 1)).collect();
+    let mut got = vec![0u64; 1000];
+    let mut want = vec![0u64; 1000];
+    comm.all_reduce_into(&send, &mut got, Builtin::Sum).unwrap_or_else(|e| panic!("after {what}: {e}"));
+    world.all_reduce_into(&send[..], &mut want[..], SystemOperation::sum());
+    assert!(got == want, "after {what}: the communicator gives wrong sums");
+}

@@ -293,33 +293,31 @@ struct Point {
 }
 
 /// User operators on 3-, 12- and 24-byte elements, every algorithm, lengths that end
-/// mid-scratch: `acc = k acc + x` per component, which is not commutative, against the
-/// fold in rank order computed here. Small integers, so the floats are exact.
+/// mid-scratch, against the fold in rank order computed here. Each element is an affine
+/// map and a tag: `(m, a, t) ∘ (m', a', t') = (m m', a m' + a', t)`, associative (as MPI
+/// requires) and not commutative. Small integers, so the floats are exact.
 fn odd_element_sizes(world: &SimpleCommunicator, comm: &Comm) {
     let (me, p) = (world.rank(), world.size());
-    let val = |r: i32, i: usize, j: usize| ((r as usize * 7 + i * 3 + j) % 5) as u8;
+    let val = |r: i32, i: usize, j: usize| match j {
+        0 => 1 + (r as usize + i) % 2,
+        _ => (r as usize * 7 + i * 3 + j) % 5,
+    } as u8;
     let rgb = |r: i32, i: usize| Rgb { c: [val(r, i, 0), val(r, i, 1), val(r, i, 2)] };
     let vec3 = |r: i32, i: usize| Vec3 { v: [0, 1, 2].map(|j| val(r, i, j) as f32) };
     let point = |r: i32, i: usize| Point { v: [0, 1, 2].map(|j| val(r, i, j) as f64) };
     let rgb_op = UserOp::non_commutative(|acc: &mut [Rgb], x: &[Rgb]| {
         for (a, b) in acc.iter_mut().zip(x) {
-            for j in 0..3 {
-                a.c[j] = a.c[j].wrapping_mul(3).wrapping_add(b.c[j]);
-            }
+            a.c = [a.c[0].wrapping_mul(b.c[0]), a.c[1].wrapping_mul(b.c[0]).wrapping_add(b.c[1]), a.c[2]];
         }
     });
     let vec3_op = UserOp::non_commutative(|acc: &mut [Vec3], x: &[Vec3]| {
         for (a, b) in acc.iter_mut().zip(x) {
-            for j in 0..3 {
-                a.v[j] = a.v[j] * 2.0 + b.v[j];
-            }
+            a.v = [a.v[0] * b.v[0], a.v[1] * b.v[0] + b.v[1], a.v[2]];
         }
     });
     let point_op = UserOp::non_commutative(|acc: &mut [Point], x: &[Point]| {
         for (a, b) in acc.iter_mut().zip(x) {
-            for j in 0..3 {
-                a.v[j] = a.v[j] * 2.0 + b.v[j];
-            }
+            a.v = [a.v[0] * b.v[0], a.v[1] * b.v[0] + b.v[1], a.v[2]];
         }
     });
     for n in [1usize, 7, 10_923, 65_467] {

@@ -1233,8 +1233,8 @@ impl Comm {
     }
 
     /// The bytes this rank has copied from and to its peers with single copies, by
-    /// transport, in broadcasts and reductions: how much of the traffic took the
-    /// load/store paths.
+    /// transport, in every collective: how much of the traffic took the load/store
+    /// paths. Copy-in/copy-out through the segment is not counted.
     pub fn traffic(&self) -> Traffic {
         let [cma, heap, xpmem] = self.node.ctl.traffic();
         Traffic { cma, heap, xpmem }

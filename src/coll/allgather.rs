@@ -53,10 +53,10 @@
 use super::staged_private;
 use super::{all_equal, check, op, BadLength, Ctx, Kind};
 use crate::coll::bcast::{bcast, BcastAlgorithm};
-use crate::error::{Errno, Error, Result};
+use crate::error::{Error, Result};
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round, Span};
-use crate::transport::{cma, TransportKind};
+use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
 use mpi::datatype::PartitionMut;
 use mpi::topology::SimpleCommunicator;
@@ -219,12 +219,6 @@ pub(super) fn lengths(
     all_equal(round, |c| c.recv_len, recv(first))
 }
 
-/// The error of a failed copy between this rank and local rank `peer`.
-pub(super) fn failed(round: &Round<'_>, peer: usize, op: &'static str) -> impl Fn(Errno) -> Error {
-    let (rank, peer) = (round.rank_of(round.me()), round.rank_of(peer));
-    move |errno| Error::Transport { rank, peer, op, errno }
-}
-
 fn gcd(a: usize, b: usize) -> usize {
     if b == 0 {
         a
@@ -309,27 +303,25 @@ fn gather_all(
                 // The block `left` received at step t - 1 (its own at step 1).
                 let b = (me + p - t * j % p) % p;
                 let out = &mut recv[b * n..(b + 1) * n];
-                let read = if t == 1 {
-                    cma::read(&round.remote_send(left), 0, out)
+                if t == 1 {
+                    round.read_send(left, 0, out)?;
                 } else {
                     round.wait_progress(left, t as u32 - 1)?;
-                    cma::read(&round.remote_recv_read(left), b * n, out)
-                };
-                read.map_err(failed(round, left, "cma read"))?;
+                    round.read_result(left, b * n, out)?;
+                }
                 round.post_progress(t as u32);
             }
             Ok(())
         }
         AllgatherAlgorithm::RingSourceRead => (1..p).try_for_each(|t| {
             let src = (me + p - t) % p;
-            cma::read(&round.remote_send(src), 0, &mut recv[src * n..(src + 1) * n])
-                .map_err(failed(round, src, "cma read"))
+            round.read_send(src, 0, &mut recv[src * n..(src + 1) * n])
         }),
         AllgatherAlgorithm::RingSourceWrite => {
             let mine = send.unwrap_or(&recv[me * n..(me + 1) * n]);
             (1..p).try_for_each(|t| {
                 let dst = (me + t) % p;
-                cma::write(mine, &round.remote_recv(dst), me * n).map_err(failed(round, dst, "cma write"))
+                round.write_recv(mine, dst, me * n)
             })
         }
         AllgatherAlgorithm::RecursiveDoubling => recursive_doubling(round, recv, n),
@@ -349,28 +341,25 @@ fn recursive_doubling(round: &Round<'_>, recv: &mut [u8], n: usize) -> Result<()
         // end.
         let rep = me - q;
         round.wait_progress(rep, levels + 1)?;
-        let theirs = round.remote_recv_read(rep);
+        let theirs = round.peer_result(rep);
         let (before, after) = recv[..p * n].split_at_mut(me * n);
-        cma::read(&theirs, 0, before).map_err(failed(round, rep, "cma read"))?;
-        return cma::read(&theirs, (me + 1) * n, &mut after[n..]).map_err(failed(round, rep, "cma read"));
+        round.read(&theirs, rep, 0, before)?;
+        return round.read(&theirs, rep, (me + 1) * n, &mut after[n..]);
     }
     if me + q < p {
         let extra = me + q;
-        cma::read(&round.remote_send(extra), 0, &mut recv[extra * n..(extra + 1) * n])
-            .map_err(failed(round, extra, "cma read"))?;
+        round.read_send(extra, 0, &mut recv[extra * n..(extra + 1) * n])?;
     }
     round.post_progress(1);
     for k in 0..levels {
         let partner = me ^ (1 << k);
         let (g, size) = (partner >> k << k, 1usize << k);
         round.wait_progress(partner, k + 1)?;
-        let theirs = round.remote_recv_read(partner);
-        cma::read(&theirs, g * n, &mut recv[g * n..(g + size) * n])
-            .map_err(failed(round, partner, "cma read"))?;
+        let theirs = round.peer_result(partner);
+        round.read(&theirs, partner, g * n, &mut recv[g * n..(g + size) * n])?;
         let (lo, hi) = (g + q, (g + size + q).min(p));
         if lo < hi {
-            cma::read(&theirs, lo * n, &mut recv[lo * n..hi * n])
-                .map_err(failed(round, partner, "cma read"))?;
+            round.read(&theirs, partner, lo * n, &mut recv[lo * n..hi * n])?;
         }
         round.post_progress(k + 2);
     }
@@ -392,8 +381,7 @@ fn bruck(round: &Round<'_>, send: Option<&[u8]>, recv: &mut [u8], n: usize) -> R
         let src = (me + d) % p;
         let count = d.min(p - d);
         round.wait_progress(src, k + 1)?;
-        cma::read(&round.remote_recv_read(src), 0, &mut recv[d * n..(d + count) * n])
-            .map_err(failed(round, src, "cma read"))?;
+        round.read_result(src, 0, &mut recv[d * n..(d + count) * n])?;
         round.post_progress(k + 2);
     }
     // Rank me - 2^k read our first positions at its step k: wait for all of them before
@@ -587,10 +575,7 @@ fn gather_moves(ctx: &Ctx<'_>, round: &Round<'_>, mine: &[u8], out: &mut [u8]) -
             (src, 0) if src != 0 => Span { len, from: 0, to: src * len },
             _ => Span::default(),
         }),
-        _ if me == 0 => (1..p).try_for_each(|a| {
-            cma::read(&round.remote_send(a), 0, &mut out[a * len..(a + 1) * len])
-                .map_err(failed(round, a, "cma read"))
-        }),
+        _ if me == 0 => (1..p).try_for_each(|a| round.read_send(a, 0, &mut out[a * len..(a + 1) * len])),
         _ => Ok(()),
     }
 }
@@ -607,9 +592,7 @@ fn scatter_moves(ctx: &Ctx<'_>, round: &Round<'_>, src: &[u8], recv: &mut [u8]) 
             (0, d) if d != 0 => Span { len, from: d * len, to: 0 },
             _ => Span::default(),
         }),
-        _ if me != 0 => {
-            cma::read(&round.remote_send(0), me * len, recv).map_err(failed(round, 0, "cma read"))
-        }
+        _ if me != 0 => round.read_send(0, me * len, recv),
         _ => Ok(()),
     }
 }

@@ -39,10 +39,10 @@ use super::varcount::{
     ALLGATHERV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
-use crate::error::{Errno, Error, Result};
+use crate::error::{Error, Result};
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
-use crate::transport::{cma, TransportKind};
+use crate::transport::TransportKind;
 use crate::tune::select;
 use crate::GatherAlgorithm;
 use mpi::datatype::PartitionMut;
@@ -232,21 +232,17 @@ fn exchange(
         let len = |src: usize, _| if staged(src) { send_len[src] } else { 0 };
         round.stage_spans(len, send, |_| 0, recv, |src| at(src).start)?;
     }
-    let failed = |peer: usize, op| {
-        let (rank, peer) = (round.rank_of(me), round.rank_of(peer));
-        move |errno: Errno| Error::Transport { rank, peer, op, errno }
-    };
     match algorithm {
         AllgathervAlgorithm::RingSourceWrite if !send.is_empty() => (1..p).try_for_each(|t| {
             let dst = (me + t) % p;
-            cma::write(send, &round.remote_recv(dst), targets[dst]).map_err(failed(dst, "cma write"))
+            round.write_recv(send, dst, targets[dst])
         }),
         AllgathervAlgorithm::RingSourceRead | AllgathervAlgorithm::Auto => (1..p).try_for_each(|t| {
             let src = (me + p - t) % p;
             if staged(src) || send_len[src] == 0 {
                 return Ok(());
             }
-            cma::read(&round.remote_send(src), 0, &mut recv[at(src)]).map_err(failed(src, "cma read"))
+            round.read_send(src, 0, &mut recv[at(src)])
         }),
         _ => Ok(()),
     }

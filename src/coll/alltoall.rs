@@ -46,15 +46,13 @@
 //! two scratch buffers of `k p n` bytes each (`k` ranks on the node), so that nodes need
 //! not hold consecutive ranks.
 
-use super::allgather::{
-    agree_shape, failed, gather_to_leader, lengths, prefix, scatter_from_leader, too_big, Nodes,
-};
+use super::allgather::{agree_shape, gather_to_leader, lengths, prefix, scatter_from_leader, too_big, Nodes};
 use super::staged_private;
 use super::{check, op, Ctx, Kind};
 use crate::error::Result;
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round, Span};
-use crate::transport::{cma, TransportKind};
+use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::topology::SimpleCommunicator;
@@ -253,16 +251,11 @@ fn exchange(
     match algorithm {
         AlltoallAlgorithm::Pairwise => (1..p).try_for_each(|t| {
             let src = if xor { me ^ t } else { (me + p - t) % p };
-            cma::read(&round.remote_send(src), me * n, &mut recv[src * n..(src + 1) * n])
-                .map_err(failed(round, src, "cma read"))
+            round.read_send(src, me * n, &mut recv[src * n..(src + 1) * n])
         }),
         AlltoallAlgorithm::PairwiseWrite => (1..p).try_for_each(|t| {
             let dst = if xor { me ^ t } else { (me + t) % p };
-            cma::write(&send[dst * n..(dst + 1) * n], &round.remote_recv(dst), me * n).map_err(failed(
-                round,
-                dst,
-                "cma write",
-            ))
+            round.write_recv(&send[dst * n..(dst + 1) * n], dst, me * n)
         }),
         _ => round.stage_pairwise(send, recv, |src, dst| Span { len: n, from: dst * n, to: src * n }),
     }
@@ -291,7 +284,7 @@ fn bruck(round: &Round<'_>, send: &[u8], recv: &mut [u8], n: usize) -> Result<()
         let ranges: Vec<(usize, usize)> = runs(k).collect();
         let taken = &mut scratch[..ranges.iter().map(|r| r.1).sum()];
         round.wait_progress(src, k + 1)?;
-        cma::read_v(&round.remote_recv_read(src), &ranges, taken).map_err(failed(round, src, "cma read"))?;
+        round.read_v(&round.peer_result(src), src, &ranges, taken)?;
         round.post_ack(k + 1);
         // Our blocks at these positions go to `dst`: wait until it has taken them.
         round.wait_ack(dst, k + 1)?;

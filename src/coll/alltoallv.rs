@@ -39,10 +39,10 @@ use super::varcount::{
     ALLTOALLV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
-use crate::error::{Errno, Error, Result};
+use crate::error::{Error, Result};
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
-use crate::transport::{cma, TransportKind};
+use crate::transport::TransportKind;
 use crate::tune::select;
 use crate::{GatherAlgorithm, ScatterAlgorithm};
 use mpi::datatype::{Partition, PartitionMut};
@@ -264,10 +264,6 @@ fn exchange(
         }
         round.stage_spans(len, send, |d| out(d).start, recv, |s| inn(s).start)?;
     }
-    let failed = |peer: usize, op| {
-        let (rank, peer) = (round.rank_of(me), round.rank_of(peer));
-        move |errno: Errno| Error::Transport { rank, peer, op, errno }
-    };
     let xor = p.is_power_of_two();
     match algorithm {
         AlltoallvAlgorithm::PairwiseWrite => (1..p).try_for_each(|t| {
@@ -275,15 +271,14 @@ fn exchange(
             if out(dst).is_empty() {
                 return Ok(());
             }
-            cma::write(&send[out(dst)], &round.remote_recv(dst), to[dst]).map_err(failed(dst, "cma write"))
+            round.write_recv(&send[out(dst)], dst, to[dst])
         }),
         AlltoallvAlgorithm::Pairwise | AlltoallvAlgorithm::Auto => (1..p).try_for_each(|t| {
             let src = if xor { me ^ t } else { (me + p - t) % p };
             if inn(src).is_empty() {
                 return Ok(());
             }
-            cma::read(&round.remote_send(src), from[src], &mut recv[inn(src)])
-                .map_err(failed(src, "cma read"))
+            round.read_send(src, from[src], &mut recv[inn(src)])
         }),
         AlltoallvAlgorithm::Staged => Ok(()),
     }

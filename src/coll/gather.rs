@@ -28,15 +28,15 @@
 //! the whole buffer to the root through the node if it is not the root itself.
 
 use super::rooted::{
-    blocks, hier_check, parse_k, peers, relay, rooted_check, throttled, transport_error, zero_k, Claim,
-    Layout, Measure, DEFAULT_K,
+    blocks, hier_check, parse_k, peers, relay, rooted_check, throttled, zero_k, Claim, Layout, Measure,
+    DEFAULT_K,
 };
 use super::staged_private;
 use super::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
-use crate::transport::{cma, TransportKind};
+use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
 use mpi::datatype::PartitionMut;
 use mpi::topology::SimpleCommunicator;
@@ -274,12 +274,10 @@ fn collect(
     recv: &mut [u8],
 ) -> Result<()> {
     let size = round.size();
-    let rank = round.rank_of(round.me());
     match algorithm {
-        GatherAlgorithm::SequentialRead => peers(dst, size).try_for_each(|r| {
-            cma::read(&round.remote_send(r), 0, &mut recv[r * block..(r + 1) * block])
-                .map_err(transport_error(rank, round.rank_of(r), "cma read"))
-        }),
+        GatherAlgorithm::SequentialRead => {
+            peers(dst, size).try_for_each(|r| round.read_send(r, 0, &mut recv[r * block..(r + 1) * block]))
+        }
         GatherAlgorithm::Staged => round.stage_gather(dst, &blocks(size, block), &[], recv),
         _ => Ok(()),
     }
@@ -294,14 +292,7 @@ fn contribute(
     send: &[u8],
 ) -> Result<()> {
     let me = round.me();
-    let rank = round.rank_of(me);
-    let write = || {
-        cma::write(send, &round.remote_recv(dst), me * block).map_err(transport_error(
-            rank,
-            round.rank_of(dst),
-            "cma write",
-        ))
-    };
+    let write = || round.write_recv(send, dst, me * block);
     match algorithm {
         GatherAlgorithm::ParallelWrite => write(),
         GatherAlgorithm::ThrottledWrite { k } => throttled(round, dst, k, write),

@@ -27,7 +27,7 @@
 //! `gather_varcount_into_root` into a scratch buffer, which is handed to the root through
 //! the node if it is not the leader, and the root unpacks it into its partition.
 
-use super::rooted::{peers, relay, transport_error, zero_k};
+use super::rooted::{peers, relay, zero_k};
 use super::scatterv::BAD_CONFIG;
 use super::varcount::{
     auto_family, bytes, chain, checked, fits, judge_rooted, mpi_bytes, mpi_count, partition_len,
@@ -37,7 +37,7 @@ use super::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
-use crate::transport::{cma, TransportKind};
+use crate::transport::TransportKind;
 use crate::tune::select;
 use crate::GatherAlgorithm;
 use mpi::datatype::PartitionMut;
@@ -176,14 +176,9 @@ fn collect(
     moves: &Moves,
     recv: &mut [u8],
 ) -> Result<()> {
-    let rank = round.rank_of(round.me());
     if moves.by_root {
         for r in peers(dst, round.size()).filter(|&r| !blocks[r].is_empty()) {
-            cma::read(&round.remote_send(r), 0, &mut recv[blocks[r].clone()]).map_err(transport_error(
-                rank,
-                round.rank_of(r),
-                "cma read",
-            ))?;
+            round.read_send(r, 0, &mut recv[blocks[r].clone()])?;
         }
     }
     if moves.staging() {
@@ -207,13 +202,7 @@ fn contribute(
         round.wait_meta_reclaimed(dst)?;
         return round.stage_gather(dst, &moves.staged, send, &mut []);
     }
-    chain(round, &moves.direct, moves.k, || {
-        cma::write(send, &round.remote_recv(dst), blocks[me].start).map_err(transport_error(
-            round.rank_of(me),
-            round.rank_of(dst),
-            "cma write",
-        ))
-    })
+    chain(round, &moves.direct, moves.k, || round.write_recv(send, dst, blocks[me].start))
 }
 
 /// Gatherv across nodes: every node gathers to its leader, the leaders gather node parts

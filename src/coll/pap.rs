@@ -111,13 +111,13 @@
 //! broadcast's entry check synchronizes every rank first (`Hierarchy::bcast`), so there
 //! only the root node's readers are spread.
 
-use super::allgather::{failed, lengths, Nodes};
+use super::allgather::{lengths, Nodes};
 use super::alltoall::AlltoallAlgorithm;
 use super::{all_equal, op, verdict, BadLength, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
-use crate::transport::{cma, TransportKind};
+use crate::transport::TransportKind;
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -233,15 +233,10 @@ fn direct(round: &Round<'_>, send: &[u8], recv: &mut [u8], n: usize, write: bool
                 return Ok(());
             }
             if write {
-                cma::write(&send[q * n..(q + 1) * n], &round.remote_recv(q), me * n).map_err(failed(
-                    round,
-                    q,
-                    "cma write",
-                ))?;
+                round.write_recv(&send[q * n..(q + 1) * n], q, me * n)?;
                 round.complete(q);
             } else {
-                cma::read(&round.remote_send(q), me * n, &mut recv[q * n..(q + 1) * n])
-                    .map_err(failed(round, q, "cma read"))?;
+                round.read_send(q, me * n, &mut recv[q * n..(q + 1) * n])?;
             }
             pending.remove(i);
         }
@@ -469,8 +464,7 @@ fn read_arriving(round: &Round<'_>, src: usize, buf: &mut [u8]) -> Result<()> {
             }
             round.wait_for(|| round.arrived(src) || round.peer_failed().is_some())?;
         };
-        cma::read(&round.remote_send(holder), c * BCAST_CHUNK, piece)
-            .map_err(failed(round, holder, "cma read"))?;
+        round.read_send(holder, c * BCAST_CHUNK, piece)?;
         round.post_progress(step);
     }
     Ok(())
@@ -735,8 +729,7 @@ impl NodeLeg<'_, '_> {
             if a == me {
                 recv[g * n..(g + 1) * n].copy_from_slice(&self.send[g_me * n..(g_me + 1) * n]);
             } else {
-                cma::read(&round.remote_send(a), g_me * n, &mut recv[g * n..(g + 1) * n])
-                    .map_err(failed(round, a, "cma read"))?;
+                round.read_send(a, g_me * n, &mut recv[g * n..(g + 1) * n])?;
             }
             pending.remove(i);
         }
@@ -765,9 +758,7 @@ impl NodeLeg<'_, '_> {
                     dst[i * n..i * n + len].copy_from_slice(&region[at..at + len]);
                 }
             }
-            None => {
-                cma::read_v(&round.remote_recv_read(0), &ranges, dst).map_err(failed(round, 0, "cma read"))?
-            }
+            None => round.read_v(&round.peer_result(0), 0, &ranges, dst)?,
         }
         if !contiguous {
             for (i, &g) in src.iter().enumerate() {
@@ -789,8 +780,7 @@ impl NodeLeg<'_, '_> {
                     dst[i * l.n..i * l.n + len].copy_from_slice(&self.send[from..from + len]);
                 }
             } else {
-                cma::read_v(&self.round.remote_send(a), &ranges, dst)
-                    .map_err(failed(self.round, a, "cma read"))?;
+                self.round.read_v(&self.round.peer_send(a), a, &ranges, dst)?;
             }
         }
         Ok(())

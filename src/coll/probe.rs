@@ -14,7 +14,6 @@
 use super::{check, op, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::sync::{wait, Call, Round};
-use crate::transport::cma;
 use crate::tune::calibrate::{self, Samples};
 use crate::tune::fit::Transfer;
 use std::time::Instant;
@@ -87,8 +86,6 @@ fn barrier(round: &Round<'_>, step: u32) -> Result<()> {
 
 fn phases(round: &Round<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
     let (me, p) = (round.me(), round.size());
-    let fail =
-        |op| move |errno| Error::Transport { rank: round.rank_of(me), peer: round.rank_of(0), op, errno };
     let mut out = Samples { machine_sockets: calibrate::machine_sockets(), ..Samples::default() };
     let step = std::cell::Cell::new(0u32);
     let next = || {
@@ -132,11 +129,7 @@ fn phases(round: &Round<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
                 } else if me == 1 {
                     round.wait_progress(0, s)?;
                     let t = Instant::now();
-                    if write {
-                        cma::write(&dst[..n], &round.remote_recv(0), 0).map_err(fail("cma write"))?;
-                    } else {
-                        cma::read(&round.remote_send(0), 0, &mut dst[..n]).map_err(fail("cma read"))?;
-                    }
+                    round.cma_copy(0, write, &mut dst[..n])?;
                     ts.push(t.elapsed().as_secs_f64());
                     round.post_progress(s);
                 }
@@ -147,8 +140,7 @@ fn phases(round: &Round<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
             }
         }
         if me == 1 {
-            let src = round.remote_send(0);
-            let pin = time(reps, || cma::pin_probe(&src, 0, n).map(drop).map_err(fail("cma read")))?;
+            let pin = time(reps, || round.cma_pin(0, n))?;
             out.transfers.push(Transfer { bytes: 1.0, pages: pages as f64, seconds: pin });
         }
     }
@@ -158,8 +150,7 @@ fn phases(round: &Round<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
     for c in 1..p {
         let s = next();
         if (1..=c).contains(&me) {
-            let src = round.remote_send(0);
-            let t = time(reps, || cma::pin_probe(&src, 0, PROBE_BYTES).map(drop).map_err(fail("cma read")))?;
+            let t = time(reps, || round.cma_pin(0, PROBE_BYTES))?;
             out.contended.push((c, t));
         }
         barrier(round, s)?;
@@ -180,8 +171,7 @@ fn phases(round: &Round<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
     for c in 1..=remote.len() {
         let s = next();
         if remote[..c].contains(&me) {
-            let src = round.remote_send(0);
-            let t = time(reps, || cma::pin_probe(&src, 0, PROBE_BYTES).map(drop).map_err(fail("cma read")))?;
+            let t = time(reps, || round.cma_pin(0, PROBE_BYTES))?;
             out.cross.push((c, t));
         }
         barrier(round, s)?;

@@ -4,10 +4,10 @@
 //! checks across nodes).
 
 use super::{check, op, BadLength, Ctx, Kind};
-use crate::error::{Errno, Error, Result};
+use crate::error::{Error, Result};
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
-use crate::transport::{cma, TransportKind};
+use crate::transport::TransportKind;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::cell::Cell;
@@ -155,11 +155,6 @@ pub(crate) fn rooted_check<'c>(ctx: &Ctx<'c>, call: Call, src: usize, m: Measure
     }
 }
 
-/// The transport error of `rank` in a copy with `peer`.
-pub(crate) fn transport_error(rank: i32, peer: i32, op: &'static str) -> impl Fn(Errno) -> Error {
-    move |errno| Error::Transport { rank, peer, op, errno }
-}
-
 /// Block `r` of `size` blocks of `block` bytes, for every `r`: the parts of a staged
 /// scatter or gather.
 pub(crate) fn blocks(size: usize, block: usize) -> Vec<Range<usize>> {
@@ -230,7 +225,6 @@ pub(crate) fn relay(
             Err(BadLength { culprit: to, expected, found })
         }
     })?;
-    let rank = round.rank_of(me);
     let moved = match ctx.transport {
         TransportKind::Cico => {
             let mut parts = vec![0..0; round.size()];
@@ -238,11 +232,7 @@ pub(crate) fn relay(
             let recv = if me == to { recv } else { &mut [] };
             round.stage_scatter(from, &parts, send, recv)
         }
-        _ if me == to => cma::read(&round.remote_send(from), 0, recv).map_err(transport_error(
-            rank,
-            round.rank_of(from),
-            "cma read",
-        )),
+        _ if me == to => round.read_send(from, 0, recv),
         _ => Ok(()),
     };
     round.finish(moved)

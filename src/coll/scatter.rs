@@ -46,15 +46,15 @@
 //! the user's buffer as it is when they are).
 
 use super::rooted::{
-    blocks, hier_check, parse_k, peers, relay, rooted_check, throttled, transport_error, zero_k, Claim,
-    Layout, Measure, DEFAULT_K,
+    blocks, hier_check, parse_k, peers, relay, rooted_check, throttled, zero_k, Claim, Layout, Measure,
+    DEFAULT_K,
 };
 use super::staged_private;
 use super::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
-use crate::transport::{cma, TransportKind};
+use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
 use mpi::datatype::Partition;
 use mpi::topology::SimpleCommunicator;
@@ -268,18 +268,13 @@ fn move_blocks(
     block: usize,
 ) -> Result<()> {
     let (me, size) = (round.me(), round.size());
-    let rank = round.rank_of(me);
     let part = |r: usize| r * block..(r + 1) * block;
     match bufs {
         ScatterBufs::Root { send, recv } => {
             let moved = match algorithm {
-                ScatterAlgorithm::SequentialWrite => peers(src, size).try_for_each(|r| {
-                    cma::write(&send[part(r)], &round.remote_recv(r), 0).map_err(transport_error(
-                        rank,
-                        round.rank_of(r),
-                        "cma write",
-                    ))
-                }),
+                ScatterAlgorithm::SequentialWrite => {
+                    peers(src, size).try_for_each(|r| round.write_recv(&send[part(r)], r, 0))
+                }
                 ScatterAlgorithm::Staged => round.stage_scatter(src, &blocks(size, block), send, &mut []),
                 _ => Ok(()),
             };
@@ -292,13 +287,7 @@ fn move_blocks(
             moved
         }
         ScatterBufs::Leaf { recv } => {
-            let read = |recv: &mut [u8]| {
-                cma::read(&round.remote_send(src), part(me).start, recv).map_err(transport_error(
-                    rank,
-                    round.rank_of(src),
-                    "cma read",
-                ))
-            };
+            let read = |recv: &mut [u8]| round.read_send(src, part(me).start, recv);
             match algorithm {
                 ScatterAlgorithm::ParallelRead => read(recv),
                 ScatterAlgorithm::ThrottledRead { k } => throttled(round, src, k, || read(recv)),

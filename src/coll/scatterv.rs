@@ -33,7 +33,7 @@
 //! from its leader. That costs a scratch copy at the root and a scratch part at every
 //! leader.
 
-use super::rooted::{peers, relay, transport_error, zero_k};
+use super::rooted::{peers, relay, zero_k};
 use super::varcount::{
     auto_family, bytes, chain, checked, fits, judge_rooted, mpi_bytes, mpi_count, partition_len,
     partition_words, range, scratch, Claim, Family, Moves, Packed, Parts, Published, Side, Words,
@@ -42,7 +42,7 @@ use super::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
-use crate::transport::{cma, TransportKind};
+use crate::transport::TransportKind;
 use crate::tune::select;
 use crate::ScatterAlgorithm;
 use mpi::datatype::Partition;
@@ -166,14 +166,12 @@ fn move_blocks(
     // Everything this rank needs from the root's area is in `blocks` and `moves` now.
     round.release_meta();
     let (me, p) = (round.me(), round.size());
-    let rank = round.rank_of(me);
     match bufs {
         ScattervBufs::Root { send, recv, .. } => {
             recv.copy_from_slice(&send[blocks[src].clone()]);
             if moves.by_root {
                 for r in peers(src, p).filter(|&r| !blocks[r].is_empty()) {
-                    cma::write(&send[blocks[r].clone()], &round.remote_recv(r), 0)
-                        .map_err(transport_error(rank, round.rank_of(r), "cma write"))?;
+                    round.write_recv(&send[blocks[r].clone()], r, 0)?;
                 }
             }
             if moves.staging() {
@@ -185,13 +183,9 @@ fn move_blocks(
         ScattervBufs::Leaf { recv } if !moves.staged[me].is_empty() => {
             round.stage_scatter(src, &moves.staged, &[], recv)
         }
-        ScattervBufs::Leaf { recv } => chain(round, &moves.direct, moves.k, || {
-            cma::read(&round.remote_send(src), blocks[me].start, recv).map_err(transport_error(
-                rank,
-                round.rank_of(src),
-                "cma read",
-            ))
-        }),
+        ScattervBufs::Leaf { recv } => {
+            chain(round, &moves.direct, moves.k, || round.read_send(src, blocks[me].start, recv))
+        }
     }
 }
 

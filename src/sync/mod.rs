@@ -728,6 +728,88 @@ impl<'c> Round<'c> {
         Ok(())
     }
 
+    /// Copies the ranges `(offset, len)` of `src`, local rank `peer`'s buffer, in order,
+    /// into `dst`, packed.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read); `EINVAL` if the lengths do not add up to `dst.len()`.
+    pub(crate) fn read_v<A>(
+        &self,
+        src: &RemoteBuf<'_, A>,
+        peer: usize,
+        ranges: &[(usize, usize)],
+        dst: &mut [u8],
+    ) -> Result<()> {
+        #[cfg(feature = "fault-injection")]
+        if crate::fault::copy_fails() {
+            return Err(self.transport_error(src.kind(), false, peer, crate::Errno::EIO));
+        }
+        transport::read_v(src, ranges, dst)
+            .map_err(|errno| self.transport_error(src.kind(), false, peer, errno))?;
+        self.count(src.kind(), dst.len());
+        Ok(())
+    }
+
+    /// Reads `dst.len()` bytes at `offset` of local rank `r`'s send buffer ([`peer_send`]:
+    /// loads where it is mapped here, else CMA).
+    ///
+    /// [`peer_send`]: Self::peer_send
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read).
+    pub(crate) fn read_send(&self, r: usize, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.read(&self.peer_send(r), r, offset, dst)
+    }
+
+    /// Reads `dst.len()` bytes at `offset` of local rank `r`'s receive buffer, a part it
+    /// has declared final ([`peer_result`](Self::peer_result)).
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read).
+    pub(crate) fn read_result(&self, r: usize, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.read(&self.peer_result(r), r, offset, dst)
+    }
+
+    /// Writes `src` at `offset` of local rank `r`'s receive buffer, which `r` published
+    /// writable ([`peer_recv`](Self::peer_recv)).
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write).
+    pub(crate) fn write_recv(&self, src: &[u8], r: usize, offset: usize) -> Result<()> {
+        self.write(src, &self.peer_recv(r), r, offset)
+    }
+
+    /// The calibration's copies (`coll::probe`), which time CMA itself, mapped or not:
+    /// a read of local rank `r`'s send buffer (`write = false`, into `buf`) or a write of
+    /// `buf` into its receive buffer, at offset 0.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Transport` naming CMA and the peer.
+    pub(crate) fn cma_copy(&self, r: usize, write: bool, buf: &mut [u8]) -> Result<()> {
+        let copied = match write {
+            true => transport::cma::write(buf, &self.remote_recv(r), 0),
+            false => transport::cma::read(&self.remote_send(r), 0, buf),
+        };
+        copied.map_err(|errno| self.transport_error(TransportKind::Cma, write, r, errno))
+    }
+
+    /// The calibration's pinning probe: one CMA read of a byte against the first `len`
+    /// bytes of local rank `r`'s send buffer, which pins them all (`cma::pin_probe`).
+    ///
+    /// # Errors
+    ///
+    /// As [`cma_copy`](Self::cma_copy).
+    pub(crate) fn cma_pin(&self, r: usize, len: usize) -> Result<()> {
+        transport::cma::pin_probe(&self.remote_send(r), 0, len)
+            .map(drop)
+            .map_err(|errno| self.transport_error(TransportKind::Cma, false, r, errno))
+    }
+
     fn transport_error(&self, kind: TransportKind, write: bool, peer: usize, errno: crate::Errno) -> Error {
         let op = match (kind, write) {
             (TransportKind::Heap, false) => "heap read",

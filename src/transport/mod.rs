@@ -226,6 +226,32 @@ pub(crate) fn read<A>(src: &RemoteBuf<'_, A>, offset: usize, dst: &mut [u8]) -> 
     }
 }
 
+/// Copies the ranges `(offset, len)` of `src`, in order, into `dst`, packed: with loads
+/// where `src` is mapped here, else with one CMA call per `IOV_MAX` ranges.
+///
+/// # Errors
+///
+/// As [`read`]; `EINVAL` also when the lengths do not add up to `dst.len()`.
+pub(crate) fn read_v<A>(
+    src: &RemoteBuf<'_, A>,
+    ranges: &[(usize, usize)],
+    dst: &mut [u8],
+) -> Result<(), Errno> {
+    if src.mapped.is_none() {
+        return cma::read_v(src, ranges, dst);
+    }
+    let mut at = 0usize;
+    for &(offset, len) in ranges {
+        let end = at.checked_add(len).filter(|&e| e <= dst.len()).ok_or(Errno::EINVAL)?;
+        read(src, offset, &mut dst[at..end])?;
+        at = end;
+    }
+    match at == dst.len() {
+        true => Ok(()),
+        false => Err(Errno::EINVAL),
+    }
+}
+
 /// Copies `src` into `dst` at `offset`: with stores where `dst` is mapped here, else with
 /// CMA.
 ///

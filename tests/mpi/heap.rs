@@ -274,6 +274,7 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
         }
     }
     exposure_errors(world, comm);
+    every_collective_through_the_heap(world, comm);
     // The buffers took the load/store path where the node has one.
     let moved = comm.traffic();
     let (heap, xpmem) = (moved.heap - before.heap, moved.xpmem - before.xpmem);
@@ -299,4 +300,194 @@ pub(crate) fn xpmem_missing(world: &SimpleCommunicator) {
     assert!(comm.info().reason.contains("xpmem: libxpmem.so.0 not found"), "{}", comm.info());
     bcast(world, &comm, Source::Alloc, 100_000, 0, BcastAlgorithm::Auto);
     println!("ZCOLL-RANK-OK {}", world.rank());
+}
+
+/// Every collective, with every algorithm, on buffers from `comm.alloc`, checked against
+/// values computed here; then the traffic: on one node whose ranks reach each other's
+/// heap (or XPMEM), every single copy took loads and stores, none took CMA.
+fn every_collective_through_the_heap(world: &SimpleCommunicator, comm: &Comm) {
+    use zcoll::{
+        AllgatherAlgorithm, AllgathervAlgorithm, AlltoallAlgorithm, AlltoallvAlgorithm, GatherAlgorithm,
+        ScatterAlgorithm,
+    };
+    let (me, p) = (world.rank(), world.size());
+    let (pu, meu) = (p as usize, me as usize);
+    let b = 20_000usize;
+    let val = |r: usize, i: usize| (r as u32) << 24 | i as u32;
+    let alloc = |n: usize| comm.alloc::<u32>(n).expect("comm.alloc");
+    let filled = |n: usize, f: &dyn Fn(usize) -> u32| {
+        let mut buf = alloc(n);
+        for (i, x) in buf.iter_mut().enumerate() {
+            *x = f(i);
+        }
+        buf
+    };
+    let info = comm.info();
+    let one_node = info.nodes == 1 && pu > 1;
+    let mapped = matches!(info.transport, TransportKind::Heap | TransportKind::Xpmem)
+        || (info.transport == TransportKind::Cma && info.heap);
+    let check_traffic = |what: &str, before: zcoll::Traffic| {
+        let t = comm.traffic();
+        let (cma, mapped_bytes) = (t.cma - before.cma, t.heap + t.xpmem - before.heap - before.xpmem);
+        if one_node && mapped {
+            assert!(
+                cma == 0 && mapped_bytes > 0,
+                "{what}: {mapped_bytes} B by loads and stores, {cma} B by CMA"
+            );
+        }
+    };
+    // Variable counts that both sides derive alike: q sends count(q, r) to r.
+    let count = |q: usize, r: usize| b + (q + 2 * r) % 3 * 5;
+    let prefix =
+        |c: &[i32]| c.iter().scan(0, |s, &x| Some(std::mem::replace(s, *s + x))).collect::<Vec<i32>>();
+
+    let before = comm.traffic();
+    for algo in std::iter::once(BcastAlgorithm::Auto).chain(BcastAlgorithm::ALL) {
+        let mut buf = filled(pu * b, &|i| if me == 0 { val(0, i) } else { 0 });
+        comm.broadcast_into_with(&mut buf, 0, algo).unwrap_or_else(|e| panic!("bcast {algo}: {e}"));
+        assert!(buf.iter().enumerate().all(|(i, &x)| x == val(0, i)), "bcast {algo}");
+    }
+    check_traffic("bcast", before);
+
+    let before = comm.traffic();
+    for algo in std::iter::once(ScatterAlgorithm::Auto).chain(ScatterAlgorithm::ALL) {
+        let send = filled(pu * b, &|i| val(0, i));
+        let mut recv = alloc(b);
+        match me {
+            0 => comm.scatter_into_root_with(&send, &mut recv, 0, algo),
+            _ => comm.scatter_into_with(&mut recv, 0, algo),
+        }
+        .unwrap_or_else(|e| panic!("scatter {algo}: {e}"));
+        assert!(recv.iter().enumerate().all(|(i, &x)| x == val(0, meu * b + i)), "scatter {algo}");
+    }
+    check_traffic("scatter", before);
+
+    let before = comm.traffic();
+    for algo in std::iter::once(GatherAlgorithm::Auto).chain(GatherAlgorithm::ALL) {
+        let send = filled(b, &|i| val(meu, i));
+        let mut recv = alloc(pu * b);
+        let root = p - 1;
+        match me == root {
+            true => comm.gather_into_root_with(&send, &mut recv, root, algo),
+            false => comm.gather_into_with(&send, root, algo),
+        }
+        .unwrap_or_else(|e| panic!("gather {algo}: {e}"));
+        if me == root {
+            assert!(recv.iter().enumerate().all(|(i, &x)| x == val(i / b, i % b)), "gather {algo}");
+        }
+    }
+    check_traffic("gather", before);
+
+    let before = comm.traffic();
+    for algo in std::iter::once(AllgatherAlgorithm::Auto).chain(AllgatherAlgorithm::ALL) {
+        let send = filled(b, &|i| val(meu, i));
+        let mut recv = alloc(pu * b);
+        comm.all_gather_into_with(&send, &mut recv, algo).unwrap_or_else(|e| panic!("allgather {algo}: {e}"));
+        assert!(recv.iter().enumerate().all(|(i, &x)| x == val(i / b, i % b)), "allgather {algo}");
+    }
+    check_traffic("allgather", before);
+
+    let before = comm.traffic();
+    for algo in std::iter::once(AlltoallAlgorithm::Auto).chain(AlltoallAlgorithm::ALL) {
+        let send = filled(pu * b, &|i| val(meu, i));
+        let mut recv = alloc(pu * b);
+        comm.all_to_all_into_with(&send, &mut recv, algo).unwrap_or_else(|e| panic!("alltoall {algo}: {e}"));
+        assert!(recv.iter().enumerate().all(|(i, &x)| x == val(i / b, meu * b + i % b)), "alltoall {algo}");
+    }
+    check_traffic("alltoall", before);
+
+    // Scatterv from 0 and gatherv to p - 1, rank r's block count(0, r) long.
+    let counts: Vec<i32> = (0..pu).map(|r| count(0, r) as i32).collect();
+    let displs = prefix(&counts);
+    let total = counts.iter().sum::<i32>() as usize;
+    let mine = counts[meu] as usize;
+    let before = comm.traffic();
+    for algo in std::iter::once(ScatterAlgorithm::Auto).chain(ScatterAlgorithm::ALL) {
+        let send = filled(total, &|i| val(0, i));
+        let mut recv = alloc(mine);
+        match me {
+            0 => comm.scatter_varcount_into_root_with(&send, &counts, &displs, &mut recv, 0, algo),
+            _ => comm.scatter_varcount_into_with(&mut recv, 0, algo),
+        }
+        .unwrap_or_else(|e| panic!("scatterv {algo}: {e}"));
+        let at = displs[meu] as usize;
+        assert!(recv.iter().enumerate().all(|(i, &x)| x == val(0, at + i)), "scatterv {algo}");
+    }
+    check_traffic("scatterv", before);
+
+    let before = comm.traffic();
+    for algo in std::iter::once(GatherAlgorithm::Auto).chain(GatherAlgorithm::ALL) {
+        let send = filled(mine, &|i| val(meu, i));
+        let mut recv = alloc(total);
+        let root = p - 1;
+        match me == root {
+            true => comm.gather_varcount_into_root_with(&send, &mut recv, &counts, &displs, root, algo),
+            false => comm.gather_varcount_into_with(&send, root, algo),
+        }
+        .unwrap_or_else(|e| panic!("gatherv {algo}: {e}"));
+        if me == root {
+            for r in 0..pu {
+                let at = displs[r] as usize;
+                let got = &recv[at..at + counts[r] as usize];
+                assert!(got.iter().enumerate().all(|(i, &x)| x == val(r, i)), "gatherv {algo}");
+            }
+        }
+    }
+    check_traffic("gatherv", before);
+
+    let before = comm.traffic();
+    for algo in std::iter::once(AllgathervAlgorithm::Auto).chain(AllgathervAlgorithm::ALL) {
+        let send = filled(mine, &|i| val(meu, i));
+        let mut recv = alloc(total);
+        comm.all_gather_varcount_into_with(&send, &mut recv, &counts, &displs, algo)
+            .unwrap_or_else(|e| panic!("allgatherv {algo}: {e}"));
+        for r in 0..pu {
+            let at = displs[r] as usize;
+            let got = &recv[at..at + counts[r] as usize];
+            assert!(got.iter().enumerate().all(|(i, &x)| x == val(r, i)), "allgatherv {algo}");
+        }
+    }
+    check_traffic("allgatherv", before);
+
+    let send_counts: Vec<i32> = (0..pu).map(|r| count(meu, r) as i32).collect();
+    let recv_counts: Vec<i32> = (0..pu).map(|q| count(q, meu) as i32).collect();
+    let (send_displs, recv_displs) = (prefix(&send_counts), prefix(&recv_counts));
+    let before = comm.traffic();
+    for algo in std::iter::once(AlltoallvAlgorithm::Auto).chain(AlltoallvAlgorithm::ALL) {
+        let send = filled(send_counts.iter().sum::<i32>() as usize, &|i| val(meu, i));
+        let mut recv = alloc(recv_counts.iter().sum::<i32>() as usize);
+        comm.all_to_all_varcount_into_with(
+            &send,
+            &send_counts,
+            &send_displs,
+            &mut recv,
+            &recv_counts,
+            &recv_displs,
+            algo,
+        )
+        .unwrap_or_else(|e| panic!("alltoallv {algo}: {e}"));
+        for q in 0..pu {
+            // q's block for us starts where q's send displacement for us points.
+            let from = (0..meu).map(|r| count(q, r)).sum::<usize>();
+            let at = recv_displs[q] as usize;
+            let got = &recv[at..at + recv_counts[q] as usize];
+            assert!(got.iter().enumerate().all(|(i, &x)| x == val(q, from + i)), "alltoallv {algo}");
+        }
+    }
+    check_traffic("alltoallv", before);
+
+    let before = comm.traffic();
+    let want: Vec<u32> = (0..pu * b).map(|i| (0..pu).fold(0u32, |s, r| s.wrapping_add(val(r, i)))).collect();
+    for algo in [ReduceAlgorithm::Auto, ReduceAlgorithm::Partitioned] {
+        let send = filled(pu * b, &|i| val(meu, i));
+        let mut recv = alloc(pu * b);
+        comm.all_reduce_into_with(&send, &mut recv, Builtin::Sum, algo)
+            .unwrap_or_else(|e| panic!("allreduce {algo}: {e}"));
+        assert!(recv[..] == want[..], "allreduce {algo}");
+        let mut out = alloc(pu * b);
+        comm.reduce_with(&send, (me == 0).then_some(&mut out[..]), 0, Builtin::Sum, algo)
+            .unwrap_or_else(|e| panic!("reduce {algo}: {e}"));
+        assert!(me != 0 || out[..] == want[..], "reduce {algo}");
+    }
+    check_traffic("reduce", before);
 }

@@ -2,13 +2,10 @@
 //! place and not, compared with rsmpi's own `all_gather_into` / `all_to_all_into`; and
 //! every bad call, which must be the same `Err` on every rank with every buffer untouched.
 
+use crate::common::{pattern, same, Guarded};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use zcoll::{AllgatherAlgorithm, AlltoallAlgorithm, Comm, Error, Pod, TransportKind};
-
-/// Bytes past the end of every buffer, checked after every call: nothing writes there.
-const GUARD: usize = 64;
-const GUARD_BYTE: u8 = 0xa5;
 
 /// A `#[repr(C)]` record of 32 bytes, as users write them.
 #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
@@ -27,60 +24,6 @@ pub(crate) fn run(name: &str, world: &SimpleCommunicator, comm: &Comm) {
         "exchange-errors" => errors(world, comm),
         "exchange-env" => env(world, comm),
         other => panic!("unknown scenario {other}"),
-    }
-}
-
-/// Deterministic content for (seed, byte index), different for every seed.
-fn pattern(seed: u64, i: usize) -> u8 {
-    let x = (i as u64 ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
-    (x >> 29) as u8
-}
-
-/// `n` elements of `T` followed by guard bytes, allocated as `T` so that they are aligned.
-struct Guarded<T> {
-    store: Vec<T>,
-    n: usize,
-}
-
-impl<T: Pod> Guarded<T> {
-    fn new(n: usize, fill: impl Fn(usize) -> u8) -> Self {
-        let size = std::mem::size_of::<T>();
-        let mut store = vec![T::zeroed(); n + GUARD.div_ceil(size)];
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut store);
-        for (i, b) in bytes.iter_mut().enumerate() {
-            *b = if i < n * size { fill(i) } else { GUARD_BYTE };
-        }
-        Guarded { store, n }
-    }
-
-    fn data(&self) -> &[T] {
-        &self.store[..self.n]
-    }
-
-    fn data_mut(&mut self) -> &mut [T] {
-        &mut self.store[..self.n]
-    }
-
-    fn bytes(&self) -> &[u8] {
-        bytemuck::cast_slice(self.data())
-    }
-
-    /// Whether the data is `fill` and the guard intact.
-    fn is(&self, fill: impl Fn(usize) -> u8) -> bool {
-        self.bytes().iter().enumerate().all(|(i, &b)| b == fill(i)) && self.guard_ok()
-    }
-
-    fn guard_ok(&self) -> bool {
-        let all: &[u8] = bytemuck::cast_slice(&self.store);
-        all[self.bytes().len()..].iter().all(|&b| b == GUARD_BYTE)
-    }
-}
-
-/// Panics with the first byte where `got` differs from `want`.
-fn same(got: &[u8], want: &[u8], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
-        panic!("{what}: differs from rsmpi at byte {i} of {}", got.len());
     }
 }
 
@@ -134,13 +77,13 @@ fn check_allgather<T: Pod>(
     let mut recv = Guarded::<T>::new(p * n, start);
     let mut oracle = vec![T::zeroed(); p * n];
     if n > 0 {
-        world.all_gather_into(send.data(), &mut oracle[..]);
+        world.all_gather_into(send.get(), &mut oracle[..]);
     }
     let what = format!("allgather n={n} x {size} B {algo} in_place={in_place} rank {me}");
     let result = if in_place {
-        comm.all_gather_in_place_with(recv.data_mut(), algo)
+        comm.all_gather_in_place_with(recv.get_mut(), algo)
     } else {
-        comm.all_gather_into_with(send.data(), recv.data_mut(), algo)
+        comm.all_gather_into_with(send.get(), recv.get_mut(), algo)
     };
     result.unwrap_or_else(|e| panic!("{what}: {e}"));
     same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
@@ -163,10 +106,10 @@ fn check_alltoall<T: Pod>(
     let mut recv = Guarded::<T>::new(p * n, |i| !pattern(seed, i));
     let mut oracle = vec![T::zeroed(); p * n];
     if n > 0 {
-        world.all_to_all_into(send.data(), &mut oracle[..]);
+        world.all_to_all_into(send.get(), &mut oracle[..]);
     }
     let what = format!("alltoall n={n} x {size} B {algo} rank {me}");
-    comm.all_to_all_into_with(send.data(), recv.data_mut(), algo).unwrap_or_else(|e| panic!("{what}: {e}"));
+    comm.all_to_all_into_with(send.get(), recv.get_mut(), algo).unwrap_or_else(|e| panic!("{what}: {e}"));
     same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
     assert!(recv.guard_ok(), "{what}: wrote past the receive buffer");
     assert!(send.is(mine), "{what}: changed the send buffer");
@@ -232,7 +175,7 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
         let send = Guarded::<u8>::new(n + 1, bytes(1));
         let mut recv = Guarded::<u8>::new(pu * n, bytes(2));
         let len = if me == last { n + 1 } else { n };
-        let e = comm.all_gather_into(&send.data()[..len], recv.data_mut()).unwrap_err();
+        let e = comm.all_gather_into(&send.get()[..len], recv.get_mut()).unwrap_err();
         assert_eq!(e, lengths(last, n, n + 1));
         assert!(send.is(bytes(1)) && recv.is(bytes(2)), "a failed allgather changed a buffer");
     }
@@ -241,36 +184,36 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
         let send = Guarded::<u8>::new(n, bytes(3));
         let mut recv = Guarded::<u8>::new(pu * n, bytes(4));
         let len = if me == last { pu * n - 1 } else { pu * n };
-        let e = comm.all_gather_into(send.data(), &mut recv.data_mut()[..len]).unwrap_err();
+        let e = comm.all_gather_into(send.get(), &mut recv.get_mut()[..len]).unwrap_err();
         assert_eq!(e, lengths(last, pu * n, pu * n - 1));
         assert!(send.is(bytes(3)) && recv.is(bytes(4)), "a failed allgather changed a buffer");
     }
     if p > 1 {
         // In place, with a buffer that is not p blocks (on every rank: rank 0 is the culprit).
         let mut buf = Guarded::<u8>::new(pu * n + 1, bytes(5));
-        let e = comm.all_gather_in_place(buf.data_mut()).unwrap_err();
+        let e = comm.all_gather_in_place(buf.get_mut()).unwrap_err();
         assert_eq!(e, lengths(0, pu * n, pu * n + 1));
         assert!(buf.is(bytes(5)), "a failed allgather changed its buffer");
         // Alltoall: the last rank sends one block more.
         let send = Guarded::<u8>::new(pu * n + n, bytes(6));
         let mut recv = Guarded::<u8>::new(pu * n, bytes(7));
         let len = if me == last { pu * n + n } else { pu * n };
-        let e = comm.all_to_all_into(&send.data()[..len], recv.data_mut()).unwrap_err();
+        let e = comm.all_to_all_into(&send.get()[..len], recv.get_mut()).unwrap_err();
         assert_eq!(e, lengths(last, pu * n, pu * n + n));
         assert!(send.is(bytes(6)) && recv.is(bytes(7)), "a failed alltoall changed a buffer");
         // Alltoall: rank 0's (and everyone's) send is not p blocks.
         let send = Guarded::<u8>::new(pu * n + 1, bytes(8));
         let mut recv = Guarded::<u8>::new(pu * n + 1, bytes(9));
-        let e = comm.all_to_all_into(send.data(), recv.data_mut()).unwrap_err();
+        let e = comm.all_to_all_into(send.get(), recv.get_mut()).unwrap_err();
         assert_eq!(e, lengths(0, pu * n, pu * n + 1));
         assert!(send.is(bytes(8)) && recv.is(bytes(9)), "a failed alltoall changed a buffer");
         // Rank 0 calls an alltoall while the others allgather.
         let send = Guarded::<u8>::new(pu * n, bytes(10));
         let mut recv = Guarded::<u8>::new(pu * n, bytes(11));
         let e = if me == 0 {
-            comm.all_to_all_into(send.data(), recv.data_mut())
+            comm.all_to_all_into(send.get(), recv.get_mut())
         } else {
-            comm.all_gather_into(&send.data()[..n], recv.data_mut())
+            comm.all_gather_into(&send.get()[..n], recv.get_mut())
         }
         .unwrap_err();
         assert_eq!(e, Error::Mismatch { rank: me, culprit: 1, what: "collective" });
@@ -281,7 +224,7 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
         let send = Guarded::<u8>::new(pu * n, bytes(12));
         let mut recv = Guarded::<u8>::new(pu * n, bytes(13));
         let len = if me == last { pu * n - n } else { pu * n };
-        let e = comm.all_to_all_into(send.data(), &mut recv.data_mut()[..len]).unwrap_err();
+        let e = comm.all_to_all_into(send.get(), &mut recv.get_mut()[..len]).unwrap_err();
         assert_eq!(e, lengths(last, pu * n, pu * n - n));
         assert!(send.is(bytes(12)) && recv.is(bytes(13)), "a failed alltoall changed a buffer");
     }
@@ -291,16 +234,16 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
         let mut recv = Guarded::<u8>::new(pu * n, bytes(15));
         let (a, b) = (AllgatherAlgorithm::RingSourceRead, AllgatherAlgorithm::RingSourceWrite);
         let e = comm
-            .all_gather_into_with(&send.data()[..n], recv.data_mut(), if me == last { b } else { a })
+            .all_gather_into_with(&send.get()[..n], recv.get_mut(), if me == last { b } else { a })
             .unwrap_err();
         assert_eq!(e, Error::Mismatch { rank: me, culprit: last, what: "algorithm" });
         // The ring's j counts as part of the algorithm.
         let ring = AllgatherAlgorithm::RingNeighbor(if me == last { 1 + pu as u32 } else { 1 });
-        let e = comm.all_gather_into_with(&send.data()[..n], recv.data_mut(), ring).unwrap_err();
+        let e = comm.all_gather_into_with(&send.get()[..n], recv.get_mut(), ring).unwrap_err();
         assert_eq!(e, Error::Mismatch { rank: me, culprit: last, what: "algorithm" });
         let (a, b) = (AlltoallAlgorithm::Pairwise, AlltoallAlgorithm::PairwiseWrite);
         let e = comm
-            .all_to_all_into_with(send.data(), recv.data_mut(), if me == last { b } else { a })
+            .all_to_all_into_with(send.get(), recv.get_mut(), if me == last { b } else { a })
             .unwrap_err();
         assert_eq!(e, Error::Mismatch { rank: me, culprit: last, what: "algorithm" });
         assert!(send.is(bytes(14)) && recv.is(bytes(15)), "a failed call changed a buffer");
@@ -310,7 +253,7 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
         let send = Guarded::<u8>::new(n, bytes(16));
         let mut recv = Guarded::<u8>::new(pu * n, bytes(17));
         let ring = AllgatherAlgorithm::RingNeighbor(p as u32);
-        let e = comm.all_gather_into_with(send.data(), recv.data_mut(), ring).unwrap_err();
+        let e = comm.all_gather_into_with(send.get(), recv.get_mut(), ring).unwrap_err();
         assert!(
             matches!(&e, Error::Unsupported { rank, what } if *rank == me && what.contains("coprime")),
             "{e}"
@@ -331,12 +274,12 @@ fn env(world: &SimpleCommunicator, comm: &Comm) {
     let n = 5000;
     let send = Guarded::<u8>::new(p * n, |i| pattern(me as u64, i));
     let mut recv = Guarded::<u8>::new(p * n, |i| !pattern(me as u64, i));
-    let e = comm.all_gather_into(&send.data()[..n], recv.data_mut()).unwrap_err();
+    let e = comm.all_gather_into(&send.get()[..n], recv.get_mut()).unwrap_err();
     assert!(
         matches!(&e, Error::Unsupported { what, .. } if what.contains(&format!("ring-neighbor:{p}"))),
         "{e}"
     );
-    let e = comm.all_to_all_into(send.data(), recv.data_mut()).unwrap_err();
+    let e = comm.all_to_all_into(send.get(), recv.get_mut()).unwrap_err();
     assert!(
         matches!(&e, Error::Config { name: "ZCOLL_ALLTOALL_ALGORITHM", value, .. } if value == "bogus"),
         "{e}"

@@ -4,6 +4,7 @@
 //! ranks waiting for the failed rank's next step must not wait for ever), no byte may
 //! land outside any receive buffer, and the communicator must go on working.
 
+use crate::common::Guarded;
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -11,29 +12,13 @@ use std::time::{Duration, Instant};
 use zcoll::op::{Builtin, UserOp};
 use zcoll::{BcastAlgorithm, Comm, ReduceAlgorithm};
 
-/// Guard elements before and after every receive buffer.
-const GUARD: usize = 8;
-const GUARD_WORD: u64 = 0x5a5a_5a5a_5a5a_5a5a;
-
-/// A buffer of `n` words with guards on both sides.
-struct Guarded(Vec<u64>);
-
-impl Guarded {
-    fn new(n: usize, fill: impl Fn(usize) -> u64) -> Guarded {
-        let mut v = vec![GUARD_WORD; n + 2 * GUARD];
-        for (i, x) in v[GUARD..GUARD + n].iter_mut().enumerate() {
-            *x = fill(i);
-        }
-        Guarded(v)
+/// `n` words made by `fill`, between guard bytes.
+fn guarded(n: usize, fill: impl Fn(usize) -> u64) -> Guarded<u64> {
+    let mut g = Guarded::new(n, |_| 0);
+    for (i, x) in g.get_mut().iter_mut().enumerate() {
+        *x = fill(i);
     }
-    fn body(&mut self) -> &mut [u64] {
-        let n = self.0.len() - 2 * GUARD;
-        &mut self.0[GUARD..GUARD + n]
-    }
-    fn guards_intact(&self) -> bool {
-        let n = self.0.len() - 2 * GUARD;
-        self.0[..GUARD].iter().chain(&self.0[GUARD + n..]).all(|&x| x == GUARD_WORD)
-    }
+    g
 }
 
 /// How the chosen rank fails.
@@ -60,8 +45,8 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
         for root in [None, Some(0)] {
             let what = format!("{} {algo} {fault:?}", if root.is_some() { "reduce" } else { "allreduce" });
             let send: Vec<u64> = (0..n).map(|i| (i as u64) ^ (me as u64) << 40).collect();
-            let mut recv = Guarded::new(n, |i| i as u64 + 7);
-            let before = recv.0.clone();
+            let mut recv = guarded(n, |i| i as u64 + 7);
+            let before = recv.bytes().to_vec();
             let panics = matches!(fault, Fault::Panic) && me == bad;
             let op = UserOp::commutative(move |acc: &mut [u64], x: &[u64]| {
                 assert!(!panics, "the injected operator panic");
@@ -74,16 +59,19 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
             }
             let start = Instant::now();
             let outcome = quietly(|| match root {
-                None => comm.all_reduce_into_with(&send, recv.body(), &op, algo),
+                None => comm.all_reduce_into_with(&send, recv.get_mut(), &op, algo),
                 Some(root) => {
-                    let out = (me == root).then_some(recv.body());
+                    let out = (me == root).then_some(recv.get_mut());
                     comm.reduce_with(&send, out, root, &op, algo)
                 }
             });
             zcoll::fault::fail_copy(0);
             check(world, &what, start, outcome.map(|r| r.is_err()), &recv);
             if root == Some(0) && me != 0 {
-                assert!(recv.0 == before, "{what}: a rank that receives nothing had its buffer written");
+                assert!(
+                    recv.bytes() == &before[..],
+                    "{what}: a rank that receives nothing had its buffer written"
+                );
             }
             still_works(world, comm, &what);
         }
@@ -99,17 +87,17 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
         // under k = 2) and the last rank.
         for bad in [1, p - 1] {
             let what = format!("bcast {algo} failing at rank {bad}");
-            let mut buf = Guarded::new(n, |i| if me == 0 { i as u64 * 3 } else { 0 });
+            let mut buf = guarded(n, |i| if me == 0 { i as u64 * 3 } else { 0 });
             if me == bad {
                 zcoll::fault::fail_copy(1);
             }
             let start = Instant::now();
-            let outcome = comm.broadcast_into_with(buf.body(), 0, algo);
+            let outcome = comm.broadcast_into_with(buf.get_mut(), 0, algo);
             zcoll::fault::fail_copy(0);
             check(world, &what, start, Some(outcome.is_err()), &buf);
             if me == 0 {
                 assert!(
-                    buf.body().iter().enumerate().all(|(i, &x)| x == i as u64 * 3),
+                    buf.get().iter().enumerate().all(|(i, &x)| x == i as u64 * 3),
                     "{what}: the root's data"
                 );
             }
@@ -130,11 +118,11 @@ fn quietly<R>(f: impl FnOnce() -> R) -> Option<R> {
 
 /// Every rank failed (`failed`: `Some(true)`, or `None` for the rank whose operator
 /// panicked), within two seconds, with its guards intact.
-fn check(world: &SimpleCommunicator, what: &str, start: Instant, failed: Option<bool>, buf: &Guarded) {
+fn check(world: &SimpleCommunicator, what: &str, start: Instant, failed: Option<bool>, buf: &Guarded<u64>) {
     let took = start.elapsed();
     assert!(failed != Some(false), "{what}: rank {} returned Ok", world.rank());
     assert!(took < Duration::from_secs(2), "{what}: rank {} took {took:?}", world.rank());
-    assert!(buf.guards_intact(), "{what}: rank {} had bytes written outside its buffer", world.rank());
+    assert!(buf.guard_ok(), "{what}: rank {} had bytes written outside its buffer", world.rank());
 }
 
 /// An allreduce after the failure, against rsmpi's.

@@ -3,15 +3,12 @@
 //! with rsmpi; run with the `heap` and `xpmem` (stand-in library) transports forced, and
 //! with neither.
 
+use crate::common::{pattern, GUARD, GUARD_BYTE};
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use zcoll::op::Builtin;
 use zcoll::{BcastAlgorithm, Comm, Error, Pod, ReduceAlgorithm, TransportKind};
-
-/// Bytes past the end of every buffer, checked after every call.
-const GUARD: usize = 64;
-const GUARD_BYTE: u8 = 0xa5;
 
 /// The stand-in libxpmem cargo built beside this test binary (a dev-dependency).
 pub(crate) fn standin() -> &'static str {
@@ -22,11 +19,6 @@ pub(crate) fn standin() -> &'static str {
         assert!(so.exists(), "{} is missing: cargo builds it as a dev-dependency", so.display());
         so.to_str().expect("a UTF-8 path").to_owned()
     })
-}
-
-fn byte(seed: u64, i: usize) -> u8 {
-    let x = (i as u64 ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
-    (x >> 31) as u8
 }
 
 /// Where a test buffer comes from.
@@ -75,7 +67,7 @@ fn guard_intact<T: Pod>(b: &mut dyn Buf<T>, n: usize) -> bool {
 fn bcast(world: &SimpleCommunicator, comm: &Comm, source: Source, n: usize, root: i32, algo: BcastAlgorithm) {
     let me = world.rank();
     let seed = (n as u64) << 8 | root as u64;
-    let fill = |i| if me == root { byte(seed, i) } else { !byte(seed, i) };
+    let fill = |i| if me == root { pattern(seed, i) } else { !pattern(seed, i) };
     let mut b = buffer::<u8>(comm, source, n, fill);
     let mut oracle: Vec<u8> = (0..n).map(fill).collect();
     if n > 0 {

@@ -10,6 +10,7 @@
 //! The seed comes from `ZCOLL_TEST_SEED` (every job of the table has its own); a failing
 //! rank prints it with the node size and the permutation, so the job can be replayed.
 
+use crate::common::{pattern, same, Guarded};
 use crate::rank::Particle;
 use mpi::collective::SystemOperation;
 use mpi::datatype::{Partition as MpiPartition, PartitionMut as MpiPartitionMut};
@@ -21,10 +22,6 @@ use zcoll::{
     AllgatherAlgorithm, AllgathervAlgorithm, AlltoallAlgorithm, AlltoallvAlgorithm, BcastAlgorithm, Comm,
     Error, GatherAlgorithm, Pod, ScatterAlgorithm,
 };
-
-/// Bytes past the end of every buffer, checked after every call: nothing writes there.
-const GUARD: usize = 64;
-const GUARD_BYTE: u8 = 0x3c;
 
 /// The sizes of a job, in bytes per rank (a rooted collective's root holds `P` blocks of
 /// `size / P`, so no rank holds more than 8 MiB): empty, one byte, odd, page-crossing,
@@ -50,66 +47,6 @@ impl Rng {
         } else {
             (self.next() % n as u64) as usize
         }
-    }
-}
-
-/// Deterministic content for (seed, byte index), different for every seed.
-fn pattern(seed: u64, i: usize) -> u8 {
-    let x = (i as u64 ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
-    (x >> 29) as u8
-}
-
-/// `n` elements of `T` followed by guard bytes, element-aligned (so the address is valid
-/// even for `n = 0`).
-struct Guarded<T> {
-    store: Vec<T>,
-    n: usize,
-}
-
-impl<T: Pod> Guarded<T> {
-    /// `n` elements whose byte `i` is `fill(i)`.
-    fn new(n: usize, fill: impl Fn(usize) -> u8) -> Self {
-        let size = std::mem::size_of::<T>();
-        let mut store: Vec<T> = vec![T::zeroed(); n + GUARD.div_ceil(size)];
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut store);
-        for (i, b) in bytes.iter_mut().enumerate() {
-            *b = if i < n * size { fill(i) } else { GUARD_BYTE };
-        }
-        Guarded { store, n }
-    }
-
-    fn get(&self) -> &[T] {
-        &self.store[..self.n]
-    }
-
-    fn get_mut(&mut self) -> &mut [T] {
-        &mut self.store[..self.n]
-    }
-
-    fn bytes(&self) -> &[u8] {
-        bytemuck::cast_slice(self.get())
-    }
-
-    /// Panics if anything wrote past the buffer.
-    fn guard(&self, what: &str) {
-        let tail: &[u8] = bytemuck::cast_slice(&self.store[self.n..]);
-        assert!(tail.iter().all(|&b| b == GUARD_BYTE), "{what}: wrote past the buffer");
-    }
-
-    /// Panics unless byte `i` is still `fill(i)`, and the guard is intact.
-    fn unchanged(&self, fill: impl Fn(usize) -> u8, what: &str) {
-        if let Some(i) = self.bytes().iter().enumerate().position(|(i, &b)| b != fill(i)) {
-            panic!("{what}: byte {i} of a buffer that must not change changed");
-        }
-        self.guard(what);
-    }
-}
-
-/// Panics naming the first byte where `got` differs from `want`.
-fn same(got: &[u8], want: &[u8], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
-        panic!("{what}: differs from rsmpi at byte {i} of {}", got.len());
     }
 }
 

@@ -4,6 +4,7 @@
 //! ignored test `rank`.
 
 mod bench;
+mod common;
 mod exchange;
 mod faults;
 mod heap;

@@ -4,14 +4,11 @@
 //! which must still be the same `Err` on every rank, also when the culprit arrives last;
 //! and a stress run of the alltoalls across interleaved virtual nodes (`pap-stress`).
 
+use crate::common::{mix, pattern, same, Guarded};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::time::Duration;
 use zcoll::{AlltoallAlgorithm, BcastAlgorithm, Comm, Error};
-
-/// Bytes past the end of every buffer, checked after every call: nothing writes there.
-const GUARD: usize = 64;
-const GUARD_BYTE: u8 = 0x3c;
 
 /// The PAP variants.
 const VARIANTS: [AlltoallAlgorithm; 4] = [
@@ -34,20 +31,6 @@ pub(crate) fn run(name: &str, world: &SimpleCommunicator, comm: &Comm) {
     }
 }
 
-/// Deterministic content for (seed, byte index), different for every seed.
-fn pattern(seed: u64, i: usize) -> u8 {
-    let x = (i as u64 ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
-    (x >> 29) as u8
-}
-
-/// splitmix64: the per-rank, per-call random numbers of the delays.
-fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce5_e9b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// Sleeps 0 to `most` ms, chosen from (rank, call): the ranks arrive in a different order
 /// at every call.
 fn arrive_late(world: &SimpleCommunicator, call: u64, most: u64) {
@@ -55,60 +38,23 @@ fn arrive_late(world: &SimpleCommunicator, call: u64, most: u64) {
     std::thread::sleep(Duration::from_millis(ms));
 }
 
-/// `n` bytes followed by guard bytes.
-struct Guarded {
-    store: Vec<u8>,
-    n: usize,
-}
-
-impl Guarded {
-    fn new(n: usize, fill: impl Fn(usize) -> u8) -> Self {
-        let store = (0..n + GUARD).map(|i| if i < n { fill(i) } else { GUARD_BYTE }).collect();
-        Guarded { store, n }
-    }
-
-    fn data(&self) -> &[u8] {
-        &self.store[..self.n]
-    }
-
-    fn data_mut(&mut self) -> &mut [u8] {
-        &mut self.store[..self.n]
-    }
-
-    fn guard_ok(&self) -> bool {
-        self.store[self.n..].iter().all(|&b| b == GUARD_BYTE)
-    }
-
-    fn is(&self, fill: impl Fn(usize) -> u8) -> bool {
-        self.data().iter().enumerate().all(|(i, &b)| b == fill(i)) && self.guard_ok()
-    }
-}
-
-/// Panics with the first byte where `got` differs from `want`.
-fn same(got: &[u8], want: &[u8], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
-        panic!("{what}: differs from rsmpi at byte {i} of {}", got.len());
-    }
-}
-
 /// One alltoall of blocks of `n` bytes, against rsmpi's, with a late arrival of up to
 /// `late` ms.
 fn check_alltoall(world: &SimpleCommunicator, comm: &Comm, n: usize, algo: AlltoallAlgorithm, seed: u64) {
     let (me, p) = (world.rank() as usize, world.size() as usize);
     let mine = |i: usize| pattern(seed + me as u64, i);
-    let send = Guarded::new(p * n, mine);
-    let mut recv = Guarded::new(p * n, |i| !pattern(seed, i));
+    let send = Guarded::<u8>::new(p * n, mine);
+    let mut recv = Guarded::<u8>::new(p * n, |i| !pattern(seed, i));
     let mut oracle = vec![0u8; p * n];
     if n > 0 {
-        world.all_to_all_into(send.data(), &mut oracle[..]);
+        world.all_to_all_into(send.get(), &mut oracle[..]);
     }
     // After the oracle (a synchronizing collective), so that the delay really spreads the
     // arrivals at the call under test.
     arrive_late(world, seed, 4);
     let what = format!("alltoall n={n} {algo} rank {me}");
-    comm.all_to_all_into_with(send.data(), recv.data_mut(), algo).unwrap_or_else(|e| panic!("{what}: {e}"));
-    same(recv.data(), &oracle, &what);
+    comm.all_to_all_into_with(send.get(), recv.get_mut(), algo).unwrap_or_else(|e| panic!("{what}: {e}"));
+    same(recv.get(), &oracle, &what);
     assert!(recv.guard_ok(), "{what}: wrote past the receive buffer");
     assert!(send.is(mine), "{what}: changed the send buffer");
 }
@@ -147,16 +93,16 @@ fn alltoall(world: &SimpleCommunicator, comm: &Comm) {
 fn check_bcast(world: &SimpleCommunicator, comm: &Comm, n: usize, root: i32, seed: u64) {
     let me = world.rank();
     let fill = |i: usize| if me == root { pattern(seed, i) } else { !pattern(seed, i) };
-    let mut buf = Guarded::new(n, fill);
-    let mut oracle = buf.data().to_vec();
+    let mut buf = Guarded::<u8>::new(n, fill);
+    let mut oracle = buf.get().to_vec();
     if n > 0 {
         world.process_at_rank(root).broadcast_into(&mut oracle[..]);
     }
     arrive_late(world, seed, 6);
     let what = format!("arrival-aware bcast n={n} root={root} rank {me}");
-    comm.broadcast_into_with(buf.data_mut(), root, BcastAlgorithm::ArrivalAware)
+    comm.broadcast_into_with(buf.get_mut(), root, BcastAlgorithm::ArrivalAware)
         .unwrap_or_else(|e| panic!("{what}: {e}"));
-    same(buf.data(), &oracle, &what);
+    same(buf.get(), &oracle, &what);
     assert!(buf.guard_ok(), "{what}: wrote past the buffer");
 }
 
@@ -196,14 +142,14 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
             // The culprit sleeps (arrives last), or everyone else does (it arrives first).
             let late = (me == last) == culprit_late;
             // The last rank sends one block more.
-            let send = Guarded::new(pu * n + n, bytes(k));
-            let mut recv = Guarded::new(pu * n, bytes(k + 100));
+            let send = Guarded::<u8>::new(pu * n + n, bytes(k));
+            let mut recv = Guarded::<u8>::new(pu * n, bytes(k + 100));
             let len = if me == last { pu * n + n } else { pu * n };
             world.barrier();
             if late {
                 std::thread::sleep(Duration::from_millis(30));
             }
-            let e = comm.all_to_all_into_with(&send.data()[..len], recv.data_mut(), algo).unwrap_err();
+            let e = comm.all_to_all_into_with(&send.get()[..len], recv.get_mut(), algo).unwrap_err();
             assert_eq!(e, lengths(last, pu * n, pu * n + n), "{algo} culprit_late={culprit_late}");
             assert!(send.is(bytes(k)), "{algo}: a failed alltoall changed a send buffer");
             if me == last {
@@ -211,14 +157,14 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
             }
             assert!(recv.guard_ok(), "{algo}: wrote past a receive buffer");
             // The last rank's receive buffer is one block short.
-            let send = Guarded::new(pu * n, bytes(k + 200));
-            let mut recv = Guarded::new(pu * n, bytes(k + 300));
+            let send = Guarded::<u8>::new(pu * n, bytes(k + 200));
+            let mut recv = Guarded::<u8>::new(pu * n, bytes(k + 300));
             let len = if me == last { pu * n - n } else { pu * n };
             world.barrier();
             if late {
                 std::thread::sleep(Duration::from_millis(30));
             }
-            let e = comm.all_to_all_into_with(send.data(), &mut recv.data_mut()[..len], algo).unwrap_err();
+            let e = comm.all_to_all_into_with(send.get(), &mut recv.get_mut()[..len], algo).unwrap_err();
             assert_eq!(e, lengths(last, pu * n, pu * n - n), "{algo} culprit_late={culprit_late}");
             assert!(send.is(bytes(k + 200)), "{algo}: a failed alltoall changed a send buffer");
             if me == last {
@@ -230,30 +176,30 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
     // (On `cico` every PAP variant runs as `pap-staged`, so none disagrees.)
     if p > 1 && comm.info().transport == zcoll::TransportKind::Cma {
         // Two PAP variants that disagree, the culprit late.
-        let send = Guarded::new(pu * n, bytes(50));
-        let mut recv = Guarded::new(pu * n, bytes(51));
+        let send = Guarded::<u8>::new(pu * n, bytes(50));
+        let mut recv = Guarded::<u8>::new(pu * n, bytes(51));
         let algo = if me == last { AlltoallAlgorithm::PapRead } else { AlltoallAlgorithm::PapWrite };
         world.barrier();
         if me == last {
             std::thread::sleep(Duration::from_millis(30));
         }
-        let e = comm.all_to_all_into_with(send.data(), recv.data_mut(), algo).unwrap_err();
+        let e = comm.all_to_all_into_with(send.get(), recv.get_mut(), algo).unwrap_err();
         assert_eq!(e, Error::Mismatch { rank: me, culprit: last, what: "algorithm" });
         assert!(send.is(bytes(50)), "a failed alltoall changed a send buffer");
         if comm.info().nodes == 1 {
             // Inside a node, a PAP rank against an ordinary one (which waits for every
             // arrival in its checks) is the same error too.
             let algo = if me == last { AlltoallAlgorithm::Pairwise } else { AlltoallAlgorithm::PapStaged };
-            let e = comm.all_to_all_into_with(send.data(), recv.data_mut(), algo).unwrap_err();
+            let e = comm.all_to_all_into_with(send.get(), recv.get_mut(), algo).unwrap_err();
             assert_eq!(e, Error::Mismatch { rank: me, culprit: last, what: "algorithm" });
             // The arrival-aware broadcast: the root arrives last with a longer buffer.
-            let mut buf = Guarded::new(n + 1, bytes(52));
+            let mut buf = Guarded::<u8>::new(n + 1, bytes(52));
             let len = if me == last { n + 1 } else { n };
             world.barrier();
             if me == last {
                 std::thread::sleep(Duration::from_millis(30));
             }
-            let e = comm.broadcast_into_with(&mut buf.data_mut()[..len], last, BcastAlgorithm::ArrivalAware);
+            let e = comm.broadcast_into_with(&mut buf.get_mut()[..len], last, BcastAlgorithm::ArrivalAware);
             assert_eq!(e.unwrap_err(), lengths(0, n + 1, n));
             assert!(buf.is(bytes(52)), "a failed broadcast changed a buffer");
         }
@@ -290,12 +236,12 @@ pub(crate) fn stress(world: &SimpleCommunicator) {
         let n = [1usize, 7, 2777, 4097, 33][(round % 5) as usize];
         let seed = 7000 + 10 * round;
         let mine = |i: usize| pattern(seed + me as u64, i);
-        let send = Guarded::new(p * n, mine);
+        let send = Guarded::<u8>::new(p * n, mine);
         let mut oracle = vec![0u8; p * n];
-        mpi.all_to_all_into(send.data(), &mut oracle[..]);
+        mpi.all_to_all_into(send.get(), &mut oracle[..]);
         for (v, algo) in VARIANTS.into_iter().enumerate() {
             let call = seed + v as u64;
-            let mut recv = Guarded::new(p * n, |i| !pattern(call, i));
+            let mut recv = Guarded::<u8>::new(p * n, |i| !pattern(call, i));
             // Every other call nobody waits; else each rank sleeps, spins, or not.
             let r = mix(mix(call) ^ me as u64);
             match if mix(call) % 2 == 0 { 2 } else { r % 3 } {
@@ -309,14 +255,14 @@ pub(crate) fn stress(world: &SimpleCommunicator) {
                 _ => {}
             }
             let what = format!("pap-stress round {round} n={n} {algo} rank {me} (world {w})");
-            comm.all_to_all_into_with(send.data(), recv.data_mut(), algo)
+            comm.all_to_all_into_with(send.get(), recv.get_mut(), algo)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
-            if recv.data() != &oracle[..] {
+            if recv.get() != &oracle[..] {
                 // Which source blocks are wrong, and what they hold instead.
                 let bad: Vec<String> = (0..p)
-                    .filter(|&s| recv.data()[s * n..(s + 1) * n] != oracle[s * n..(s + 1) * n])
+                    .filter(|&s| recv.get()[s * n..(s + 1) * n] != oracle[s * n..(s + 1) * n])
                     .map(|s| {
-                        let got = &recv.data()[s * n..(s + 1) * n];
+                        let got = &recv.get()[s * n..(s + 1) * n];
                         let untouched = got.iter().enumerate().all(|(i, &b)| b == !pattern(call, s * n + i));
                         let zero = got.iter().all(|&b| b == 0);
                         format!("block from {s}: untouched {untouched}, zero {zero}")

@@ -1,6 +1,7 @@
 //! What every rank of a test job runs. Each scenario compares zcoll's results with an
 //! oracle: rsmpi's own collective on the same input, or a value computed independently.
 
+use crate::common::{pattern, GUARD, GUARD_BYTE};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use zcoll::{BcastAlgorithm, Comm, Error, Pod, TransportKind};
@@ -12,10 +13,6 @@ pub(crate) struct Particle {
     pub(crate) position: [f64; 3],
     pub(crate) id: u64,
 }
-
-/// Bytes past the end of every buffer, checked after every call: nothing writes there.
-const GUARD: usize = 64;
-const GUARD_BYTE: u8 = 0x5a;
 
 pub(crate) fn main() {
     // A failed assertion on one rank must end the job at once, not leave the others
@@ -95,12 +92,6 @@ fn expectations(world: &SimpleCommunicator, comm: &Comm) {
     } else {
         assert_eq!((info.nodes, info.node_ranks.len()), (1, world.size() as usize), "{info}");
     }
-}
-
-/// Deterministic content for (seed, byte index), different for every seed.
-fn pattern(seed: u64, i: usize) -> u8 {
-    let x = (i as u64 ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
-    (x >> 29) as u8
 }
 
 /// Broadcasts `n` elements of `T` from `root` with zcoll and with rsmpi, and compares.

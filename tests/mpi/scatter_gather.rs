@@ -3,13 +3,12 @@
 //! guard bytes after every buffer; and bad calls, each the same `Err` on every rank with
 //! every buffer left as it was.
 
+use crate::common::{pattern, same, Guarded};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use zcoll::{Comm, Error, GatherAlgorithm, Pod, ScatterAlgorithm, TransportKind};
 
 /// Bytes past the end of every buffer, checked after every call: nothing writes there.
-const GUARD: usize = 64;
-const GUARD_BYTE: u8 = 0xa5;
 const ROLE: &str = "root/non-root method";
 
 /// Runs scenario `scenario` (`scatter`, `gather` or `scatter-gather-errors`).
@@ -19,57 +18,6 @@ pub(crate) fn run(scenario: &str, world: &SimpleCommunicator, comm: &Comm) {
         "gather" => gather(world, comm),
         "scatter-gather-errors" => errors(world, comm),
         other => panic!("unknown scenario {other}"),
-    }
-}
-
-/// Deterministic content for (seed, byte index), different for every seed.
-fn pattern(seed: u64, i: usize) -> u8 {
-    let x = (i as u64 ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
-    (x >> 29) as u8
-}
-
-/// `n` elements of `T` followed by guard bytes, element-aligned.
-struct Guarded<T> {
-    store: Vec<T>,
-    n: usize,
-}
-
-impl<T: Pod> Guarded<T> {
-    /// `n` elements whose byte `i` is `fill(i)`.
-    fn new(n: usize, fill: impl Fn(usize) -> u8) -> Self {
-        let size = std::mem::size_of::<T>();
-        let mut store: Vec<T> = vec![T::zeroed(); n + GUARD.div_ceil(size)];
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut store);
-        for (i, b) in bytes.iter_mut().enumerate() {
-            *b = if i < n * size { fill(i) } else { GUARD_BYTE };
-        }
-        Guarded { store, n }
-    }
-
-    fn get(&self) -> &[T] {
-        &self.store[..self.n]
-    }
-
-    fn get_mut(&mut self) -> &mut [T] {
-        &mut self.store[..self.n]
-    }
-
-    fn bytes(&self) -> &[u8] {
-        bytemuck::cast_slice(self.get())
-    }
-
-    /// Panics if anything wrote past the buffer.
-    fn guard(&self, what: &str) {
-        let tail: &[u8] = bytemuck::cast_slice(&self.store[self.n..]);
-        assert!(tail.iter().all(|&b| b == GUARD_BYTE), "{what}: wrote past the buffer");
-    }
-}
-
-/// Whether `got` equals `want`, byte for byte; panics naming the first difference.
-fn same(got: &[u8], want: &[u8], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
-        panic!("{what}: differs from the oracle at byte {i} (block of {} bytes)", got.len());
     }
 }
 

@@ -4,6 +4,7 @@
 //! bytes after every buffer; and bad calls, each the same `Err` on every rank with every
 //! buffer left as it was.
 
+use crate::common::{mix, pattern, same, Guarded};
 use crate::rank::Particle;
 use mpi::datatype::{Partition as MpiPartition, PartitionMut as MpiPartitionMut};
 use mpi::topology::SimpleCommunicator;
@@ -15,8 +16,6 @@ use zcoll::{
 };
 
 /// Bytes past the end of every buffer, checked after every call: nothing writes there.
-const GUARD: usize = 64;
-const GUARD_BYTE: u8 = 0xc3;
 const ROLE: &str = "root/non-root method";
 
 /// Runs scenario `scenario` (`varcount` or `varcount-errors`).
@@ -31,22 +30,14 @@ pub(crate) fn run(scenario: &str, world: &SimpleCommunicator, comm: &Comm) {
     }
 }
 
-/// Deterministic content for (seed, byte index), different for every seed.
-fn pattern(seed: u64, i: usize) -> u8 {
-    let x = (i as u64 ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
-    (x >> 29) as u8
-}
-
 /// A small deterministic generator (splitmix64): every rank draws the same numbers.
 struct Rng(u64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
+        let z = mix(self.0);
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        z
     }
 
     /// A number in `0..n` (0 for `n = 0`).
@@ -109,60 +100,6 @@ impl Layout {
 /// `p` counts of up to `max` elements, a quarter of them zero.
 fn random_counts(rng: &mut Rng, p: usize, max: usize) -> Vec<Count> {
     (0..p).map(|_| if rng.below(4) == 0 { 0 } else { 1 + rng.below(max) as Count }).collect()
-}
-
-/// `n` elements of `T` followed by guard bytes, element-aligned (so the address is valid
-/// even for `n = 0`).
-struct Guarded<T> {
-    store: Vec<T>,
-    n: usize,
-}
-
-impl<T: Pod> Guarded<T> {
-    /// `n` elements whose byte `i` is `fill(i)`.
-    fn new(n: usize, fill: impl Fn(usize) -> u8) -> Self {
-        let size = std::mem::size_of::<T>();
-        let mut store: Vec<T> = vec![T::zeroed(); n + GUARD.div_ceil(size)];
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut store);
-        for (i, b) in bytes.iter_mut().enumerate() {
-            *b = if i < n * size { fill(i) } else { GUARD_BYTE };
-        }
-        Guarded { store, n }
-    }
-
-    fn get(&self) -> &[T] {
-        &self.store[..self.n]
-    }
-
-    fn get_mut(&mut self) -> &mut [T] {
-        &mut self.store[..self.n]
-    }
-
-    fn bytes(&self) -> &[u8] {
-        bytemuck::cast_slice(self.get())
-    }
-
-    /// Panics if anything wrote past the buffer.
-    fn guard(&self, what: &str) {
-        let tail: &[u8] = bytemuck::cast_slice(&self.store[self.n..]);
-        assert!(tail.iter().all(|&b| b == GUARD_BYTE), "{what}: wrote past the buffer");
-    }
-
-    /// Panics unless byte `i` is still `fill(i)`.
-    fn unchanged(&self, fill: impl Fn(usize) -> u8, what: &str) {
-        if let Some(i) = self.bytes().iter().enumerate().position(|(i, &b)| b != fill(i)) {
-            panic!("{what}: byte {i} of a buffer that must not change changed");
-        }
-        self.guard(what);
-    }
-}
-
-/// Panics naming the first byte where `got` differs from `want`.
-fn same(got: &[u8], want: &[u8], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
-        panic!("{what}: differs from rsmpi at byte {i} of {}", got.len());
-    }
 }
 
 fn scatter_algorithms(p: u32) -> Vec<ScatterAlgorithm> {

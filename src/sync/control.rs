@@ -1,0 +1,329 @@
+//! [`Control`]: one rank's view of the node's segment, and the start and end of every
+//! round (arrive, publish the call, settle what a private round owes, agree on the end).
+
+use super::call::{EXPOSURE_SHIFT, FLAG_RECV_HEAP, FLAG_SEND_HEAP, PRIVATE, STATUS};
+use super::layout::{Line, Slot, MAGIC, PAGE, SCRATCH_HALF};
+use super::wait::{self, Peer, WaitPolicy};
+use super::{fifo, Call, Round};
+use crate::error::{Error, Result};
+use crate::segment::Segment;
+use crate::transport::{heap, Links, Read, RemoteBuf, TransportKind};
+use std::cell::{Cell, RefCell, RefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The typed view of a node's control segment, from one rank's side.
+#[derive(Debug)]
+pub(crate) struct Control {
+    pub(super) seg: Segment,
+    pub(super) me: usize,
+    /// Every other local rank, as the waits name them.
+    pub(super) others: Vec<Peer>,
+    /// The user communicator's rank of each local rank (for errors).
+    pub(super) ranks: Vec<i32>,
+    pub(super) pids: Vec<libc::pid_t>,
+    pub(super) stage_bytes: usize,
+    pub(super) epoch: Cell<u64>,
+    /// A private round this rank left without waiting for every rank's `done` (0: none).
+    pub(super) owed: Cell<u64>,
+    pub(super) policy: WaitPolicy,
+    /// This rank's position in the node's Bcast FIFO.
+    pub(super) bcast_cursor: fifo::Cursor,
+    /// This rank's position in its own point-to-point FIFO.
+    pub(super) p2p_cursor: fifo::Cursor,
+    /// Cache-sized scratch for the chunked reductions, reused by every call.
+    pub(super) scratch: RefCell<Vec<Line>>,
+    /// How this rank reaches peers' memory besides CMA.
+    pub(super) links: Links,
+    /// Bytes moved by single copies, by transport: cma, heap, xpmem.
+    pub(super) traffic: [Cell<u64>; 3],
+    /// The registration the current collective uses, while an exposure runs one.
+    pub(super) exposed: RefCell<Option<Exposed>>,
+}
+
+/// A registration, as the rounds of one exposure's collective see it: the id, and every
+/// rank's buffer with where it is mapped here.
+#[derive(Debug)]
+pub(super) struct Exposed {
+    pub(super) id: u64,
+    pub(super) bufs: Vec<(usize, usize, usize, TransportKind)>,
+}
+
+/// A buffer every local rank registered once (an exposure), with the mappings of the
+/// peers' buffers held for as long as it lives: the registration cache.
+#[derive(Debug)]
+pub(crate) struct Registration<'c> {
+    pub(super) id: u64,
+    pub(super) bufs: Vec<RemoteBuf<'c, Read>>,
+}
+
+impl Registration<'_> {
+    /// The id every rank of the node gave it (the epoch of the round that made it).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl Control {
+    /// Wraps a mapped segment. The creator (`init = true`) writes the header; the others
+    /// check it.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Segment` if the segment is too small or was laid out by another version.
+    pub(crate) fn new(
+        seg: Segment,
+        me: usize,
+        ranks: Vec<i32>,
+        pids: Vec<libc::pid_t>,
+        stage_bytes: usize,
+        policy: WaitPolicy,
+        init: bool,
+    ) -> Result<Control> {
+        let n = ranks.len();
+        assert!(me < n && pids.len() == n && stage_bytes % PAGE == 0 && stage_bytes >= 2 * PAGE);
+        let bad = |rank| Error::Segment { rank, op: "layout check", errno: crate::error::Errno::EINVAL };
+        if seg.len() < Control::segment_len(n, stage_bytes) {
+            return Err(bad(ranks[me]));
+        }
+        let others = (0..n)
+            .filter(|&r| r != me)
+            .map(|r| Peer { me: ranks[me], rank: ranks[r], pid: pids[r] })
+            .collect();
+        let ctl = Control {
+            seg,
+            me,
+            others,
+            ranks,
+            pids,
+            stage_bytes,
+            epoch: Cell::new(0),
+            owed: Cell::new(0),
+            policy,
+            bcast_cursor: fifo::Cursor::default(),
+            p2p_cursor: fifo::Cursor::default(),
+            scratch: RefCell::new(vec![Line([0; 64]); 2 * SCRATCH_HALF / 64]),
+            links: Links::default(),
+            traffic: Default::default(),
+            exposed: RefCell::new(None),
+        };
+        let head = ctl.head();
+        let expect = [MAGIC, n as u64, stage_bytes as u64, std::mem::size_of::<Slot>() as u64];
+        let fields = [&head.magic, &head.ranks, &head.stage_bytes, &head.slot_bytes];
+        if init {
+            for (f, v) in fields.iter().zip(expect) {
+                f.store(v, Ordering::Relaxed);
+            }
+        } else if fields.iter().zip(expect).any(|(f, v)| f.load(Ordering::Relaxed) != v) {
+            return Err(bad(ctl.ranks[me]));
+        }
+        Ok(ctl)
+    }
+
+    /// This rank's index on the node.
+    pub(crate) fn me(&self) -> usize {
+        self.me
+    }
+
+    /// Sets how this rank reaches its peers' memory (decided by the node at creation).
+    pub(crate) fn set_links(&mut self, links: Links) {
+        self.links = links;
+    }
+
+    /// Bytes this rank moved by single copies so far: through CMA, the heap, XPMEM.
+    pub(crate) fn traffic(&self) -> [u64; 3] {
+        [self.traffic[0].get(), self.traffic[1].get(), self.traffic[2].get()]
+    }
+
+    /// Runs `f`, whose collectives take the peers' buffers from `reg` instead of the
+    /// addresses in their calls (and publish `reg`'s id, which every rank checks).
+    ///
+    /// # Errors
+    ///
+    /// `f`'s.
+    pub(crate) fn with_registration<R>(
+        &self,
+        reg: &Registration<'_>,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        let bufs = reg
+            .bufs
+            .iter()
+            .map(|b| {
+                let (addr, len, ptr, kind) = b.parts();
+                (addr, len, ptr as usize, kind)
+            })
+            .collect();
+        let previous = self.exposed.replace(Some(Exposed { id: reg.id, bufs }));
+        let r = f();
+        *self.exposed.borrow_mut() = previous;
+        r
+    }
+
+    /// The number of ranks on the node.
+    pub(crate) fn size(&self) -> usize {
+        self.ranks.len()
+    }
+
+    /// The user communicator's rank of local rank `r`.
+    pub(crate) fn rank_of(&self, r: usize) -> i32 {
+        self.ranks[r]
+    }
+
+    /// The staging bytes per rank.
+    pub(crate) fn stage_bytes(&self) -> usize {
+        self.stage_bytes
+    }
+
+    /// The segment's size in bytes.
+    pub(crate) fn segment_bytes(&self) -> usize {
+        self.seg.len()
+    }
+
+    /// The rank's scratch: `2 * SCRATCH_HALF` bytes, 64-byte aligned.
+    ///
+    /// # Panics
+    ///
+    /// If it is already borrowed (one collective at a time uses it).
+    pub(crate) fn scratch(&self) -> RefMut<'_, [u8]> {
+        RefMut::map(self.scratch.borrow_mut(), |v| bytemuck::cast_slice_mut(v.as_mut_slice()))
+    }
+
+    /// This rank's reading positions: in the Bcast FIFO, and in its point-to-point FIFO.
+    pub(crate) fn cursors(&self) -> (&fifo::Cursor, &fifo::Cursor) {
+        (&self.bcast_cursor, &self.p2p_cursor)
+    }
+
+    /// Every other local rank, for the waits any of them can end.
+    pub(super) fn others(&self) -> &[Peer] {
+        &self.others
+    }
+
+    pub(super) fn peer(&self, r: usize) -> Peer {
+        Peer { me: self.ranks[self.me], rank: self.ranks[r], pid: self.pids[r] }
+    }
+
+    pub(super) fn wait_ge(&self, r: usize, flag: impl Fn(&Slot) -> &AtomicU64, target: u64) -> Result<()> {
+        self.wait_flag(r, flag, |v| v >= target)
+    }
+
+    pub(super) fn wait_flag(
+        &self,
+        r: usize,
+        flag: impl Fn(&Slot) -> &AtomicU64,
+        ready: impl Fn(u64) -> bool,
+    ) -> Result<()> {
+        let slot = self.slot(r);
+        wait::wait_until(&self.policy, self.peer(r), || ready(flag(slot).load(Ordering::Acquire)))
+    }
+
+    /// Starts a collective: publishes `call` and waits until every local rank has arrived.
+    ///
+    /// # Errors
+    ///
+    /// `PeerDied` or `Timeout` while waiting for an arrival.
+    pub(crate) fn begin(&self, call: &Call) -> Result<Round<'_>> {
+        let mut round = self.publish(call, 0);
+        let (epoch, mine) = (round.epoch, self.slot(self.me));
+        for r in 0..self.size() {
+            if let Err(e) = self.wait_ge(r, |s| &s.arrive, epoch) {
+                // We arrived, so a peer may already be copying: we cannot wait for it (the
+                // wait just failed), so say we failed and are done, without waiting.
+                round.finished = true;
+                round.guard(&e);
+                mine.call[(epoch % 2) as usize][STATUS].store(1, Ordering::Relaxed);
+                mine.done.store(epoch, Ordering::Release);
+                return Err(e);
+            }
+        }
+        // Every rank arrived here only after posting `done` of the round before.
+        self.owed.set(0);
+        Ok(round)
+    }
+
+    /// Starts round `epoch + 1`: clears the first `board` words of this rank's staging area
+    /// (see `arrival`), notes where this rank's completion counter stands, writes `call`
+    /// and publishes the arrival. Nothing is awaited.
+    pub(super) fn publish(&self, call: &Call, board: usize) -> Round<'_> {
+        let epoch = self.epoch.get() + 1;
+        self.epoch.set(epoch);
+        let mine = self.slot(self.me);
+        for i in 0..board {
+            self.board_word(self.me, i).store(0, Ordering::Relaxed);
+        }
+        // Peers add to our counter only after seeing this arrival, and every addition of
+        // an earlier round was made before its author's `done`, which our previous
+        // `finish` awaited: the value now is exactly this round's starting point.
+        let base = mine.completed.load(Ordering::Acquire);
+        let record = &mine.call[(epoch % 2) as usize];
+        let private = call.op & PRIVATE != 0;
+        let exposure = self.exposed.borrow().as_ref().map_or(0, |e| e.id << EXPOSURE_SHIFT);
+        let mut words = call.words();
+        let in_heap = |addr, len| len > 0 && heap::contains(addr) && heap::contains(addr + len - 1);
+        words[6] = if private {
+            // Lengths only: no address, so no peer can reach this rank's buffers.
+            words[2] = 0;
+            words[4] = 0;
+            exposure
+        } else {
+            (call.recv_writable as u64)
+                | if in_heap(call.send, call.send_len) { FLAG_SEND_HEAP } else { 0 }
+                | if in_heap(call.recv, call.recv_len) { FLAG_RECV_HEAP } else { 0 }
+                | exposure
+        };
+        for (w, v) in record.iter().zip(words) {
+            w.store(v, Ordering::Relaxed);
+        }
+        record[STATUS].store(0, Ordering::Relaxed);
+        mine.arrive.store(epoch, Ordering::Release);
+        let writable = call.recv_writable && !private;
+        Round {
+            ctl: self,
+            epoch,
+            writable,
+            finished: false,
+            eager: false,
+            quiet: private && exposure == 0,
+            base,
+        }
+    }
+
+    /// Waits for every rank's `done` of the private round this rank left without waiting
+    /// (if any): after it, no peer reads this rank's staging area for an earlier round.
+    ///
+    /// # Errors
+    ///
+    /// `PeerDied` or `Timeout`.
+    pub(crate) fn settle(&self) -> Result<()> {
+        let owed = self.owed.replace(0);
+        if owed == 0 {
+            return Ok(());
+        }
+        (0..self.size()).try_for_each(|r| self.wait_ge(r, |s| &s.done, owed))
+    }
+
+    /// Publishes this rank's status for `epoch`, waits for every rank's, and reports the
+    /// first peer that failed.
+    ///
+    /// Every live peer is awaited, even after one was found dead: a live peer may still be
+    /// copying into this rank's buffers, and returning would hand them back to the caller
+    /// while it writes. Only a dead peer (which copies nothing any more) or a timed-out
+    /// one (see `Round::guard`) is left behind.
+    pub(super) fn end(&self, epoch: u64, failed: bool) -> Result<()> {
+        let mine = self.slot(self.me);
+        mine.call[(epoch % 2) as usize][STATUS].store(failed as u64, Ordering::Relaxed);
+        mine.done.store(epoch, Ordering::Release);
+        let mut first = Ok(());
+        for r in 0..self.size() {
+            if let Err(e) = self.wait_ge(r, |s| &s.done, epoch) {
+                first = first.and(Err(e));
+            }
+        }
+        first?;
+        for r in 0..self.size() {
+            if r != self.me && self.slot(r).call[(epoch % 2) as usize][STATUS].load(Ordering::Relaxed) != 0 {
+                return Err(Error::PeerFailed { rank: self.ranks[self.me], peer: self.ranks[r] });
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,434 @@
+//! [`Round`]: one collective call in progress, from the verdict to `finish`: the peers'
+//! published buffers, the one road by which a collective copies them (`read`, `write`,
+//! `read_v` and their shorthands), and the step counters.
+
+use super::call::{EXPOSURE_SHIFT, FLAG_RECV_HEAP, FLAG_SEND_HEAP, STATUS, WORDS};
+use super::control::Registration;
+use super::layout::Slot;
+use super::wait;
+use super::{Call, Control};
+use crate::error::{Error, Result};
+use crate::transport::{self, Read, RemoteBuf, TransportKind, Write};
+use std::cell::RefMut;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A `progress`/`ack` value: the epoch's low 32 bits above the step.
+pub(super) fn stamp(epoch: u64, step: u32) -> u64 {
+    (epoch as u32 as u64) << 32 | step as u64
+}
+
+/// Whether stamp `seen` is at or past stamp `want`: epochs compare as 32-bit serial
+/// numbers, steps plainly.
+pub(super) fn reached(seen: u64, want: u64) -> bool {
+    let ahead = ((seen >> 32) as u32).wrapping_sub((want >> 32) as u32) as i32;
+    ahead > 0 || (ahead == 0 && seen as u32 >= want as u32)
+}
+
+/// One collective call in progress. Created by [`Control::begin`]; ended by
+/// [`Round::finish`], which every path must reach (dropping it finishes it as failed).
+pub(crate) struct Round<'c> {
+    pub(super) ctl: &'c Control,
+    pub(super) epoch: u64,
+    /// Whether this rank published a buffer for peers to write.
+    pub(super) writable: bool,
+    pub(super) finished: bool,
+    /// Started by [`Control::begin_eager`]: peers may not have arrived yet.
+    pub(super) eager: bool,
+    /// A private call on no exposure: a success may leave without awaiting the others.
+    pub(super) quiet: bool,
+    /// This rank's completion counter when it arrived (see `counter`).
+    pub(super) base: u64,
+}
+
+impl<'c> Round<'c> {
+    /// This rank's index on the node.
+    pub(crate) fn me(&self) -> usize {
+        self.ctl.me
+    }
+
+    /// The number of ranks on the node.
+    pub(crate) fn size(&self) -> usize {
+        self.ctl.size()
+    }
+
+    /// The user communicator's rank of local rank `r`.
+    pub(crate) fn rank_of(&self, r: usize) -> i32 {
+        self.ctl.rank_of(r)
+    }
+
+    /// The call local rank `r` published for this round.
+    pub(crate) fn call(&self, r: usize) -> Call {
+        let record = &self.ctl.slot(r).call[(self.epoch % 2) as usize];
+        let mut w = [0u64; WORDS - 1];
+        for (v, a) in w.iter_mut().zip(record.iter()) {
+            *v = a.load(Ordering::Relaxed);
+        }
+        Call::from_words(w)
+    }
+
+    /// The send buffer local rank `r` published, to read from.
+    pub(crate) fn remote_send(&self, r: usize) -> RemoteBuf<'_, Read> {
+        let c = self.published(r);
+        // SAFETY: rank `r` published this range for this round (we saw its `arrive` with
+        // Acquire in `begin` or in `published`; an empty range if not); it keeps the
+        // buffer borrowed and does not return before every rank, us included, has posted
+        // `done`, which we only do in `finish`, after which the handle's borrow of `self`
+        // has ended.
+        unsafe { RemoteBuf::new(self.ctl.pids[r], c.send, c.send_len) }
+    }
+
+    /// The flag word of local rank `r`'s call.
+    pub(super) fn flags(&self, r: usize) -> u64 {
+        self.ctl.slot(r).call[(self.epoch % 2) as usize][6].load(Ordering::Relaxed)
+    }
+
+    /// The exposure local rank `r`'s call uses (0 for none).
+    pub(crate) fn exposure_of(&self, r: usize) -> u64 {
+        self.flags(r) >> EXPOSURE_SHIFT
+    }
+
+    /// Rank `r`'s registered buffer, if this round runs on an exposure.
+    pub(super) fn registered<A>(&self, r: usize, writable: bool) -> Option<RemoteBuf<'_, A>> {
+        let exposed = self.ctl.exposed.borrow();
+        let e = exposed.as_ref()?;
+        let (addr, len, ptr, kind) = e.bufs[r];
+        // Only a round of this exposure on every rank (which `coll::check` verifies
+        // before any copy) may use it; the id is in our own call.
+        debug_assert_eq!(self.exposure_of(self.me()), e.id);
+        let len = if writable { len } else { 0 };
+        // SAFETY: rank `r` registered this range when the exposure was made, and keeps it
+        // borrowed until the exposure is withdrawn; it uses it in this round (every rank
+        // publishes the exposure's id, checked before any copy) and does not return before
+        // we post `done`. `ptr` maps the range here, held by the registration, which
+        // `with_registration` keeps borrowed while this round runs.
+        Some(unsafe { RemoteBuf::new(self.ctl.pids[r], addr, len).with_mapping(ptr as *mut u8, kind) })
+    }
+
+    /// Local rank `r`'s send buffer, to read from, mapped here where the node's links
+    /// reach it (else a CMA buffer).
+    pub(crate) fn peer_send(&self, r: usize) -> RemoteBuf<'_, Read> {
+        if let Some(b) = self.registered(r, true) {
+            return b;
+        }
+        let heap = self.flags(r) & FLAG_SEND_HEAP != 0;
+        // SAFETY: `r` published the heap flag for this range (`begin` derives it from the
+        // address); the rest is `remote_send`'s contract.
+        unsafe { self.remote_send(r).map(&self.ctl.links, r, heap) }
+    }
+
+    /// Local rank `r`'s receive buffer, to read a result it made ready, mapped here where
+    /// the links reach it.
+    pub(crate) fn peer_result(&self, r: usize) -> RemoteBuf<'_, Read> {
+        if let Some(b) = self.registered(r, true) {
+            return b;
+        }
+        let heap = self.flags(r) & FLAG_RECV_HEAP != 0;
+        // SAFETY: as in `peer_send`.
+        unsafe { self.remote_recv_read(r).map(&self.ctl.links, r, heap) }
+    }
+
+    /// Local rank `r`'s receive buffer for peers to write (empty unless `r` marked it
+    /// writable), mapped here where the links reach it.
+    pub(crate) fn peer_recv(&self, r: usize) -> RemoteBuf<'_, Write> {
+        if let Some(b) = self.registered(r, self.call(r).recv_writable) {
+            return b;
+        }
+        let heap = self.flags(r) & FLAG_RECV_HEAP != 0;
+        // SAFETY: as in `peer_send`.
+        unsafe { self.remote_recv(r).map(&self.ctl.links, r, heap) }
+    }
+
+    pub(super) fn count(&self, kind: TransportKind, bytes: usize) {
+        let i = match kind {
+            TransportKind::Heap => 1,
+            TransportKind::Xpmem => 2,
+            _ => 0,
+        };
+        let c = &self.ctl.traffic[i];
+        c.set(c.get() + bytes as u64);
+    }
+
+    /// Copies `dst.len()` bytes at `offset` of `src`, local rank `peer`'s buffer.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Transport` naming the transport and the peer.
+    pub(crate) fn read<A>(
+        &self,
+        src: &RemoteBuf<'_, A>,
+        peer: usize,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<()> {
+        #[cfg(feature = "fault-injection")]
+        if crate::fault::copy_fails() {
+            return Err(self.transport_error(src.kind(), false, peer, crate::Errno::EIO));
+        }
+        transport::read(src, offset, dst)
+            .map_err(|errno| self.transport_error(src.kind(), false, peer, errno))?;
+        self.count(src.kind(), dst.len());
+        Ok(())
+    }
+
+    /// Copies `src` into `dst`, local rank `peer`'s buffer, at `offset`.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Transport` naming the transport and the peer.
+    pub(crate) fn write(
+        &self,
+        src: &[u8],
+        dst: &RemoteBuf<'_, Write>,
+        peer: usize,
+        offset: usize,
+    ) -> Result<()> {
+        #[cfg(feature = "fault-injection")]
+        if crate::fault::copy_fails() {
+            return Err(self.transport_error(dst.kind(), true, peer, crate::Errno::EIO));
+        }
+        transport::write(src, dst, offset)
+            .map_err(|errno| self.transport_error(dst.kind(), true, peer, errno))?;
+        self.count(dst.kind(), src.len());
+        Ok(())
+    }
+
+    /// Copies the ranges `(offset, len)` of `src`, local rank `peer`'s buffer, in order,
+    /// into `dst`, packed.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read); `EINVAL` if the lengths do not add up to `dst.len()`.
+    pub(crate) fn read_v<A>(
+        &self,
+        src: &RemoteBuf<'_, A>,
+        peer: usize,
+        ranges: &[(usize, usize)],
+        dst: &mut [u8],
+    ) -> Result<()> {
+        #[cfg(feature = "fault-injection")]
+        if crate::fault::copy_fails() {
+            return Err(self.transport_error(src.kind(), false, peer, crate::Errno::EIO));
+        }
+        transport::read_v(src, ranges, dst)
+            .map_err(|errno| self.transport_error(src.kind(), false, peer, errno))?;
+        self.count(src.kind(), dst.len());
+        Ok(())
+    }
+
+    /// Reads `dst.len()` bytes at `offset` of local rank `r`'s send buffer ([`peer_send`]:
+    /// loads where it is mapped here, else CMA).
+    ///
+    /// [`peer_send`]: Self::peer_send
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read).
+    pub(crate) fn read_send(&self, r: usize, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.read(&self.peer_send(r), r, offset, dst)
+    }
+
+    /// Reads `dst.len()` bytes at `offset` of local rank `r`'s receive buffer, a part it
+    /// has declared final ([`peer_result`](Self::peer_result)).
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read).
+    pub(crate) fn read_result(&self, r: usize, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.read(&self.peer_result(r), r, offset, dst)
+    }
+
+    /// Writes `src` at `offset` of local rank `r`'s receive buffer, which `r` published
+    /// writable ([`peer_recv`](Self::peer_recv)).
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write).
+    pub(crate) fn write_recv(&self, src: &[u8], r: usize, offset: usize) -> Result<()> {
+        self.write(src, &self.peer_recv(r), r, offset)
+    }
+
+    /// The calibration's copies (`coll::probe`), which time CMA itself, mapped or not:
+    /// a read of local rank `r`'s send buffer (`write = false`, into `buf`) or a write of
+    /// `buf` into its receive buffer, at offset 0.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Transport` naming CMA and the peer.
+    pub(crate) fn cma_copy(&self, r: usize, write: bool, buf: &mut [u8]) -> Result<()> {
+        let copied = match write {
+            true => transport::cma::write(buf, &self.remote_recv(r), 0),
+            false => transport::cma::read(&self.remote_send(r), 0, buf),
+        };
+        copied.map_err(|errno| self.transport_error(TransportKind::Cma, write, r, errno))
+    }
+
+    /// The calibration's pinning probe: one CMA read of a byte against the first `len`
+    /// bytes of local rank `r`'s send buffer, which pins them all (`cma::pin_probe`).
+    ///
+    /// # Errors
+    ///
+    /// As [`cma_copy`](Self::cma_copy).
+    pub(crate) fn cma_pin(&self, r: usize, len: usize) -> Result<()> {
+        transport::cma::pin_probe(&self.remote_send(r), 0, len)
+            .map(drop)
+            .map_err(|errno| self.transport_error(TransportKind::Cma, false, r, errno))
+    }
+
+    pub(super) fn transport_error(
+        &self,
+        kind: TransportKind,
+        write: bool,
+        peer: usize,
+        errno: crate::Errno,
+    ) -> Error {
+        let op = match (kind, write) {
+            (TransportKind::Heap, false) => "heap read",
+            (TransportKind::Heap, true) => "heap write",
+            (TransportKind::Xpmem, false) => "xpmem read",
+            (TransportKind::Xpmem, true) => "xpmem write",
+            (_, false) => "cma read",
+            (_, true) => "cma write",
+        };
+        Error::Transport { rank: self.rank_of(self.me()), peer: self.rank_of(peer), op, errno }
+    }
+
+    /// Registers every rank's send buffer of this round for later rounds (an exposure):
+    /// maps each peer's here and holds the mapping until the registration drops.
+    pub(crate) fn register(&self) -> Registration<'c> {
+        let ctl: &'c Control = self.ctl;
+        let bufs = (0..self.size())
+            .map(|r| {
+                let c = self.call(r);
+                let heap = self.flags(r) & FLAG_SEND_HEAP != 0;
+                // SAFETY: `r` published this range in the round that makes the exposure and
+                // keeps it borrowed for the exposure's life; the registration is only used
+                // by rounds of that exposure (see `registered`). `heap` is what `r`
+                // published. Our own buffer is described, never mapped.
+                let b = unsafe { RemoteBuf::new(ctl.pids[r], c.send, c.send_len) };
+                match r == self.me() {
+                    true => b,
+                    // SAFETY: as above.
+                    false => unsafe { b.map(&ctl.links, r, heap) },
+                }
+            })
+            .collect();
+        Registration { id: self.epoch, bufs }
+    }
+
+    /// The rank's cache-sized scratch (see [`Control::scratch`]).
+    pub(crate) fn scratch(&self) -> RefMut<'_, [u8]> {
+        self.ctl.scratch()
+    }
+
+    /// The receive buffer local rank `r` published for peers to write. If `r` did not
+    /// mark it writable, the handle is empty and every write through it fails.
+    pub(crate) fn remote_recv(&self, r: usize) -> RemoteBuf<'_, Write> {
+        let c = self.published(r);
+        let len = if c.recv_writable { c.recv_len } else { 0 };
+        // SAFETY: as in `remote_send`; `r` set `recv_writable` only for a range it lets
+        // peers write during the round, whose address it took from a unique borrow (an
+        // unmarked range gets length 0, which no copy can touch).
+        unsafe { RemoteBuf::new(self.ctl.pids[r], c.recv, len) }
+    }
+
+    /// Publishes that this rank has completed `step` of this round.
+    pub(crate) fn post_progress(&self, step: u32) {
+        self.ctl.slot(self.ctl.me).progress.store(stamp(self.epoch, step), Ordering::Release);
+    }
+
+    /// Waits until local rank `r` has completed `step` of this round.
+    ///
+    /// # Errors
+    ///
+    /// `PeerDied` or `Timeout`; `PeerFailed` if `r` finished the round without reaching
+    /// `step` (a copy or an operator failed there).
+    pub(crate) fn wait_progress(&self, r: usize, step: u32) -> Result<()> {
+        self.wait_step(r, |s| &s.progress, step)
+    }
+
+    /// Waits until `flag` of local rank `r` reaches `step` of this round, or `r` posts
+    /// `done` without it: a rank that gives up on a round (its copy failed, its operator
+    /// panicked) posts `done` and nothing more, so waiting on would never end. A rank
+    /// waiting for a third one that gave up gives up in turn, so the failure reaches every
+    /// waiter however the steps chain.
+    pub(super) fn wait_step(&self, r: usize, flag: impl Fn(&Slot) -> &AtomicU64, step: u32) -> Result<()> {
+        let (slot, want) = (self.ctl.slot(r), stamp(self.epoch, step));
+        let stepped = || reached(flag(slot).load(Ordering::Acquire), want);
+        let mut gave_up = false;
+        wait::wait_until(&self.ctl.policy, self.ctl.peer(r), || {
+            stepped() || {
+                gave_up = slot.done.load(Ordering::Acquire) >= self.epoch;
+                gave_up
+            }
+        })?;
+        // `done` is posted after every step a rank makes: look at the step once more.
+        match gave_up && !stepped() {
+            true => Err(Error::PeerFailed { rank: self.rank_of(self.me()), peer: self.rank_of(r) }),
+            false => Ok(()),
+        }
+    }
+
+    /// A second step counter, for ranks that are producer and consumer in one round:
+    /// `progress` counts what a rank produced, `ack` what it consumed.
+    pub(crate) fn post_ack(&self, step: u32) {
+        self.ctl.slot(self.ctl.me).ack.store(stamp(self.epoch, step), Ordering::Release);
+    }
+
+    /// Waits until local rank `r` has acknowledged `step` of this round.
+    ///
+    /// # Errors
+    ///
+    /// As [`wait_progress`](Self::wait_progress).
+    pub(crate) fn wait_ack(&self, r: usize, step: u32) -> Result<()> {
+        self.wait_step(r, |s| &s.ack, step)
+    }
+
+    /// Ends the round: agrees with every local rank on the outcome. Returns `result` if it
+    /// is an error, else the first peer's failure, else `Ok`.
+    ///
+    /// # Errors
+    ///
+    /// This rank's own error, `PeerFailed`, `PeerDied` or `Timeout`.
+    pub(crate) fn finish(mut self, result: Result<()>) -> Result<()> {
+        self.finished = true;
+        if self.quiet && !self.eager && result.is_ok() {
+            // A private round: nothing of ours is reachable, and every rank reached the
+            // same verdict. Say we are done; the wait for the others' is owed (module docs).
+            let mine = self.ctl.slot(self.ctl.me);
+            mine.call[(self.epoch % 2) as usize][STATUS].store(0, Ordering::Relaxed);
+            mine.done.store(self.epoch, Ordering::Release);
+            self.ctl.owed.set(self.epoch);
+            return Ok(());
+        }
+        let end = self.end(result.is_err());
+        result.and(end)
+    }
+
+    pub(super) fn end(&self, failed: bool) -> Result<()> {
+        let end = self.ctl.end(self.epoch, failed);
+        if let Err(e) = &end {
+            self.guard(e);
+        }
+        end
+    }
+
+    /// Aborts the process if a wait timed out while a live peer may still write into our
+    /// buffer: returning would let it write into memory we no longer own. (A dead peer
+    /// writes nothing.) This is what a leaked MPI request does, too.
+    pub(super) fn guard(&self, e: &Error) {
+        if self.writable && matches!(e, Error::Timeout { .. }) {
+            eprintln!("zcoll: {e}; aborting, since the peer may still write into this process");
+            std::process::abort();
+        }
+    }
+}
+
+impl Drop for Round<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            // A panic or an early return inside an algorithm: tell the peers, and wait until
+            // none of them still touches our buffers.
+            let _ = self.end(true);
+        }
+    }
+}

@@ -50,6 +50,7 @@
 //! leaders pack and unpack through scratch buffers: `k n` bytes for the node's blocks and
 //! `p n` for the exchange.
 
+use super::algorithm::Algorithm;
 use super::staged_private;
 use super::{all_equal, check, op, BadLength, Ctx, Kind};
 use crate::coll::bcast::{bcast, BcastAlgorithm};
@@ -111,30 +112,8 @@ impl AllgatherAlgorithm {
         AllgatherAlgorithm::Staged,
     ];
 
-    /// The name used by `ZCOLL_ALLGATHER_ALGORITHM` and the benchmarks (without the `:j`
-    /// of the ring).
-    pub fn name(self) -> &'static str {
-        match self {
-            AllgatherAlgorithm::Auto => "auto",
-            AllgatherAlgorithm::RingNeighbor(_) => "ring-neighbor",
-            AllgatherAlgorithm::RingSourceRead => "ring-source-read",
-            AllgatherAlgorithm::RingSourceWrite => "ring-source-write",
-            AllgatherAlgorithm::RecursiveDoubling => "recursive-doubling",
-            AllgatherAlgorithm::Bruck => "bruck",
-            AllgatherAlgorithm::Staged => "staged",
-        }
-    }
-
     fn code(self) -> u8 {
-        match self {
-            AllgatherAlgorithm::Auto => 0,
-            AllgatherAlgorithm::RingNeighbor(_) => 1,
-            AllgatherAlgorithm::RingSourceRead => 2,
-            AllgatherAlgorithm::RingSourceWrite => 3,
-            AllgatherAlgorithm::RecursiveDoubling => 4,
-            AllgatherAlgorithm::Bruck => 5,
-            AllgatherAlgorithm::Staged => 6,
-        }
+        super::algorithm::code(self)
     }
 
     /// The op word a call with this algorithm publishes (the ring's `j` included, so that
@@ -158,11 +137,7 @@ impl AllgatherAlgorithm {
         env: &super::Overrides,
     ) -> Result<AllgatherAlgorithm> {
         let chosen = match self {
-            AllgatherAlgorithm::Auto => match env.choice(
-                "ZCOLL_ALLGATHER_ALGORITHM",
-                "auto, ring-neighbor[:j], ring-source-read, ring-source-write, recursive-doubling, \
-                 bruck or staged",
-            )? {
+            AllgatherAlgorithm::Auto => match env.choice("ZCOLL_ALLGATHER_ALGORITHM")? {
                 Some(a) => a,
                 None => match select::choose(select::Coll::Allgather, n, p) {
                     Algo::AllgatherStaged => AllgatherAlgorithm::Staged,
@@ -179,30 +154,32 @@ impl AllgatherAlgorithm {
     }
 }
 
-impl std::fmt::Display for AllgatherAlgorithm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+super::algorithm::vocabulary!(AllgatherAlgorithm);
+
+impl Algorithm for AllgatherAlgorithm {
+    const EXPECTED: &'static str =
+        "auto, ring-neighbor[:j], ring-source-read, ring-source-write, recursive-doubling, bruck or staged";
+    const NAMES: &'static [(Self, &'static str)] = &[
+        (AllgatherAlgorithm::Auto, "auto"),
+        (AllgatherAlgorithm::RingNeighbor(1), "ring-neighbor"),
+        (AllgatherAlgorithm::RingSourceRead, "ring-source-read"),
+        (AllgatherAlgorithm::RingSourceWrite, "ring-source-write"),
+        (AllgatherAlgorithm::RecursiveDoubling, "recursive-doubling"),
+        (AllgatherAlgorithm::Bruck, "bruck"),
+        (AllgatherAlgorithm::Staged, "staged"),
+    ];
+
+    fn param(self) -> Option<u32> {
         match self {
-            AllgatherAlgorithm::RingNeighbor(j) => write!(f, "ring-neighbor:{j}"),
-            a => f.write_str(a.name()),
+            AllgatherAlgorithm::RingNeighbor(j) => Some(j),
+            _ => None,
         }
     }
-}
 
-impl std::str::FromStr for AllgatherAlgorithm {
-    type Err = ();
-    /// Parses a name, or `ring-neighbor:j` with `j >= 1` (`ring-neighbor` alone is `j = 1`).
-    fn from_str(s: &str) -> std::result::Result<Self, ()> {
-        match s.split_once(':') {
-            Some(("ring-neighbor", j)) => match j.parse::<u32>() {
-                Ok(j) if j >= 1 => Ok(AllgatherAlgorithm::RingNeighbor(j)),
-                _ => Err(()),
-            },
-            Some(_) => Err(()),
-            None if s == "ring-neighbor" => Ok(AllgatherAlgorithm::RingNeighbor(1)),
-            None => std::iter::once(AllgatherAlgorithm::Auto)
-                .chain(AllgatherAlgorithm::ALL)
-                .find(|a| a.name() == s)
-                .ok_or(()),
+    fn with_param(self, p: u32) -> Self {
+        match self {
+            AllgatherAlgorithm::RingNeighbor(_) => AllgatherAlgorithm::RingNeighbor(p),
+            a => a,
         }
     }
 }

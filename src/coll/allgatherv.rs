@@ -30,6 +30,7 @@
 //! broadcasts the packed result in its node, and every rank unpacks it into its partition.
 //! Every rank holds a scratch copy of all blocks for that last step.
 
+use super::algorithm::Algorithm;
 use super::bcast::{bcast, BcastAlgorithm};
 use super::gatherv::{gatherv, GathervBufs};
 use super::scatterv::BAD_CONFIG;
@@ -84,23 +85,8 @@ impl AllgathervAlgorithm {
         AllgathervAlgorithm::Staged,
     ];
 
-    /// The name used by `ZCOLL_ALLGATHERV_ALGORITHM` and the benchmarks.
-    pub fn name(self) -> &'static str {
-        match self {
-            AllgathervAlgorithm::Auto => "auto",
-            AllgathervAlgorithm::RingSourceRead => "ring-source-read",
-            AllgathervAlgorithm::RingSourceWrite => "ring-source-write",
-            AllgathervAlgorithm::Staged => "staged",
-        }
-    }
-
     fn code(self) -> u8 {
-        match self {
-            AllgathervAlgorithm::Auto => 0,
-            AllgathervAlgorithm::RingSourceRead => 1,
-            AllgathervAlgorithm::RingSourceWrite => 2,
-            AllgathervAlgorithm::Staged => 3,
-        }
+        super::algorithm::code(self)
     }
 
     /// What this rank asks for, before the arrive phase: `Auto` becomes what
@@ -108,7 +94,7 @@ impl AllgathervAlgorithm {
     fn requested(self, transport: TransportKind, env: &super::Overrides) -> Result<AllgathervAlgorithm> {
         let a = match self {
             AllgathervAlgorithm::Auto => {
-                env.choice("ZCOLL_ALLGATHERV_ALGORITHM", EXPECTED)?.unwrap_or(AllgathervAlgorithm::Auto)
+                env.choice("ZCOLL_ALLGATHERV_ALGORITHM")?.unwrap_or(AllgathervAlgorithm::Auto)
             }
             a => a,
         };
@@ -116,22 +102,16 @@ impl AllgathervAlgorithm {
     }
 }
 
-const EXPECTED: &str = "auto, ring-source-read, ring-source-write or staged";
+super::algorithm::vocabulary!(AllgathervAlgorithm);
 
-impl std::fmt::Display for AllgathervAlgorithm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for AllgathervAlgorithm {
-    type Err = ();
-    fn from_str(s: &str) -> std::result::Result<Self, ()> {
-        std::iter::once(AllgathervAlgorithm::Auto)
-            .chain(AllgathervAlgorithm::ALL)
-            .find(|a| a.name() == s)
-            .ok_or(())
-    }
+impl Algorithm for AllgathervAlgorithm {
+    const EXPECTED: &'static str = "auto, ring-source-read, ring-source-write or staged";
+    const NAMES: &'static [(Self, &'static str)] = &[
+        (AllgathervAlgorithm::Auto, "auto"),
+        (AllgathervAlgorithm::RingSourceRead, "ring-source-read"),
+        (AllgathervAlgorithm::RingSourceWrite, "ring-source-write"),
+        (AllgathervAlgorithm::Staged, "staged"),
+    ];
 }
 
 /// The element size a call published.

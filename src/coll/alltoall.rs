@@ -46,6 +46,7 @@
 //! two scratch buffers of `k p n` bytes each (`k` ranks on the node), so that nodes need
 //! not hold consecutive ranks.
 
+use super::algorithm::Algorithm;
 use super::allgather::{agree_shape, gather_to_leader, lengths, prefix, scatter_from_leader, too_big, Nodes};
 use super::staged_private;
 use super::{check, op, Ctx, Kind};
@@ -109,23 +110,8 @@ impl AlltoallAlgorithm {
         AlltoallAlgorithm::PapShmDirect,
     ];
 
-    /// The name used by `ZCOLL_ALLTOALL_ALGORITHM` and the benchmarks.
-    pub fn name(self) -> &'static str {
-        match self {
-            AlltoallAlgorithm::Auto => "auto",
-            AlltoallAlgorithm::Pairwise => "pairwise",
-            AlltoallAlgorithm::PairwiseWrite => "pairwise-write",
-            AlltoallAlgorithm::Bruck => "bruck",
-            AlltoallAlgorithm::Staged => "staged",
-            AlltoallAlgorithm::PapWrite => "pap-write",
-            AlltoallAlgorithm::PapRead => "pap-read",
-            AlltoallAlgorithm::PapStaged => "pap-staged",
-            AlltoallAlgorithm::PapShmDirect => "pap-shm-direct",
-        }
-    }
-
     pub(super) fn code(self) -> u8 {
-        self as u8
+        super::algorithm::code(self)
     }
 
     /// Whether this is one of the arrival-aware algorithms (`coll::pap`).
@@ -150,11 +136,7 @@ impl AlltoallAlgorithm {
         env: &super::Overrides,
     ) -> Result<AlltoallAlgorithm> {
         let chosen = match self {
-            AlltoallAlgorithm::Auto => match env.choice(
-                "ZCOLL_ALLTOALL_ALGORITHM",
-                "auto, pairwise, pairwise-write, bruck, staged, pap-write, pap-read, pap-staged or \
-                 pap-shm-direct",
-            )? {
+            AlltoallAlgorithm::Auto => match env.choice("ZCOLL_ALLTOALL_ALGORITHM")? {
                 Some(a) => a,
                 None => match select::choose(select::Coll::Alltoall, n, p) {
                     Algo::AlltoallStaged => AlltoallAlgorithm::Staged,
@@ -171,20 +153,22 @@ impl AlltoallAlgorithm {
     }
 }
 
-impl std::fmt::Display for AlltoallAlgorithm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+super::algorithm::vocabulary!(AlltoallAlgorithm);
 
-impl std::str::FromStr for AlltoallAlgorithm {
-    type Err = ();
-    fn from_str(s: &str) -> std::result::Result<Self, ()> {
-        std::iter::once(AlltoallAlgorithm::Auto)
-            .chain(AlltoallAlgorithm::ALL)
-            .find(|a| a.name() == s)
-            .ok_or(())
-    }
+impl Algorithm for AlltoallAlgorithm {
+    const EXPECTED: &'static str =
+        "auto, pairwise, pairwise-write, bruck, staged, pap-write, pap-read, pap-staged or pap-shm-direct";
+    const NAMES: &'static [(Self, &'static str)] = &[
+        (AlltoallAlgorithm::Auto, "auto"),
+        (AlltoallAlgorithm::Pairwise, "pairwise"),
+        (AlltoallAlgorithm::PairwiseWrite, "pairwise-write"),
+        (AlltoallAlgorithm::Bruck, "bruck"),
+        (AlltoallAlgorithm::Staged, "staged"),
+        (AlltoallAlgorithm::PapWrite, "pap-write"),
+        (AlltoallAlgorithm::PapRead, "pap-read"),
+        (AlltoallAlgorithm::PapStaged, "pap-staged"),
+        (AlltoallAlgorithm::PapShmDirect, "pap-shm-direct"),
+    ];
 }
 
 /// Alltoall among the ranks of the node: block `j` of `send` lands as block `me` of local

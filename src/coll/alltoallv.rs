@@ -30,6 +30,7 @@
 //! unpacks into its partition. That costs a scratch copy of the outgoing and of the
 //! incoming blocks at every rank, and four at the leaders.
 
+use super::algorithm::Algorithm;
 use super::allgather::{gather_to_leader, Nodes};
 use super::gatherv::{gatherv, GathervBufs};
 use super::scatterv::{scatterv, ScattervBufs, BAD_CONFIG};
@@ -81,23 +82,8 @@ impl AlltoallvAlgorithm {
     pub const ALL: [AlltoallvAlgorithm; 3] =
         [AlltoallvAlgorithm::Pairwise, AlltoallvAlgorithm::PairwiseWrite, AlltoallvAlgorithm::Staged];
 
-    /// The name used by `ZCOLL_ALLTOALLV_ALGORITHM` and the benchmarks.
-    pub fn name(self) -> &'static str {
-        match self {
-            AlltoallvAlgorithm::Auto => "auto",
-            AlltoallvAlgorithm::Pairwise => "pairwise",
-            AlltoallvAlgorithm::PairwiseWrite => "pairwise-write",
-            AlltoallvAlgorithm::Staged => "staged",
-        }
-    }
-
     fn code(self) -> u8 {
-        match self {
-            AlltoallvAlgorithm::Auto => 0,
-            AlltoallvAlgorithm::Pairwise => 1,
-            AlltoallvAlgorithm::PairwiseWrite => 2,
-            AlltoallvAlgorithm::Staged => 3,
-        }
+        super::algorithm::code(self)
     }
 
     /// What this rank asks for, before the arrive phase: `Auto` becomes what
@@ -105,7 +91,7 @@ impl AlltoallvAlgorithm {
     fn requested(self, transport: TransportKind, env: &super::Overrides) -> Result<AlltoallvAlgorithm> {
         let a = match self {
             AlltoallvAlgorithm::Auto => {
-                env.choice("ZCOLL_ALLTOALLV_ALGORITHM", EXPECTED)?.unwrap_or(AlltoallvAlgorithm::Auto)
+                env.choice("ZCOLL_ALLTOALLV_ALGORITHM")?.unwrap_or(AlltoallvAlgorithm::Auto)
             }
             a => a,
         };
@@ -113,22 +99,16 @@ impl AlltoallvAlgorithm {
     }
 }
 
-const EXPECTED: &str = "auto, pairwise, pairwise-write or staged";
+super::algorithm::vocabulary!(AlltoallvAlgorithm);
 
-impl std::fmt::Display for AlltoallvAlgorithm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for AlltoallvAlgorithm {
-    type Err = ();
-    fn from_str(s: &str) -> std::result::Result<Self, ()> {
-        std::iter::once(AlltoallvAlgorithm::Auto)
-            .chain(AlltoallvAlgorithm::ALL)
-            .find(|a| a.name() == s)
-            .ok_or(())
-    }
+impl Algorithm for AlltoallvAlgorithm {
+    const EXPECTED: &'static str = "auto, pairwise, pairwise-write or staged";
+    const NAMES: &'static [(Self, &'static str)] = &[
+        (AlltoallvAlgorithm::Auto, "auto"),
+        (AlltoallvAlgorithm::Pairwise, "pairwise"),
+        (AlltoallvAlgorithm::PairwiseWrite, "pairwise-write"),
+        (AlltoallvAlgorithm::Staged, "staged"),
+    ];
 }
 
 /// One rank's two partitions, as arrays.

@@ -40,6 +40,7 @@
 //!   chunk, as soon as it arrives, from the root or from any reader that already holds
 //!   the chunk, so a late non-root delays nobody (see `coll::pap`).
 
+use super::algorithm::Algorithm;
 use super::{all_equal, check, op, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::sync::{Call, Round, PRIVATE};
@@ -136,21 +137,6 @@ impl BcastAlgorithm {
         BcastAlgorithm::ArrivalAware,
     ];
 
-    /// The algorithm's name, without parameters.
-    pub fn name(self) -> &'static str {
-        match self {
-            BcastAlgorithm::Auto => "auto",
-            BcastAlgorithm::DirectRead => "direct-read",
-            BcastAlgorithm::DirectWrite => "direct-write",
-            BcastAlgorithm::KnomialRead { .. } => "knomial-read",
-            BcastAlgorithm::ScatterAllgather => "scatter-allgather",
-            BcastAlgorithm::Pipelined { .. } => "pipelined",
-            BcastAlgorithm::Fifo => "fifo",
-            BcastAlgorithm::Staged => "staged",
-            BcastAlgorithm::ArrivalAware => "arrival-aware",
-        }
-    }
-
     /// The algorithm the cost model chose; its copy-in/copy-out choice is the Bcast FIFO
     /// while the message fits in the ring, the staging pipeline beyond.
     fn from_model(a: Algo, len: usize) -> BcastAlgorithm {
@@ -166,17 +152,7 @@ impl BcastAlgorithm {
 
     /// The code and parameter published in the call record.
     fn code(self) -> (u8, u32) {
-        match self {
-            BcastAlgorithm::Auto => (0, 0),
-            BcastAlgorithm::DirectRead => (1, 0),
-            BcastAlgorithm::DirectWrite => (2, 0),
-            BcastAlgorithm::KnomialRead { k } => (3, k),
-            BcastAlgorithm::ScatterAllgather => (4, 0),
-            BcastAlgorithm::Staged => (5, 0),
-            BcastAlgorithm::Pipelined { chunk } => (6, chunk),
-            BcastAlgorithm::Fifo => (7, 0),
-            BcastAlgorithm::ArrivalAware => (8, 0),
-        }
+        super::algorithm::wire(self)
     }
 
     /// The algorithm a call of `len` bytes on a node of `p` ranks uses on `transport`,
@@ -190,11 +166,7 @@ impl BcastAlgorithm {
         env: &super::Overrides,
     ) -> Result<BcastAlgorithm> {
         let chosen = match self {
-            BcastAlgorithm::Auto => match env.choice(
-                "ZCOLL_BCAST_ALGORITHM",
-                "auto, direct-read, direct-write, knomial-read[:k], scatter-allgather, \
-                 pipelined[:bytes], fifo, staged or arrival-aware",
-            )? {
+            BcastAlgorithm::Auto => match env.choice("ZCOLL_BCAST_ALGORITHM")? {
                 Some(a) => a,
                 None => BcastAlgorithm::from_model(select::choose(select::Coll::Bcast, len, p), len),
             },
@@ -225,37 +197,42 @@ impl BcastAlgorithm {
     }
 }
 
-impl std::fmt::Display for BcastAlgorithm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+super::algorithm::vocabulary!(BcastAlgorithm);
+
+impl Algorithm for BcastAlgorithm {
+    const EXPECTED: &'static str = "auto, direct-read, direct-write, knomial-read[:k], scatter-allgather, pipelined[:bytes], fifo, staged or arrival-aware";
+    const NAMES: &'static [(Self, &'static str)] = &[
+        (BcastAlgorithm::Auto, "auto"),
+        (BcastAlgorithm::DirectRead, "direct-read"),
+        (BcastAlgorithm::DirectWrite, "direct-write"),
+        (BcastAlgorithm::KnomialRead { k: DEFAULT_RADIX }, "knomial-read"),
+        (BcastAlgorithm::ScatterAllgather, "scatter-allgather"),
+        (BcastAlgorithm::Pipelined { chunk: DEFAULT_CHUNK }, "pipelined"),
+        (BcastAlgorithm::Fifo, "fifo"),
+        (BcastAlgorithm::Staged, "staged"),
+        (BcastAlgorithm::ArrivalAware, "arrival-aware"),
+    ];
+
+    fn param(self) -> Option<u32> {
         match self {
-            BcastAlgorithm::KnomialRead { k } => write!(f, "{}:{k}", self.name()),
-            BcastAlgorithm::Pipelined { chunk } => write!(f, "{}:{chunk}", self.name()),
-            _ => f.write_str(self.name()),
+            BcastAlgorithm::KnomialRead { k } => Some(k),
+            BcastAlgorithm::Pipelined { chunk } => Some(chunk),
+            _ => None,
         }
     }
-}
 
-impl std::str::FromStr for BcastAlgorithm {
-    type Err = ();
-    fn from_str(s: &str) -> std::result::Result<Self, ()> {
-        let (name, k) = match s.split_once(':') {
-            Some((name, k)) => (name, Some(k.parse::<u32>().map_err(drop)?)),
-            None => (s, None),
-        };
-        match (name, k) {
-            ("knomial-read", k) => match k.unwrap_or(DEFAULT_RADIX) {
-                k if k >= 2 => Ok(BcastAlgorithm::KnomialRead { k }),
-                _ => Err(()),
-            },
-            ("pipelined", chunk) => match chunk.unwrap_or(DEFAULT_CHUNK) {
-                chunk if chunk as usize >= PAGE => Ok(BcastAlgorithm::Pipelined { chunk }),
-                _ => Err(()),
-            },
-            (_, Some(_)) => Err(()),
-            (name, None) => std::iter::once(BcastAlgorithm::Auto)
-                .chain(BcastAlgorithm::ALL)
-                .find(|a| a.name() == name)
-                .ok_or(()),
+    fn with_param(self, p: u32) -> Self {
+        match self {
+            BcastAlgorithm::KnomialRead { .. } => BcastAlgorithm::KnomialRead { k: p },
+            BcastAlgorithm::Pipelined { .. } => BcastAlgorithm::Pipelined { chunk: p },
+            a => a,
+        }
+    }
+
+    fn min_param(self) -> u32 {
+        match self {
+            BcastAlgorithm::Pipelined { .. } => PAGE as u32,
+            _ => 2,
         }
     }
 }

@@ -27,9 +27,9 @@
 //! rank order when the nodes do not hold consecutive ranks), and the root's leader hands
 //! the whole buffer to the root through the node if it is not the root itself.
 
+use super::algorithm::Algorithm;
 use super::rooted::{
-    blocks, hier_check, parse_k, peers, relay, rooted_check, throttled, zero_k, Claim, Layout, Measure,
-    DEFAULT_K,
+    blocks, hier_check, peers, relay, rooted_check, throttled, zero_k, Claim, Layout, Measure, DEFAULT_K,
 };
 use super::staged_private;
 use super::{op, Ctx, Kind};
@@ -82,26 +82,9 @@ impl GatherAlgorithm {
         GatherAlgorithm::Staged,
     ];
 
-    /// The name used by `ZCOLL_GATHER_ALGORITHM` and the benchmarks (without `:k`).
-    pub fn name(self) -> &'static str {
-        match self {
-            GatherAlgorithm::Auto => "auto",
-            GatherAlgorithm::ParallelWrite => "parallel-write",
-            GatherAlgorithm::SequentialRead => "sequential-read",
-            GatherAlgorithm::ThrottledWrite { .. } => "throttled-write",
-            GatherAlgorithm::Staged => "staged",
-        }
-    }
-
     /// The algorithm code and parameter published in the call.
     pub(crate) fn code(self) -> (u8, u32) {
-        match self {
-            GatherAlgorithm::Auto => (0, 0),
-            GatherAlgorithm::ParallelWrite => (1, 0),
-            GatherAlgorithm::SequentialRead => (2, 0),
-            GatherAlgorithm::ThrottledWrite { k } => (3, k),
-            GatherAlgorithm::Staged => (4, 0),
-        }
+        super::algorithm::wire(self)
     }
 
     /// The algorithm a gather of `block` bytes from each of `ranks` ranks uses on
@@ -115,7 +98,7 @@ impl GatherAlgorithm {
         env: &super::Overrides,
     ) -> Result<GatherAlgorithm> {
         let chosen = match self {
-            GatherAlgorithm::Auto => match env.choice("ZCOLL_GATHER_ALGORITHM", EXPECTED)? {
+            GatherAlgorithm::Auto => match env.choice("ZCOLL_GATHER_ALGORITHM")? {
                 Some(a) => a,
                 None => match select::choose(select::Coll::Gather, block, ranks) {
                     Algo::GatherStaged => GatherAlgorithm::Staged,
@@ -136,26 +119,29 @@ impl GatherAlgorithm {
     }
 }
 
-const EXPECTED: &str = "auto, parallel-write, sequential-read, throttled-write[:k] or staged";
+super::algorithm::vocabulary!(GatherAlgorithm);
 
-impl std::fmt::Display for GatherAlgorithm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Algorithm for GatherAlgorithm {
+    const EXPECTED: &'static str = "auto, parallel-write, sequential-read, throttled-write[:k] or staged";
+    const NAMES: &'static [(Self, &'static str)] = &[
+        (GatherAlgorithm::Auto, "auto"),
+        (GatherAlgorithm::ParallelWrite, "parallel-write"),
+        (GatherAlgorithm::SequentialRead, "sequential-read"),
+        (GatherAlgorithm::ThrottledWrite { k: DEFAULT_K }, "throttled-write"),
+        (GatherAlgorithm::Staged, "staged"),
+    ];
+
+    fn param(self) -> Option<u32> {
         match self {
-            GatherAlgorithm::ThrottledWrite { k } => write!(f, "{}:{k}", self.name()),
-            a => f.write_str(a.name()),
+            GatherAlgorithm::ThrottledWrite { k } => Some(k),
+            _ => None,
         }
     }
-}
 
-impl std::str::FromStr for GatherAlgorithm {
-    type Err = ();
-    fn from_str(s: &str) -> std::result::Result<Self, ()> {
-        match parse_k(s, "throttled-write")? {
-            Some(k) => Ok(GatherAlgorithm::ThrottledWrite { k }),
-            None => std::iter::once(GatherAlgorithm::Auto)
-                .chain(GatherAlgorithm::ALL)
-                .find(|a| a.name() == s && !matches!(a, GatherAlgorithm::ThrottledWrite { .. }))
-                .ok_or(()),
+    fn with_param(self, p: u32) -> Self {
+        match self {
+            GatherAlgorithm::ThrottledWrite { .. } => GatherAlgorithm::ThrottledWrite { k: p },
+            a => a,
         }
     }
 }

@@ -46,8 +46,6 @@ use mpi::traits::*;
 use mpi::Count;
 use std::ops::Range;
 
-const EXPECTED: &str = "auto, parallel-write, sequential-read, throttled-write[:k] or staged";
-
 /// What this rank asks for, before the arrive phase: `Auto` becomes what
 /// `ZCOLL_GATHERV_ALGORITHM` names (if set), and everything is `Staged` on `cico`.
 fn requested(
@@ -56,9 +54,7 @@ fn requested(
     env: &super::Overrides,
 ) -> Result<GatherAlgorithm> {
     let a = match a {
-        GatherAlgorithm::Auto => {
-            env.choice("ZCOLL_GATHERV_ALGORITHM", EXPECTED)?.unwrap_or(GatherAlgorithm::Auto)
-        }
+        GatherAlgorithm::Auto => env.choice("ZCOLL_GATHERV_ALGORITHM")?.unwrap_or(GatherAlgorithm::Auto),
         GatherAlgorithm::ThrottledWrite { k: 0 } => return Err(zero_k("GatherAlgorithm::ThrottledWrite")),
         a => a,
     };

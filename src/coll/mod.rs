@@ -5,6 +5,7 @@
 //! round and each evaluates the same checks over all of them, so a bad argument on one
 //! rank is the same `Err` on every rank, before any byte moves.
 
+pub(crate) mod algorithm;
 pub(crate) mod allgather;
 pub(crate) mod allgatherv;
 pub(crate) mod alltoall;
@@ -24,83 +25,7 @@ pub(crate) mod varcount;
 use crate::error::{Error, Result};
 use crate::sync::{Call, Control, Round};
 use crate::transport::TransportKind;
-
-/// The variables that set what `Auto` means, one per collective.
-pub(crate) const ALGORITHM_VARS: [&str; 11] = [
-    "ZCOLL_BCAST_ALGORITHM",
-    "ZCOLL_SCATTER_ALGORITHM",
-    "ZCOLL_GATHER_ALGORITHM",
-    "ZCOLL_ALLGATHER_ALGORITHM",
-    "ZCOLL_ALLTOALL_ALGORITHM",
-    "ZCOLL_ALLREDUCE_ALGORITHM",
-    "ZCOLL_REDUCE_ALGORITHM",
-    "ZCOLL_SCATTERV_ALGORITHM",
-    "ZCOLL_GATHERV_ALGORITHM",
-    "ZCOLL_ALLGATHERV_ALGORITHM",
-    "ZCOLL_ALLTOALLV_ALGORITHM",
-];
-
-/// The `ZCOLL_<COLL>_ALGORITHM` variables that are set, read once when a `Comm` is
-/// built, so that a call with `Auto` reads no environment (a lock and a scan of
-/// `environ`, 0.1 us under `mpiexec`, as much as a small staged broadcast's copies).
-/// Values are kept as written and parsed by the call that uses them, so a bad value is
-/// that call's `Error::Config`, on every rank.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Overrides {
-    set: Vec<(&'static str, String)>,
-}
-
-impl Overrides {
-    /// What the environment holds now (every rank must see the same values).
-    pub(crate) fn from_env() -> Overrides {
-        let set = ALGORITHM_VARS
-            .iter()
-            .filter_map(|&var| Some((var, std::env::var(var).ok().filter(|v| !v.is_empty() && v != "auto")?)))
-            .collect();
-        Overrides { set }
-    }
-
-    /// Overrides as if the environment held `vars` (for tests).
-    #[cfg(test)]
-    pub(crate) fn with(vars: &[(&'static str, &str)]) -> Overrides {
-        Overrides { set: vars.iter().map(|&(var, value)| (var, value.to_owned())).collect() }
-    }
-
-    /// The algorithm `var` asks for, if any: `None` when it was unset, empty or `auto`.
-    ///
-    /// # Errors
-    ///
-    /// `Error::Config` naming `var` and `expected` if the value is not an algorithm's
-    /// name.
-    #[inline]
-    pub(crate) fn choice<A: std::str::FromStr<Err = ()>>(
-        &self,
-        var: &'static str,
-        expected: &'static str,
-    ) -> Result<Option<A>> {
-        // The common case, no override at all, costs a load and a branch per call.
-        if self.set.is_empty() {
-            return Ok(None);
-        }
-        self.parse(var, expected)
-    }
-
-    fn parse<A: std::str::FromStr<Err = ()>>(
-        &self,
-        var: &'static str,
-        expected: &'static str,
-    ) -> Result<Option<A>> {
-        debug_assert!(ALGORITHM_VARS.contains(&var), "{var} is read by Overrides::from_env");
-        match self.set.iter().find(|(v, _)| *v == var) {
-            None => Ok(None),
-            Some((_, value)) => value.parse().map(Some).map_err(|()| Error::Config {
-                name: var,
-                value: value.clone(),
-                expected,
-            }),
-        }
-    }
-}
+pub(crate) use algorithm::Overrides;
 
 /// What a collective call needs of the node.
 #[derive(Clone, Copy, Debug)]

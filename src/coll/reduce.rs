@@ -31,6 +31,7 @@
 //! Both fold in rank order for a non-commutative operator, and every allreduce result
 //! element is computed once, by one rank, so all ranks hold bitwise the same result.
 
+use super::algorithm::Algorithm;
 use super::{check, typed_op, BadLength, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::op::Operator;
@@ -69,21 +70,8 @@ impl ReduceAlgorithm {
     /// Every algorithm that moves data (all but `Auto`).
     pub const ALL: [ReduceAlgorithm; 2] = [ReduceAlgorithm::Partitioned, ReduceAlgorithm::Staged];
 
-    /// The name used by the environment variables and the benchmarks.
-    pub fn name(self) -> &'static str {
-        match self {
-            ReduceAlgorithm::Auto => "auto",
-            ReduceAlgorithm::Partitioned => "partitioned",
-            ReduceAlgorithm::Staged => "staged",
-        }
-    }
-
     fn code(self) -> u8 {
-        match self {
-            ReduceAlgorithm::Auto => 0,
-            ReduceAlgorithm::Partitioned => 1,
-            ReduceAlgorithm::Staged => 2,
-        }
+        super::algorithm::code(self)
     }
 
     fn resolve(
@@ -95,7 +83,7 @@ impl ReduceAlgorithm {
         env: &super::Overrides,
     ) -> Result<ReduceAlgorithm> {
         let chosen = match self {
-            ReduceAlgorithm::Auto => match env.choice(var, "auto, partitioned or staged")? {
+            ReduceAlgorithm::Auto => match env.choice(var)? {
                 Some(a) => a,
                 None => {
                     let coll = if var == REDUCE_VAR { select::Coll::Reduce } else { select::Coll::Allreduce };
@@ -114,21 +102,19 @@ impl ReduceAlgorithm {
     }
 }
 
+super::algorithm::vocabulary!(ReduceAlgorithm);
+
+impl Algorithm for ReduceAlgorithm {
+    const EXPECTED: &'static str = "auto, partitioned or staged";
+    const NAMES: &'static [(Self, &'static str)] = &[
+        (ReduceAlgorithm::Auto, "auto"),
+        (ReduceAlgorithm::Partitioned, "partitioned"),
+        (ReduceAlgorithm::Staged, "staged"),
+    ];
+}
+
 /// The variable that sets what `Auto` means for a reduce to a root.
 const REDUCE_VAR: &str = "ZCOLL_REDUCE_ALGORITHM";
-
-impl std::fmt::Display for ReduceAlgorithm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for ReduceAlgorithm {
-    type Err = ();
-    fn from_str(s: &str) -> std::result::Result<Self, ()> {
-        std::iter::once(ReduceAlgorithm::Auto).chain(ReduceAlgorithm::ALL).find(|a| a.name() == s).ok_or(())
-    }
-}
 
 /// A rank's buffers in a reduction.
 pub(crate) enum Bufs<'a, T> {

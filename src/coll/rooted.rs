@@ -20,20 +20,6 @@ pub(crate) const DEFAULT_K: u32 = 4;
 /// non-root called the root's.
 pub(crate) const ROLE: &str = "root/non-root method";
 
-/// Parses `throttled[:k]` (default `k`, `k >= 1`) as `Some(k)`; any other name without a
-/// colon as `None`, for the caller to look up; anything else is an error.
-pub(crate) fn parse_k(s: &str, throttled: &str) -> std::result::Result<Option<u32>, ()> {
-    match s.split_once(':') {
-        None if s == throttled => Ok(Some(DEFAULT_K)),
-        None => Ok(None),
-        Some((name, k)) if name == throttled => match k.parse::<u32>() {
-            Ok(k) if k >= 1 => Ok(Some(k)),
-            _ => Err(()),
-        },
-        Some(_) => Err(()),
-    }
-}
-
 /// The error for a throttled algorithm given `k = 0` in code.
 pub(crate) fn zero_k(name: &'static str) -> Error {
     Error::Config { name, value: "k = 0".into(), expected: "k >= 1" }

@@ -45,9 +45,9 @@
 //! blocks node by node in a scratch buffer when the ranks are not in node order (and sends
 //! the user's buffer as it is when they are).
 
+use super::algorithm::Algorithm;
 use super::rooted::{
-    blocks, hier_check, parse_k, peers, relay, rooted_check, throttled, zero_k, Claim, Layout, Measure,
-    DEFAULT_K,
+    blocks, hier_check, peers, relay, rooted_check, throttled, zero_k, Claim, Layout, Measure, DEFAULT_K,
 };
 use super::staged_private;
 use super::{op, Ctx, Kind};
@@ -102,26 +102,9 @@ impl ScatterAlgorithm {
         ScatterAlgorithm::Staged,
     ];
 
-    /// The name used by `ZCOLL_SCATTER_ALGORITHM` and the benchmarks (without `:k`).
-    pub fn name(self) -> &'static str {
-        match self {
-            ScatterAlgorithm::Auto => "auto",
-            ScatterAlgorithm::ParallelRead => "parallel-read",
-            ScatterAlgorithm::SequentialWrite => "sequential-write",
-            ScatterAlgorithm::ThrottledRead { .. } => "throttled-read",
-            ScatterAlgorithm::Staged => "staged",
-        }
-    }
-
     /// The algorithm code and parameter published in the call.
     pub(crate) fn code(self) -> (u8, u32) {
-        match self {
-            ScatterAlgorithm::Auto => (0, 0),
-            ScatterAlgorithm::ParallelRead => (1, 0),
-            ScatterAlgorithm::SequentialWrite => (2, 0),
-            ScatterAlgorithm::ThrottledRead { k } => (3, k),
-            ScatterAlgorithm::Staged => (4, 0),
-        }
+        super::algorithm::wire(self)
     }
 
     /// The algorithm a scatter of `block` bytes to each of `ranks` ranks uses on
@@ -135,7 +118,7 @@ impl ScatterAlgorithm {
         env: &super::Overrides,
     ) -> Result<ScatterAlgorithm> {
         let chosen = match self {
-            ScatterAlgorithm::Auto => match env.choice("ZCOLL_SCATTER_ALGORITHM", EXPECTED)? {
+            ScatterAlgorithm::Auto => match env.choice("ZCOLL_SCATTER_ALGORITHM")? {
                 Some(a) => a,
                 None => match select::choose(select::Coll::Scatter, block, ranks) {
                     Algo::ScatterStaged => ScatterAlgorithm::Staged,
@@ -156,26 +139,29 @@ impl ScatterAlgorithm {
     }
 }
 
-const EXPECTED: &str = "auto, parallel-read, sequential-write, throttled-read[:k] or staged";
+super::algorithm::vocabulary!(ScatterAlgorithm);
 
-impl std::fmt::Display for ScatterAlgorithm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Algorithm for ScatterAlgorithm {
+    const EXPECTED: &'static str = "auto, parallel-read, sequential-write, throttled-read[:k] or staged";
+    const NAMES: &'static [(Self, &'static str)] = &[
+        (ScatterAlgorithm::Auto, "auto"),
+        (ScatterAlgorithm::ParallelRead, "parallel-read"),
+        (ScatterAlgorithm::SequentialWrite, "sequential-write"),
+        (ScatterAlgorithm::ThrottledRead { k: DEFAULT_K }, "throttled-read"),
+        (ScatterAlgorithm::Staged, "staged"),
+    ];
+
+    fn param(self) -> Option<u32> {
         match self {
-            ScatterAlgorithm::ThrottledRead { k } => write!(f, "{}:{k}", self.name()),
-            a => f.write_str(a.name()),
+            ScatterAlgorithm::ThrottledRead { k } => Some(k),
+            _ => None,
         }
     }
-}
 
-impl std::str::FromStr for ScatterAlgorithm {
-    type Err = ();
-    fn from_str(s: &str) -> std::result::Result<Self, ()> {
-        match parse_k(s, "throttled-read")? {
-            Some(k) => Ok(ScatterAlgorithm::ThrottledRead { k }),
-            None => std::iter::once(ScatterAlgorithm::Auto)
-                .chain(ScatterAlgorithm::ALL)
-                .find(|a| a.name() == s && !matches!(a, ScatterAlgorithm::ThrottledRead { .. }))
-                .ok_or(()),
+    fn with_param(self, p: u32) -> Self {
+        match self {
+            ScatterAlgorithm::ThrottledRead { .. } => ScatterAlgorithm::ThrottledRead { k: p },
+            a => a,
         }
     }
 }

@@ -51,8 +51,6 @@ use mpi::traits::*;
 use mpi::Count;
 use std::ops::Range;
 
-const EXPECTED: &str = "auto, parallel-read, sequential-write, throttled-read[:k] or staged";
-
 /// The code published for a rank whose algorithm could not be read: it never equals a
 /// valid one, so the others see an algorithm mismatch rather than wait for it.
 pub(crate) const BAD_CONFIG: u8 = 0xfe;
@@ -65,9 +63,7 @@ fn requested(
     env: &super::Overrides,
 ) -> Result<ScatterAlgorithm> {
     let a = match a {
-        ScatterAlgorithm::Auto => {
-            env.choice("ZCOLL_SCATTERV_ALGORITHM", EXPECTED)?.unwrap_or(ScatterAlgorithm::Auto)
-        }
+        ScatterAlgorithm::Auto => env.choice("ZCOLL_SCATTERV_ALGORITHM")?.unwrap_or(ScatterAlgorithm::Auto),
         ScatterAlgorithm::ThrottledRead { k: 0 } => return Err(zero_k("ScatterAlgorithm::ThrottledRead")),
         a => a,
     };

@@ -1,0 +1,219 @@
+//! The one vocabulary of algorithms. Each collective's algorithm enum lists its variants
+//! once, with their names ([`Algorithm::NAMES`]); from that list this module derives
+//! everything else a name is used for: the `name[:param]` spelling, parsing and display,
+//! the code published in the call record, and the `ZCOLL_<COLL>_ALGORITHM` overrides
+//! ([`Overrides`]). What an algorithm means for the cost model stays with its collective
+//! (each file's `resolve`), which is where the model's choice is turned into a variant.
+
+use crate::error::{Error, Result};
+use std::fmt;
+
+/// An algorithm enum: `Auto` and the algorithms of one collective.
+pub(crate) trait Algorithm: Copy + Sized + 'static {
+    /// What its variable may hold, for `Error::Config`.
+    const EXPECTED: &'static str;
+    /// Every variant with its name, `Auto` first; a variant that takes a parameter (a
+    /// radix, a chunk) appears with the value its bare name stands for.
+    const NAMES: &'static [(Self, &'static str)];
+
+    /// The parameter, for a variant that takes one.
+    fn param(self) -> Option<u32> {
+        None
+    }
+
+    /// The same variant with parameter `p` (the variant itself if it takes none).
+    fn with_param(self, _p: u32) -> Self {
+        self
+    }
+
+    /// The smallest parameter the variant accepts when spelled `name:param`.
+    fn min_param(self) -> u32 {
+        1
+    }
+}
+
+/// The entry of `a`'s variant in `A::NAMES`, whatever its parameter.
+fn entry<A: Algorithm>(a: A) -> usize {
+    let d = std::mem::discriminant(&a);
+    A::NAMES.iter().position(|(v, _)| std::mem::discriminant(v) == d).expect("every variant is named")
+}
+
+/// The name of `a`'s variant, without the parameter.
+pub(crate) fn name<A: Algorithm>(a: A) -> &'static str {
+    A::NAMES[entry(a)].1
+}
+
+/// The code of `a`'s variant in the call record (`Auto` is 0).
+pub(crate) fn code<A: Algorithm>(a: A) -> u8 {
+    entry(a) as u8
+}
+
+/// The code and the parameter (0 for none), as a call record carries them.
+pub(crate) fn wire<A: Algorithm>(a: A) -> (u8, u32) {
+    (code(a), a.param().unwrap_or(0))
+}
+
+/// `name`, or `name:param` for a variant with a parameter.
+pub(crate) fn write<A: Algorithm>(a: A, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match a.param() {
+        Some(p) => write!(f, "{}:{p}", name(a)),
+        None => f.write_str(name(a)),
+    }
+}
+
+/// Parses `name` (a parameterised variant at its default) or `name:param` (a variant
+/// that takes a parameter, at least its `min_param`).
+pub(crate) fn parse<A: Algorithm>(s: &str) -> std::result::Result<A, ()> {
+    let (n, p) = match s.split_once(':') {
+        Some((n, p)) => (n, Some(p.parse::<u32>().map_err(drop)?)),
+        None => (s, None),
+    };
+    let &(a, _) = A::NAMES.iter().find(|(_, name)| *name == n).ok_or(())?;
+    match (p, a.param()) {
+        (None, _) => Ok(a),
+        (Some(p), Some(_)) if p >= a.min_param() => Ok(a.with_param(p)),
+        (Some(_), _) => Err(()),
+    }
+}
+
+/// `Display`, `FromStr` and `name` for an algorithm enum, from its [`Algorithm`] table.
+macro_rules! vocabulary {
+    ($ty:ty) => {
+        impl $ty {
+            /// The name used by the environment variables and the benchmarks (without a
+            /// parameter).
+            pub fn name(self) -> &'static str {
+                $crate::coll::algorithm::name(self)
+            }
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                $crate::coll::algorithm::write(*self, f)
+            }
+        }
+
+        impl std::str::FromStr for $ty {
+            type Err = ();
+            fn from_str(s: &str) -> std::result::Result<Self, ()> {
+                $crate::coll::algorithm::parse(s)
+            }
+        }
+    };
+}
+pub(crate) use vocabulary;
+
+/// The variables that set what `Auto` means, one per collective.
+pub(crate) const ALGORITHM_VARS: [&str; 11] = [
+    "ZCOLL_BCAST_ALGORITHM",
+    "ZCOLL_SCATTER_ALGORITHM",
+    "ZCOLL_GATHER_ALGORITHM",
+    "ZCOLL_ALLGATHER_ALGORITHM",
+    "ZCOLL_ALLTOALL_ALGORITHM",
+    "ZCOLL_ALLREDUCE_ALGORITHM",
+    "ZCOLL_REDUCE_ALGORITHM",
+    "ZCOLL_SCATTERV_ALGORITHM",
+    "ZCOLL_GATHERV_ALGORITHM",
+    "ZCOLL_ALLGATHERV_ALGORITHM",
+    "ZCOLL_ALLTOALLV_ALGORITHM",
+];
+
+/// The `ZCOLL_<COLL>_ALGORITHM` variables that are set, read once when a `Comm` is
+/// built, so that a call with `Auto` reads no environment (a lock and a scan of
+/// `environ`, 0.1 us under `mpiexec`, as much as a small staged broadcast's copies).
+/// Values are kept as written and parsed by the call that uses them, so a bad value is
+/// that call's `Error::Config`, on every rank.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Overrides {
+    set: Vec<(&'static str, String)>,
+}
+
+impl Overrides {
+    /// What the environment holds now (every rank must see the same values).
+    pub(crate) fn from_env() -> Overrides {
+        let set = ALGORITHM_VARS
+            .iter()
+            .filter_map(|&var| Some((var, std::env::var(var).ok().filter(|v| !v.is_empty() && v != "auto")?)))
+            .collect();
+        Overrides { set }
+    }
+
+    /// Overrides as if the environment held `vars` (for tests).
+    #[cfg(test)]
+    pub(crate) fn with(vars: &[(&'static str, &str)]) -> Overrides {
+        Overrides { set: vars.iter().map(|&(var, value)| (var, value.to_owned())).collect() }
+    }
+
+    /// The algorithm `var` asks for, if any: `None` when it was unset, empty or `auto`.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Config` naming `var` and what it may hold if the value is not one of
+    /// `A`'s algorithms.
+    #[inline]
+    pub(crate) fn choice<A: Algorithm>(&self, var: &'static str) -> Result<Option<A>> {
+        // The common case, no override at all, costs a load and a branch per call.
+        if self.set.is_empty() {
+            return Ok(None);
+        }
+        self.parse(var)
+    }
+
+    fn parse<A: Algorithm>(&self, var: &'static str) -> Result<Option<A>> {
+        debug_assert!(ALGORITHM_VARS.contains(&var), "{var} is read by Overrides::from_env");
+        match self.set.iter().find(|(v, _)| *v == var) {
+            None => Ok(None),
+            Some((_, value)) => parse(value).map(Some).map_err(|()| Error::Config {
+                name: var,
+                value: value.clone(),
+                expected: A::EXPECTED,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        AllgatherAlgorithm, AllgathervAlgorithm, AlltoallAlgorithm, AlltoallvAlgorithm, BcastAlgorithm,
+        GatherAlgorithm, ReduceAlgorithm, ScatterAlgorithm,
+    };
+
+    /// Every enum's table starts with `Auto`, names each variant once, lists exactly its
+    /// `ALL` after `Auto`, and every name reads back as the variant it names.
+    fn table_is_whole<A: Algorithm + PartialEq + fmt::Debug + fmt::Display + Default>(all: &[A]) {
+        assert_eq!(A::NAMES[0].0, A::default(), "Auto first");
+        assert_eq!(A::NAMES[0].1, "auto");
+        let listed: Vec<A> = A::NAMES[1..].iter().map(|&(a, _)| a).collect();
+        assert_eq!(listed, all, "NAMES after Auto is ALL");
+        for (i, &(a, n)) in A::NAMES.iter().enumerate() {
+            assert_eq!((name(a), code(a) as usize), (n, i));
+            assert_eq!(parse::<A>(&a.to_string()), Ok(a), "{a}");
+            assert_eq!(parse::<A>(n), Ok(a), "{n}");
+            match a.param() {
+                Some(_) => {
+                    let least = a.min_param();
+                    assert!(least >= 1);
+                    assert_eq!(parse::<A>(&format!("{n}:{least}")), Ok(a.with_param(least)));
+                    assert_eq!(parse::<A>(&format!("{n}:{}", least - 1)), Err(()), "{n} below its least");
+                }
+                None => assert_eq!(parse::<A>(&format!("{n}:7")), Err(()), "{n} takes no parameter"),
+            }
+        }
+        assert_eq!(parse::<A>("no-such-algorithm"), Err(()));
+        assert!(A::NAMES.iter().all(|(_, n)| A::EXPECTED.contains(n)), "{}", A::EXPECTED);
+    }
+
+    #[test]
+    fn every_vocabulary_is_whole() {
+        table_is_whole(&BcastAlgorithm::ALL);
+        table_is_whole(&ScatterAlgorithm::ALL);
+        table_is_whole(&GatherAlgorithm::ALL);
+        table_is_whole(&AllgatherAlgorithm::ALL);
+        table_is_whole(&AlltoallAlgorithm::ALL);
+        table_is_whole(&AllgathervAlgorithm::ALL);
+        table_is_whole(&AlltoallvAlgorithm::ALL);
+        table_is_whole(&ReduceAlgorithm::ALL);
+    }
+}

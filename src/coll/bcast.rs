@@ -41,6 +41,7 @@
 //!   the chunk, so a late non-root delays nobody (see `coll::pap`).
 
 use super::algorithm::Algorithm;
+use super::pap::{compatible, settle};
 use super::{all_equal, check, op, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::sync::{Call, Round, PRIVATE};
@@ -270,7 +271,7 @@ pub(crate) fn bcast(
     };
     let (code, param) = algorithm.as_ref().map(|a| a.code()).unwrap_or((0, 0));
     if algorithm == Ok(BcastAlgorithm::ArrivalAware) {
-        return super::pap::bcast(ctx, buf, root, src, op(Kind::Bcast, code, param));
+        return arrival_aware(ctx, buf, root, src, op(Kind::Bcast, code, param));
     }
     let len = buf.len();
     // Only the direct-write receivers let a peer write into their buffer.
@@ -429,3 +430,60 @@ fn scatter_allgather(round: &Round<'_>, src: usize, buf: &mut [u8]) -> Result<()
 
 /// The page size the chunks are cut at.
 const PAGE: usize = 4096;
+
+/// The chunk of the arrival-aware broadcast: the unit a reader takes from one holder.
+pub(crate) const BCAST_CHUNK: usize = 256 * 1024;
+
+fn arrival_aware(ctx: &Ctx<'_>, buf: &mut [u8], root: i32, src: usize, word: u64) -> Result<()> {
+    let len = buf.len();
+    let call = Call {
+        op: word,
+        root: root as i64,
+        send: buf.as_ptr() as usize,
+        send_len: len,
+        recv: buf.as_mut_ptr() as usize,
+        recv_len: len,
+        recv_writable: false,
+        aux: src as u64,
+        aux2: 0,
+    };
+    let round = ctx.ctl.begin_eager(&call, 0)?;
+    let valid_root = (0..ctx.comm_size).contains(&root);
+    let moved = if round.me() == src || round.size() == 1 || len == 0 || !valid_root {
+        Ok(())
+    } else {
+        read_arriving(&round, src, buf)
+    };
+    settle(ctx, round, moved, true, |r| {
+        let expected = r.call(src.min(r.size() - 1)).send_len;
+        all_equal(r, |c| c.send_len, expected)
+    })
+}
+
+/// A reader's part of the arrival-aware broadcast.
+fn read_arriving(round: &Round<'_>, src: usize, buf: &mut [u8]) -> Result<()> {
+    let (p, me) = (round.size(), round.me());
+    let mine = round.call(me);
+    let ok = |h: usize| round.arrived(h) && compatible(&mine, &round.call(h));
+    for (c, piece) in buf.chunks_mut(BCAST_CHUNK).enumerate() {
+        let step = c as u32 + 1;
+        let holder = loop {
+            if round.arrived(src) && !ok(src) {
+                // The verdict names the culprit.
+                return Ok(());
+            }
+            let holders: Vec<usize> =
+                (0..p).filter(|&h| h != me && ok(h) && (h == src || round.progressed(h, step))).collect();
+            if !holders.is_empty() {
+                break holders[(me + c) % holders.len()];
+            }
+            if round.peer_failed().is_some() {
+                return Ok(());
+            }
+            round.wait_for(|| round.arrived(src) || round.peer_failed().is_some())?;
+        };
+        round.read_send(holder, c * BCAST_CHUNK, piece)?;
+        round.post_progress(step);
+    }
+    Ok(())
+}

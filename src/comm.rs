@@ -81,9 +81,11 @@ impl Comm {
     ///
     /// # Errors
     ///
-    /// `Error::Config` for an environment variable zcoll cannot read, `Error::Segment` if
-    /// the control segment cannot be created or mapped, `Error::Unsupported` if
-    /// `ZCOLL_TRANSPORT` asks for a transport the node cannot use.
+    /// On every rank of `comm`: `Error::Config` for an environment variable zcoll cannot
+    /// read, `Error::Segment` if the control segment cannot be created or mapped,
+    /// `Error::Unsupported` if `ZCOLL_TRANSPORT` asks for a transport the node cannot
+    /// use; the ranks of the nodes where nothing failed get `Error::PeerFailed` naming
+    /// the first rank that failed.
     pub fn new<C: Communicator>(comm: &C) -> Result<Comm> {
         let parent = comm.duplicate();
         let split = Split::from_env();
@@ -95,8 +97,14 @@ impl Comm {
             split.clone().unwrap_or(Split::Shared),
             policy.clone().unwrap_or_default(),
         );
-        let (split, _) = (split?, policy?);
-        let node = node?;
+        // Every node must hear of a failure on another before the next collective step
+        // (the hierarchy's splits), or it would wait there for ever.
+        let set_up = match (&split, &policy, &node) {
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Err(e.clone()),
+            _ => Ok(()),
+        };
+        crate::hier::agree(&parent, set_up)?;
+        let (split, node) = (split?, node?);
         let hier = Hierarchy::new(&parent, &node);
         let info = Info {
             rank: parent.rank(),

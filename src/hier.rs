@@ -168,16 +168,9 @@ impl Hierarchy {
         })
     }
 
-    /// Agrees across nodes on the outcome of a step every rank took.
+    /// Agrees across nodes on the outcome of a step every rank took (see [`agree`]).
     pub(crate) fn agree(&self, parent: &SimpleCommunicator, result: Result<()>) -> Result<()> {
-        let mine = if result.is_err() { parent.rank() } else { i32::MAX };
-        let mut first = 0i32;
-        parent.all_reduce_into(&mine, &mut first, SystemOperation::min());
-        match (result, first) {
-            (Err(e), _) => Err(e),
-            (Ok(()), i32::MAX) => Ok(()),
-            (Ok(()), peer) => Err(Error::PeerFailed { rank: parent.rank(), peer }),
-        }
+        agree(parent, result)
     }
 
     /// Broadcast over several nodes: the root's node first; then the leaders over MPI in
@@ -501,5 +494,18 @@ fn combine<T: Pod, O: Operator<T>>(comm: &SimpleCommunicator, mine: &[T], out: &
                 }
             }
         }
+    }
+}
+
+/// Agrees over `parent` on the outcome of a step every rank took: this rank's own error,
+/// or `PeerFailed` naming the first rank that failed, or `Ok` on every rank.
+pub(crate) fn agree(parent: &SimpleCommunicator, result: Result<()>) -> Result<()> {
+    let mine = if result.is_err() { parent.rank() } else { i32::MAX };
+    let mut first = 0i32;
+    parent.all_reduce_into(&mine, &mut first, SystemOperation::min());
+    match (result, first) {
+        (Err(e), _) => Err(e),
+        (Ok(()), i32::MAX) => Ok(()),
+        (Ok(()), peer) => Err(Error::PeerFailed { rank: parent.rank(), peer }),
     }
 }

@@ -59,6 +59,8 @@ at! {
     errors_np8: 8, "errors", [];
     errors_cico_np3: 3, "errors", ["ZCOLL_TRANSPORT" => "cico"];
     errors_vnodes_np8_k3: 8, "errors", ["ZCOLL_NODE_SIZE" => "3"];
+    setup_fails_vnodes_np4_k2: 4, "setup-fails", ["ZCOLL_NODE_SIZE" => "2"];
+    setup_fails_vnodes_np5_k2: 5, "setup-fails", ["ZCOLL_NODE_SIZE" => "2"];
     faults_np3: 3, "faults", [];
     faults_np5: 5, "faults", [];
     barrier_np1: 1, "barrier", [];

@@ -36,6 +36,9 @@ pub(crate) fn main() {
     if scenario == "revoked-cma" {
         return revoked_cma(&world);
     }
+    if scenario == "setup-fails" {
+        return setup_fails(&world);
+    }
     if scenario == "xpmem-missing" {
         return crate::heap::xpmem_missing(&world);
     }
@@ -368,4 +371,30 @@ fn calibrate(world: &SimpleCommunicator, comm: &Comm) {
     }
     let again = zcoll::tune::Profile::from_toml(&profile.to_toml()).unwrap();
     assert_eq!(again, profile);
+}
+
+/// `Comm::new` fails on the first (virtual) node only: its ranks force XPMEM, which this
+/// machine lacks. Every rank must get an `Err` (the first node its own, the others
+/// `PeerFailed` naming rank 0) instead of waiting for ever in the set-up of the hierarchy;
+/// the world communicator then builds a working `Comm`.
+fn setup_fails(world: &SimpleCommunicator) {
+    let k: i32 = std::env::var("ZCOLL_NODE_SIZE").expect("virtual nodes").parse().unwrap();
+    let me = world.rank();
+    if me < k {
+        std::env::set_var("ZCOLL_TRANSPORT", "xpmem");
+        std::env::set_var("XPMEM_LIBRARY", "/nonexistent/libxpmem.so.0");
+    }
+    let start = std::time::Instant::now();
+    let Err(e) = Comm::new(world) else { panic!("a node failed, so every rank fails") };
+    let took = start.elapsed();
+    match me < k {
+        true => assert!(matches!(e, Error::Unsupported { rank, .. } if rank == me), "{e}"),
+        false => assert_eq!(e, Error::PeerFailed { rank: me, peer: 0 }),
+    }
+    assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
+    std::env::remove_var("ZCOLL_TRANSPORT");
+    std::env::remove_var("XPMEM_LIBRARY");
+    let comm = Comm::new(world).unwrap_or_else(|e| panic!("Comm::new after the failure: {e}"));
+    check_bcast::<u8>(world, &comm, 100_003, world.size() - 1, BcastAlgorithm::Auto, 7);
+    println!("ZCOLL-RANK-OK {}", world.rank());
 }

@@ -11,6 +11,7 @@ use crate::coll::{self, bcast::BcastAlgorithm, Ctx};
 use crate::error::{Error, Result};
 use crate::node::NodeComm;
 use crate::op::Operator;
+use crate::to_mpi::{self, Spot};
 use crate::Pod;
 use mpi::collective::SystemOperation;
 use mpi::topology::{Color, SimpleCommunicator};
@@ -122,11 +123,13 @@ impl Hierarchy {
         root: i32,
         len: usize,
     ) -> Result<()> {
-        self.check_tagged(parent, kind, root, len, 0)
+        self.check_tagged(parent, kind, root, len, 0, None)
     }
 
-    /// [`check`](Self::check), and that every rank passes the same `tag` (a reduction's
-    /// operator and element type).
+    /// [`check`](Self::check), that every rank passes the same `tag` (a reduction's
+    /// operator and element type), and that every rank's output, where it has one
+    /// (`recv`), is `len` bytes long: so that no node moves a byte when a rank of another
+    /// node has a buffer of the wrong length.
     pub(crate) fn check_tagged(
         &self,
         parent: &SimpleCommunicator,
@@ -134,9 +137,11 @@ impl Hierarchy {
         root: i32,
         len: usize,
         tag: u64,
+        recv: Option<usize>,
     ) -> Result<()> {
-        const N: usize = 4;
-        let mine = [kind as i64, root as i64, len as i64, tag as i64];
+        const N: usize = 5;
+        let short = recv.map_or(0, |r| r as i64 - len as i64);
+        let mine = [kind as i64, root as i64, len as i64, tag as i64, short];
         let mut both = [0i64; 2 * N];
         for (i, &v) in mine.iter().enumerate() {
             both[2 * i] = v;
@@ -144,7 +149,7 @@ impl Hierarchy {
         }
         let mut max = [0i64; 2 * N];
         parent.all_reduce_into(&both[..], &mut max[..], SystemOperation::max());
-        if (0..N).all(|i| max[2 * i] == max[2 * i + 1].wrapping_neg()) {
+        if (0..N).all(|i| max[2 * i] == max[2 * i + 1].wrapping_neg()) && max[2 * 4] == 0 {
             let size = parent.size();
             return match root {
                 r if (0..size).contains(&r) => Ok(()),
@@ -155,16 +160,23 @@ impl Hierarchy {
         let mut all = vec![0i64; N * parent.size() as usize];
         parent.all_gather_into(&mine[..], &mut all[..]);
         let rank = parent.rank();
+        // Every rank may agree on the same wrong output length: rank 0 is then the first
+        // culprit.
         let (culprit, theirs) =
-            all.chunks(N).enumerate().find(|(_, c)| *c != &all[..N]).expect("a difference");
+            all.chunks(N).enumerate().find(|(_, c)| *c != &all[..N] || c[4] != 0).expect("a difference");
         let culprit = culprit as i32;
-        Err(match (0..N).find(|&i| theirs[i] != all[i]) {
-            Some(0) => Error::Mismatch { rank, culprit, what: "collective" },
-            Some(1) => Error::Mismatch { rank, culprit, what: "root" },
-            Some(2) => {
-                Error::LengthMismatch { rank, culprit, expected: all[2] as usize, found: theirs[2] as usize }
-            }
-            _ => Error::Mismatch { rank, culprit, what: "operator or element type" },
+        let length = |found: i64| Error::LengthMismatch {
+            rank,
+            culprit,
+            expected: all[2] as usize,
+            found: found as usize,
+        };
+        Err(match (0..N).find(|&i| theirs[i] != all[i]).unwrap_or(4) {
+            0 => Error::Mismatch { rank, culprit, what: "collective" },
+            1 => Error::Mismatch { rank, culprit, what: "root" },
+            2 => length(theirs[2]),
+            3 => Error::Mismatch { rank, culprit, what: "operator or element type" },
+            _ => length(theirs[2] + theirs[4]),
         })
     }
 
@@ -196,7 +208,8 @@ impl Hierarchy {
         let chunk = algorithm.feed_chunk();
         let from_network = |piece: &mut [u8]| {
             if let Some(leaders) = &self.leaders {
-                leaders.process_at_rank(root_node as i32).broadcast_into(piece);
+                let mut spot = Spot::new();
+                leaders.process_at_rank(root_node as i32).broadcast_into(to_mpi::recv(piece, &mut spot));
             }
             Ok(())
         };
@@ -249,7 +262,11 @@ impl Hierarchy {
     ) -> Result<()> {
         use crate::coll::reduce::{self as red, Bufs};
         let n = bufs.input_len();
-        self.check_reduction(parent, coll::Kind::Allreduce, 0, n, oper)?;
+        let recv = match &bufs {
+            Bufs::Apart(_, r) => r.len(),
+            _ => n,
+        };
+        self.check_reduction(parent, coll::Kind::Allreduce, 0, n, Some(recv), oper)?;
         if let (true, Some(builtin)) = (self.direct(), oper.builtin()) {
             return self.all_reduce_mpi(parent, bufs, builtin);
         }
@@ -289,12 +306,7 @@ impl Hierarchy {
         let n = bufs.input_len();
         let size = std::mem::size_of::<T>();
         if let (true, Some(builtin)) = (self.direct(), oper.builtin()) {
-            self.check_reduction(parent, coll::Kind::Reduce, root, n, oper)?;
-            let recv = match &bufs {
-                Bufs::Apart(_, r) => r.len(),
-                _ => n,
-            };
-            coll::allgather::agree_shape(parent, n * size, recv * size, 0, |first| (first, first))?;
+            self.check_reduction(parent, coll::Kind::Reduce, root, n, recv_of(&bufs), oper)?;
             if n > 0 {
                 let at = parent.process_at_rank(root);
                 match bufs {
@@ -305,7 +317,8 @@ impl Hierarchy {
             }
             return Ok(());
         }
-        self.check(parent, coll::Kind::Reduce, root, n * size)?;
+        let recv = recv_of(&bufs).map(|r| r * size);
+        self.check_tagged(parent, coll::Kind::Reduce, root, n * size, 0, recv)?;
         match bufs {
             Bufs::SendOnly(send) => {
                 let mut scratch = send.to_vec();
@@ -324,11 +337,12 @@ impl Hierarchy {
         kind: coll::Kind,
         root: i32,
         n: usize,
+        recv: Option<usize>,
         oper: &O,
     ) -> Result<()> {
         let size = std::mem::size_of::<T>();
         let tag = oper.code() | (size as u64) << 16 | coll::type_tag::<T>() << 48;
-        self.check_tagged(parent, kind, root, n * size, tag)?;
+        self.check_tagged(parent, kind, root, n * size, tag, recv.map(|r| r * size))?;
         // Every rank passes the same operator and type (checked above), so every rank
         // reaches the same verdict here, before MPI (which would abort) sees the operator.
         if !oper.apply(&mut [], &[]) {
@@ -357,7 +371,8 @@ impl Hierarchy {
             && (oper.commutative() || oper.builtin().is_some())
     }
 
-    /// The direct allreduce: every `recv` as long as the `send`s, then rsmpi's own.
+    /// The direct allreduce, once the checks (every `recv` as long as the `send`s) have
+    /// passed: rsmpi's own.
     fn all_reduce_mpi<T: Pod>(
         &self,
         parent: &SimpleCommunicator,
@@ -365,14 +380,7 @@ impl Hierarchy {
         builtin: crate::op::Builtin,
     ) -> Result<()> {
         use crate::coll::reduce::Bufs;
-        let size = std::mem::size_of::<T>();
-        let (n, recv) = match &bufs {
-            Bufs::Apart(s, r) => (s.len(), r.len()),
-            Bufs::InPlace(b) => (b.len(), b.len()),
-            Bufs::SendOnly(_) => unreachable!("an allreduce rank has an output"),
-        };
-        coll::allgather::agree_shape(parent, n * size, recv * size, 0, |first| (first, first))?;
-        if n > 0 {
+        if bufs.input_len() > 0 {
             match bufs {
                 Bufs::Apart(s, r) => parent.all_reduce_into(s, r, builtin.mpi()),
                 Bufs::InPlace(b) => parent.all_reduce_into(&b.to_vec()[..], b, builtin.mpi()),
@@ -481,11 +489,12 @@ impl Hierarchy {
 /// for a built-in one; otherwise every member gathers every contribution and folds them
 /// in `comm`'s rank order, so that every member computes bitwise the same result.
 fn combine<T: Pod, O: Operator<T>>(comm: &SimpleCommunicator, mine: &[T], out: &mut [T], oper: &O) {
+    let mut spot = Spot::new();
     match oper.builtin() {
-        Some(b) => comm.all_reduce_into(mine, out, b.mpi()),
+        Some(b) => comm.all_reduce_into(to_mpi::send(mine), to_mpi::recv(out, &mut spot), b.mpi()),
         None => {
             let mut all = vec![T::zeroed(); mine.len() * comm.size() as usize];
-            comm.all_gather_into(mine, &mut all[..]);
+            comm.all_gather_into(to_mpi::send(mine), to_mpi::recv(&mut all[..], &mut spot));
             if !mine.is_empty() {
                 let mut members = all.chunks(mine.len());
                 out.copy_from_slice(members.next().expect("one member at least"));
@@ -507,5 +516,16 @@ pub(crate) fn agree(parent: &SimpleCommunicator, result: Result<()>) -> Result<(
         (Err(e), _) => Err(e),
         (Ok(()), i32::MAX) => Ok(()),
         (Ok(()), peer) => Err(Error::PeerFailed { rank: parent.rank(), peer }),
+    }
+}
+
+/// The output length (in elements) a rank of a reduction claims: its receive buffer, or
+/// its input in place; `None` for a rank that only sends.
+fn recv_of<T>(bufs: &crate::coll::reduce::Bufs<'_, T>) -> Option<usize> {
+    use crate::coll::reduce::Bufs;
+    match bufs {
+        Bufs::Apart(_, r) => Some(r.len()),
+        Bufs::InPlace(b) => Some(b.len()),
+        Bufs::SendOnly(_) => None,
     }
 }

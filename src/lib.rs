@@ -66,6 +66,7 @@ mod node;
 pub mod op;
 mod segment;
 mod sync;
+mod to_mpi;
 mod transport;
 pub mod tune;
 

@@ -57,6 +57,7 @@ use crate::coll::bcast::{bcast, BcastAlgorithm};
 use crate::error::{Error, Result};
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round, Span};
+use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
 use mpi::datatype::PartitionMut;
@@ -401,9 +402,10 @@ pub(crate) fn allgather_hier(
         let counts: Vec<i32> = nodes.members.iter().map(|m| (m.len() * n) as i32).collect();
         let displs = prefix(&counts);
         let mut all = vec![0u8; size * n];
+        let mut spot = Spot::new();
         leaders.all_gather_varcount_into(
-            &block[..],
-            &mut PartitionMut::new(&mut all[..], &counts[..], &displs[..]),
+            to_mpi::send(&block[..]),
+            &mut PartitionMut::new(to_mpi::recv(&mut all[..], &mut spot), &counts[..], &displs[..]),
         );
         for (m, &at) in nodes.members.iter().zip(&displs) {
             for (i, &g) in m.iter().enumerate() {

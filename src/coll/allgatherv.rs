@@ -43,6 +43,7 @@ use super::{op, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
+use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
 use crate::tune::select;
 use crate::GatherAlgorithm;
@@ -271,11 +272,9 @@ pub(crate) fn allgatherv_hier(
     mpi_count(total, me)?;
     // One rank per node: MPI's own, on the partition in bytes (the same on every rank).
     if let (true, Some((counts, displs))) = (hier.direct(), mpi_bytes(&mine, p, elem)) {
-        let (spare, mut spare_out) = ([0u8; 1], [0u8; 1]);
-        // MPI refuses empty buffers at dangling addresses: lend empty ones that are not.
-        let send = if send.is_empty() { &spare[..0] } else { send };
-        let recv = if recv.is_empty() { &mut spare_out[..0] } else { recv };
-        parent.all_gather_varcount_into(send, &mut PartitionMut::new(recv, counts, displs));
+        let mut spot = Spot::new();
+        let recv = to_mpi::recv(recv, &mut spot);
+        parent.all_gather_varcount_into(to_mpi::send(send), &mut PartitionMut::new(recv, counts, displs));
         return Ok(());
     }
     let layout = Packed::new((0..p).map(send_len).collect(), |r| hier.node_of(r as i32), hier.nodes());
@@ -302,7 +301,7 @@ pub(crate) fn allgatherv_hier(
         if total > 0 {
             let mut parts =
                 mpi::datatype::PartitionMut::new(&mut full[..total], &layout.counts[..], &layout.displs[..]);
-            leaders.all_gather_varcount_into(&part[..n], &mut parts);
+            leaders.all_gather_varcount_into(to_mpi::send(&part[..n]), &mut parts);
         }
     }
     result = result.and(bcast(ctx, &mut full[..total], ctx.ctl.rank_of(0), 0, BcastAlgorithm::Auto, None));

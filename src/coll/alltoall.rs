@@ -53,6 +53,7 @@ use super::{check, op, Ctx, Kind};
 use crate::error::Result;
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round, Span};
+use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
 use mpi::datatype::{Partition, PartitionMut};
@@ -370,9 +371,10 @@ pub(crate) fn alltoall_hier(
         let recvs = sends.clone();
         let (sdispls, rdispls) = (prefix(&sends), prefix(&recvs));
         // From node A: for a in A, for our local rank b: a -> b. It reuses `rows`.
+        let mut spot = Spot::new();
         leaders.all_to_all_varcount_into(
-            &Partition::new(&packed[..], &sends[..], &sdispls[..]),
-            &mut PartitionMut::new(&mut rows[..], &recvs[..], &rdispls[..]),
+            &Partition::new(to_mpi::send(&packed[..]), &sends[..], &sdispls[..]),
+            &mut PartitionMut::new(to_mpi::recv(&mut rows[..], &mut spot), &recvs[..], &rdispls[..]),
         );
         // Unpack into one row per local rank, in source order. It reuses `packed`.
         out = packed;

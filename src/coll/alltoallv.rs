@@ -43,6 +43,7 @@ use super::{op, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
+use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
 use crate::tune::select;
 use crate::{GatherAlgorithm, ScatterAlgorithm};
@@ -314,10 +315,8 @@ pub(crate) fn alltoallv_hier(
     }
     algorithm.requested(ctx.transport, ctx.overrides)?;
     if let (Some(((sc, sd), (rc, rd))), true) = (direct, (0..p).all(|c| all[W * c + 3] == 1)) {
-        let (spare, mut spare_out) = ([0u8; 1], [0u8; 1]);
-        // MPI refuses empty buffers at dangling addresses: lend empty ones that are not.
-        let send = if send.is_empty() { &spare[..0] } else { send };
-        let recv = if recv.is_empty() { &mut spare_out[..0] } else { recv };
+        let mut spot = Spot::new();
+        let (send, recv) = (to_mpi::send(send), to_mpi::recv(recv, &mut spot));
         parent.all_to_all_varcount_into(&Partition::new(send, sc, sd), &mut PartitionMut::new(recv, rc, rd));
         return Ok(());
     }
@@ -402,9 +401,14 @@ pub(crate) fn alltoallv_hier(
         };
         let (sd, rd) = (displs(&send_counts), displs(&recv_counts));
         let mut incoming = scratch(node_in);
+        let mut spot = Spot::new();
         leaders.all_to_all_varcount_into(
-            &Partition::new(&packed[..], &send_counts[..], &sd[..]),
-            &mut PartitionMut::new(&mut incoming[..node_in], &recv_counts[..], &rd[..]),
+            &Partition::new(to_mpi::send(&packed[..]), &send_counts[..], &sd[..]),
+            &mut PartitionMut::new(
+                to_mpi::recv(&mut incoming[..node_in], &mut spot),
+                &recv_counts[..],
+                &rd[..],
+            ),
         );
         // For each local b, its incoming blocks in node-major source order.
         spread = scratch(node_in);

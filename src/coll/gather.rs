@@ -36,6 +36,7 @@ use super::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
+use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
 use mpi::datatype::PartitionMut;
@@ -344,10 +345,12 @@ pub(crate) fn gather_hier(
                     &mut full
                 }
             };
+            let mut spot = Spot::new();
+            let target = to_mpi::recv(target, &mut spot);
             let mut parts = PartitionMut::new(target, &layout.counts[..], &layout.displs[..]);
-            to.gather_varcount_into_root(&part[..], &mut parts);
+            to.gather_varcount_into_root(to_mpi::send(&part[..]), &mut parts);
         } else {
-            to.gather_varcount_into(&part[..]);
+            to.gather_varcount_into(to_mpi::send(&part[..]));
         }
     }
 

@@ -37,6 +37,7 @@ use super::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
+use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
 use crate::tune::select;
 use crate::GatherAlgorithm;
@@ -250,12 +251,12 @@ pub(crate) fn gatherv_hier(
     // once every rank could read its algorithm (a bad variable fails the call everywhere).
     if let (true, Some((counts, displs))) = (hier.direct(), mpi_bytes(&parts, p, elem_root)) {
         hier.agree(parent, requested(algorithm, ctx.transport, ctx.overrides).map(drop))?;
-        let spare = [0u8; 1];
-        // MPI refuses empty buffers at dangling addresses: lend an empty one that is not.
-        let send = if send.is_empty() { &spare[..0] } else { send };
+        let send = to_mpi::send(send);
         let at = parent.process_at_rank(root);
         match root_recv {
             Some((recv, _, _)) => {
+                let mut spot = Spot::new();
+                let recv = to_mpi::recv(recv, &mut spot);
                 at.gather_varcount_into_root(send, &mut PartitionMut::new(recv, counts, displs))
             }
             None => at.gather_varcount_into(send),
@@ -294,9 +295,9 @@ pub(crate) fn gatherv_hier(
             full = scratch(total);
             let mut parts =
                 mpi::datatype::PartitionMut::new(&mut full[..total], &layout.counts[..], &layout.displs[..]);
-            to.gather_varcount_into_root(&part[..n], &mut parts);
+            to.gather_varcount_into_root(to_mpi::send(&part[..n]), &mut parts);
         } else {
-            to.gather_varcount_into(&part[..n]);
+            to.gather_varcount_into(to_mpi::send(&part[..n]));
         }
     }
 

@@ -54,6 +54,7 @@ use super::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
+use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
 use mpi::datatype::Partition;
@@ -324,6 +325,7 @@ pub(crate) fn scatter_hier(
     let mut part = Vec::new();
     if let Some(leaders) = hier.leaders() {
         part = vec![0u8; layout.counts[hier.my_node()] as usize];
+        let mut spot = Spot::new();
         let from = leaders.process_at_rank(root_node as i32);
         if block == 0 {
             // Nothing to send, and MPI refuses empty buffers at dangling addresses.
@@ -336,10 +338,10 @@ pub(crate) fn scatter_hier(
                 packed_store = layout.pack(ranked);
                 &packed_store[..]
             };
-            let sends = Partition::new(packed, &layout.counts[..], &layout.displs[..]);
-            from.scatter_varcount_into_root(&sends, &mut part[..]);
+            let sends = Partition::new(to_mpi::send(packed), &layout.counts[..], &layout.displs[..]);
+            from.scatter_varcount_into_root(&sends, to_mpi::recv(&mut part[..], &mut spot));
         } else {
-            from.scatter_varcount_into(&mut part[..]);
+            from.scatter_varcount_into(to_mpi::recv(&mut part[..], &mut spot));
         }
     }
 

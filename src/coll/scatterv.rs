@@ -42,6 +42,7 @@ use super::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
+use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
 use crate::tune::select;
 use crate::ScatterAlgorithm;
@@ -239,12 +240,13 @@ pub(crate) fn scatterv_hier(
     // once every rank could read its algorithm (a bad variable fails the call everywhere).
     if let (true, Some((counts, displs))) = (hier.direct(), mpi_bytes(&parts, p, elem_root)) {
         hier.agree(parent, requested(algorithm, ctx.transport, ctx.overrides).map(drop))?;
-        let mut spare = [0u8; 1];
-        // MPI refuses empty buffers at dangling addresses: lend an empty one that is not.
-        let recv = if recv.is_empty() { &mut spare[..0] } else { recv };
+        let mut spot = Spot::new();
+        let recv = to_mpi::recv(recv, &mut spot);
         let at = parent.process_at_rank(root);
         match root_send {
-            Some((send, _, _)) => at.scatter_varcount_into_root(&Partition::new(send, counts, displs), recv),
+            Some((send, _, _)) => {
+                at.scatter_varcount_into_root(&Partition::new(to_mpi::send(send), counts, displs), recv)
+            }
             None => at.scatter_varcount_into(recv),
         }
         return Ok(());
@@ -277,14 +279,15 @@ pub(crate) fn scatterv_hier(
     if let Some(leaders) = hier.leaders() {
         let n = layout.counts[node] as usize;
         part = scratch(n);
+        let mut spot = Spot::new();
         let from = leaders.process_at_rank(root_node as i32);
         if total == 0 {
             // Nothing to send anywhere.
         } else if here {
             let sends = mpi::datatype::Partition::new(&full[..total], &layout.counts[..], &layout.displs[..]);
-            from.scatter_varcount_into_root(&sends, &mut part[..n]);
+            from.scatter_varcount_into_root(&sends, to_mpi::recv(&mut part[..n], &mut spot));
         } else {
-            from.scatter_varcount_into(&mut part[..n]);
+            from.scatter_varcount_into(to_mpi::recv(&mut part[..n], &mut spot));
         }
     }
 

@@ -5,6 +5,7 @@
 
 mod bench;
 mod common;
+mod empty;
 mod exchange;
 mod faults;
 mod heap;
@@ -14,6 +15,7 @@ mod pap;
 mod rank;
 mod reduce;
 mod scatter_gather;
+mod unchanged;
 mod varcount;
 
 use launch::{mpirun, Job};
@@ -61,6 +63,17 @@ at! {
     errors_vnodes_np8_k3: 8, "errors", ["ZCOLL_NODE_SIZE" => "3"];
     setup_fails_vnodes_np4_k2: 4, "setup-fails", ["ZCOLL_NODE_SIZE" => "2"];
     setup_fails_vnodes_np5_k2: 5, "setup-fails", ["ZCOLL_NODE_SIZE" => "2"];
+    empty_np1: 1, "empty", [];
+    empty_np3: 3, "empty", [];
+    empty_vnodes_np5_k2: 5, "empty", ["ZCOLL_NODE_SIZE" => "2"];
+    empty_vnodes_np8_k3: 8, "empty", ["ZCOLL_NODE_SIZE" => "3"];
+    empty_vnodes_np4_k1: 4, "empty", ["ZCOLL_NODE_SIZE" => "1"];
+    empty_cico_vnodes_np5_k2: 5, "empty", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TRANSPORT" => "cico"];
+    unchanged_np2: 2, "unchanged", [];
+    unchanged_np3: 3, "unchanged", [];
+    unchanged_vnodes_np5_k2: 5, "unchanged", ["ZCOLL_NODE_SIZE" => "2"];
+    unchanged_vnodes_np8_k3: 8, "unchanged", ["ZCOLL_NODE_SIZE" => "3"];
+    unchanged_vnodes_np4_k1: 4, "unchanged", ["ZCOLL_NODE_SIZE" => "1"];
     faults_np3: 3, "faults", [];
     faults_np5: 5, "faults", [];
     barrier_np1: 1, "barrier", [];

@@ -62,6 +62,8 @@ pub(crate) fn main() {
         "barrier" => barrier(&world, &comm),
         "reduce" => crate::reduce::reduce(&world, &comm),
         "faults" => crate::faults::run(&world, &comm),
+        "empty" => crate::empty::run(&world, &comm),
+        "unchanged" => crate::unchanged::run(&world, &comm),
         "calibrate" => calibrate(&world, &comm),
         "heap" => crate::heap::run(&world, &comm),
         s @ ("scatter" | "gather" | "scatter-gather-errors") => crate::scatter_gather::run(s, &world, &comm),

@@ -105,6 +105,11 @@ impl Comm {
         };
         crate::hier::agree(&parent, set_up)?;
         let (split, node) = (split?, node?);
+        if parent.rank() == 0 {
+            if let Some(w) = crate::tune::select::warning() {
+                eprintln!("zcoll: {w}");
+            }
+        }
         let hier = Hierarchy::new(&parent, &node);
         let info = Info {
             rank: parent.rank(),
@@ -1123,7 +1128,8 @@ impl Comm {
     ///
     /// # Errors
     ///
-    /// `Error::Unsupported` on a node without CMA; a transport error or a peer's failure.
+    /// `Error::Unsupported` on a node without CMA; `Error::Config` for an unreadable
+    /// `ZCOLL_VIRTUAL_SOCKETS`; a transport error or a peer's failure.
     pub fn calibrate(&self, reps: usize) -> Result<Option<crate::tune::Profile>> {
         use crate::tune::calibrate::{fit_all, fit_rounds, Samples};
         use mpi::traits::*;

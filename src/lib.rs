@@ -27,27 +27,36 @@
 //!
 //! # Environment
 //!
+//! Every variable zcoll reads, all of them here (a unit test keeps this table complete):
+//!
 //! | variable | effect |
 //! |---|---|
-//! | `ZCOLL_TRANSPORT=cma\|cico\|heap\|xpmem` | force a transport (default: `xpmem` where every rank has it, else `cma` with heap buffers mapped, where the kernel allows it) |
+//! | `ZCOLL_TRANSPORT=auto\|cma\|cico\|heap\|xpmem` | force a transport (default: `xpmem` where every rank has it, else `cma` with heap buffers mapped, where the kernel allows it; XPMEM is not even loaded when another transport is forced) |
 //! | `XPMEM_LIBRARY=path` | the XPMEM library to load instead of `libxpmem.so.0` (and no `/dev/xpmem` check) |
 //! | `ZCOLL_NODE_SIZE=k` | virtual nodes of `k` consecutive `MPI_COMM_WORLD` ranks, to test the hierarchy on one machine |
 //! | `ZCOLL_VIRTUAL_SOCKETS=k` | calibration only: local rank `r` counts as running on socket `r % k`, to exercise the cross-socket measurement on a machine of one socket |
 //! | `ZCOLL_TIMEOUT=s` | give up a wait after `s` seconds with [`Error::Timeout`] |
 //! | `ZCOLL_YIELD_US=us` | how long a wait yields before it sleeps (default 2000 when the node's ranks fit on the CPUs their affinity masks allow between them, 20 otherwise) |
-//! | `ZCOLL_BCAST_ALGORITHM=name` | the default broadcast algorithm |
+//! | `ZCOLL_PROFILE=path` | the machine profile to read (default `$XDG_CONFIG_HOME/zcoll/<cpu>-<cores>c-<kernel>.toml`) |
+//! | `ZCOLL_BCAST_ALGORITHM=name[:k]` | the default broadcast algorithm ([`BcastAlgorithm`]) |
 //! | `ZCOLL_SCATTER_ALGORITHM=name[:k]` | the default scatter algorithm ([`ScatterAlgorithm`]) |
 //! | `ZCOLL_GATHER_ALGORITHM=name[:k]` | the default gather algorithm ([`GatherAlgorithm`]) |
+//! | `ZCOLL_ALLGATHER_ALGORITHM=name[:j]` | the default allgather algorithm ([`AllgatherAlgorithm`]) |
+//! | `ZCOLL_ALLTOALL_ALGORITHM=name` | the default alltoall algorithm ([`AlltoallAlgorithm`]) |
+//! | `ZCOLL_REDUCE_ALGORITHM=name` | the default reduce algorithm ([`ReduceAlgorithm`]) |
+//! | `ZCOLL_ALLREDUCE_ALGORITHM=name` | the default allreduce algorithm ([`ReduceAlgorithm`]) |
 //! | `ZCOLL_SCATTERV_ALGORITHM=name[:k]` | the default variable-count scatter algorithm ([`ScatterAlgorithm`]) |
 //! | `ZCOLL_GATHERV_ALGORITHM=name[:k]` | the default variable-count gather algorithm ([`GatherAlgorithm`]) |
-//! | `ZCOLL_ALLGATHER_ALGORITHM=name[:j]` | the default allgather algorithm (`j` for `ring-neighbor`) |
-//! | `ZCOLL_ALLTOALL_ALGORITHM=name` | the default alltoall algorithm |
 //! | `ZCOLL_ALLGATHERV_ALGORITHM=name` | the default variable-count allgather algorithm ([`AllgathervAlgorithm`]) |
 //! | `ZCOLL_ALLTOALLV_ALGORITHM=name` | the default variable-count alltoall algorithm ([`AlltoallvAlgorithm`]) |
 //!
 //! Every variable is read when a [`Comm`] is built (`Comm::new`), not at each call: a
-//! program that changes one builds a new `Comm` to see it. A `ZCOLL_<COLL>_ALGORITHM`
-//! value zcoll cannot read is the `Error::Config` of every call that would use it.
+//! program that changes one builds a new `Comm` to see it. A value zcoll cannot read is
+//! an [`Error::Config`] naming the variable and what it accepts: from `Comm::new` (on
+//! every rank), from the call that would use it for a `ZCOLL_<COLL>_ALGORITHM`, from
+//! `Comm::calibrate` for `ZCOLL_VIRTUAL_SOCKETS`. A profile that exists but cannot be read,
+//! or a profile of this CPU made under another kernel, is not used, and rank 0 says so in
+//! one line on standard error.
 
 #![deny(unsafe_code)]
 
@@ -114,3 +123,34 @@ pub use mpi;
 pub trait Pod: bytemuck::Pod + mpi::datatype::Equivalence {}
 
 impl<T: bytemuck::Pod + mpi::datatype::Equivalence> Pod for T {}
+
+#[cfg(test)]
+mod tests {
+    /// Every `ZCOLL_*` variable the library reads is in the table of the crate docs.
+    #[test]
+    fn every_variable_is_in_the_table() {
+        let docs = include_str!("lib.rs");
+        let table: String = docs.lines().filter(|l| l.starts_with("//! | `")).collect();
+        let mut missing = Vec::new();
+        let mut stack = vec![std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                for (at, _) in text.match_indices("\"ZCOLL_") {
+                    let name: String =
+                        text[at + 1..].chars().take_while(|c| c.is_ascii_uppercase() || *c == '_').collect();
+                    let test_only = name.starts_with("ZCOLL_TEST_") || name == "ZCOLL_";
+                    if !test_only && !table.contains(&format!("`{name}=")) {
+                        missing.push(format!("{name} ({})", path.display()));
+                    }
+                }
+            }
+        }
+        assert!(missing.is_empty(), "not in the table of src/lib.rs: {missing:?}");
+    }
+}

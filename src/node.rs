@@ -194,7 +194,11 @@ fn choose_transport(
         Ok(h) => (h.fd as i64, h.base as i64),
         Err(e) => (-1, e.raw() as i64),
     };
-    let xpmem_local = xpmem::local();
+    // Load libxpmem (and run its initialisers) only where XPMEM may be chosen.
+    let xpmem_local = match &requested {
+        Ok(Some(k)) if *k != TransportKind::Xpmem => Err("not loaded, since ZCOLL_TRANSPORT rules it out"),
+        _ => xpmem::local(),
+    };
     let segid = xpmem_local.map_or(-1, |x| x.segid());
     let mut all = vec![[0i64; SHARE]; n];
     comm.all_gather_into(&[want, peer, errno, heap_fd, heap_base, segid, 0][..], flatten_mut(&mut all));

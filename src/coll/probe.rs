@@ -46,9 +46,19 @@ fn time(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
 ///
 /// `Unsupported` on a node without CMA; a transport error or a peer's failure.
 pub(crate) fn measure(ctx: &Ctx<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
-    let socket = match std::env::var("ZCOLL_VIRTUAL_SOCKETS").ok().and_then(|k| k.parse::<usize>().ok()) {
-        Some(k) if k > 0 => Some(ctx.ctl.me() % k),
-        _ => calibrate::socket_of(&wait::affinity()),
+    let socket = match std::env::var("ZCOLL_VIRTUAL_SOCKETS") {
+        Err(_) => calibrate::socket_of(&wait::affinity()),
+        Ok(k) => match k.trim().parse::<usize>() {
+            Ok(k) if k > 0 => Some(ctx.ctl.me() % k),
+            // Every rank reads the same value, so every rank returns here, before the round.
+            _ => {
+                return Err(Error::Config {
+                    name: "ZCOLL_VIRTUAL_SOCKETS",
+                    value: k,
+                    expected: "a positive integer",
+                })
+            }
+        },
     };
     let call = Call {
         op: op(Kind::Probe, 0, reps as u32),

@@ -24,6 +24,10 @@ pub(crate) struct WaitPolicy {
     pub(crate) max_sleep: Duration,
     /// Give up with `Error::Timeout` after this long (`ZCOLL_TIMEOUT`, seconds).
     pub(crate) timeout: Option<Duration>,
+    /// `ZCOLL_YIELD_US`: the yield phase chosen by the user, over [`fit_to`]'s.
+    ///
+    /// [`fit_to`]: WaitPolicy::fit_to
+    pub(crate) yield_override: Option<Duration>,
 }
 
 impl WaitPolicy {
@@ -46,7 +50,20 @@ impl WaitPolicy {
             },
             Err(_) => None,
         };
-        Ok(WaitPolicy { timeout, ..WaitPolicy::default() })
+        let yield_override = match std::env::var("ZCOLL_YIELD_US") {
+            Ok(v) => match v.trim().parse::<u64>() {
+                Ok(us) => Some(Duration::from_micros(us)),
+                Err(_) => {
+                    return Err(Error::Config {
+                        name: "ZCOLL_YIELD_US",
+                        value: v,
+                        expected: "a whole number of microseconds",
+                    })
+                }
+            },
+            Err(_) => None,
+        };
+        Ok(WaitPolicy { timeout, yield_override, ..WaitPolicy::default() })
     }
 }
 
@@ -55,14 +72,13 @@ impl WaitPolicy {
     /// distinct CPUs between them (the union of their affinity masks, [`Cpus`]): 2 ms when
     /// they fit (a waiter then yields to nobody, and sleeping would wake it late), 20 us
     /// when they outnumber them (a waiter must give its core to the rank it waits for).
-    /// `ZCOLL_YIELD_US` overrides both.
+    /// `ZCOLL_YIELD_US` ([`yield_override`](Self::yield_override)) overrides both.
     ///
     /// The union, not this process's own mask: a rank bound to one core (`mpiexec
     /// --bind-to core`) still has the whole node's cores beside it, each rank on its own.
     pub(crate) fn fit_to(mut self, ranks: usize, cpus: usize) -> Self {
-        let default = if ranks <= cpus { 2000 } else { 20 };
-        let us = std::env::var("ZCOLL_YIELD_US").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
-        self.yield_for = Duration::from_micros(us);
+        let fitted = Duration::from_micros(if ranks <= cpus { 2000 } else { 20 });
+        self.yield_for = self.yield_override.unwrap_or(fitted);
         self
     }
 }
@@ -108,6 +124,7 @@ impl Default for WaitPolicy {
             min_sleep: Duration::from_micros(20),
             max_sleep: Duration::from_millis(1),
             timeout: None,
+            yield_override: None,
         }
     }
 }

@@ -40,11 +40,13 @@ impl Machine {
 
     /// The file name of this machine's profile.
     pub fn key(&self) -> String {
-        let clean = |s: &str| -> String {
-            s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '-' }).collect()
-        };
         format!("{}-{}c-{}", clean(&self.cpu), self.cores, clean(&self.kernel))
     }
+}
+
+/// A name part of a profile's key: letters, digits and dots, anything else a dash.
+pub(crate) fn clean(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '-' }).collect()
 }
 
 /// The fitted parameters of a machine, and how they were obtained.

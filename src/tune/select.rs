@@ -109,17 +109,53 @@ pub fn plan_among(params: &Params, p: usize, sizes: &[usize], keep: impl Fn(Algo
 
 /// The parameters in force, and where they come from.
 pub fn active() -> &'static (Params, String) {
-    static ACTIVE: OnceLock<(Params, String)> = OnceLock::new();
-    ACTIVE.get_or_init(|| {
+    &loaded().0
+}
+
+/// What a user should hear about the profile, once: a profile that exists but cannot be
+/// read, or profiles of this CPU made under another kernel, which are not used.
+pub(crate) fn warning() -> Option<&'static str> {
+    loaded().1.as_deref()
+}
+
+fn loaded() -> &'static ((Params, String), Option<String>) {
+    static LOADED: OnceLock<((Params, String), Option<String>)> = OnceLock::new();
+    LOADED.get_or_init(|| {
         let path = Profile::path();
         match Profile::load(&path) {
-            Ok(profile) => (profile.params, format!("profile {}", path.display())),
-            Err(_) => (
-                Params::DEFAULT,
-                format!("built-in defaults (no profile at {}; run `zcoll tune`)", path.display()),
-            ),
+            Ok(profile) => ((profile.params, format!("profile {}", path.display())), None),
+            Err(e) => {
+                let defaults = (
+                    Params::DEFAULT,
+                    format!("built-in defaults (no profile at {}; run `zcoll tune`)", path.display()),
+                );
+                let warning = match path.exists() {
+                    true => Some(format!("the profile {} is not used: {e}", path.display())),
+                    false => others_of_this_cpu(&path).map(|other| {
+                        format!(
+                            "the profile {} is not used: it was made under another kernel than this \
+                             one ({}); run `zcoll tune` to fit this one",
+                            other.display(),
+                            crate::tune::Machine::this().kernel
+                        )
+                    }),
+                };
+                (defaults, warning)
+            }
         }
     })
+}
+
+/// A profile beside `path` for the same CPU and core count (the key without the
+/// kernel), if any.
+fn others_of_this_cpu(path: &std::path::Path) -> Option<std::path::PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    let kernel = crate::tune::Machine::this().kernel;
+    let prefix = name.strip_suffix(".toml")?.strip_suffix(&super::profile::clean(&kernel))?;
+    std::fs::read_dir(path.parent()?)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p != path && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(prefix)))
 }
 
 /// A fingerprint of the parameters in force: a variable-count call with `Auto` decides

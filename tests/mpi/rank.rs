@@ -36,6 +36,9 @@ pub(crate) fn main() {
     if scenario == "revoked-cma" {
         return revoked_cma(&world);
     }
+    if scenario == "bad-env" {
+        return bad_env(&world);
+    }
     if scenario == "setup-fails" {
         return setup_fails(&world);
     }
@@ -64,6 +67,7 @@ pub(crate) fn main() {
         "faults" => crate::faults::run(&world, &comm),
         "empty" => crate::empty::run(&world, &comm),
         "unchanged" => crate::unchanged::run(&world, &comm),
+        "random" => crate::random::run(&world, &comm),
         "calibrate" => calibrate(&world, &comm),
         "heap" => crate::heap::run(&world, &comm),
         s @ ("scatter" | "gather" | "scatter-gather-errors") => crate::scatter_gather::run(s, &world, &comm),
@@ -83,6 +87,10 @@ fn expectations(world: &SimpleCommunicator, comm: &Comm) {
     assert!(info.node_ranks.contains(&info.rank));
     if let Ok(t) = std::env::var("ZCOLL_EXPECT_TRANSPORT") {
         assert_eq!(info.transport, t.parse::<TransportKind>().unwrap(), "{info}");
+    }
+    if let Ok(lib) = std::env::var("ZCOLL_EXPECT_UNMAPPED") {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        assert!(!maps.contains(&lib), "{lib} was loaded although ZCOLL_TRANSPORT rules XPMEM out");
     }
     if let Ok(reason) = std::env::var("ZCOLL_EXPECT_REASON") {
         assert!(info.reason.contains(&reason), "reason {:?} lacks {reason:?}", info.reason);
@@ -398,5 +406,26 @@ fn setup_fails(world: &SimpleCommunicator) {
     std::env::remove_var("XPMEM_LIBRARY");
     let comm = Comm::new(world).unwrap_or_else(|e| panic!("Comm::new after the failure: {e}"));
     check_bcast::<u8>(world, &comm, 100_003, world.size() - 1, BcastAlgorithm::Auto, 7);
+    println!("ZCOLL-RANK-OK {}", world.rank());
+}
+
+/// A variable zcoll cannot read (named by `ZCOLL_TEST_BAD_VAR`, set by the launcher) is
+/// `Error::Config` naming it on every rank, not a silent default; without it, `Comm::new`
+/// works. Then an unreadable `ZCOLL_VIRTUAL_SOCKETS` fails calibration the same way.
+fn bad_env(world: &SimpleCommunicator) {
+    let var = std::env::var("ZCOLL_TEST_BAD_VAR").expect("the variable under test");
+    match Comm::new(world) {
+        Err(Error::Config { name, .. }) => assert_eq!(name, var),
+        Err(e) => panic!("{var}: {e}, not Error::Config"),
+        Ok(_) => panic!("{var}={:?} was accepted", std::env::var(&var)),
+    }
+    std::env::remove_var(&var);
+    let comm = Comm::new(world).unwrap_or_else(|e| panic!("Comm::new without {var}: {e}"));
+    std::env::set_var("ZCOLL_VIRTUAL_SOCKETS", "two");
+    match comm.calibrate(1) {
+        Err(Error::Config { name: "ZCOLL_VIRTUAL_SOCKETS", .. }) => {}
+        other => panic!("ZCOLL_VIRTUAL_SOCKETS=two: {:?}", other.map(|_| ())),
+    }
+    comm.barrier().unwrap();
     println!("ZCOLL-RANK-OK {}", world.rank());
 }

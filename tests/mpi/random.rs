@@ -1,0 +1,640 @@
+//! Random sequences of every collective, in the spirit of property testing: element sizes
+//! from 1 to 64 bytes (odd ones included), lengths from 0 to a few MiB (mostly small),
+//! random roots, built-in and user operators (commutative or not), `Vec` and shared-heap
+//! buffers with guard bytes on both sides, and now and then a call that must fail on
+//! every rank and leave every receive buffer untouched. Every result is compared with
+//! rsmpi's collective on the same data, or, for user operators, with the fold in rank
+//! order computed here (every rank can regenerate every rank's input).
+//!
+//! Every rank draws the same sequence from `ZCOLL_RANDOM_SEED` (a fixed default in CI);
+//! a failure names the seed and the step, and `ZCOLL_RANDOM_STEPS` sets the length.
+
+use crate::common::{mix, GUARD, GUARD_BYTE};
+use mpi::collective::SystemOperation;
+use mpi::datatype::{Partition as MpiPartition, PartitionMut as MpiPartitionMut};
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use zcoll::op::{Builtin, Operator, UserOp};
+use zcoll::{Comm, Error, Pod};
+
+/// Records of odd and even sizes, built from arrays as users write them.
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
+#[repr(C)]
+struct B3 {
+    v: [u8; 3],
+}
+
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
+#[repr(C)]
+struct B5 {
+    v: [u8; 5],
+}
+
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
+#[repr(C)]
+struct F3 {
+    v: [f32; 3],
+}
+
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
+#[repr(C)]
+struct H7 {
+    v: [u16; 7],
+}
+
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
+#[repr(C)]
+struct D3 {
+    v: [f64; 3],
+}
+
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
+#[repr(C)]
+struct B33 {
+    v: [u8; 32],
+    w: u8,
+}
+
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
+#[repr(C)]
+struct W8 {
+    v: [u64; 8],
+}
+
+/// Runs `$body` with `$t` the element type of index `$i` (13 of them, 1 to 64 bytes).
+macro_rules! with_type {
+    ($i:expr, $t:ident => $body:expr) => {
+        match $i % 13 {
+            0 => {
+                type $t = u8;
+                $body
+            }
+            1 => {
+                type $t = u16;
+                $body
+            }
+            2 => {
+                type $t = B3;
+                $body
+            }
+            3 => {
+                type $t = u32;
+                $body
+            }
+            4 => {
+                type $t = f32;
+                $body
+            }
+            5 => {
+                type $t = B5;
+                $body
+            }
+            6 => {
+                type $t = u64;
+                $body
+            }
+            7 => {
+                type $t = f64;
+                $body
+            }
+            8 => {
+                type $t = F3;
+                $body
+            }
+            9 => {
+                type $t = H7;
+                $body
+            }
+            10 => {
+                type $t = D3;
+                $body
+            }
+            11 => {
+                type $t = B33;
+                $body
+            }
+            _ => {
+                type $t = W8;
+                $body
+            }
+        }
+    };
+}
+
+/// The same random numbers on every rank.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let z = mix(self.0);
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+
+    /// A length in bytes: mostly small, sometimes around the 32 KiB scratch, rarely MiBs.
+    fn bytes(&mut self) -> usize {
+        match self.below(20) {
+            0 => 0,
+            1..=7 => self.below(200) as usize,
+            8..=12 => self.below(8 << 10) as usize,
+            13..=16 => (24 << 10) + self.below(24 << 10) as usize,
+            17..=18 => self.below(512 << 10) as usize,
+            _ => (1 << 20) + self.below(2 << 20) as usize,
+        }
+    }
+}
+
+/// A buffer of `n` elements between guard bytes, in a `Vec` or in the shared heap.
+struct Buf<T: Pod> {
+    store: Store<T>,
+    pre: usize,
+    n: usize,
+}
+
+enum Store<T: Pod> {
+    Vec(Vec<T>),
+    Heap(zcoll::ShmBox<T>),
+}
+
+impl<T: Pod> Buf<T> {
+    fn new(comm: &Comm, heap: bool, n: usize, fill: impl Fn(usize) -> T) -> Buf<T> {
+        let pre = GUARD.div_ceil(std::mem::size_of::<T>());
+        let total = pre + n + pre;
+        let mut store = match heap {
+            true => Store::Heap(comm.alloc::<T>(total).expect("comm.alloc")),
+            false => Store::Vec(vec![T::zeroed(); total]),
+        };
+        let all = match &mut store {
+            Store::Vec(v) => &mut v[..],
+            Store::Heap(h) => &mut h[..],
+        };
+        bytemuck::cast_slice_mut::<T, u8>(all).fill(GUARD_BYTE);
+        for (i, x) in all[pre..pre + n].iter_mut().enumerate() {
+            *x = fill(i);
+        }
+        Buf { store, pre, n }
+    }
+
+    fn all(&self) -> &[T] {
+        match &self.store {
+            Store::Vec(v) => v,
+            Store::Heap(h) => h,
+        }
+    }
+
+    fn get(&self) -> &[T] {
+        &self.all()[self.pre..self.pre + self.n]
+    }
+
+    fn get_mut(&mut self) -> &mut [T] {
+        let (pre, n) = (self.pre, self.n);
+        match &mut self.store {
+            Store::Vec(v) => &mut v[pre..pre + n],
+            Store::Heap(h) => &mut h[pre..pre + n],
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        bytemuck::cast_slice(self.get())
+    }
+
+    fn guard_ok(&self) -> bool {
+        let all: &[u8] = bytemuck::cast_slice(self.all());
+        let size = std::mem::size_of::<T>();
+        let (a, b) = (self.pre * size, (self.pre + self.n) * size);
+        all[..a].iter().chain(&all[b..]).all(|&x| x == GUARD_BYTE)
+    }
+}
+
+/// Rank `r`'s element `i` of step `step`: random bytes (any bit pattern: results are
+/// compared as bytes).
+fn elem<T: Pod>(step: u64, r: i32, i: usize) -> T {
+    let mut t = T::zeroed();
+    for (j, b) in bytemuck::bytes_of_mut(&mut t).iter_mut().enumerate() {
+        *b = mix(step << 40 ^ (r as u64) << 32 ^ (i as u64) << 8 ^ j as u64) as u8;
+    }
+    t
+}
+
+struct Ctx<'a> {
+    world: &'a SimpleCommunicator,
+    comm: &'a Comm,
+    seed: u64,
+    step: u64,
+}
+
+impl Ctx<'_> {
+    fn fail(&self, what: &str) -> ! {
+        panic!(
+            "random step {} (seed {}, rank {}): {what}; rerun with ZCOLL_RANDOM_SEED={}",
+            self.step,
+            self.seed,
+            self.world.rank(),
+            self.seed
+        )
+    }
+
+    fn same(&self, got: &[u8], want: &[u8], what: &str) {
+        if got.len() != want.len() {
+            self.fail(&format!("{what}: {} bytes, rsmpi {}", got.len(), want.len()));
+        }
+        if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
+            self.fail(&format!("{what}: differs from the oracle at byte {i} of {}", got.len()));
+        }
+    }
+
+    fn ok(&self, r: zcoll::Result<()>, what: &str) {
+        if let Err(e) = r {
+            self.fail(&format!("{what}: {e}"));
+        }
+    }
+
+    fn guards<T: Pod>(&self, b: &Buf<T>, what: &str) {
+        if !b.guard_ok() {
+            self.fail(&format!("{what}: wrote outside the buffer"));
+        }
+    }
+}
+
+pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
+    let seed = std::env::var("ZCOLL_RANDOM_SEED").map_or(0x5eed_2026, |s| s.parse().expect("a number"));
+    let steps = std::env::var("ZCOLL_RANDOM_STEPS").map_or(300, |s| s.parse().expect("a number"));
+    let mut rng = Rng(seed ^ world.size() as u64);
+    let mut cx = Ctx { world, comm, seed, step: 0 };
+    for step in 0..steps {
+        cx.step = step;
+        let kind = rng.below(12);
+        let t = rng.below(13);
+        let heap = rng.below(3) == 0;
+        let bytes = rng.bytes();
+        let root = rng.below(world.size() as u64) as i32;
+        let bad = rng.below(12) == 0;
+        let pick = rng.next();
+        with_type!(t, T => {
+            let n = bytes / std::mem::size_of::<T>();
+            match kind {
+                0..=5 => moves::<T>(&cx, kind, n, root, heap, bad),
+                6..=8 => varcount::<T>(&cx, kind, n, root, heap, pick),
+                _ => reduction::<T>(&cx, n, root, heap, bad, pick),
+            }
+        });
+        if rng.below(16) == 0 {
+            cx.ok(comm.barrier(), "barrier");
+        }
+    }
+    if world.rank() == 0 {
+        println!("random: {steps} steps passed (seed {seed})");
+    }
+}
+
+/// Broadcast, scatter, gather, allgather, alltoall (kind 0 to 4; 5 is a broadcast again)
+/// of `n` elements per block, against rsmpi; `bad`: one rank's receive buffer is one
+/// element short, and every rank must fail with every buffer untouched.
+fn moves<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: bool, bad: bool) {
+    let (world, comm) = (cx.world, cx.comm);
+    let (me, p) = (world.rank(), world.size() as usize);
+    let short = bad && n > 0;
+    let shrink = |len: usize| if short && me == (root + 1) % p as i32 { len - 1 } else { len };
+    let step = cx.step;
+    let what = format!(
+        "{} of {n} x {} B, root {root}",
+        ["bcast", "scatter", "gather", "allgather", "alltoall", "bcast"][kind as usize],
+        std::mem::size_of::<T>()
+    );
+    match kind {
+        0 | 5 => {
+            let len = shrink(n);
+            let mut buf = Buf::<T>::new(comm, heap, len, |i| {
+                if me == root {
+                    elem(step, root, i)
+                } else {
+                    elem(step, -1, i)
+                }
+            });
+            let before = buf.bytes().to_vec();
+            let r = comm.broadcast_into(buf.get_mut(), root);
+            cx.guards(&buf, &what);
+            if short {
+                expect_failure(cx, r, &what);
+                cx.same(buf.bytes(), &before, &format!("{what}: a failed call changed a buffer"));
+                return;
+            }
+            cx.ok(r, &what);
+            let mut oracle: Vec<T> =
+                (0..n).map(|i| if me == root { elem(step, root, i) } else { T::zeroed() }).collect();
+            if n > 0 {
+                world.process_at_rank(root).broadcast_into(&mut oracle[..]);
+            }
+            cx.same(buf.bytes(), bytemuck::cast_slice(&oracle), &what);
+        }
+        1 => {
+            let send: Vec<T> = (0..n * p).map(|i| elem(step, me, i)).collect();
+            let mut recv = Buf::<T>::new(comm, heap, shrink(n), |i| elem(step, -1, i));
+            let before = recv.bytes().to_vec();
+            let r = match me == root {
+                true => comm.scatter_into_root(&send, recv.get_mut(), root),
+                false => comm.scatter_into(recv.get_mut(), root),
+            };
+            cx.guards(&recv, &what);
+            if short {
+                expect_failure(cx, r, &what);
+                cx.same(recv.bytes(), &before, &format!("{what}: a failed call changed a buffer"));
+                return;
+            }
+            cx.ok(r, &what);
+            let mut oracle = vec![T::zeroed(); n];
+            if n > 0 {
+                let at = world.process_at_rank(root);
+                match me == root {
+                    true => at.scatter_into_root(&send[..], &mut oracle[..]),
+                    false => at.scatter_into(&mut oracle[..]),
+                }
+            }
+            cx.same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
+        }
+        2 => {
+            let send: Vec<T> = (0..n).map(|i| elem(step, me, i)).collect();
+            let len = if me == root { n * p } else { 0 };
+            let len = if short && me == root { len - 1 } else { len };
+            let mut recv = Buf::<T>::new(comm, heap, len, |i| elem(step, -1, i));
+            let before = recv.bytes().to_vec();
+            let r = match me == root {
+                true => comm.gather_into_root(&send, recv.get_mut(), root),
+                false => comm.gather_into(&send, root),
+            };
+            cx.guards(&recv, &what);
+            if short {
+                expect_failure(cx, r, &what);
+                cx.same(recv.bytes(), &before, &format!("{what}: a failed call changed a buffer"));
+                return;
+            }
+            cx.ok(r, &what);
+            let mut oracle = vec![T::zeroed(); if me == root { n * p } else { 0 }];
+            if n > 0 {
+                let at = world.process_at_rank(root);
+                match me == root {
+                    true => at.gather_into_root(&send[..], &mut oracle[..]),
+                    false => at.gather_into(&send[..]),
+                }
+            }
+            cx.same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
+        }
+        _ => {
+            let all = kind == 3;
+            let send: Vec<T> = (0..if all { n } else { n * p }).map(|i| elem(step, me, i)).collect();
+            let mut recv = Buf::<T>::new(comm, heap, shrink(n * p), |i| elem(step, -1, i));
+            let before = recv.bytes().to_vec();
+            let r = match all {
+                true => comm.all_gather_into(&send, recv.get_mut()),
+                false => comm.all_to_all_into(&send, recv.get_mut()),
+            };
+            cx.guards(&recv, &what);
+            if short {
+                expect_failure(cx, r, &what);
+                cx.same(recv.bytes(), &before, &format!("{what}: a failed call changed a buffer"));
+                return;
+            }
+            cx.ok(r, &what);
+            let mut oracle = vec![T::zeroed(); n * p];
+            if n > 0 {
+                match all {
+                    true => world.all_gather_into(&send[..], &mut oracle[..]),
+                    false => world.all_to_all_into(&send[..], &mut oracle[..]),
+                }
+            }
+            cx.same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
+        }
+    }
+}
+
+/// An error on every rank: the checks' verdict where this rank took part in it, or a
+/// peer's failure.
+fn expect_failure(cx: &Ctx<'_>, r: zcoll::Result<()>, what: &str) {
+    match r {
+        Err(Error::LengthMismatch { .. } | Error::BufferSize { .. } | Error::PeerFailed { .. }) => {}
+        Err(e) => cx.fail(&format!("{what}: a bad length gave {e}")),
+        Ok(()) => cx.fail(&format!("{what}: a bad length gave Ok")),
+    }
+}
+
+/// Scatterv (kind 6), gatherv (7) and allgatherv (8) with random counts (zeros
+/// included) summing to about `n` per rank, against rsmpi.
+fn varcount<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: bool, pick: u64) {
+    let (world, comm) = (cx.world, cx.comm);
+    let (me, p) = (world.rank(), world.size() as usize);
+    let step = cx.step;
+    let counts: Vec<i32> = (0..p)
+        .map(|r| {
+            if mix(pick ^ r as u64) % 4 == 0 {
+                0
+            } else {
+                (mix(pick + r as u64) % (2 * n as u64 + 1)) as i32
+            }
+        })
+        .collect();
+    // Displacements in a random order of the blocks, with gaps.
+    let mut displs = vec![0i32; p];
+    let mut at = 0i32;
+    for k in 0..p {
+        let r = (k + (pick % p as u64) as usize) % p;
+        displs[r] = at;
+        at += counts[r] + (mix(pick ^ 0x77 ^ r as u64) % 3) as i32;
+    }
+    let total = at as usize;
+    let mine = counts[me as usize] as usize;
+    let what = format!(
+        "{} of {} elements of {} B, root {root}",
+        ["scatterv", "gatherv", "allgatherv"][kind as usize - 6],
+        total,
+        std::mem::size_of::<T>()
+    );
+    match kind {
+        6 => {
+            let send: Vec<T> = (0..total).map(|i| elem(step, me, i)).collect();
+            let mut recv = Buf::<T>::new(comm, heap, mine, |i| elem(step, -1, i));
+            let r = match me == root {
+                true => comm.scatter_varcount_into_root(&send, &counts, &displs, recv.get_mut(), root),
+                false => comm.scatter_varcount_into(recv.get_mut(), root),
+            };
+            cx.ok(r, &what);
+            cx.guards(&recv, &what);
+            let mut oracle = vec![T::zeroed(); mine];
+            let at = world.process_at_rank(root);
+            let mut spare = [T::zeroed(); 1];
+            let out = if mine == 0 { &mut spare[..0] } else { &mut oracle[..] };
+            match me == root {
+                true => at
+                    .scatter_varcount_into_root(&MpiPartition::new(&send[..], &counts[..], &displs[..]), out),
+                false => at.scatter_varcount_into(out),
+            }
+            cx.same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
+        }
+        7 => {
+            let send: Vec<T> = (0..mine).map(|i| elem(step, me, i)).collect();
+            let len = if me == root { total } else { 0 };
+            let mut recv = Buf::<T>::new(comm, heap, len, |i| elem(step, -1, i));
+            let r = match me == root {
+                true => comm.gather_varcount_into_root(&send, recv.get_mut(), &counts, &displs, root),
+                false => comm.gather_varcount_into(&send, root),
+            };
+            cx.ok(r, &what);
+            cx.guards(&recv, &what);
+            if me == root {
+                // The gaps keep what was there: compare the blocks only.
+                for r in 0..p {
+                    let (a, c) = (displs[r] as usize, counts[r] as usize);
+                    let want: Vec<T> = (0..c).map(|i| elem(step, r as i32, i)).collect();
+                    cx.same(bytemuck::cast_slice(&recv.get()[a..a + c]), bytemuck::cast_slice(&want), &what);
+                }
+            }
+        }
+        _ => {
+            let send: Vec<T> = (0..mine).map(|i| elem(step, me, i)).collect();
+            let mut recv = Buf::<T>::new(comm, heap, total, |i| elem(step, -1, i));
+            cx.ok(comm.all_gather_varcount_into(&send, recv.get_mut(), &counts, &displs), &what);
+            cx.guards(&recv, &what);
+            let mut oracle: Vec<T> = (0..total).map(|i| elem(step, -1, i)).collect();
+            let spare = [T::zeroed(); 1];
+            let mine_send = if mine == 0 { &spare[..0] } else { &send[..] };
+            world.all_gather_varcount_into(
+                mine_send,
+                &mut MpiPartitionMut::new(&mut oracle[..], &counts[..], &displs[..]),
+            );
+            cx.same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
+        }
+    }
+}
+
+/// Allreduce, allreduce in place and reduce of `n` elements of `T` with a user
+/// operator, commutative (byte-wise wrapping sum) or not (the left operand, so rank 0's
+/// value wins), or, for the primitive types, a built-in operator against rsmpi. `bad`:
+/// one rank reduces another element type of the same size, or has a short output.
+fn reduction<T: Pod>(cx: &Ctx<'_>, n: usize, root: i32, heap: bool, bad: bool, pick: u64) {
+    let (world, comm) = (cx.world, cx.comm);
+    let (me, p) = (world.rank(), world.size());
+    let step = cx.step;
+    let size = std::mem::size_of::<T>();
+    let what = format!("reduction of {n} x {size} B (choice {}), root {root}", pick % 6);
+    let commutative = pick % 2 == 0;
+    let wrapping = UserOp::commutative(|acc: &mut [T], x: &[T]| {
+        for (a, b) in acc.iter_mut().zip(x) {
+            for (u, v) in bytemuck::bytes_of_mut(a).iter_mut().zip(bytemuck::bytes_of(b)) {
+                *u = u.wrapping_add(*v);
+            }
+        }
+    });
+    let left = UserOp::non_commutative(|_acc: &mut [T], _x: &[T]| {});
+    let send: Vec<T> = (0..n).map(|i| elem(step, me, i)).collect();
+    let expect: Vec<T> = (0..n)
+        .map(|i| {
+            let mut acc = [elem::<T>(step, 0, i)];
+            for r in 1..p {
+                let x = [elem::<T>(step, r, i)];
+                match commutative {
+                    true => wrapping.apply(&mut acc, &x),
+                    false => left.apply(&mut acc, &x),
+                };
+            }
+            acc[0]
+        })
+        .collect();
+    let op = |acc: &mut [T], x: &[T]| {
+        match commutative {
+            true => wrapping.apply(acc, x),
+            false => left.apply(acc, x),
+        };
+    };
+    let user = match commutative {
+        true => UserOp::commutative(op),
+        false => UserOp::non_commutative(op),
+    };
+    if bad && n > 0 {
+        // A short output on one rank: an error everywhere, every output untouched.
+        let short = (root + 1) % p;
+        let mut recv = Buf::<T>::new(comm, heap, if me == short { n - 1 } else { n }, |i| elem(step, -1, i));
+        let before = recv.bytes().to_vec();
+        let r = comm.all_reduce_into(&send, recv.get_mut(), &user);
+        cx.guards(&recv, &what);
+        expect_failure(cx, r, &what);
+        cx.same(recv.bytes(), &before, &format!("{what}: a failed call changed a buffer"));
+        return;
+    }
+    let mut recv = Buf::<T>::new(comm, heap, n, |i| elem(step, -1, i));
+    cx.ok(comm.all_reduce_into(&send, recv.get_mut(), &user), &what);
+    cx.guards(&recv, &what);
+    cx.same(recv.bytes(), bytemuck::cast_slice(&expect), &what);
+    let mut inplace = Buf::<T>::new(comm, heap, n, |i| elem(step, me, i));
+    cx.ok(comm.all_reduce_in_place(inplace.get_mut(), &user), &format!("{what} in place"));
+    cx.same(inplace.bytes(), bytemuck::cast_slice(&expect), &format!("{what} in place"));
+    let mut out = Buf::<T>::new(comm, heap, if me == root { n } else { 0 }, |i| elem(step, -1, i));
+    let r = match me == root {
+        true => comm.reduce_into_root(&send, out.get_mut(), root, &user),
+        false => comm.reduce_into(&send, root, &user),
+    };
+    cx.ok(r, &format!("{what} to the root"));
+    cx.guards(&out, &what);
+    if me == root {
+        cx.same(out.bytes(), bytemuck::cast_slice(&expect), &format!("{what} to the root"));
+    }
+    builtin(cx, n, pick);
+}
+
+/// A built-in operator on a primitive type of the step's size, against rsmpi's
+/// allreduce, with small integer values so that floats sum exactly; once in a while one
+/// rank passes another type of the same size, which must be a `Mismatch` everywhere.
+fn builtin(cx: &Ctx<'_>, n: usize, pick: u64) {
+    let (world, comm) = (cx.world, cx.comm);
+    let me = world.rank();
+    let op = [Builtin::Sum, Builtin::Min, Builtin::Max, Builtin::BitXor][(pick >> 8) as usize % 4];
+    let float = op != Builtin::BitXor && (pick >> 12) % 2 == 0;
+    let value = |r: i32, i: usize| ((mix(cx.step ^ (r as u64) << 32 ^ i as u64) % 7) as i64) - 3;
+    let what = format!("builtin {op:?} of {n} (float {float})");
+    if float {
+        let send: Vec<f64> = (0..n).map(|i| value(me, i) as f64).collect();
+        let mut got = vec![0f64; n];
+        cx.ok(comm.all_reduce_into(&send, &mut got, op), &what);
+        let mut want = vec![0f64; n];
+        if n > 0 {
+            world.all_reduce_into(&send[..], &mut want[..], mpi_op(op));
+        }
+        cx.same(bytemuck::cast_slice(&got), bytemuck::cast_slice(&want), &what);
+    } else {
+        let send: Vec<i64> = (0..n).map(|i| value(me, i)).collect();
+        let mut got = vec![0i64; n];
+        cx.ok(comm.all_reduce_into(&send, &mut got, op), &what);
+        let mut want = vec![0i64; n];
+        if n > 0 {
+            world.all_reduce_into(&send[..], &mut want[..], mpi_op(op));
+        }
+        cx.same(bytemuck::cast_slice(&got), bytemuck::cast_slice(&want), &what);
+    }
+    if (pick >> 16) % 8 == 0 && world.size() > 1 && op != Builtin::BitXor {
+        // f64 everywhere but on the last rank, which passes u64: same size, same operator.
+        let last = world.size() - 1;
+        let r = match me == last {
+            true => comm.all_reduce_into(&vec![1u64; n.max(1)], &mut vec![0u64; n.max(1)], op),
+            false => comm.all_reduce_into(&vec![1f64; n.max(1)], &mut vec![0f64; n.max(1)], op),
+        };
+        match r {
+            Err(Error::Mismatch { .. }) => {}
+            other => cx.fail(&format!("f64 against u64: {other:?}, not Mismatch")),
+        }
+    }
+}
+
+fn mpi_op(op: Builtin) -> SystemOperation {
+    match op {
+        Builtin::Sum => SystemOperation::sum(),
+        Builtin::Min => SystemOperation::min(),
+        Builtin::Max => SystemOperation::max(),
+        _ => SystemOperation::bitwise_xor(),
+    }
+}

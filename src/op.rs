@@ -41,11 +41,13 @@ pub enum Builtin {
     LogicalAnd,
     /// `MPI_LOR`: 1 if either is non-zero, else 0 (integers only).
     LogicalOr,
+    /// `MPI_LXOR`: 1 if exactly one is non-zero, else 0 (integers only).
+    LogicalXor,
 }
 
 impl Builtin {
     /// Every built-in operator.
-    pub const ALL: [Builtin; 9] = [
+    pub const ALL: [Builtin; 10] = [
         Builtin::Sum,
         Builtin::Prod,
         Builtin::Min,
@@ -55,6 +57,7 @@ impl Builtin {
         Builtin::BitXor,
         Builtin::LogicalAnd,
         Builtin::LogicalOr,
+        Builtin::LogicalXor,
     ];
 
     /// MPI's operator.
@@ -70,6 +73,7 @@ impl Builtin {
             Builtin::BitXor => S::bitwise_xor(),
             Builtin::LogicalAnd => S::logical_and(),
             Builtin::LogicalOr => S::logical_or(),
+            Builtin::LogicalXor => S::logical_xor(),
         }
     }
 
@@ -111,6 +115,7 @@ macro_rules! integers {
                     Builtin::BitXor => zip(acc, x, |a, b| a ^ b),
                     Builtin::LogicalAnd => zip(acc, x, |a, b| (a != 0 && b != 0) as $t),
                     Builtin::LogicalOr => zip(acc, x, |a, b| (a != 0 || b != 0) as $t),
+                    Builtin::LogicalXor => zip(acc, x, |a, b| ((a != 0) != (b != 0)) as $t),
                 }
                 true
             }
@@ -211,14 +216,87 @@ pub struct UserOp<F> {
 }
 
 impl<F> UserOp<F> {
-    /// A commutative operator: zcoll may combine the ranks' values in any order.
+    /// A commutative operator, `f(acc, x)` setting `acc[i] = acc[i] ∘ x[i]`: zcoll may
+    /// combine the ranks' values in any order.
     pub fn commutative(f: F) -> Self {
         UserOp { f, commutative: true }
     }
 
-    /// A non-commutative operator: zcoll combines in rank order.
+    /// A non-commutative operator, `f(acc, x)` setting `acc[i] = acc[i] ∘ x[i]`, where
+    /// `acc` holds the lower ranks' values and `x` the next rank's: zcoll combines in rank
+    /// order. A closure written for rsmpi or MPI takes its operands the other way round:
+    /// use [`UserOperation`] for it.
     pub fn non_commutative(f: F) -> Self {
         UserOp { f, commutative: false }
+    }
+}
+
+/// A user operator in rsmpi's and MPI's shape: `f(invec, inoutvec)` sets
+/// `inoutvec[i] = invec[i] ∘ inoutvec[i]`, where `invec` holds the lower ranks' values
+/// (MPI 4.1, 6.9.5). A program ported from rsmpi's `UserOperation` renames the type and
+/// takes typed slices instead of `DynBuffer`s, and computes the same, also for a
+/// non-commutative operator. (zcoll's own [`UserOp`] takes `(acc, x)`, the accumulator
+/// first.)
+///
+/// # Examples
+///
+/// ```
+/// use zcoll::op::{Operator, UserOperation};
+/// // 2x2 matrix product as an rsmpi program writes it: inoutvec = invec * inoutvec.
+/// let matmul = UserOperation::non_commutative(|invec: &[[i64; 4]], inoutvec: &mut [[i64; 4]]| {
+///     for (a, b) in invec.iter().zip(inoutvec.iter_mut()) {
+///         *b = [a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3],
+///               a[2] * b[0] + a[3] * b[2], a[2] * b[1] + a[3] * b[3]];
+///     }
+/// });
+/// // zcoll folds rank 0's value (the accumulator) with rank 1's: acc * x.
+/// let mut acc = [[1, 1, 0, 1]];
+/// assert!(matmul.apply(&mut acc, &[[1, 0, 1, 1]]));
+/// assert_eq!(acc, [[2, 1, 1, 1]]);
+/// ```
+pub struct UserOperation<T, F> {
+    f: F,
+    commutative: bool,
+    /// The right operand's copy, which `f` overwrites with the result.
+    scratch: std::cell::RefCell<Vec<T>>,
+}
+
+impl<T, F> UserOperation<T, F> {
+    /// A commutative operator, `f(invec, inoutvec)` (rsmpi's
+    /// `UserOperation::commutative`).
+    pub fn commutative(f: F) -> Self {
+        UserOperation { f, commutative: true, scratch: Default::default() }
+    }
+
+    /// A non-commutative operator, `f(invec, inoutvec)` with `invec` the lower ranks'
+    /// values.
+    pub fn non_commutative(f: F) -> Self {
+        UserOperation { f, commutative: false, scratch: Default::default() }
+    }
+
+    /// [`non_commutative`](Self::non_commutative) under rsmpi's name
+    /// (`UserOperation::associative`: every user operator must be associative; this one
+    /// need not commute).
+    pub fn associative(f: F) -> Self {
+        Self::non_commutative(f)
+    }
+}
+
+impl<T: Copy, F: Fn(&[T], &mut [T])> Operator<T> for UserOperation<T, F> {
+    fn apply(&self, acc: &mut [T], x: &[T]) -> bool {
+        // acc ∘ x is f's invec ∘ inoutvec with invec = acc and inoutvec = x.
+        let mut right = self.scratch.borrow_mut();
+        right.clear();
+        right.extend_from_slice(&x[..acc.len()]);
+        (self.f)(acc, &mut right);
+        acc.copy_from_slice(&right);
+        true
+    }
+    fn commutative(&self) -> bool {
+        self.commutative
+    }
+    fn code(&self) -> u64 {
+        0x100 | self.commutative as u64
     }
 }
 
@@ -243,7 +321,7 @@ mod tests {
     fn integer_kernels_match_their_definitions() {
         let a = [0i16, 3, -7, i16::MAX];
         let b = [5i16, 0, -2, 1];
-        let expect: [(Builtin, [i16; 4]); 9] = [
+        let expect: [(Builtin, [i16; 4]); 10] = [
             (Builtin::Sum, [5, 3, -9, i16::MIN]),
             (Builtin::Prod, [0, 0, 14, i16::MAX]),
             (Builtin::Min, [0, 0, -7, 1]),
@@ -253,6 +331,7 @@ mod tests {
             (Builtin::BitXor, [5, 3, 7, i16::MAX - 1]),
             (Builtin::LogicalAnd, [0, 0, 1, 1]),
             (Builtin::LogicalOr, [1, 1, 1, 1]),
+            (Builtin::LogicalXor, [1, 1, 0, 0]),
         ];
         for (op, want) in expect {
             let mut acc = a;

@@ -137,6 +137,52 @@ impl Comm {
         Ok(Comm { parent, node, hier, info, overrides: Overrides::from_env() })
     }
 
+    /// A new zero-copy communicator over the same ranks (`MPI_Comm_dup`), with its own
+    /// segment and its own rounds: calls on one never match calls on the other. Collective.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn f(comm: &zcoll::Comm) -> zcoll::Result<()> {
+    /// let library = comm.duplicate()?; // a library's traffic kept apart from the program's
+    /// library.barrier()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Comm::new`].
+    pub fn duplicate(&self) -> Result<Comm> {
+        Comm::new(&self.parent)
+    }
+
+    /// Splits the communicator as rsmpi's `split_by_color_with_key` does
+    /// (`MPI_Comm_split`): the ranks that pass the same `color` form a new zero-copy
+    /// communicator, ordered by `key` (then by rank); a rank that passes
+    /// `Color::undefined()` gets `None`. Collective over this communicator; the new
+    /// communicators are built with the same checks as [`Comm::new`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use mpi::topology::Color;
+    /// # fn f(comm: &zcoll::Comm) -> zcoll::Result<()> {
+    /// // Even and odd ranks apart.
+    /// let half = comm.split(Color::with_value(comm.rank() % 2), comm.rank())?.expect("a color");
+    /// half.barrier()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Comm::new`], on every rank of each new communicator.
+    pub fn split(&self, color: mpi::topology::Color, key: Rank) -> Result<Option<Comm>> {
+        match self.parent.split_by_color_with_key(color, key) {
+            Some(sub) => Comm::new(&sub).map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// This process's rank in the communicator.
     pub fn rank(&self) -> Rank {
         self.info.rank

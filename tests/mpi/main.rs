@@ -78,6 +78,10 @@ at! {
     unchanged_vnodes_np5_k2: 5, "unchanged", ["ZCOLL_NODE_SIZE" => "2"];
     unchanged_vnodes_np8_k3: 8, "unchanged", ["ZCOLL_NODE_SIZE" => "3"];
     unchanged_vnodes_np4_k1: 4, "unchanged", ["ZCOLL_NODE_SIZE" => "1"];
+    split_np1: 1, "split", [];
+    split_np4: 4, "split", [];
+    split_np5: 5, "split", [];
+    split_vnodes_np6_k2: 6, "split", ["ZCOLL_NODE_SIZE" => "2"];
     random_np2: 2, "random", [];
     random_np3: 3, "random", [];
     random_np5: 5, "random", [];

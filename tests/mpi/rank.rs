@@ -68,6 +68,7 @@ pub(crate) fn main() {
         "empty" => crate::empty::run(&world, &comm),
         "unchanged" => crate::unchanged::run(&world, &comm),
         "random" => crate::random::run(&world, &comm),
+        "split" => split(&world, &comm),
         "calibrate" => calibrate(&world, &comm),
         "heap" => crate::heap::run(&world, &comm),
         s @ ("scatter" | "gather" | "scatter-gather-errors") => crate::scatter_gather::run(s, &world, &comm),
@@ -428,4 +429,28 @@ fn bad_env(world: &SimpleCommunicator) {
     }
     comm.barrier().unwrap();
     println!("ZCOLL-RANK-OK {}", world.rank());
+}
+
+/// `Comm::split` and `Comm::duplicate`: even and odd ranks apart (keys reversing the
+/// order), each half broadcasting and reducing against rsmpi on the same split of the
+/// world; a duplicate works beside its original.
+fn split(world: &SimpleCommunicator, comm: &Comm) {
+    use mpi::collective::SystemOperation;
+    use mpi::topology::Color;
+    let me = world.rank();
+    let color = Color::with_value(me % 2);
+    let half = comm.split(color, -me).unwrap().expect("every rank has a color");
+    let theirs = world.split_by_color_with_key(color, -me).expect("a color");
+    assert_eq!((half.rank(), half.size()), (theirs.rank(), theirs.size()));
+    check_bcast::<u32>(&theirs, &half, 70_001, theirs.size() - 1, BcastAlgorithm::Auto, 11);
+    let send: Vec<u64> = (0..10_000).map(|i| i * (me as u64 + 1)).collect();
+    let (mut got, mut want) = (vec![0u64; 10_000], vec![0u64; 10_000]);
+    half.all_reduce_into(&send, &mut got, zcoll::op::Builtin::Sum).unwrap();
+    theirs.all_reduce_into(&send[..], &mut want[..], SystemOperation::sum());
+    assert_eq!(got, want, "allreduce on the split communicator");
+    assert!(comm.split(Color::undefined(), 0).unwrap().is_none());
+    let dup = comm.duplicate().unwrap();
+    assert_eq!((dup.rank(), dup.size()), (comm.rank(), comm.size()));
+    check_bcast::<u8>(world, &dup, 4097, 0, BcastAlgorithm::Auto, 12);
+    check_bcast::<u8>(world, comm, 4097, 0, BcastAlgorithm::Auto, 13);
 }

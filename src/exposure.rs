@@ -14,10 +14,15 @@ use std::ops::{Deref, DerefMut};
 /// [`Comm::expose`] registers the buffer with every rank of the node once: each rank maps
 /// (or attaches) every peer's buffer and keeps the mapping. The exposure's collectives
 /// then take the peers' buffers from that registration instead of looking their
-/// addresses up in every call. Dropping the exposure withdraws it, in a collective step
-/// that waits until every rank of the node has withdrawn its own (so every rank must drop
-/// its exposures in the same order, as with any collective); [`withdraw`](Self::withdraw)
-/// does the same and reports errors.
+/// addresses up in every call.
+///
+/// **Dropping the exposure is a collective call that blocks**: it withdraws the exposure
+/// in a step that waits until every rank of the node has withdrawn its own, so every rank
+/// must drop its exposures in the same order, as with any collective.
+/// [`withdraw`](Self::withdraw) does the same and reports errors. A rank that drops an
+/// exposure while unwinding a panic does not wait: it fails the withdrawal at once, and
+/// its peers' withdrawal (or the exposure's collective they are in) returns an `Err`
+/// instead of waiting for it.
 ///
 /// The exposure borrows the buffer for its whole life, so the buffer cannot be freed,
 /// moved, resized or changed behind the peers' backs; between collectives it is read and
@@ -170,16 +175,37 @@ impl<'a, T: Pod> Exposure<'a, T> {
     fn withdraw_now(&mut self) -> Result<()> {
         let Some(reg) = self.reg.take() else { return Ok(()) };
         let ctx = self.comm.ctx();
-        let call = Call { op: op(Kind::Withdraw, 0, 0), root: -1, ..Call::default() };
-        ctx.ctl.with_registration(&reg, || check(&ctx, call, false, |_| Ok(()))?.finish(Ok(())))
+        ctx.ctl.with_registration(&reg, || check(&ctx, WITHDRAW, false, |_| Ok(()))?.finish(Ok(())))
     }
 }
 
+/// The call of the withdrawal round: no buffer, nothing to move.
+const WITHDRAW: Call = Call {
+    op: Kind::Withdraw as u64,
+    root: -1,
+    send: 0,
+    send_len: 0,
+    recv: 0,
+    recv_len: 0,
+    recv_writable: false,
+    aux: 0,
+    aux2: 0,
+};
+
 impl<T: Pod> Drop for Exposure<'_, T> {
+    /// Withdraws the exposure: a collective step, which blocks until every rank of the
+    /// node withdraws its own. A rank that drops it while unwinding a panic does not wait:
+    /// it fails the withdrawal round at once (`Control::abandon`), so that its peers'
+    /// withdrawal (or whatever collective they are in) ends with an `Err`, not a hang.
     fn drop(&mut self) {
-        // A panicking rank does not take part in collectives any more.
         if !std::thread::panicking() {
             let _ = self.withdraw_now();
+        } else if let Some(reg) = self.reg.take() {
+            let ctl = self.comm.ctx().ctl;
+            let _ = ctl.with_registration(&reg, || {
+                ctl.abandon(&WITHDRAW);
+                Ok(())
+            });
         }
     }
 }

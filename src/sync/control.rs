@@ -287,6 +287,22 @@ impl Control {
         }
     }
 
+    /// Takes part in the next round without waiting for anyone, and fails it: publishes
+    /// `call`, the arrival, and a failed `done`, and returns. For a rank that unwinds a
+    /// panic with a collective step pending (an exposure's withdrawal): its peers' round
+    /// ends with `PeerFailed` (or a mismatch) instead of waiting for a rank that will
+    /// never arrive. Nothing of this rank's may be touched in that round (`call` publishes
+    /// no buffer); the wait for the others' `done` is owed, as after a private round.
+    pub(crate) fn abandon(&self, call: &Call) {
+        debug_assert!(call.send_len == 0 && call.recv_len == 0 && !call.recv_writable);
+        let mut round = self.publish(call, 0);
+        round.finished = true;
+        let mine = self.slot(self.me);
+        mine.call[(round.epoch % 2) as usize][STATUS].store(1, Ordering::Relaxed);
+        mine.done.store(round.epoch, Ordering::Release);
+        self.owed.set(round.epoch);
+    }
+
     /// Waits for every rank's `done` of the private round this rank left without waiting
     /// (if any): after it, no peer reads this rank's staging area for an earlier round.
     ///

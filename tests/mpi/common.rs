@@ -90,3 +90,13 @@ pub(crate) fn same(got: &[u8], want: &[u8], what: &str) {
         panic!("{what}: differs from the oracle at byte {i} of {}", got.len());
     }
 }
+
+/// Runs `f` with panics caught and unreported (the job's hook would abort it): `None`
+/// if it panicked.
+pub(crate) fn quietly<R>(f: impl FnOnce() -> R) -> Option<R> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok();
+    std::panic::set_hook(hook);
+    r
+}

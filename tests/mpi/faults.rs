@@ -4,7 +4,7 @@
 //! ranks waiting for the failed rank's next step must not wait for ever), no byte may
 //! land outside any receive buffer, and the communicator must go on working.
 
-use crate::common::Guarded;
+use crate::common::{quietly, Guarded};
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -104,16 +104,6 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
             still_works(world, comm, &what);
         }
     }
-}
-
-/// Runs `f` with panics caught and unreported (the job's hook would abort it): `None`
-/// if it panicked.
-fn quietly<R>(f: impl FnOnce() -> R) -> Option<R> {
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok();
-    std::panic::set_hook(hook);
-    r
 }
 
 /// Every rank failed (`failed`: `Some(true)`, or `None` for the rank whose operator

@@ -78,6 +78,9 @@ at! {
     unchanged_vnodes_np5_k2: 5, "unchanged", ["ZCOLL_NODE_SIZE" => "2"];
     unchanged_vnodes_np8_k3: 8, "unchanged", ["ZCOLL_NODE_SIZE" => "3"];
     unchanged_vnodes_np4_k1: 4, "unchanged", ["ZCOLL_NODE_SIZE" => "1"];
+    exposure_panic_np2: 2, "exposure-panic", [];
+    exposure_panic_np3: 3, "exposure-panic", [];
+    exposure_panic_heap_np3: 3, "exposure-panic", ["ZCOLL_TRANSPORT" => "heap"];
     split_np1: 1, "split", [];
     split_np4: 4, "split", [];
     split_np5: 5, "split", [];

@@ -69,6 +69,7 @@ pub(crate) fn main() {
         "unchanged" => crate::unchanged::run(&world, &comm),
         "random" => crate::random::run(&world, &comm),
         "split" => split(&world, &comm),
+        "exposure-panic" => exposure_panic(&world, &comm),
         "calibrate" => calibrate(&world, &comm),
         "heap" => crate::heap::run(&world, &comm),
         s @ ("scatter" | "gather" | "scatter-gather-errors") => crate::scatter_gather::run(s, &world, &comm),
@@ -453,4 +454,29 @@ fn split(world: &SimpleCommunicator, comm: &Comm) {
     assert_eq!((dup.rank(), dup.size()), (comm.rank(), comm.size()));
     check_bcast::<u8>(world, &dup, 4097, 0, BcastAlgorithm::Auto, 12);
     check_bcast::<u8>(world, comm, 4097, 0, BcastAlgorithm::Auto, 13);
+}
+
+/// A rank panics while it holds an exposure (the program catches the panic): dropping the
+/// exposure during the unwinding must not leave its peers waiting in their withdrawal.
+/// They get an `Err` within seconds, and the communicator then works for everyone.
+fn exposure_panic(world: &SimpleCommunicator, comm: &Comm) {
+    let me = world.rank();
+    let bad = world.size() - 1;
+    let mut buf = vec![me as u64; 100_000];
+    let start = std::time::Instant::now();
+    let outcome = crate::common::quietly(|| {
+        let mut exposed = comm.expose(&mut buf).expect("expose");
+        exposed.broadcast(0).expect("a broadcast on the exposure");
+        assert!(me != bad, "the injected panic, with the exposure alive");
+        exposed.withdraw()
+    });
+    match (me == bad, outcome) {
+        (true, None) => {}
+        (false, Some(Err(_))) => {}
+        (_, other) => panic!("rank {me}: {:?}", other.map(|r| r.map_err(|e| e.to_string()))),
+    }
+    assert!(start.elapsed() < std::time::Duration::from_secs(5), "took {:?}", start.elapsed());
+    assert!(buf.iter().all(|&x| x == 0), "the broadcast's data");
+    comm.barrier().unwrap();
+    check_bcast::<u8>(world, comm, 10_007, bad, BcastAlgorithm::Auto, 21);
 }

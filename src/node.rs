@@ -94,7 +94,11 @@ impl NodeComm {
 
         let requested = requested_transport();
         let mut ctl = map_segment(&comm, rank, me, ranks, pids.clone(), policy)?;
-        let (transport, reason, links) = choose_transport(&comm, rank, me, &pids, requested)?;
+        let yama = let_peers_read(&comm, me, &pids);
+        let (transport, mut reason, links) = choose_transport(&comm, rank, me, &pids, requested)?;
+        if let Some(yama) = yama {
+            reason = format!("{reason}; {yama}");
+        }
         let heap = links.heap.is_some();
         ctl.set_links(links);
         Ok(NodeComm { comm, ctl, transport, reason, heap })
@@ -149,6 +153,32 @@ fn map_segment(
         (_, Err(e)) => Err(e),
         (false, Ok(_)) => Err(Error::Segment { rank, op: "mapping on a peer", errno: Errno::EIO }),
     }
+}
+
+/// Under Yama's `ptrace_scope` 1 a rank may not read a sibling with CMA unless the sibling
+/// names it its ptracer, as Open MPI's ranks do: every rank names its peer (a node of
+/// two) or any process of its user, and the node waits until all have, before anyone
+/// probes. Returns what was done, for `info`.
+fn let_peers_read(comm: &SimpleCommunicator, me: usize, pids: &[libc::pid_t]) -> Option<String> {
+    let peers: Vec<libc::pid_t> =
+        pids.iter().enumerate().filter(|&(r, _)| r != me).map(|(_, &p)| p).collect();
+    let who = cma::ptracer_for(cma::yama_scope(), &peers);
+    if who == cma::Ptracer::Nobody {
+        return None;
+    }
+    let done = cma::allow(who);
+    comm.barrier();
+    Some(match (done, who) {
+        (Ok(()), cma::Ptracer::One(pid)) => {
+            format!(
+                "yama ptrace_scope=1: PR_SET_PTRACER({pid}) so that the node's other rank may read this one"
+            )
+        }
+        (Ok(()), _) => {
+            "yama ptrace_scope=1: PR_SET_PTRACER_ANY so that the node's ranks may read each other".into()
+        }
+        (Err(e), _) => format!("yama ptrace_scope=1: PR_SET_PTRACER failed ({e})"),
+    })
 }
 
 /// `ZCOLL_TRANSPORT`, if set.

@@ -140,6 +140,55 @@ pub(crate) fn probe(pid: libc::pid_t) -> Result<(), Errno> {
     }
 }
 
+/// Yama's `ptrace_scope` (`/proc/sys/kernel/yama/ptrace_scope`), where the kernel has Yama.
+pub(crate) fn yama_scope() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").ok()?.trim().parse().ok()
+}
+
+/// Whom a rank names as its ptracer, so that its node's peers may read it with CMA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ptracer {
+    /// Nobody: the kernel's rules already decide (no Yama, or `ptrace_scope` 0), or no
+    /// naming helps (`ptrace_scope` 2 or 3: only an administrator, or nobody).
+    Nobody,
+    /// The one peer (a node of two ranks): the narrowest grant.
+    One(libc::pid_t),
+    /// Any process of the same user (`PR_SET_PTRACER_ANY`), as Open MPI does: a process
+    /// names at most one ptracer, and a node of more than two ranks has several readers.
+    Any,
+}
+
+/// Under Yama's `ptrace_scope` 1 (Ubuntu's default) a process may only read its own
+/// descendants, so sibling ranks are refused CMA unless the target names a ptracer.
+pub(crate) fn ptracer_for(scope: Option<u32>, peers: &[libc::pid_t]) -> Ptracer {
+    match (scope, peers) {
+        (Some(1), [one]) => Ptracer::One(*one),
+        (Some(1), [_, _, ..]) => Ptracer::Any,
+        _ => Ptracer::Nobody,
+    }
+}
+
+/// Names `who` as this process's ptracer (`prctl(PR_SET_PTRACER)`).
+///
+/// # Errors
+///
+/// The errno of `prctl`.
+pub(crate) fn allow(who: Ptracer) -> Result<(), Errno> {
+    let arg = match who {
+        Ptracer::Nobody => return Ok(()),
+        Ptracer::One(pid) => pid as libc::c_ulong,
+        Ptracer::Any => libc::PR_SET_PTRACER_ANY as libc::c_ulong,
+    };
+    // SAFETY: PR_SET_PTRACER takes a pid (or PR_SET_PTRACER_ANY) by value and touches no
+    // memory of ours; the remaining arguments are unused and passed as 0.
+    match unsafe {
+        libc::prctl(libc::PR_SET_PTRACER, arg, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong)
+    } {
+        0 => Ok(()),
+        _ => Err(Errno::last()),
+    }
+}
+
 /// The one conversion of a CMA return value: a byte count, or the thread's errno.
 /// A transfer of 0 bytes on a non-empty request is a fault (the kernel stopped at once).
 fn transferred(r: isize) -> Result<usize, Errno> {
@@ -204,6 +253,23 @@ mod tests {
             unsafe { RemoteBuf::new(std::process::id() as libc::pid_t, src.as_ptr() as usize, 8) };
         assert_eq!(write(&dst, &w, 6), Err(Errno::EINVAL));
         assert_eq!(dst, [0u8; 4]);
+    }
+
+    #[test]
+    fn yama_scope_one_names_the_narrowest_ptracer() {
+        assert_eq!(ptracer_for(None, &[10, 11]), Ptracer::Nobody);
+        assert_eq!(ptracer_for(Some(0), &[10, 11]), Ptracer::Nobody);
+        assert_eq!(ptracer_for(Some(1), &[]), Ptracer::Nobody);
+        assert_eq!(ptracer_for(Some(1), &[10]), Ptracer::One(10));
+        assert_eq!(ptracer_for(Some(1), &[10, 11]), Ptracer::Any);
+        assert_eq!(ptracer_for(Some(2), &[10]), Ptracer::Nobody);
+        assert_eq!(ptracer_for(Some(3), &[10]), Ptracer::Nobody);
+        // Naming a ptracer works where the kernel has Yama, and is EINVAL where it has not.
+        match allow(Ptracer::One(std::process::id() as libc::pid_t)) {
+            Ok(()) => assert!(yama_scope().is_some()),
+            Err(e) => assert!(yama_scope().is_none() && e == Errno::EINVAL, "{e}"),
+        }
+        assert_eq!(allow(Ptracer::Nobody), Ok(()));
     }
 
     #[test]

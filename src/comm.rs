@@ -374,6 +374,107 @@ impl Comm {
         coll::reduce::reduce(&self.ctx(), bufs, None, op, a)
     }
 
+    /// The inclusive prefix reduction (`MPI_Scan`, rsmpi's `scan_into`): rank `i`
+    /// receives `send_0 ∘ send_1 ∘ ... ∘ send_i`, element-wise, combined in rank order.
+    /// Inside a node each rank reads the lower ranks' inputs straight out of their buffers.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// use zcoll::op::Builtin;
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let mut prefix = [0u64];
+    /// comm.scan_into(&[1u64], &mut prefix, Builtin::Sum)?;
+    /// assert_eq!(prefix[0], comm.rank() as u64 + 1);
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// On every rank: `Error::LengthMismatch` if the inputs' lengths differ or an output
+    /// has another length than its input, `Error::Mismatch` if ranks pass another
+    /// collective, operator or element type, `Error::Unsupported` for an operator that
+    /// does not apply to `T`; a transport error or a peer's failure.
+    pub fn scan_into<T: Pod, O: Operator<T>>(&self, send: &[T], recv: &mut [T], op: O) -> Result<()> {
+        self.scan_family(coll::scan::Which::Scan, send, recv, &op)
+    }
+
+    /// The exclusive prefix reduction (`MPI_Exscan`, rsmpi's `exclusive_scan_into`): rank
+    /// `i > 0` receives `send_0 ∘ ... ∘ send_(i-1)`; rank 0's `recv` is left as it was
+    /// (MPI leaves it undefined).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// use zcoll::op::Builtin;
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let mut before = [0u64];
+    /// comm.exclusive_scan_into(&[1u64], &mut before, Builtin::Sum)?;
+    /// assert_eq!(before[0], comm.rank() as u64);
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`scan_into`](Self::scan_into).
+    pub fn exclusive_scan_into<T: Pod, O: Operator<T>>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: O,
+    ) -> Result<()> {
+        self.scan_family(coll::scan::Which::Exscan, send, recv, &op)
+    }
+
+    /// Reduces every rank's `send` (`size()` blocks of `recv.len()` elements) and leaves
+    /// block `i` of the result in rank `i`'s `recv` (`MPI_Reduce_scatter_block`, rsmpi's
+    /// `reduce_scatter_block_into`). Inside a node each rank reads its block straight out
+    /// of every peer's input.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// use zcoll::op::Builtin;
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let send = vec![1u32; comm.size() as usize * 4];
+    /// let mut mine = [0u32; 4];
+    /// comm.reduce_scatter_block_into(&send, &mut mine, Builtin::Sum)?;
+    /// assert!(mine.iter().all(|&x| x == comm.size() as u32));
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`scan_into`](Self::scan_into); `Error::LengthMismatch` also if `send` is not
+    /// `size()` blocks of `recv.len()`.
+    pub fn reduce_scatter_block_into<T: Pod, O: Operator<T>>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: O,
+    ) -> Result<()> {
+        self.scan_family(coll::scan::Which::ReduceScatterBlock, send, recv, &op)
+    }
+
+    fn scan_family<T: Pod, O: Operator<T>>(
+        &self,
+        which: coll::scan::Which,
+        send: &[T],
+        recv: &mut [T],
+        op: &O,
+    ) -> Result<()> {
+        if self.hier.nodes() > 1 {
+            return self.hier.scan(&self.parent, which, send, recv, op);
+        }
+        coll::scan::scan(&self.ctx(), which, send, recv, op)
+    }
+
     /// Combines every rank's `send` with `op` into `recv` on `root`. Called on the root;
     /// the other ranks call [`reduce_into`](Self::reduce_into) (on another rank, `recv` is
     /// left untouched).

@@ -342,7 +342,7 @@ impl Hierarchy {
     ) -> Result<()> {
         let size = std::mem::size_of::<T>();
         let tag = oper.code() | (size as u64) << 16 | coll::type_tag::<T>() << 48;
-        self.check_tagged(parent, kind, root, n * size, tag, recv.map(|r| r * size))?;
+        self.check_tagged(parent, kind, root, n * size, tag, recv.map(|r| r.saturating_mul(size)))?;
         // Every rank passes the same operator and type (checked above), so every rank
         // reaches the same verdict here, before MPI (which would abort) sees the operator.
         if !oper.apply(&mut [], &[]) {
@@ -466,6 +466,77 @@ impl Hierarchy {
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
         result = result.and(coll::bcast::bcast(ctx, bytes, 0, 0, BcastAlgorithm::Auto, None));
         self.agree(parent, result)
+    }
+
+    /// `scan`, `exclusive_scan` or `reduce_scatter_block` over several nodes, after the
+    /// checks across the whole communicator: with one rank per node and a built-in
+    /// operator, rsmpi's own; otherwise every rank gathers every rank's input over rsmpi
+    /// and folds the ones it needs in rank order (simple, and `p` inputs of memory per
+    /// rank: a two-level prefix over node totals would be lighter).
+    ///
+    /// # Errors
+    ///
+    /// As the checks of [`all_reduce`](Self::all_reduce), on every rank.
+    pub(crate) fn scan<T: Pod, O: Operator<T>>(
+        &self,
+        parent: &SimpleCommunicator,
+        which: coll::scan::Which,
+        send: &[T],
+        recv: &mut [T],
+        oper: &O,
+    ) -> Result<()> {
+        use coll::scan::Which;
+        let (p, me) = (parent.size() as usize, parent.rank() as usize);
+        let kind = match which {
+            Which::Scan => coll::Kind::Scan,
+            Which::Exscan => coll::Kind::Exscan,
+            Which::ReduceScatterBlock => coll::Kind::ReduceScatterBlock,
+        };
+        // The output must be as long as the input (a p-th of it for the reduce-scatter,
+        // which therefore claims p times its output).
+        let claimed = match which {
+            Which::ReduceScatterBlock => recv.len().saturating_mul(p),
+            _ => recv.len(),
+        };
+        self.check_reduction(parent, kind, 0, send.len(), Some(claimed), oper)?;
+        let n = recv.len();
+        if n == 0 {
+            return Ok(());
+        }
+        if let (true, Some(builtin)) = (self.direct(), oper.builtin()) {
+            let mut spot = Spot::new();
+            let op = builtin.mpi();
+            match which {
+                Which::Scan => parent.scan_into(to_mpi::send(send), to_mpi::recv(recv, &mut spot), op),
+                Which::ReduceScatterBlock => {
+                    parent.reduce_scatter_block_into(to_mpi::send(send), to_mpi::recv(recv, &mut spot), op)
+                }
+                Which::Exscan => {
+                    // MPI leaves rank 0's output undefined; zcoll leaves it as it was.
+                    let mut out = recv.to_vec();
+                    parent.exclusive_scan_into(to_mpi::send(send), &mut out[..], op);
+                    if me > 0 {
+                        recv.copy_from_slice(&out);
+                    }
+                }
+            }
+            return Ok(());
+        }
+        let mut all = vec![T::zeroed(); send.len() * p];
+        parent.all_gather_into(to_mpi::send(send), &mut all[..]);
+        let (ranks, at) = match which {
+            Which::Scan => (0..me + 1, 0),
+            Which::Exscan => (0..me, 0),
+            Which::ReduceScatterBlock => (0..p, me * n),
+        };
+        let mut ranks = ranks.map(|r| &all[r * send.len() + at..r * send.len() + at + n]);
+        if let Some(first) = ranks.next() {
+            recv.copy_from_slice(first);
+            for x in ranks {
+                oper.apply(recv, x);
+            }
+        }
+        Ok(())
     }
 
     /// Barrier over several nodes: node barrier, leader barrier, node barrier (with one

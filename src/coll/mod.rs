@@ -18,6 +18,7 @@ mod pap;
 pub(crate) mod probe;
 pub(crate) mod reduce;
 pub(crate) mod rooted;
+pub(crate) mod scan;
 pub(crate) mod scatter;
 pub(crate) mod scatterv;
 pub(crate) mod varcount;
@@ -49,6 +50,9 @@ pub(crate) enum Kind {
     Reduce = 7,
     Allreduce = 8,
     Probe = 15,
+    Scan = 16,
+    Exscan = 17,
+    ReduceScatterBlock = 18,
     Scatter = 3,
     Gather = 4,
     Scatterv = 9,

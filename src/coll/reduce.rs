@@ -374,7 +374,7 @@ fn partitioned<T: Pod, O: Operator<T>>(
 /// whole elements (a 24-byte element leaves 8 bytes of a half unused), the second
 /// starting at `SCRATCH_HALF`, 64-byte aligned like the first. `reduce_to` has refused
 /// elements larger than a half or aligned to more than 64 bytes.
-fn scratch_halves<T: Pod>(scratch: &mut [u8]) -> (&mut [T], &mut [T]) {
+pub(super) fn scratch_halves<T: Pod>(scratch: &mut [u8]) -> (&mut [T], &mut [T]) {
     let whole = SCRATCH_HALF / std::mem::size_of::<T>() * std::mem::size_of::<T>();
     let (first, second) = scratch.split_at_mut(SCRATCH_HALF);
     (bytemuck::cast_slice_mut(&mut first[..whole]), bytemuck::cast_slice_mut(&mut second[..whole]))
@@ -384,7 +384,7 @@ fn scratch_halves<T: Pod>(scratch: &mut [u8]) -> (&mut [T], &mut [T]) {
 /// order, or this rank first for a commutative operator); `own` is this rank's input,
 /// `x` the scratch a peer's piece is read into.
 #[allow(clippy::too_many_arguments)] // the fold's inputs, each needed; grouping them hides nothing
-fn fold<T: Pod, O: Operator<T>>(
+pub(super) fn fold<T: Pod, O: Operator<T>>(
     round: &Round<'_>,
     sends: &[RemoteBuf<'_, Read>],
     oper: &O,

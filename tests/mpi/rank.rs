@@ -69,6 +69,7 @@ pub(crate) fn main() {
         "unchanged" => crate::unchanged::run(&world, &comm),
         "random" => crate::random::run(&world, &comm),
         "split" => split(&world, &comm),
+        "scan" => crate::scan::run(&world, &comm),
         "exposure-panic" => exposure_panic(&world, &comm),
         "calibrate" => calibrate(&world, &comm),
         "heap" => crate::heap::run(&world, &comm),

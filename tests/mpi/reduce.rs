@@ -14,7 +14,7 @@ pub(crate) struct Mat2 {
     m: [i64; 4],
 }
 
-fn mat_mul(a: Mat2, b: Mat2) -> Mat2 {
+pub(crate) fn mat_mul(a: Mat2, b: Mat2) -> Mat2 {
     let (a, b) = (a.m, b.m);
     let f = |x: i64, y: i64, z: i64, w: i64| x.wrapping_mul(y).wrapping_add(z.wrapping_mul(w));
     Mat2 {
@@ -27,7 +27,7 @@ fn mat_mul(a: Mat2, b: Mat2) -> Mat2 {
     }
 }
 
-fn mat_of(rank: i32, i: usize) -> Mat2 {
+pub(crate) fn mat_of(rank: i32, i: usize) -> Mat2 {
     let r = rank as i64;
     let i = i as i64;
     Mat2 { m: [1 + (r + i) % 3, r - i % 5, (i * 7 + r) % 4, 1 + r * 2 - i % 3] }

@@ -60,6 +60,14 @@ use std::fmt;
 /// assert_eq!(data[12345], 12345);
 /// # Ok::<(), zcoll::Error>(())
 /// ```
+///
+/// # Threads
+///
+/// A `Comm` is neither `Send` nor `Sync`: it holds rsmpi communicators, which are
+/// neither, and one collective at a time runs on it. A program that calls zcoll from one
+/// thread needs no more than `MPI_THREAD_FUNNELED` (rsmpi's `mpi::initialize`); moving a
+/// communicator to another thread, which would need `MPI_THREAD_MULTIPLE` and a check of
+/// it, is not offered yet.
 pub struct Comm {
     parent: SimpleCommunicator,
     node: NodeComm,

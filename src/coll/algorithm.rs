@@ -76,9 +76,17 @@ pub(crate) fn parse<A: Algorithm>(s: &str) -> std::result::Result<A, ()> {
     }
 }
 
-/// `Display`, `FromStr` and `name` for an algorithm enum, from its [`Algorithm`] table.
+/// Declares an algorithm enum's vocabulary: what its variable may hold, and every variant
+/// (`Auto` first) with its name; a variant with a parameter is listed with the value its
+/// bare name stands for (`ThrottledRead { k: 4 }`, `RingNeighbor(1)`). Generates the
+/// [`Algorithm`] table (and its `param`/`with_param` for such variants), `name`,
+/// `Display` and `FromStr`; anything after the list goes into the `Algorithm` impl.
 macro_rules! vocabulary {
-    ($ty:ty) => {
+    (
+        $ty:ident: $expected:literal,
+        [$($v:ident $({ $f:ident: $d:expr })? $(($t:expr))? => $n:literal),+ $(,)?]
+        $($extra:tt)*
+    ) => {
         impl $ty {
             /// The name used by the environment variables and the benchmarks (without a
             /// parameter).
@@ -98,6 +106,31 @@ macro_rules! vocabulary {
             fn from_str(s: &str) -> std::result::Result<Self, ()> {
                 $crate::coll::algorithm::parse(s)
             }
+        }
+
+        impl $crate::coll::algorithm::Algorithm for $ty {
+            const EXPECTED: &'static str = $expected;
+            const NAMES: &'static [(Self, &'static str)] = &[$(($ty::$v $({ $f: $d })? $(($t))?, $n)),+];
+
+            #[allow(unreachable_patterns)] // an enum without parameters has only `_`
+            fn param(self) -> Option<u32> {
+                match self {
+                    $($($ty::$v { $f } => Some($f),)?)+
+                    $($($ty::$v(p) => Some({ let _default = $t; p }),)?)+
+                    _ => None,
+                }
+            }
+
+            #[allow(unreachable_patterns, unused_variables)] // as `param`
+            fn with_param(self, p: u32) -> Self {
+                match self {
+                    $($($ty::$v { .. } => $ty::$v { $f: p },)?)+
+                    $($($ty::$v(_) => { let _default = $t; $ty::$v(p) })?)+
+                    a => a,
+                }
+            }
+
+            $($extra)*
         }
     };
 }

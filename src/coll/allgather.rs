@@ -50,7 +50,6 @@
 //! leaders pack and unpack through scratch buffers: `k n` bytes for the node's blocks and
 //! `p n` for the exchange.
 
-use super::algorithm::Algorithm;
 use super::staged_private;
 use super::{all_equal, check, op, BadLength, Ctx, Kind};
 use crate::coll::bcast::{bcast, BcastAlgorithm};
@@ -155,35 +154,17 @@ impl AllgatherAlgorithm {
     }
 }
 
-super::algorithm::vocabulary!(AllgatherAlgorithm);
-
-impl Algorithm for AllgatherAlgorithm {
-    const EXPECTED: &'static str =
-        "auto, ring-neighbor[:j], ring-source-read, ring-source-write, recursive-doubling, bruck or staged";
-    const NAMES: &'static [(Self, &'static str)] = &[
-        (AllgatherAlgorithm::Auto, "auto"),
-        (AllgatherAlgorithm::RingNeighbor(1), "ring-neighbor"),
-        (AllgatherAlgorithm::RingSourceRead, "ring-source-read"),
-        (AllgatherAlgorithm::RingSourceWrite, "ring-source-write"),
-        (AllgatherAlgorithm::RecursiveDoubling, "recursive-doubling"),
-        (AllgatherAlgorithm::Bruck, "bruck"),
-        (AllgatherAlgorithm::Staged, "staged"),
-    ];
-
-    fn param(self) -> Option<u32> {
-        match self {
-            AllgatherAlgorithm::RingNeighbor(j) => Some(j),
-            _ => None,
-        }
-    }
-
-    fn with_param(self, p: u32) -> Self {
-        match self {
-            AllgatherAlgorithm::RingNeighbor(_) => AllgatherAlgorithm::RingNeighbor(p),
-            a => a,
-        }
-    }
-}
+super::algorithm::vocabulary! {
+AllgatherAlgorithm: "auto, ring-neighbor[:j], ring-source-read, ring-source-write, recursive-doubling, bruck or staged",
+[
+    Auto => "auto",
+    RingNeighbor(1) => "ring-neighbor",
+    RingSourceRead => "ring-source-read",
+    RingSourceWrite => "ring-source-write",
+    RecursiveDoubling => "recursive-doubling",
+    Bruck => "bruck",
+    Staged => "staged",
+]}
 
 /// The lengths of an exchange: every rank's send is `send(first)` bytes and its receive
 /// buffer `recv(first)`, where `first` is rank 0's send length.

@@ -30,7 +30,6 @@
 //! broadcasts the packed result in its node, and every rank unpacks it into its partition.
 //! Every rank holds a scratch copy of all blocks for that last step.
 
-use super::algorithm::Algorithm;
 use super::bcast::{bcast, BcastAlgorithm};
 use super::gatherv::{gatherv, GathervBufs};
 use super::scatterv::BAD_CONFIG;
@@ -103,17 +102,14 @@ impl AllgathervAlgorithm {
     }
 }
 
-super::algorithm::vocabulary!(AllgathervAlgorithm);
-
-impl Algorithm for AllgathervAlgorithm {
-    const EXPECTED: &'static str = "auto, ring-source-read, ring-source-write or staged";
-    const NAMES: &'static [(Self, &'static str)] = &[
-        (AllgathervAlgorithm::Auto, "auto"),
-        (AllgathervAlgorithm::RingSourceRead, "ring-source-read"),
-        (AllgathervAlgorithm::RingSourceWrite, "ring-source-write"),
-        (AllgathervAlgorithm::Staged, "staged"),
-    ];
-}
+super::algorithm::vocabulary! {
+AllgathervAlgorithm: "auto, ring-source-read, ring-source-write or staged",
+[
+    Auto => "auto",
+    RingSourceRead => "ring-source-read",
+    RingSourceWrite => "ring-source-write",
+    Staged => "staged",
+]}
 
 /// The element size a call published.
 fn elem_of(c: &Call) -> usize {

@@ -46,7 +46,6 @@
 //! two scratch buffers of `k p n` bytes each (`k` ranks on the node), so that nodes need
 //! not hold consecutive ranks.
 
-use super::algorithm::Algorithm;
 use super::allgather::{agree_shape, gather_to_leader, lengths, prefix, scatter_from_leader, too_big, Nodes};
 use super::staged_private;
 use super::{check, op, Ctx, Kind};
@@ -154,23 +153,19 @@ impl AlltoallAlgorithm {
     }
 }
 
-super::algorithm::vocabulary!(AlltoallAlgorithm);
-
-impl Algorithm for AlltoallAlgorithm {
-    const EXPECTED: &'static str =
-        "auto, pairwise, pairwise-write, bruck, staged, pap-write, pap-read, pap-staged or pap-shm-direct";
-    const NAMES: &'static [(Self, &'static str)] = &[
-        (AlltoallAlgorithm::Auto, "auto"),
-        (AlltoallAlgorithm::Pairwise, "pairwise"),
-        (AlltoallAlgorithm::PairwiseWrite, "pairwise-write"),
-        (AlltoallAlgorithm::Bruck, "bruck"),
-        (AlltoallAlgorithm::Staged, "staged"),
-        (AlltoallAlgorithm::PapWrite, "pap-write"),
-        (AlltoallAlgorithm::PapRead, "pap-read"),
-        (AlltoallAlgorithm::PapStaged, "pap-staged"),
-        (AlltoallAlgorithm::PapShmDirect, "pap-shm-direct"),
-    ];
-}
+super::algorithm::vocabulary! {
+AlltoallAlgorithm: "auto, pairwise, pairwise-write, bruck, staged, pap-write, pap-read, pap-staged or pap-shm-direct",
+[
+    Auto => "auto",
+    Pairwise => "pairwise",
+    PairwiseWrite => "pairwise-write",
+    Bruck => "bruck",
+    Staged => "staged",
+    PapWrite => "pap-write",
+    PapRead => "pap-read",
+    PapStaged => "pap-staged",
+    PapShmDirect => "pap-shm-direct",
+]}
 
 /// Alltoall among the ranks of the node: block `j` of `send` lands as block `me` of local
 /// rank `j`'s `recv`.

@@ -30,7 +30,6 @@
 //! unpacks into its partition. That costs a scratch copy of the outgoing and of the
 //! incoming blocks at every rank, and four at the leaders.
 
-use super::algorithm::Algorithm;
 use super::allgather::{gather_to_leader, Nodes};
 use super::gatherv::{gatherv, GathervBufs};
 use super::scatterv::{scatterv, ScattervBufs, BAD_CONFIG};
@@ -100,17 +99,14 @@ impl AlltoallvAlgorithm {
     }
 }
 
-super::algorithm::vocabulary!(AlltoallvAlgorithm);
-
-impl Algorithm for AlltoallvAlgorithm {
-    const EXPECTED: &'static str = "auto, pairwise, pairwise-write or staged";
-    const NAMES: &'static [(Self, &'static str)] = &[
-        (AlltoallvAlgorithm::Auto, "auto"),
-        (AlltoallvAlgorithm::Pairwise, "pairwise"),
-        (AlltoallvAlgorithm::PairwiseWrite, "pairwise-write"),
-        (AlltoallvAlgorithm::Staged, "staged"),
-    ];
-}
+super::algorithm::vocabulary! {
+AlltoallvAlgorithm: "auto, pairwise, pairwise-write or staged",
+[
+    Auto => "auto",
+    Pairwise => "pairwise",
+    PairwiseWrite => "pairwise-write",
+    Staged => "staged",
+]}
 
 /// One rank's two partitions, as arrays.
 #[derive(Clone, Copy, Debug)]

@@ -40,7 +40,6 @@
 //!   chunk, as soon as it arrives, from the root or from any reader that already holds
 //!   the chunk, so a late non-root delays nobody (see `coll::pap`).
 
-use super::algorithm::Algorithm;
 use super::pap::{compatible, settle};
 use super::{all_equal, check, op, Ctx, Kind};
 use crate::error::{Error, Result};
@@ -198,38 +197,19 @@ impl BcastAlgorithm {
     }
 }
 
-super::algorithm::vocabulary!(BcastAlgorithm);
-
-impl Algorithm for BcastAlgorithm {
-    const EXPECTED: &'static str = "auto, direct-read, direct-write, knomial-read[:k], scatter-allgather, pipelined[:bytes], fifo, staged or arrival-aware";
-    const NAMES: &'static [(Self, &'static str)] = &[
-        (BcastAlgorithm::Auto, "auto"),
-        (BcastAlgorithm::DirectRead, "direct-read"),
-        (BcastAlgorithm::DirectWrite, "direct-write"),
-        (BcastAlgorithm::KnomialRead { k: DEFAULT_RADIX }, "knomial-read"),
-        (BcastAlgorithm::ScatterAllgather, "scatter-allgather"),
-        (BcastAlgorithm::Pipelined { chunk: DEFAULT_CHUNK }, "pipelined"),
-        (BcastAlgorithm::Fifo, "fifo"),
-        (BcastAlgorithm::Staged, "staged"),
-        (BcastAlgorithm::ArrivalAware, "arrival-aware"),
-    ];
-
-    fn param(self) -> Option<u32> {
-        match self {
-            BcastAlgorithm::KnomialRead { k } => Some(k),
-            BcastAlgorithm::Pipelined { chunk } => Some(chunk),
-            _ => None,
-        }
-    }
-
-    fn with_param(self, p: u32) -> Self {
-        match self {
-            BcastAlgorithm::KnomialRead { .. } => BcastAlgorithm::KnomialRead { k: p },
-            BcastAlgorithm::Pipelined { .. } => BcastAlgorithm::Pipelined { chunk: p },
-            a => a,
-        }
-    }
-
+super::algorithm::vocabulary! {
+    BcastAlgorithm: "auto, direct-read, direct-write, knomial-read[:k], scatter-allgather, pipelined[:bytes], fifo, staged or arrival-aware",
+    [
+        Auto => "auto",
+        DirectRead => "direct-read",
+        DirectWrite => "direct-write",
+        KnomialRead { k: DEFAULT_RADIX } => "knomial-read",
+        ScatterAllgather => "scatter-allgather",
+        Pipelined { chunk: DEFAULT_CHUNK } => "pipelined",
+        Fifo => "fifo",
+        Staged => "staged",
+        ArrivalAware => "arrival-aware",
+    ]
     fn min_param(self) -> u32 {
         match self {
             BcastAlgorithm::Pipelined { .. } => PAGE as u32,

@@ -27,7 +27,6 @@
 //! rank order when the nodes do not hold consecutive ranks), and the root's leader hands
 //! the whole buffer to the root through the node if it is not the root itself.
 
-use super::algorithm::Algorithm;
 use super::rooted::{
     blocks, hier_check, peers, relay, rooted_check, throttled, zero_k, Claim, Layout, Measure, DEFAULT_K,
 };
@@ -120,32 +119,15 @@ impl GatherAlgorithm {
     }
 }
 
-super::algorithm::vocabulary!(GatherAlgorithm);
-
-impl Algorithm for GatherAlgorithm {
-    const EXPECTED: &'static str = "auto, parallel-write, sequential-read, throttled-write[:k] or staged";
-    const NAMES: &'static [(Self, &'static str)] = &[
-        (GatherAlgorithm::Auto, "auto"),
-        (GatherAlgorithm::ParallelWrite, "parallel-write"),
-        (GatherAlgorithm::SequentialRead, "sequential-read"),
-        (GatherAlgorithm::ThrottledWrite { k: DEFAULT_K }, "throttled-write"),
-        (GatherAlgorithm::Staged, "staged"),
-    ];
-
-    fn param(self) -> Option<u32> {
-        match self {
-            GatherAlgorithm::ThrottledWrite { k } => Some(k),
-            _ => None,
-        }
-    }
-
-    fn with_param(self, p: u32) -> Self {
-        match self {
-            GatherAlgorithm::ThrottledWrite { .. } => GatherAlgorithm::ThrottledWrite { k: p },
-            a => a,
-        }
-    }
-}
+super::algorithm::vocabulary! {
+GatherAlgorithm: "auto, parallel-write, sequential-read, throttled-write[:k] or staged",
+[
+    Auto => "auto",
+    ParallelWrite => "parallel-write",
+    SequentialRead => "sequential-read",
+    ThrottledWrite { k: DEFAULT_K } => "throttled-write",
+    Staged => "staged",
+]}
 
 /// What a rank passes to a node-level gather.
 #[derive(Debug)]

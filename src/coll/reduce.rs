@@ -31,7 +31,6 @@
 //! Both fold in rank order for a non-commutative operator, and every allreduce result
 //! element is computed once, by one rank, so all ranks hold bitwise the same result.
 
-use super::algorithm::Algorithm;
 use super::{check, typed_op, BadLength, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::op::Operator;
@@ -102,16 +101,13 @@ impl ReduceAlgorithm {
     }
 }
 
-super::algorithm::vocabulary!(ReduceAlgorithm);
-
-impl Algorithm for ReduceAlgorithm {
-    const EXPECTED: &'static str = "auto, partitioned or staged";
-    const NAMES: &'static [(Self, &'static str)] = &[
-        (ReduceAlgorithm::Auto, "auto"),
-        (ReduceAlgorithm::Partitioned, "partitioned"),
-        (ReduceAlgorithm::Staged, "staged"),
-    ];
-}
+super::algorithm::vocabulary! {
+ReduceAlgorithm: "auto, partitioned or staged",
+[
+    Auto => "auto",
+    Partitioned => "partitioned",
+    Staged => "staged",
+]}
 
 /// The variable that sets what `Auto` means for a reduce to a root.
 const REDUCE_VAR: &str = "ZCOLL_REDUCE_ALGORITHM";

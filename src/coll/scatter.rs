@@ -45,7 +45,6 @@
 //! blocks node by node in a scratch buffer when the ranks are not in node order (and sends
 //! the user's buffer as it is when they are).
 
-use super::algorithm::Algorithm;
 use super::rooted::{
     blocks, hier_check, peers, relay, rooted_check, throttled, zero_k, Claim, Layout, Measure, DEFAULT_K,
 };
@@ -140,32 +139,15 @@ impl ScatterAlgorithm {
     }
 }
 
-super::algorithm::vocabulary!(ScatterAlgorithm);
-
-impl Algorithm for ScatterAlgorithm {
-    const EXPECTED: &'static str = "auto, parallel-read, sequential-write, throttled-read[:k] or staged";
-    const NAMES: &'static [(Self, &'static str)] = &[
-        (ScatterAlgorithm::Auto, "auto"),
-        (ScatterAlgorithm::ParallelRead, "parallel-read"),
-        (ScatterAlgorithm::SequentialWrite, "sequential-write"),
-        (ScatterAlgorithm::ThrottledRead { k: DEFAULT_K }, "throttled-read"),
-        (ScatterAlgorithm::Staged, "staged"),
-    ];
-
-    fn param(self) -> Option<u32> {
-        match self {
-            ScatterAlgorithm::ThrottledRead { k } => Some(k),
-            _ => None,
-        }
-    }
-
-    fn with_param(self, p: u32) -> Self {
-        match self {
-            ScatterAlgorithm::ThrottledRead { .. } => ScatterAlgorithm::ThrottledRead { k: p },
-            a => a,
-        }
-    }
-}
+super::algorithm::vocabulary! {
+ScatterAlgorithm: "auto, parallel-read, sequential-write, throttled-read[:k] or staged",
+[
+    Auto => "auto",
+    ParallelRead => "parallel-read",
+    SequentialWrite => "sequential-write",
+    ThrottledRead { k: DEFAULT_K } => "throttled-read",
+    Staged => "staged",
+]}
 
 /// What a rank passes to a node-level scatter.
 #[derive(Debug)]

@@ -1,6 +1,8 @@
 //! What the scenarios share: deterministic data, buffers with guard bytes on both sides,
 //! and comparisons that name the first differing byte.
 
+use mpi::collective::SystemOperation;
+use zcoll::op::Builtin;
 use zcoll::Pod;
 
 /// Guard bytes before and after every test buffer: nothing may write there.
@@ -99,4 +101,21 @@ pub(crate) fn quietly<R>(f: impl FnOnce() -> R) -> Option<R> {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok();
     std::panic::set_hook(hook);
     r
+}
+
+/// rsmpi's operator for a built-in one, for the oracles.
+pub(crate) fn op_mpi(op: Builtin) -> SystemOperation {
+    match op {
+        Builtin::Sum => SystemOperation::sum(),
+        Builtin::Prod => SystemOperation::product(),
+        Builtin::Min => SystemOperation::min(),
+        Builtin::Max => SystemOperation::max(),
+        Builtin::BitAnd => SystemOperation::bitwise_and(),
+        Builtin::BitOr => SystemOperation::bitwise_or(),
+        Builtin::BitXor => SystemOperation::bitwise_xor(),
+        Builtin::LogicalAnd => SystemOperation::logical_and(),
+        Builtin::LogicalOr => SystemOperation::logical_or(),
+        Builtin::LogicalXor => SystemOperation::logical_xor(),
+        other => unreachable!("{other:?} has no MPI operator in this test"),
+    }
 }

@@ -3,6 +3,7 @@
 //! with rsmpi; run with the `heap` and `xpmem` (stand-in library) transports forced, and
 //! with neither.
 
+use crate::common::op_mpi;
 use crate::common::{pattern, GUARD, GUARD_BYTE};
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
@@ -108,18 +109,6 @@ impl Sample for u64 {
     }
 }
 
-fn mpi_op(op: Builtin) -> SystemOperation {
-    match op {
-        Builtin::Sum => SystemOperation::sum(),
-        Builtin::Prod => SystemOperation::product(),
-        Builtin::Min => SystemOperation::min(),
-        Builtin::Max => SystemOperation::max(),
-        Builtin::BitXor => SystemOperation::bitwise_xor(),
-        Builtin::BitAnd => SystemOperation::bitwise_and(),
-        _ => unreachable!("not used here"),
-    }
-}
-
 /// Allreduce (apart and in place) and reduce (apart, every rank's buffers from `source`)
 /// of `n` elements, against rsmpi's allreduce.
 fn reduce<T: Sample>(
@@ -134,7 +123,7 @@ fn reduce<T: Sample>(
     let send_vals: Vec<T> = (0..n).map(|i| sample(me, i, seed)).collect();
     let mut oracle = vec![T::zeroed(); n];
     if n > 0 {
-        world.all_reduce_into(&send_vals[..], &mut oracle[..], mpi_op(op));
+        world.all_reduce_into(&send_vals[..], &mut oracle[..], op_mpi(op));
     }
     let what = |w: &str| format!("{w} {op:?} {source:?} n={n} x {} B", std::mem::size_of::<T>());
     for algo in [ReduceAlgorithm::Auto, ReduceAlgorithm::Partitioned] {

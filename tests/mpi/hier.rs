@@ -10,9 +10,9 @@
 //! The seed comes from `ZCOLL_TEST_SEED` (every job of the table has its own); a failing
 //! rank prints it with the node size and the permutation, so the job can be replayed.
 
+use crate::common::op_mpi;
 use crate::common::{pattern, same, Guarded};
 use crate::rank::Particle;
-use mpi::collective::SystemOperation;
 use mpi::datatype::{Partition as MpiPartition, PartitionMut as MpiPartitionMut};
 use mpi::topology::{Color, SimpleCommunicator};
 use mpi::traits::*;
@@ -47,15 +47,6 @@ impl Rng {
         } else {
             (self.next() % n as u64) as usize
         }
-    }
-}
-
-fn op_mpi(op: Builtin) -> SystemOperation {
-    match op {
-        Builtin::Sum => SystemOperation::sum(),
-        Builtin::Max => SystemOperation::max(),
-        Builtin::BitXor => SystemOperation::bitwise_xor(),
-        other => unreachable!("{other:?} is not used here"),
     }
 }
 

@@ -9,8 +9,8 @@
 //! Every rank draws the same sequence from `ZCOLL_RANDOM_SEED` (a fixed default in CI);
 //! a failure names the seed and the step, and `ZCOLL_RANDOM_STEPS` sets the length.
 
+use crate::common::op_mpi;
 use crate::common::{mix, GUARD, GUARD_BYTE};
-use mpi::collective::SystemOperation;
 use mpi::datatype::{Partition as MpiPartition, PartitionMut as MpiPartitionMut};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -603,7 +603,7 @@ fn builtin(cx: &Ctx<'_>, n: usize, pick: u64) {
         cx.ok(comm.all_reduce_into(&send, &mut got, op), &what);
         let mut want = vec![0f64; n];
         if n > 0 {
-            world.all_reduce_into(&send[..], &mut want[..], mpi_op(op));
+            world.all_reduce_into(&send[..], &mut want[..], op_mpi(op));
         }
         cx.same(bytemuck::cast_slice(&got), bytemuck::cast_slice(&want), &what);
     } else {
@@ -612,7 +612,7 @@ fn builtin(cx: &Ctx<'_>, n: usize, pick: u64) {
         cx.ok(comm.all_reduce_into(&send, &mut got, op), &what);
         let mut want = vec![0i64; n];
         if n > 0 {
-            world.all_reduce_into(&send[..], &mut want[..], mpi_op(op));
+            world.all_reduce_into(&send[..], &mut want[..], op_mpi(op));
         }
         cx.same(bytemuck::cast_slice(&got), bytemuck::cast_slice(&want), &what);
     }
@@ -627,14 +627,5 @@ fn builtin(cx: &Ctx<'_>, n: usize, pick: u64) {
             Err(Error::Mismatch { .. }) => {}
             other => cx.fail(&format!("f64 against u64: {other:?}, not Mismatch")),
         }
-    }
-}
-
-fn mpi_op(op: Builtin) -> SystemOperation {
-    match op {
-        Builtin::Sum => SystemOperation::sum(),
-        Builtin::Min => SystemOperation::min(),
-        Builtin::Max => SystemOperation::max(),
-        _ => SystemOperation::bitwise_xor(),
     }
 }

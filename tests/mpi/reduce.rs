@@ -1,6 +1,7 @@
 //! Reductions against rsmpi's `all_reduce_into` (built-in operators) and against a
 //! result computed independently (a non-commutative user operator).
 
+use crate::common::op_mpi;
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -131,22 +132,6 @@ fn check_reduce<T: Sample + zcoll::op::Reducible>(
         comm.reduce_into(&send, root, op).unwrap();
     }
     assert!(send.iter().enumerate().all(|(i, x)| *x == T::sample(me, i, seed)), "an input changed");
-}
-
-fn op_mpi(op: Builtin) -> SystemOperation {
-    match op {
-        Builtin::Sum => SystemOperation::sum(),
-        Builtin::Prod => SystemOperation::product(),
-        Builtin::Min => SystemOperation::min(),
-        Builtin::Max => SystemOperation::max(),
-        Builtin::BitAnd => SystemOperation::bitwise_and(),
-        Builtin::BitOr => SystemOperation::bitwise_or(),
-        Builtin::BitXor => SystemOperation::bitwise_xor(),
-        Builtin::LogicalAnd => SystemOperation::logical_and(),
-        Builtin::LogicalOr => SystemOperation::logical_or(),
-        Builtin::LogicalXor => SystemOperation::logical_xor(),
-        _ => unreachable!(),
-    }
 }
 
 /// What `Info::inter_node` must say for `p` ranks in virtual nodes of `ZCOLL_NODE_SIZE`

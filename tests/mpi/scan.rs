@@ -2,28 +2,14 @@
 //! with every built-in operator and a non-commutative user operator (the 2x2 matrix
 //! product, written once in rsmpi's `(invec, inoutvec)` shape for both libraries).
 
+use crate::common::op_mpi;
 use crate::reduce::{mat_mul, mat_of, Mat2};
-use mpi::collective::{SystemOperation, UserOperation as MpiUserOperation};
+use mpi::collective::UserOperation as MpiUserOperation;
 use mpi::datatype::{DynBuffer, DynBufferMut};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use zcoll::op::{Builtin, UserOperation};
 use zcoll::{Comm, Error};
-
-fn op_mpi(op: Builtin) -> SystemOperation {
-    match op {
-        Builtin::Sum => SystemOperation::sum(),
-        Builtin::Prod => SystemOperation::product(),
-        Builtin::Min => SystemOperation::min(),
-        Builtin::Max => SystemOperation::max(),
-        Builtin::BitAnd => SystemOperation::bitwise_and(),
-        Builtin::BitOr => SystemOperation::bitwise_or(),
-        Builtin::BitXor => SystemOperation::bitwise_xor(),
-        Builtin::LogicalAnd => SystemOperation::logical_and(),
-        Builtin::LogicalOr => SystemOperation::logical_or(),
-        _ => SystemOperation::logical_xor(),
-    }
-}
 
 pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
     let (me, p) = (world.rank(), world.size());

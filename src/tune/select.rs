@@ -129,21 +129,27 @@ fn loaded() -> &'static ((Params, String), Option<String>) {
                     Params::DEFAULT,
                     format!("built-in defaults (no profile at {}; run `zcoll tune`)", path.display()),
                 );
-                let warning = match path.exists() {
-                    true => Some(format!("the profile {} is not used: {e}", path.display())),
-                    false => others_of_this_cpu(&path).map(|other| {
-                        format!(
-                            "the profile {} is not used: it was made under another kernel than this \
-                             one ({}); run `zcoll tune` to fit this one",
-                            other.display(),
-                            crate::tune::Machine::this().kernel
-                        )
-                    }),
-                };
-                (defaults, warning)
+                (defaults, warning_for(&path, &e))
             }
         }
     })
+}
+
+/// What to say when the profile at `path` could not be loaded (`e`): that it exists but
+/// is not used, or that a profile of this CPU made under another kernel is not used;
+/// nothing when there is simply no profile.
+fn warning_for(path: &std::path::Path, e: &crate::error::Error) -> Option<String> {
+    match path.exists() {
+        true => Some(format!("the profile {} is not used: {e}", path.display())),
+        false => others_of_this_cpu(path).map(|other| {
+            format!(
+                "the profile {} is not used: it was made under another kernel than this one ({}); \
+                 run `zcoll tune` to fit this one",
+                other.display(),
+                crate::tune::Machine::this().kernel
+            )
+        }),
+    }
 }
 
 /// A profile beside `path` for the same CPU and core count (the key without the
@@ -260,6 +266,28 @@ const CLASSES: usize = usize::BITS as usize + 1;
 mod tests {
     use super::*;
     use crate::tune::CrossSocket;
+
+    /// A profile that cannot be read, and one of this CPU made under another kernel, are
+    /// named in the warning; no profile at all is no warning.
+    #[test]
+    fn unused_profiles_are_reported() {
+        let dir = std::env::temp_dir().join(format!("zcoll-profiles-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let this = crate::tune::Machine::this();
+        let path = dir.join(format!("{}.toml", this.key()));
+        let missing = Profile::load(&path).unwrap_err();
+        assert_eq!(warning_for(&path, &missing), None);
+        let other = crate::tune::Machine { kernel: "0.0.1-elsewhere".into(), ..this.clone() };
+        let other_path = dir.join(format!("{}.toml", other.key()));
+        std::fs::write(&other_path, "").unwrap();
+        let w = warning_for(&path, &missing).expect("the other kernel's profile is named");
+        assert!(w.contains(&other.key()) && w.contains("another kernel"), "{w}");
+        std::fs::write(&path, "not toml [").unwrap();
+        let bad = Profile::load(&path).unwrap_err();
+        let w = warning_for(&path, &bad).expect("an unreadable profile is named");
+        assert!(w.contains("is not used"), "{w}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn small_messages_stage_and_large_ones_copy_once() {

@@ -318,7 +318,7 @@ pub(crate) fn gather_hier(
     if let Some(leaders) = hier.leaders() {
         let to = leaders.process_at_rank(root_node as i32);
         if block == 0 {
-            // Nothing to send, and MPI refuses empty buffers at dangling addresses.
+            // Nothing to send: every block is empty on every rank.
         } else if here {
             let target: &mut [u8] = match recv.as_deref_mut() {
                 Some(r) if direct => r,

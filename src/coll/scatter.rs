@@ -310,7 +310,7 @@ pub(crate) fn scatter_hier(
         let mut spot = Spot::new();
         let from = leaders.process_at_rank(root_node as i32);
         if block == 0 {
-            // Nothing to send, and MPI refuses empty buffers at dangling addresses.
+            // Nothing to send: every block is empty on every rank.
         } else if here {
             let ranked = if root_local == 0 { root_send.unwrap_or(&[]) } else { &full[..] };
             let packed_store;

@@ -271,7 +271,7 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
     let mut cx = Ctx { world, comm, seed, step: 0 };
     for step in 0..steps {
         cx.step = step;
-        let kind = rng.below(12);
+        let kind = rng.below(14);
         let t = rng.below(13);
         let heap = rng.below(3) == 0;
         let bytes = rng.bytes();
@@ -283,6 +283,8 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
             match kind {
                 0..=5 => moves::<T>(&cx, kind, n, root, heap, bad),
                 6..=8 => varcount::<T>(&cx, kind, n, root, heap, pick),
+                12 => alltoallv::<T>(&cx, n, heap, pick),
+                13 => scans::<T>(&cx, n, heap, pick),
                 _ => reduction::<T>(&cx, n, root, heap, bad, pick),
             }
         });
@@ -628,4 +630,105 @@ fn builtin(cx: &Ctx<'_>, n: usize, pick: u64) {
             other => cx.fail(&format!("f64 against u64: {other:?}, not Mismatch")),
         }
     }
+}
+
+/// Alltoallv with random counts (zeros included, each pair its own) and displacements
+/// with gaps, against rsmpi.
+fn alltoallv<T: Pod>(cx: &Ctx<'_>, n: usize, heap: bool, pick: u64) {
+    let (world, comm) = (cx.world, cx.comm);
+    let (me, p) = (world.rank() as usize, world.size() as usize);
+    let step = cx.step;
+    // What q sends r: the same on both sides.
+    let count = |q: usize, r: usize| match mix(pick ^ (q * 64 + r) as u64) % 4 {
+        0 => 0,
+        _ => (mix(pick + (q * 64 + r) as u64) % (n as u64 / 2 + 1)) as i32,
+    };
+    let place = |c: Vec<i32>| {
+        let d: Vec<i32> = c.iter().scan(0, |s, &x| Some(std::mem::replace(s, *s + x + 1))).collect();
+        let total = (d.last().copied().unwrap_or(0) + c.last().copied().unwrap_or(0)) as usize;
+        (c, d, total)
+    };
+    let (sc, sd, stotal) = place((0..p).map(|r| count(me, r)).collect());
+    let (rc, rd, rtotal) = place((0..p).map(|q| count(q, me)).collect());
+    let what = format!("alltoallv of about {n} x {} B", std::mem::size_of::<T>());
+    let send: Vec<T> = (0..stotal).map(|i| elem(step, me as i32, i)).collect();
+    let mut recv = Buf::<T>::new(comm, heap, rtotal, |i| elem(step, -1, i));
+    cx.ok(comm.all_to_all_varcount_into(&send, &sc, &sd, recv.get_mut(), &rc, &rd), &what);
+    cx.guards(&recv, &what);
+    let mut oracle: Vec<T> = (0..rtotal).map(|i| elem(step, -1, i)).collect();
+    let (spare, mut spare_out) = ([T::zeroed(); 1], [T::zeroed(); 1]);
+    let s = if stotal == 0 { &spare[..0] } else { &send[..] };
+    let o = if rtotal == 0 { &mut spare_out[..0] } else { &mut oracle[..] };
+    world.all_to_all_varcount_into(
+        &MpiPartition::new(s, &sc[..], &sd[..]),
+        &mut MpiPartitionMut::new(o, &rc[..], &rd[..]),
+    );
+    cx.same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
+}
+
+/// Scan, exclusive scan and block reduce-scatter: a built-in operator on small integers
+/// against rsmpi's, and a user operator (commutative byte-wise sum, or the left operand)
+/// on `T` against the fold in rank order computed here.
+fn scans<T: Pod>(cx: &Ctx<'_>, n: usize, heap: bool, pick: u64) {
+    let (world, comm) = (cx.world, cx.comm);
+    let (me, p) = (world.rank(), world.size());
+    let pu = p as usize;
+    let step = cx.step;
+    let op = [Builtin::Sum, Builtin::Min, Builtin::Max, Builtin::BitXor][(pick >> 4) as usize % 4];
+    let value = |r: i32, i: usize| ((mix(step ^ (r as u64) << 32 ^ i as u64) % 7) as i64) - 3;
+    let what = format!("scans {op:?} of {n}");
+    let send: Vec<i64> = (0..n * pu).map(|i| value(me, i)).collect();
+    for kind in 0..3 {
+        let len = if kind == 2 { n } else { n * pu };
+        let mut got = Buf::<i64>::new(comm, heap, len, |_| 9);
+        let input = &send[..if kind == 2 { n * pu } else { len }];
+        let r = match kind {
+            0 => comm.scan_into(input, got.get_mut(), op),
+            1 => comm.exclusive_scan_into(input, got.get_mut(), op),
+            _ => comm.reduce_scatter_block_into(input, got.get_mut(), op),
+        };
+        cx.ok(r, &what);
+        cx.guards(&got, &what);
+        let mut want = vec![9i64; len];
+        if len > 0 {
+            match kind {
+                0 => world.scan_into(input, &mut want[..], op_mpi(op)),
+                1 => world.exclusive_scan_into(input, &mut want[..], op_mpi(op)),
+                _ => world.reduce_scatter_block_into(input, &mut want[..], op_mpi(op)),
+            }
+        }
+        if kind == 1 && me == 0 {
+            want = vec![9i64; len]; // zcoll leaves rank 0's output as it was
+        }
+        cx.same(got.bytes(), bytemuck::cast_slice(&want), &format!("{what} kind {kind}"));
+    }
+    // A user operator on T.
+    let commutative = pick % 2 == 0;
+    let op = |acc: &mut [T], x: &[T]| {
+        if commutative {
+            for (a, b) in acc.iter_mut().zip(x) {
+                for (u, v) in bytemuck::bytes_of_mut(a).iter_mut().zip(bytemuck::bytes_of(b)) {
+                    *u = u.wrapping_add(*v);
+                }
+            }
+        }
+    };
+    let user = match commutative {
+        true => UserOp::commutative(op),
+        false => UserOp::non_commutative(op),
+    };
+    let mine: Vec<T> = (0..n).map(|i| elem(step, me, i)).collect();
+    let mut got = Buf::<T>::new(comm, heap, n, |i| elem(step, -1, i));
+    cx.ok(comm.scan_into(&mine, got.get_mut(), &user), &format!("{what} user scan"));
+    cx.guards(&got, &what);
+    let want: Vec<T> = (0..n)
+        .map(|i| {
+            let mut acc = [elem::<T>(step, 0, i)];
+            for r in 1..=me {
+                user.apply(&mut acc, &[elem::<T>(step, r, i)]);
+            }
+            acc[0]
+        })
+        .collect();
+    cx.same(got.bytes(), bytemuck::cast_slice(&want), &format!("{what} user scan"));
 }

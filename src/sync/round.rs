@@ -160,14 +160,8 @@ impl<'c> Round<'c> {
         offset: usize,
         dst: &mut [u8],
     ) -> Result<()> {
-        #[cfg(feature = "fault-injection")]
-        if crate::fault::copy_fails() {
-            return Err(self.transport_error(src.kind(), false, peer, crate::Errno::EIO));
-        }
-        transport::read(src, offset, dst)
-            .map_err(|errno| self.transport_error(src.kind(), false, peer, errno))?;
-        self.count(src.kind(), dst.len());
-        Ok(())
+        let n = dst.len();
+        self.copy(src.kind(), false, peer, n, || transport::read(src, offset, dst))
     }
 
     /// Copies `src` into `dst`, local rank `peer`'s buffer, at `offset`.
@@ -182,14 +176,7 @@ impl<'c> Round<'c> {
         peer: usize,
         offset: usize,
     ) -> Result<()> {
-        #[cfg(feature = "fault-injection")]
-        if crate::fault::copy_fails() {
-            return Err(self.transport_error(dst.kind(), true, peer, crate::Errno::EIO));
-        }
-        transport::write(src, dst, offset)
-            .map_err(|errno| self.transport_error(dst.kind(), true, peer, errno))?;
-        self.count(dst.kind(), src.len());
-        Ok(())
+        self.copy(dst.kind(), true, peer, src.len(), || transport::write(src, dst, offset))
     }
 
     /// Copies the ranges `(offset, len)` of `src`, local rank `peer`'s buffer, in order,
@@ -205,13 +192,26 @@ impl<'c> Round<'c> {
         ranges: &[(usize, usize)],
         dst: &mut [u8],
     ) -> Result<()> {
+        let n = dst.len();
+        self.copy(src.kind(), false, peer, n, || transport::read_v(src, ranges, dst))
+    }
+
+    /// Runs one single copy of `bytes` with local rank `peer` through `kind`: the test-only
+    /// fault hook, the error naming transport and peer, and the traffic count.
+    fn copy(
+        &self,
+        kind: TransportKind,
+        write: bool,
+        peer: usize,
+        bytes: usize,
+        copy: impl FnOnce() -> std::result::Result<(), crate::Errno>,
+    ) -> Result<()> {
         #[cfg(feature = "fault-injection")]
         if crate::fault::copy_fails() {
-            return Err(self.transport_error(src.kind(), false, peer, crate::Errno::EIO));
+            return Err(self.transport_error(kind, write, peer, crate::Errno::EIO));
         }
-        transport::read_v(src, ranges, dst)
-            .map_err(|errno| self.transport_error(src.kind(), false, peer, errno))?;
-        self.count(src.kind(), dst.len());
+        copy().map_err(|errno| self.transport_error(kind, write, peer, errno))?;
+        self.count(kind, bytes);
         Ok(())
     }
 

@@ -6,8 +6,8 @@
 //! with plain loads and stores: no system call, no page pinning. Any other buffer still
 //! works, through CMA. The heap itself lives in `transport::heap`.
 
+use crate::pod::Pod;
 use crate::transport::heap::Block;
-use crate::Pod;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
@@ -37,12 +37,12 @@ pub struct ShmBox<T> {
 
 impl<T: Pod> ShmBox<T> {
     /// `n` zeroed elements in the heap.
-    pub(crate) fn zeroed(n: usize) -> std::result::Result<ShmBox<T>, crate::Errno> {
+    pub(crate) fn zeroed(n: usize) -> std::result::Result<ShmBox<T>, crate::error::Errno> {
         let size = std::mem::size_of::<T>();
         if size == 0 || std::mem::align_of::<T>() > 4096 {
-            return Err(crate::Errno::EINVAL);
+            return Err(crate::error::Errno::EINVAL);
         }
-        let bytes = n.checked_mul(size).ok_or(crate::Errno::ENOMEM)?;
+        let bytes = n.checked_mul(size).ok_or(crate::error::Errno::ENOMEM)?;
         Ok(ShmBox { block: Block::zeroed(bytes)?, _elem: PhantomData })
     }
 }

@@ -1,11 +1,12 @@
 //! [`Exposure`]: a buffer registered with every peer once, for many collectives.
 
+use crate::coll::reduce::ReduceAlgorithm;
 use crate::coll::{self, all_equal, bcast::BcastAlgorithm, check, op, reduce::Bufs, Kind};
 use crate::comm::Comm;
 use crate::error::Result;
 use crate::op::Operator;
+use crate::pod::Pod;
 use crate::sync::{Call, Registration};
-use crate::{Pod, ReduceAlgorithm};
 use mpi::topology::Rank;
 use std::ops::{Deref, DerefMut};
 

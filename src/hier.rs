@@ -11,8 +11,8 @@ use crate::coll::{self, bcast::BcastAlgorithm, Ctx};
 use crate::error::{Error, Result};
 use crate::node::NodeComm;
 use crate::op::Operator;
+use crate::pod::Pod;
 use crate::to_mpi::{self, Spot};
-use crate::Pod;
 use mpi::collective::SystemOperation;
 use mpi::topology::{Color, SimpleCommunicator};
 use mpi::traits::*;
@@ -258,7 +258,7 @@ impl Hierarchy {
         ctx: &Ctx<'_>,
         bufs: crate::coll::reduce::Bufs<'_, T>,
         oper: &O,
-        algorithm: crate::ReduceAlgorithm,
+        algorithm: crate::coll::reduce::ReduceAlgorithm,
     ) -> Result<()> {
         use crate::coll::reduce::{self as red, Bufs};
         let n = bufs.input_len();
@@ -300,7 +300,7 @@ impl Hierarchy {
         bufs: crate::coll::reduce::Bufs<'_, T>,
         root: i32,
         oper: &O,
-        algorithm: crate::ReduceAlgorithm,
+        algorithm: crate::coll::reduce::ReduceAlgorithm,
     ) -> Result<()> {
         use crate::coll::reduce::Bufs;
         let n = bufs.input_len();
@@ -398,7 +398,7 @@ impl Hierarchy {
         ctx: &Ctx<'_>,
         bufs: crate::coll::reduce::Bufs<'_, T>,
         oper: &O,
-        algorithm: crate::ReduceAlgorithm,
+        algorithm: crate::coll::reduce::ReduceAlgorithm,
     ) -> Result<()> {
         use crate::coll::reduce::{partition, reduce_scatter, Bufs};
         let n = bufs.input_len();

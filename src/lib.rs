@@ -73,6 +73,7 @@ pub mod fault;
 mod hier;
 mod node;
 pub mod op;
+mod pod;
 mod segment;
 mod sync;
 mod to_mpi;
@@ -92,37 +93,11 @@ pub use coll::varcount::{Partition, PartitionMut};
 pub use comm::{Comm, Info, InterNode, Traffic, ZeroCopy};
 pub use error::{Errno, Error, Result};
 pub use exposure::Exposure;
+pub use pod::Pod;
 pub use transport::TransportKind;
 
 /// The rsmpi version zcoll is built on, re-exported so that the types match.
 pub use mpi;
-
-/// The element types zcoll collectives move: plain bytes with an MPI datatype.
-///
-/// Byte copies between processes are only sound for types with no padding, no pointers
-/// and every bit pattern valid, which is what [`bytemuck::Pod`] promises; rsmpi's
-/// [`Equivalence`](mpi::datatype::Equivalence) alone does not. Every type with both
-/// implements `Pod`.
-///
-/// # Examples
-///
-/// ```
-/// use mpi::traits::Equivalence;
-///
-/// #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
-/// #[repr(C)]
-/// struct Particle {
-///     position: [f64; 3],
-///     id: u64,
-/// }
-///
-/// fn takes_pod<T: zcoll::Pod>() {}
-/// takes_pod::<Particle>();
-/// takes_pod::<f32>();
-/// ```
-pub trait Pod: bytemuck::Pod + mpi::datatype::Equivalence {}
-
-impl<T: bytemuck::Pod + mpi::datatype::Equivalence> Pod for T {}
 
 #[cfg(test)]
 mod tests {

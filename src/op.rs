@@ -6,7 +6,7 @@
 //! order MPI defines. The built-in kernels are plain loops over slices, which the compiler
 //! vectorizes.
 
-use crate::Pod;
+use crate::pod::Pod;
 
 /// The built-in operators of MPI (MPI 4.1, 6.9.2).
 ///

@@ -6,7 +6,7 @@
 //! buffer zcoll hands to rsmpi therefore goes through [`send`] or [`recv`], which give an
 //! empty slice the address of a real (never touched) location.
 
-use crate::Pod;
+use crate::pod::Pod;
 
 /// Somewhere real for empty buffers to point at, aligned for any element an empty slice
 /// needs to be cast to (alignments above 64 never dangle to 1).

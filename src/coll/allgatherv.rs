@@ -39,13 +39,13 @@ use super::varcount::{
     ALLGATHERV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
+use crate::coll::gather::GatherAlgorithm;
 use crate::error::{Error, Result};
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
 use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
 use crate::tune::select;
-use crate::GatherAlgorithm;
 use mpi::datatype::PartitionMut;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;

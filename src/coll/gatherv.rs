@@ -34,13 +34,13 @@ use super::varcount::{
     partition_words, range, scratch, Claim, Family, Moves, Packed, Parts, Published, Side, Words,
 };
 use super::{op, Ctx, Kind};
+use crate::coll::gather::GatherAlgorithm;
 use crate::error::Result;
 use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
 use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
 use crate::tune::select;
-use crate::GatherAlgorithm;
 use mpi::datatype::PartitionMut;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;

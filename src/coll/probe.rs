@@ -72,7 +72,7 @@ pub(crate) fn measure(ctx: &Ctx<'_>, buf: &mut [u8], reps: usize) -> Result<Samp
         ..Call::default()
     };
     let round = check(ctx, call, false, |r| super::all_equal(r, |c| c.send_len, PROBE_BYTES))?;
-    let measured = if ctx.transport != crate::TransportKind::Cma {
+    let measured = if ctx.transport != crate::transport::TransportKind::Cma {
         Err(Error::Unsupported { rank: round.rank_of(round.me()), what: "calibration without CMA".into() })
     } else {
         phases(&round, buf, reps.max(1))

@@ -34,10 +34,10 @@
 use super::{check, typed_op, BadLength, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::op::Operator;
+use crate::pod::Pod;
 use crate::sync::{Call, Round, SCRATCH_HALF};
 use crate::transport::{Read, RemoteBuf, TransportKind};
 use crate::tune::select;
-use crate::Pod;
 
 /// The chunk of the partitioned reduction when every peer's input is mapped here: the
 /// accumulator's chunk and the peer's copy of it fit in L1 together.

@@ -20,8 +20,8 @@ use super::reduce::fold;
 use super::{check, typed_op, BadLength, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::op::Operator;
+use crate::pod::Pod;
 use crate::sync::SCRATCH_HALF;
-use crate::Pod;
 
 /// Which prefix-like reduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -378,12 +378,15 @@ mod tests {
         assert_eq!(Auto.resolve(1 << 20, 8, Cico, &none), Ok(Staged));
         assert_eq!(SequentialWrite.resolve(1, 8, Cico, &none), Ok(Staged));
         assert_eq!(ThrottledRead { k: 2 }.resolve(1, 8, Cma, &none), Ok(ThrottledRead { k: 2 }));
-        assert!(matches!(ThrottledRead { k: 0 }.resolve(1, 8, Cma, &none), Err(crate::Error::Config { .. })));
+        assert!(matches!(
+            ThrottledRead { k: 0 }.resolve(1, 8, Cma, &none),
+            Err(crate::error::Error::Config { .. })
+        ));
         // The variable, as read when the `Comm` was built, decides what `Auto` means.
         let set = Overrides::with(&[("ZCOLL_SCATTER_ALGORITHM", "throttled-read:3")]);
         assert_eq!(Auto.resolve(64, 8, Cma, &set), Ok(ThrottledRead { k: 3 }));
         assert_eq!(Staged.resolve(64, 8, Cma, &set), Ok(Staged), "an explicit choice wins");
         let bad = Overrides::with(&[("ZCOLL_SCATTER_ALGORITHM", "throttled-read:0")]);
-        assert!(matches!(Auto.resolve(64, 8, Cma, &bad), Err(crate::Error::Config { .. })));
+        assert!(matches!(Auto.resolve(64, 8, Cma, &bad), Err(crate::error::Error::Config { .. })));
     }
 }

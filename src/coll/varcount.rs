@@ -122,7 +122,7 @@ pub struct Partition<'a, T> {
     displs: Vec<Count>,
 }
 
-impl<'a, T: crate::Pod> Partition<'a, T> {
+impl<'a, T: crate::pod::Pod> Partition<'a, T> {
     /// Cuts `buf` into blocks: block `r` is `counts[r]` elements from `displs[r]`.
     pub fn new(buf: &'a [T], counts: impl Borrow<[Count]>, displs: impl Borrow<[Count]>) -> Self {
         Partition { buf, counts: counts.borrow().to_vec(), displs: displs.borrow().to_vec() }
@@ -173,7 +173,7 @@ pub struct PartitionMut<'a, T> {
     displs: Vec<Count>,
 }
 
-impl<'a, T: crate::Pod> PartitionMut<'a, T> {
+impl<'a, T: crate::pod::Pod> PartitionMut<'a, T> {
     /// Cuts `buf` into blocks: block `r` is `counts[r]` elements from `displs[r]`.
     pub fn new(buf: &'a mut [T], counts: impl Borrow<[Count]>, displs: impl Borrow<[Count]>) -> Self {
         PartitionMut { buf, counts: counts.borrow().to_vec(), displs: displs.borrow().to_vec() }

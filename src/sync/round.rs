@@ -204,11 +204,11 @@ impl<'c> Round<'c> {
         write: bool,
         peer: usize,
         bytes: usize,
-        copy: impl FnOnce() -> std::result::Result<(), crate::Errno>,
+        copy: impl FnOnce() -> std::result::Result<(), crate::error::Errno>,
     ) -> Result<()> {
         #[cfg(feature = "fault-injection")]
         if crate::fault::copy_fails() {
-            return Err(self.transport_error(kind, write, peer, crate::Errno::EIO));
+            return Err(self.transport_error(kind, write, peer, crate::error::Errno::EIO));
         }
         copy().map_err(|errno| self.transport_error(kind, write, peer, errno))?;
         self.count(kind, bytes);
@@ -279,7 +279,7 @@ impl<'c> Round<'c> {
         kind: TransportKind,
         write: bool,
         peer: usize,
-        errno: crate::Errno,
+        errno: crate::error::Errno,
     ) -> Error {
         let op = match (kind, write) {
             (TransportKind::Heap, false) => "heap read",

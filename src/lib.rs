@@ -67,7 +67,6 @@ mod alloc;
 mod coll;
 mod comm;
 mod error;
-mod exposure;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 mod hier;
@@ -90,9 +89,9 @@ pub use coll::gather::GatherAlgorithm;
 pub use coll::reduce::ReduceAlgorithm;
 pub use coll::scatter::ScatterAlgorithm;
 pub use coll::varcount::{Partition, PartitionMut};
+pub use comm::exposure::Exposure;
 pub use comm::{Comm, Info, InterNode, Traffic, ZeroCopy};
 pub use error::{Errno, Error, Result};
-pub use exposure::Exposure;
 pub use pod::Pod;
 pub use transport::TransportKind;
 

@@ -44,7 +44,7 @@
 //! single-copy algorithm with no dependency between steps and one reader per source, or
 //! recursive doubling where the model predicts fewer start-ups win.
 //!
-//! Across nodes ([`allgather_hier`]): the node's blocks are gathered at its leader, the
+//! Across nodes (`hier/allgather.rs`): the node's blocks are gathered at its leader, the
 //! leaders exchange node blocks with rsmpi's `all_gather_varcount_into`, and every leader
 //! broadcasts the full result in its node. Nodes need not hold consecutive ranks, so the
 //! leaders pack and unpack through scratch buffers: `k n` bytes for the node's blocks and
@@ -52,21 +52,10 @@
 
 use super::staged_private;
 use super::{all_equal, check, op, BadLength, Ctx, Kind};
-use crate::coll::bcast::{bcast, BcastAlgorithm};
 use crate::error::{Error, Result};
-use crate::hier::Hierarchy;
-use crate::sync::{Call, Round, Span};
-use crate::to_mpi::{self, Spot};
+use crate::sync::{Call, Round};
 use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
-use mpi::datatype::PartitionMut;
-use mpi::topology::SimpleCommunicator;
-use mpi::traits::*;
-
-/// The algorithm code of the intra-node gather leg of a two-level collective.
-const HIER_GATHER: u8 = 0xf0;
-/// The algorithm code of the intra-node scatter leg of a two-level collective.
-const HIER_SCATTER: u8 = 0xf1;
 
 /// How [`Comm::all_gather_into_with`](crate::Comm::all_gather_into_with) moves the data.
 ///
@@ -112,13 +101,13 @@ impl AllgatherAlgorithm {
         AllgatherAlgorithm::Staged,
     ];
 
-    fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         super::algorithm::code(self)
     }
 
     /// The op word a call with this algorithm publishes (the ring's `j` included, so that
     /// ranks with different `j` disagree).
-    fn op(self) -> u64 {
+    pub(crate) fn op(self) -> u64 {
         let j = match self {
             AllgatherAlgorithm::RingNeighbor(j) => j,
             _ => 0,
@@ -352,211 +341,6 @@ fn bruck(round: &Round<'_>, send: Option<&[u8]>, recv: &mut [u8], n: usize) -> R
     Ok(())
 }
 
-/// Allgather over several nodes: gather at the leaders, allgather among the leaders with
-/// rsmpi, broadcast in every node. `send = None` is in place.
-///
-/// # Errors
-///
-/// On every rank: `Mismatch`, `LengthMismatch` as the single-node call (checked across
-/// the whole communicator), `Unsupported` if a leader's share exceeds the 2 GiB an MPI
-/// count can hold; a transport error or a peer's failure, agreed across nodes.
-pub(crate) fn allgather_hier(
-    hier: &Hierarchy,
-    parent: &SimpleCommunicator,
-    ctx: &Ctx<'_>,
-    send: Option<&[u8]>,
-    recv: &mut [u8],
-    algorithm: AllgatherAlgorithm,
-) -> Result<()> {
-    let size = parent.size() as usize;
-    let n = hier_checks(hier, parent, ctx, send.map(<[u8]>::len), recv.len(), algorithm)?;
-    if n == 0 {
-        return Ok(());
-    }
-    let nodes = Nodes::of(hier, size);
-    let me = parent.rank() as usize;
-    let leader = ctx.ctl.me() == 0;
-    let mut block = vec![0u8; if leader { ctx.ctl.size() * n } else { 0 }];
-    let mine = send.unwrap_or(&recv[me * n..(me + 1) * n]);
-    let mut result = gather_to_leader(ctx, Kind::Allgather, mine, &mut block);
-    if let Some(leaders) = hier.leaders() {
-        let counts: Vec<i32> = nodes.members.iter().map(|m| (m.len() * n) as i32).collect();
-        let displs = prefix(&counts);
-        let mut all = vec![0u8; size * n];
-        let mut spot = Spot::new();
-        leaders.all_gather_varcount_into(
-            to_mpi::send(&block[..]),
-            &mut PartitionMut::new(to_mpi::recv(&mut all[..], &mut spot), &counts[..], &displs[..]),
-        );
-        for (m, &at) in nodes.members.iter().zip(&displs) {
-            for (i, &g) in m.iter().enumerate() {
-                let from = at as usize + i * n;
-                recv[g * n..(g + 1) * n].copy_from_slice(&all[from..from + n]);
-            }
-        }
-    }
-    // Every rank takes part, whatever happened before, so that no rank is left waiting.
-    let spread = bcast(ctx, recv, ctx.ctl.rank_of(0), 0, BcastAlgorithm::Auto, None);
-    result = result.and(spread);
-    hier.agree(parent, result)
-}
-
-/// The checks of an allgather across nodes, before any node-level round (`send = None` is
-/// in place): the same collective and block length everywhere, `recv` holding `size()`
-/// blocks, the same algorithm, one this node can run, and all blocks within an MPI count.
-/// Returns the block length.
-///
-/// # Errors
-///
-/// `Mismatch`, `LengthMismatch`, the same on every rank; then the algorithm's `Config` or
-/// `Unsupported`; `Unsupported` beyond 2 GiB in all.
-pub(crate) fn hier_checks(
-    hier: &Hierarchy,
-    parent: &SimpleCommunicator,
-    ctx: &Ctx<'_>,
-    send: Option<usize>,
-    recv: usize,
-    algorithm: AllgatherAlgorithm,
-) -> Result<usize> {
-    let size = parent.size() as usize;
-    let n = send.unwrap_or(recv / size);
-    hier.check(parent, Kind::Allgather, 0, n)?;
-    // Ranks must agree on what they asked for; each node then resolves it for its own
-    // size, and nodes of different sizes may well choose differently.
-    let word = algorithm.op();
-    let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport, ctx.overrides);
-    agree_shape(parent, n, recv, word, |n| (n, size.saturating_mul(n)))?;
-    algorithm?;
-    if size * n > i32::MAX as usize {
-        return Err(too_big(parent, size * n));
-    }
-    Ok(n)
-}
-
-/// The ranks of every node, in local-rank order (ascending ranks of the communicator).
-pub(super) struct Nodes {
-    pub(super) members: Vec<Vec<usize>>,
-}
-
-impl Nodes {
-    pub(super) fn of(hier: &Hierarchy, size: usize) -> Nodes {
-        let mut members = vec![Vec::new(); hier.nodes()];
-        for r in 0..size {
-            members[hier.node_of(r as i32)].push(r);
-        }
-        Nodes { members }
-    }
-}
-
-/// The displacements of consecutive `counts`.
-pub(super) fn prefix(counts: &[i32]) -> Vec<i32> {
-    counts.iter().scan(0, |at, &c| Some(std::mem::replace(at, *at + c))).collect()
-}
-
-pub(super) fn too_big(parent: &SimpleCommunicator, bytes: usize) -> Error {
-    Error::Unsupported {
-        rank: parent.rank(),
-        what: format!("a two-level exchange of {bytes} bytes at a node leader (MPI counts stop at 2 GiB)"),
-    }
-}
-
-/// Checks across the communicator that every rank's send and receive lengths are
-/// `expected(rank 0's send length)` and that every rank publishes the same op word (the
-/// same algorithm). A pure function of the gathered values, so every rank reaches the same
-/// verdict.
-pub(crate) fn agree_shape(
-    parent: &SimpleCommunicator,
-    send: usize,
-    recv: usize,
-    word: u64,
-    expected: impl Fn(usize) -> (usize, usize),
-) -> Result<()> {
-    let size = parent.size() as usize;
-    let mut all = vec![0u64; 3 * size];
-    parent.all_gather_into(&[send as u64, recv as u64, word][..], &mut all[..]);
-    let rank = parent.rank();
-    let (send, recv) = expected(all[0] as usize);
-    for (field, want) in [(0, send), (1, recv)] {
-        if let Some(c) = (0..size).find(|&c| all[3 * c + field] != want as u64) {
-            let found = all[3 * c + field] as usize;
-            return Err(Error::LengthMismatch { rank, culprit: c as i32, expected: want, found });
-        }
-    }
-    match (0..size).find(|&c| all[3 * c + 2] != all[2]) {
-        Some(c) => Err(Error::Mismatch { rank, culprit: c as i32, what: "algorithm" }),
-        None => Ok(()),
-    }
-}
-
-/// The intra-node gather leg: local rank `a`'s `mine` lands at `out[a * len..]` of the
-/// leader (local rank 0), with `len = mine.len()`; `out` is empty elsewhere.
-pub(super) fn gather_to_leader(ctx: &Ctx<'_>, kind: Kind, mine: &[u8], out: &mut [u8]) -> Result<()> {
-    let len = mine.len();
-    let call =
-        Call { op: op(kind, HIER_GATHER, 0), send: mine.as_ptr() as usize, send_len: len, ..Call::default() };
-    let round = check(ctx, call, false, |r| all_equal(r, |c| c.send_len, r.call(0).send_len))?;
-    let moved = gather_moves(ctx, &round, mine, out);
-    round.finish(moved)
-}
-
-/// The intra-node scatter leg: `src[b * len..]` of the leader (local rank 0) lands in
-/// `recv` of local rank `b`, with `len = recv.len()`; `src` is empty except at the leader.
-pub(super) fn scatter_from_leader(ctx: &Ctx<'_>, kind: Kind, src: &[u8], recv: &mut [u8]) -> Result<()> {
-    let len = recv.len();
-    let call = Call {
-        op: op(kind, HIER_SCATTER, 0),
-        send: src.as_ptr() as usize,
-        send_len: src.len(),
-        recv: recv.as_mut_ptr() as usize,
-        recv_len: len,
-        ..Call::default()
-    };
-    let round = check(ctx, call, false, |r| {
-        let len = r.call(0).recv_len;
-        all_equal(r, |c| c.recv_len, len)?;
-        match r.call(0).send_len {
-            n if n == r.size() * len => Ok(()),
-            found => Err(BadLength { culprit: 0, expected: r.size() * len, found }),
-        }
-    })?;
-    let moved = scatter_moves(ctx, &round, src, recv);
-    round.finish(moved)
-}
-
-/// The copies of [`gather_to_leader`].
-fn gather_moves(ctx: &Ctx<'_>, round: &Round<'_>, mine: &[u8], out: &mut [u8]) -> Result<()> {
-    let len = mine.len();
-    let (p, me) = (round.size(), round.me());
-    if me == 0 {
-        out[..len].copy_from_slice(mine);
-    }
-    match ctx.transport {
-        TransportKind::Cico => round.stage_pairwise(mine, out, |src, dst| match (src, dst) {
-            (src, 0) if src != 0 => Span { len, from: 0, to: src * len },
-            _ => Span::default(),
-        }),
-        _ if me == 0 => (1..p).try_for_each(|a| round.read_send(a, 0, &mut out[a * len..(a + 1) * len])),
-        _ => Ok(()),
-    }
-}
-
-/// The copies of [`scatter_from_leader`].
-fn scatter_moves(ctx: &Ctx<'_>, round: &Round<'_>, src: &[u8], recv: &mut [u8]) -> Result<()> {
-    let len = recv.len();
-    let me = round.me();
-    if me == 0 {
-        recv.copy_from_slice(&src[..len]);
-    }
-    match ctx.transport {
-        TransportKind::Cico => round.stage_pairwise(src, recv, |s, d| match (s, d) {
-            (0, d) if d != 0 => Span { len, from: d * len, to: 0 },
-            _ => Span::default(),
-        }),
-        _ if me != 0 => round.read_send(0, me * len, recv),
-        _ => Ok(()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -594,11 +378,5 @@ mod tests {
             let none = crate::coll::Overrides::default();
             assert_eq!(AllgatherAlgorithm::Auto.resolve(n, 4, TransportKind::Cma, &none), Ok(want));
         }
-    }
-
-    #[test]
-    fn displacements_are_prefix_sums() {
-        assert_eq!(prefix(&[3, 0, 5, 2]), vec![0, 3, 3, 8]);
-        assert!(prefix(&[]).is_empty());
     }
 }

@@ -25,30 +25,21 @@
 //! [`ALLGATHERV_STAGED_MAX`]: every block staged, or every block read in ring order;
 //! everything is staged on `cico`.
 //!
-//! Across nodes ([`allgatherv_hier`]): every node gathers its blocks at its leader, the
+//! Across nodes (`hier/varcount.rs`): every node gathers its blocks at its leader, the
 //! leaders exchange node parts with rsmpi's `all_gather_varcount_into`, every leader
 //! broadcasts the packed result in its node, and every rank unpacks it into its partition.
 //! Every rank holds a scratch copy of all blocks for that last step.
 
-use super::bcast::{bcast, BcastAlgorithm};
-use super::gatherv::{gatherv, GathervBufs};
 use super::scatterv::BAD_CONFIG;
 use super::varcount::{
-    agree_faults, allgatherv_cross, allgatherv_local, auto_stages, checked, first_fault, fits, mpi_bytes,
-    mpi_count, partition_len, partition_words, range, scratch, Given, Packed, Published,
-    ALLGATHERV_STAGED_MAX,
+    allgatherv_cross, allgatherv_local, auto_stages, checked, first_fault, fits, partition_len,
+    partition_words, range, Given, Published, ALLGATHERV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
-use crate::coll::gather::GatherAlgorithm;
-use crate::error::{Error, Result};
-use crate::hier::Hierarchy;
+use crate::error::Result;
 use crate::sync::{Call, Round};
-use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
 use crate::tune::select;
-use mpi::datatype::PartitionMut;
-use mpi::topology::SimpleCommunicator;
-use mpi::traits::*;
 use mpi::Count;
 
 /// How [`Comm::all_gather_varcount_into_with`](crate::Comm::all_gather_varcount_into_with)
@@ -85,13 +76,17 @@ impl AllgathervAlgorithm {
         AllgathervAlgorithm::Staged,
     ];
 
-    fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         super::algorithm::code(self)
     }
 
     /// What this rank asks for, before the arrive phase: `Auto` becomes what
     /// `ZCOLL_ALLGATHERV_ALGORITHM` names (if set), and everything is `Staged` on `cico`.
-    fn requested(self, transport: TransportKind, env: &super::Overrides) -> Result<AllgathervAlgorithm> {
+    pub(crate) fn requested(
+        self,
+        transport: TransportKind,
+        env: &super::Overrides,
+    ) -> Result<AllgathervAlgorithm> {
         let a = match self {
             AllgathervAlgorithm::Auto => {
                 env.choice("ZCOLL_ALLGATHERV_ALGORITHM")?.unwrap_or(AllgathervAlgorithm::Auto)
@@ -223,92 +218,6 @@ fn exchange(
         }),
         _ => Ok(()),
     }
-}
-
-/// Allgatherv across nodes: every node gathers its blocks at its leader, the leaders
-/// exchange node parts over MPI, every leader broadcasts the packed blocks in its node,
-/// and every rank unpacks them.
-///
-/// # Errors
-///
-/// The checks' errors (the same on every rank), `Mismatch` if the algorithms differ,
-/// `Unsupported` beyond 2 GiB in all; then any rank's failure, on every rank.
-#[allow(clippy::too_many_arguments)] // the two levels, the buffers, the partition, the algorithm
-pub(crate) fn allgatherv_hier(
-    hier: &Hierarchy,
-    parent: &SimpleCommunicator,
-    ctx: &Ctx<'_>,
-    send: &[u8],
-    recv: &mut [u8],
-    counts: &[Count],
-    displs: &[Count],
-    elem: usize,
-    algorithm: AllgathervAlgorithm,
-) -> Result<()> {
-    let p = parent.size() as usize;
-    let me = parent.rank();
-    hier.check(parent, Kind::Allgatherv, 0, 0)?;
-    // Every rank's send length and algorithm; then every rank judges its own numbers, and
-    // the verdicts are gathered.
-    let word =
-        algorithm.requested(ctx.transport, ctx.overrides).map_or(BAD_CONFIG as u64, |a| a.code() as u64);
-    let mut all = vec![0u64; 2 * p];
-    parent.all_gather_into(&[send.len() as u64, word][..], &mut all[..]);
-    let send_len = |r: usize| all[2 * r] as usize;
-    let mine = Given { counts, displs };
-    let q = me as usize;
-    let local = allgatherv_local(p, q, &mine, elem, recv.len(), send.len());
-    let cross = if local.is_none() { allgatherv_cross(p, &mine, elem, send_len) } else { None };
-    agree_faults(parent, local, cross)?;
-    if let Some(c) = (0..p).find(|&c| all[2 * c + 1] != all[1]) {
-        return Err(Error::Mismatch { rank: me, culprit: c as i32, what: "algorithm" });
-    }
-    algorithm.requested(ctx.transport, ctx.overrides)?;
-    let total: usize = (0..p).map(send_len).sum();
-    mpi_count(total, me)?;
-    // One rank per node: MPI's own, on the partition in bytes (the same on every rank).
-    if let (true, Some((counts, displs))) = (hier.direct(), mpi_bytes(&mine, p, elem)) {
-        let mut spot = Spot::new();
-        let recv = to_mpi::recv(recv, &mut spot);
-        parent.all_gather_varcount_into(to_mpi::send(send), &mut PartitionMut::new(recv, counts, displs));
-        return Ok(());
-    }
-    let layout = Packed::new((0..p).map(send_len).collect(), |r| hier.node_of(r as i32), hier.nodes());
-    let node = hier.my_node();
-    let leader = ctx.ctl.me() == 0;
-
-    // 1. Every node gathers its blocks at its leader, in bytes.
-    let n = layout.counts[node] as usize;
-    let mut part = if leader { scratch(n) } else { Vec::new() };
-    let mut result = {
-        let ranks: Vec<usize> = (0..ctx.ctl.size()).map(|l| ctx.ctl.rank_of(l) as usize).collect();
-        let counts: Vec<Count> = ranks.iter().map(|&r| layout.len[r] as Count).collect();
-        let displs: Vec<Count> = ranks.iter().map(|&r| layout.in_node(r, node).start as Count).collect();
-        let bufs = match leader {
-            true => GathervBufs::Root { send, recv: &mut part[..n], counts: &counts, displs: &displs },
-            false => GathervBufs::Leaf { send },
-        };
-        gatherv(ctx, bufs, 0, 0, 1, GatherAlgorithm::Auto)
-    };
-
-    // 2. The leaders exchange node parts; 3. every leader broadcasts them in its node.
-    let mut full = scratch(total);
-    if let Some(leaders) = hier.leaders() {
-        if total > 0 {
-            let mut parts =
-                mpi::datatype::PartitionMut::new(&mut full[..total], &layout.counts[..], &layout.displs[..]);
-            leaders.all_gather_varcount_into(to_mpi::send(&part[..n]), &mut parts);
-        }
-    }
-    result = result.and(bcast(ctx, &mut full[..total], ctx.ctl.rank_of(0), 0, BcastAlgorithm::Auto, None));
-
-    // 4. Every rank unpacks into its partition.
-    if result.is_ok() {
-        for r in 0..p {
-            recv[range(&mine, r, elem)].copy_from_slice(&full[layout.block(r)]);
-        }
-    }
-    hier.agree(parent, result)
 }
 
 #[cfg(test)]

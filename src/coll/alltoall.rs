@@ -40,24 +40,19 @@
 //! contention. Bruck is chosen only explicitly: on the 2-core machine measured so far it
 //! never beat the staged path for small blocks nor pairwise for large ones (see the book).
 //!
-//! Across nodes ([`alltoall_hier`]): every leader gathers its node's send buffers, the
+//! Across nodes (`hier/alltoall.rs`): every leader gathers its node's send buffers, the
 //! leaders exchange node-to-node blocks with rsmpi's `all_to_all_varcount_into`, and every
 //! leader scatters the received blocks in its node. The leaders pack and unpack through
 //! two scratch buffers of `k p n` bytes each (`k` ranks on the node), so that nodes need
 //! not hold consecutive ranks.
 
-use super::allgather::{agree_shape, gather_to_leader, lengths, prefix, scatter_from_leader, too_big, Nodes};
+use super::allgather::lengths;
 use super::staged_private;
 use super::{check, op, Ctx, Kind};
 use crate::error::Result;
-use crate::hier::Hierarchy;
 use crate::sync::{Call, Round, Span};
-use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
-use mpi::datatype::{Partition, PartitionMut};
-use mpi::topology::SimpleCommunicator;
-use mpi::traits::*;
 
 /// How [`Comm::all_to_all_into_with`](crate::Comm::all_to_all_into_with) moves the data.
 ///
@@ -110,7 +105,7 @@ impl AlltoallAlgorithm {
         AlltoallAlgorithm::PapShmDirect,
     ];
 
-    pub(super) fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         super::algorithm::code(self)
     }
 
@@ -283,109 +278,6 @@ fn bruck(round: &Round<'_>, send: &[u8], recv: &mut [u8], n: usize) -> Result<()
     }
     recv[..whole].rotate_right((me + 1) % p * n);
     Ok(())
-}
-
-/// The checks of an alltoall across nodes, before any node-level round: the same
-/// collective and lengths everywhere (`size()` equal blocks each way), the same algorithm,
-/// one this node can run.
-///
-/// # Errors
-///
-/// `Mismatch`, `LengthMismatch`, the same on every rank; then the algorithm's `Config` or
-/// `Unsupported`.
-pub(crate) fn hier_checks(
-    hier: &Hierarchy,
-    parent: &SimpleCommunicator,
-    ctx: &Ctx<'_>,
-    send: usize,
-    recv: usize,
-    algorithm: AlltoallAlgorithm,
-) -> Result<()> {
-    let size = parent.size() as usize;
-    hier.check(parent, Kind::Alltoall, 0, send)?;
-    // Ranks must agree on what they asked for; each node then resolves it for its own
-    // size, and nodes of different sizes may well choose differently.
-    let word = op(Kind::Alltoall, algorithm.code(), 0);
-    let algorithm = algorithm.resolve(send / size, ctx.ctl.size(), ctx.transport, ctx.overrides);
-    let whole = |first: usize| first / size * size;
-    agree_shape(parent, send, recv, word, |first| (whole(first), whole(first)))?;
-    algorithm.map(drop)
-}
-
-/// Alltoall over several nodes: gather the send buffers at the leaders, exchange
-/// node-to-node blocks among the leaders with rsmpi, scatter in every node.
-///
-/// # Errors
-///
-/// On every rank: `Mismatch`, `LengthMismatch` as the single-node call (checked across
-/// the whole communicator), `Unsupported` if a leader's share exceeds the 2 GiB an MPI
-/// count can hold; a transport error or a peer's failure, agreed across nodes.
-pub(crate) fn alltoall_hier(
-    hier: &Hierarchy,
-    parent: &SimpleCommunicator,
-    ctx: &Ctx<'_>,
-    send: &[u8],
-    recv: &mut [u8],
-    algorithm: AlltoallAlgorithm,
-) -> Result<()> {
-    let size = parent.size() as usize;
-    // Decided without the transport and with the communicator's size (nodes may differ in
-    // both), so every node takes the same path.
-    match algorithm.resolve(send.len() / size, size, TransportKind::Cma, ctx.overrides) {
-        Ok(a) if a.arrival_aware() => return super::pap::alltoall_hier(hier, parent, ctx, send, recv, a),
-        _ => {}
-    }
-    hier_checks(hier, parent, ctx, send.len(), recv.len(), algorithm)?;
-    let n = send.len() / size;
-    if n == 0 {
-        return Ok(());
-    }
-    let nodes = Nodes::of(hier, size);
-    let row = size * n;
-    let largest = nodes.members.iter().map(Vec::len).max().unwrap_or(0) * row;
-    if largest > i32::MAX as usize {
-        return Err(too_big(parent, largest));
-    }
-    let k = ctx.ctl.size();
-    let leader = ctx.ctl.me() == 0;
-    // At the leader: every local rank's send buffer, one row each.
-    let mut rows = vec![0u8; if leader { k * row } else { 0 }];
-    let mut result = gather_to_leader(ctx, Kind::Alltoall, send, &mut rows);
-    let mut out = Vec::new();
-    if let Some(leaders) = hier.leaders() {
-        // Pack by destination node: for node B, for our local rank a, for b in B: a -> b.
-        let mut packed = Vec::with_capacity(k * row);
-        for m in &nodes.members {
-            for a in 0..k {
-                for &b in m {
-                    packed.extend_from_slice(&rows[a * row + b * n..a * row + (b + 1) * n]);
-                }
-            }
-        }
-        let sends: Vec<i32> = nodes.members.iter().map(|m| (k * m.len() * n) as i32).collect();
-        let recvs = sends.clone();
-        let (sdispls, rdispls) = (prefix(&sends), prefix(&recvs));
-        // From node A: for a in A, for our local rank b: a -> b. It reuses `rows`.
-        let mut spot = Spot::new();
-        leaders.all_to_all_varcount_into(
-            &Partition::new(to_mpi::send(&packed[..]), &sends[..], &sdispls[..]),
-            &mut PartitionMut::new(to_mpi::recv(&mut rows[..], &mut spot), &recvs[..], &rdispls[..]),
-        );
-        // Unpack into one row per local rank, in source order. It reuses `packed`.
-        out = packed;
-        for (m, &at) in nodes.members.iter().zip(&rdispls) {
-            for (i, &a) in m.iter().enumerate() {
-                for b in 0..k {
-                    let from = at as usize + (i * k + b) * n;
-                    out[b * row + a * n..b * row + (a + 1) * n].copy_from_slice(&rows[from..from + n]);
-                }
-            }
-        }
-    }
-    // Every rank takes part, whatever happened before, so that no rank is left waiting.
-    let spread = scatter_from_leader(ctx, Kind::Alltoall, &out, recv);
-    result = result.and(spread);
-    hier.agree(parent, result)
 }
 
 #[cfg(test)]

@@ -24,32 +24,22 @@
 //! (`tune::select`), staging only below [`ALLTOALLV_STAGED_MAX`]: every pair staged, or
 //! every pair read pairwise; everything is staged on `cico`.
 //!
-//! Across nodes ([`alltoallv_hier`]): every rank packs its blocks by destination node, the
+//! Across nodes (`hier/varcount.rs`): every rank packs its blocks by destination node, the
 //! leaders gather them, exchange node-to-node parts with rsmpi's
 //! `all_to_all_varcount_into`, and scatter to every rank its incoming blocks, which it
 //! unpacks into its partition. That costs a scratch copy of the outgoing and of the
 //! incoming blocks at every rank, and four at the leaders.
 
-use super::allgather::{gather_to_leader, Nodes};
-use super::gatherv::{gatherv, GathervBufs};
-use super::scatterv::{scatterv, ScattervBufs, BAD_CONFIG};
+use super::scatterv::BAD_CONFIG;
 use super::varcount::{
-    agree_faults, alltoallv_cross, alltoallv_local, auto_stages, bytes, checked, first_fault, fits,
-    mpi_bytes, mpi_count, partition_len, partition_words, range, scratch, Given, Parts, Published,
-    ALLTOALLV_STAGED_MAX,
+    alltoallv_cross, alltoallv_local, auto_stages, bytes, checked, first_fault, fits, partition_len,
+    partition_words, range, Given, Parts, Published, ALLTOALLV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
-use crate::coll::gather::GatherAlgorithm;
-use crate::coll::scatter::ScatterAlgorithm;
-use crate::error::{Error, Result};
-use crate::hier::Hierarchy;
+use crate::error::Result;
 use crate::sync::{Call, Round};
-use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
 use crate::tune::select;
-use mpi::datatype::{Partition, PartitionMut};
-use mpi::topology::SimpleCommunicator;
-use mpi::traits::*;
 use mpi::Count;
 
 /// How [`Comm::all_to_all_varcount_into_with`](crate::Comm::all_to_all_varcount_into_with)
@@ -83,13 +73,17 @@ impl AlltoallvAlgorithm {
     pub const ALL: [AlltoallvAlgorithm; 3] =
         [AlltoallvAlgorithm::Pairwise, AlltoallvAlgorithm::PairwiseWrite, AlltoallvAlgorithm::Staged];
 
-    fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         super::algorithm::code(self)
     }
 
     /// What this rank asks for, before the arrive phase: `Auto` becomes what
     /// `ZCOLL_ALLTOALLV_ALGORITHM` names (if set), and everything is `Staged` on `cico`.
-    fn requested(self, transport: TransportKind, env: &super::Overrides) -> Result<AlltoallvAlgorithm> {
+    pub(crate) fn requested(
+        self,
+        transport: TransportKind,
+        env: &super::Overrides,
+    ) -> Result<AlltoallvAlgorithm> {
         let a = match self {
             AlltoallvAlgorithm::Auto => {
                 env.choice("ZCOLL_ALLTOALLV_ALGORITHM")?.unwrap_or(AlltoallvAlgorithm::Auto)
@@ -119,11 +113,11 @@ pub(crate) struct Sides<'a> {
 }
 
 impl Sides<'_> {
-    fn send(&self) -> Given<'_> {
+    pub(crate) fn send(&self) -> Given<'_> {
         Given { counts: self.send_counts, displs: self.send_displs }
     }
 
-    fn recv(&self) -> Given<'_> {
+    pub(crate) fn recv(&self) -> Given<'_> {
         Given { counts: self.recv_counts, displs: self.recv_displs }
     }
 }
@@ -260,193 +254,6 @@ fn exchange(
         }),
         AlltoallvAlgorithm::Staged => Ok(()),
     }
-}
-
-/// Alltoallv across nodes: every rank packs its blocks by destination node, the leaders
-/// gather them, exchange node-to-node parts over MPI, and scatter to every rank its
-/// incoming blocks, which it unpacks.
-///
-/// # Errors
-///
-/// The checks' errors (the same on every rank), `Mismatch` if the algorithms differ,
-/// `Unsupported` beyond 2 GiB at a leader; then any rank's failure, on every rank.
-#[allow(clippy::too_many_arguments)] // the two levels, the buffers, their partitions, the algorithm
-pub(crate) fn alltoallv_hier(
-    hier: &Hierarchy,
-    parent: &SimpleCommunicator,
-    ctx: &Ctx<'_>,
-    send: &[u8],
-    recv: &mut [u8],
-    sides: Sides<'_>,
-    elem: usize,
-    algorithm: AlltoallvAlgorithm,
-) -> Result<()> {
-    let p = parent.size() as usize;
-    let me = parent.rank();
-    hier.check(parent, Kind::Alltoallv, 0, 0)?;
-    // Every rank judges its own numbers, and, as a receiver, what the others send it.
-    let (mine_s, mine_r) = (sides.send(), sides.recv());
-    let local = alltoallv_local(p, me as usize, &mine_s, &mine_r, elem, (send.len(), recv.len()));
-    let row: Vec<u64> =
-        (0..p).map(|r| if local.is_none() { bytes(sides.send_counts[r], elem) as u64 } else { 0 }).collect();
-    let mut col = vec![0u64; p];
-    parent.all_to_all_into(&row[..], &mut col[..]);
-    let cross = match local {
-        None => alltoallv_cross(p, &mine_r, elem, |q| col[q] as usize),
-        Some(_) => None,
-    };
-    agree_faults(parent, local, cross)?;
-    let word =
-        algorithm.requested(ctx.transport, ctx.overrides).map_or(BAD_CONFIG as u64, |a| a.code() as u64);
-    let (out_total, in_total): (u64, u64) = (row.iter().sum(), col.iter().sum());
-    // Both partitions in bytes, for MPI's own when every node holds one rank.
-    let direct = match (mpi_bytes(&mine_s, p, elem), mpi_bytes(&mine_r, p, elem)) {
-        (Some(s), Some(r)) if hier.direct() => Some((s, r)),
-        _ => None,
-    };
-    const W: usize = 4;
-    let mut all = vec![0u64; W * p];
-    parent.all_gather_into(&[word, out_total, in_total, direct.is_some() as u64][..], &mut all[..]);
-    if let Some(c) = (0..p).find(|&c| all[W * c] != all[0]) {
-        return Err(Error::Mismatch { rank: me, culprit: c as i32, what: "algorithm" });
-    }
-    algorithm.requested(ctx.transport, ctx.overrides)?;
-    if let (Some(((sc, sd), (rc, rd))), true) = (direct, (0..p).all(|c| all[W * c + 3] == 1)) {
-        let mut spot = Spot::new();
-        let (send, recv) = (to_mpi::send(send), to_mpi::recv(recv, &mut spot));
-        parent.all_to_all_varcount_into(&Partition::new(send, sc, sd), &mut PartitionMut::new(recv, rc, rd));
-        return Ok(());
-    }
-    let nodes = Nodes::of(hier, p);
-    for m in &nodes.members {
-        mpi_count(m.iter().map(|&r| all[W * r + 1].max(all[W * r + 2]) as usize).sum(), me)?;
-    }
-    let k = ctx.ctl.size();
-    let leader = ctx.ctl.me() == 0;
-    let local_ranks: Vec<usize> = (0..k).map(|l| ctx.ctl.rank_of(l) as usize).collect();
-    let node_major = || nodes.members.iter().flatten().copied();
-
-    // 1. Every rank packs its blocks by destination, node by node; the leader learns every
-    // local rank's row (bytes to each rank) and column (bytes from each rank).
-    let mut out = scratch(out_total as usize);
-    let mut at = 0;
-    for r in node_major() {
-        let block = range(&mine_s, r, elem);
-        out[at..at + block.len()].copy_from_slice(&send[block.clone()]);
-        at += block.len();
-    }
-    let mut mine = Vec::with_capacity(16 * p);
-    for v in row.iter().chain(&col) {
-        mine.extend_from_slice(&v.to_le_bytes());
-    }
-    let mut tables = vec![0u8; if leader { k * 16 * p } else { 0 }];
-    let mut result = gather_to_leader(ctx, Kind::Alltoallv, &mine, &mut tables);
-    let word_at = |l: usize, i: usize| {
-        let w = &tables[l * 16 * p + 8 * i..][..8];
-        u64::from_le_bytes(w.try_into().expect("8 bytes")) as usize
-    };
-    let (row_of, col_of) = (|l: usize, r: usize| word_at(l, r), |l: usize, q: usize| word_at(l, p + q));
-
-    // 2. The leader gathers the packed blocks: local rank a's at part[a].
-    let outs: Vec<usize> = local_ranks.iter().map(|&r| all[W * r + 1] as usize).collect();
-    let ins: Vec<usize> = local_ranks.iter().map(|&r| all[W * r + 2] as usize).collect();
-    let prefix =
-        |v: &[usize]| v.iter().scan(0, |s, &c| Some(std::mem::replace(s, *s + c))).collect::<Vec<usize>>();
-    let (out_at, in_at) = (prefix(&outs), prefix(&ins));
-    let node_out: usize = outs.iter().sum();
-    let node_in: usize = ins.iter().sum();
-    let mut part = if leader { scratch(node_out) } else { Vec::new() };
-    result = result.and({
-        let counts: Vec<Count> = outs.iter().map(|&c| c as Count).collect();
-        let displs: Vec<Count> = out_at.iter().map(|&c| c as Count).collect();
-        let bufs = match leader {
-            true => GathervBufs::Root {
-                send: &out[..out_total as usize],
-                recv: &mut part[..node_out],
-                counts: &counts,
-                displs: &displs,
-            },
-            false => GathervBufs::Leaf { send: &out[..out_total as usize] },
-        };
-        gatherv(ctx, bufs, 0, 0, 1, GatherAlgorithm::Auto)
-    });
-
-    // 3. The leaders exchange node-to-node parts: to node B, for each local a, a's blocks
-    // for B's ranks; from node B, for each of its ranks, its blocks for our ranks.
-    let mut spread = Vec::new();
-    if let Some(leaders) = hier.leaders() {
-        let nb = nodes.members.len();
-        // At least one byte of capacity: MPI refuses some dangling addresses.
-        let mut packed = Vec::with_capacity(node_out.max(1));
-        let mut send_counts = vec![0 as Count; nb];
-        let mut cursor = out_at.clone();
-        for (b, m) in nodes.members.iter().enumerate() {
-            for a in 0..k {
-                let n: usize = m.iter().map(|&r| row_of(a, r)).sum();
-                packed.extend_from_slice(&part[cursor[a]..cursor[a] + n]);
-                cursor[a] += n;
-                send_counts[b] += n as Count;
-            }
-        }
-        let recv_counts: Vec<Count> = nodes
-            .members
-            .iter()
-            .map(|m| m.iter().map(|&q| (0..k).map(|b| col_of(b, q)).sum::<usize>() as Count).sum())
-            .collect();
-        let displs = |c: &[Count]| {
-            c.iter().scan(0, |s, &x| Some(std::mem::replace(s, *s + x))).collect::<Vec<Count>>()
-        };
-        let (sd, rd) = (displs(&send_counts), displs(&recv_counts));
-        let mut incoming = scratch(node_in);
-        let mut spot = Spot::new();
-        leaders.all_to_all_varcount_into(
-            &Partition::new(to_mpi::send(&packed[..]), &send_counts[..], &sd[..]),
-            &mut PartitionMut::new(
-                to_mpi::recv(&mut incoming[..node_in], &mut spot),
-                &recv_counts[..],
-                &rd[..],
-            ),
-        );
-        // For each local b, its incoming blocks in node-major source order.
-        spread = scratch(node_in);
-        let mut cursor = in_at.clone();
-        let mut from = 0;
-        for q in node_major() {
-            for b in 0..k {
-                let n = col_of(b, q);
-                spread[cursor[b]..cursor[b] + n].copy_from_slice(&incoming[from..from + n]);
-                cursor[b] += n;
-                from += n;
-            }
-        }
-    }
-
-    // 4. The leader scatters every rank's incoming blocks; every rank unpacks them.
-    let mut inn = scratch(in_total as usize);
-    result = result.and({
-        let counts: Vec<Count> = ins.iter().map(|&c| c as Count).collect();
-        let displs: Vec<Count> = in_at.iter().map(|&c| c as Count).collect();
-        let bufs = match leader {
-            true => ScattervBufs::Root {
-                send: &spread[..node_in],
-                counts: &counts,
-                displs: &displs,
-                recv: &mut inn[..in_total as usize],
-            },
-            false => ScattervBufs::Leaf { recv: &mut inn[..in_total as usize] },
-        };
-        scatterv(ctx, bufs, 0, 0, 1, ScatterAlgorithm::Auto)
-    });
-    if result.is_ok() {
-        let mut at = 0;
-        for q in node_major() {
-            let block = range(&mine_r, q, elem);
-            let n = block.len();
-            recv[block].copy_from_slice(&inn[at..at + n]);
-            at += n;
-        }
-    }
-    hier.agree(parent, result)
 }
 
 #[cfg(test)]

@@ -151,7 +151,7 @@ impl BcastAlgorithm {
     }
 
     /// The code and parameter published in the call record.
-    fn code(self) -> (u8, u32) {
+    pub(crate) fn code(self) -> (u8, u32) {
         super::algorithm::wire(self)
     }
 

@@ -22,25 +22,18 @@
 //! small blocks or on the `cico` transport, else parallel, sequential or throttled write
 //! with the `k` the model predicts fastest.
 //!
-//! Across nodes ([`gather_hier`]): every node gathers to its leader, the leaders gather
+//! Across nodes (`hier/rooted.rs`): every node gathers to its leader, the leaders gather
 //! node parts to the root's leader over MPI (a gatherv into a scratch buffer, unpacked into
 //! rank order when the nodes do not hold consecutive ranks), and the root's leader hands
 //! the whole buffer to the root through the node if it is not the root itself.
 
-use super::rooted::{
-    blocks, hier_check, peers, relay, rooted_check, throttled, zero_k, Claim, Layout, Measure, DEFAULT_K,
-};
+use super::rooted::{blocks, peers, rooted_check, throttled, zero_k, Claim, Measure, DEFAULT_K};
 use super::staged_private;
 use super::{op, Ctx, Kind};
 use crate::error::Result;
-use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
-use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
-use mpi::datatype::PartitionMut;
-use mpi::topology::SimpleCommunicator;
-use mpi::traits::*;
 
 /// How [`Comm::gather_into_root_with`](crate::Comm::gather_into_root_with) and its
 /// siblings move the blocks inside a node.
@@ -148,7 +141,7 @@ impl GatherBufs<'_> {
         }
     }
 
-    /// What this rank claims, for the checks across nodes ([`hier_check`]), with `ranks`
+    /// What this rank claims, for the checks across nodes (`Hierarchy::rooted_check`), with `ranks`
     /// ranks in the gather and elements of `elem` bytes.
     pub(crate) fn claim(&self, ranks: usize, elem: usize) -> Claim {
         Claim {
@@ -268,91 +261,4 @@ fn contribute(
         GatherAlgorithm::Staged => round.stage_gather(dst, &blocks(round.size(), block), send, &mut []),
         _ => Ok(()),
     }
-}
-
-/// Gather across nodes: every node gathers to its leader, the leaders gather node parts to
-/// the root's leader over MPI, which hands the whole buffer to the root through the node.
-///
-/// # Errors
-///
-/// As [`hier_check`], then any rank's failure, on every rank.
-pub(crate) fn gather_hier(
-    hier: &Hierarchy,
-    parent: &SimpleCommunicator,
-    ctx: &Ctx<'_>,
-    bufs: GatherBufs<'_>,
-    root: i32,
-    elem: usize,
-    algorithm: GatherAlgorithm,
-) -> Result<()> {
-    let p = parent.size() as usize;
-    let block = hier_check(hier, parent, Kind::Gather, root, bufs.claim(p, elem), "receive")?;
-    let layout = Layout::new(|r| hier.node_of(r as i32), p, hier.nodes(), block);
-    let (root_node, root_local) = (hier.node_of(root), hier.local_of(root));
-    let here = hier.my_node() == root_node;
-    let leader = ctx.ctl.me() == 0;
-    let (send, mut recv): (Option<&[u8]>, Option<&mut [u8]>) = match bufs {
-        GatherBufs::Leaf { send } => (Some(send), None),
-        GatherBufs::Root { send, recv } => (send, Some(recv)),
-    };
-    // 1. Every node gathers to its leader, into the node's part.
-    let mut part = if leader { vec![0u8; layout.counts[hier.my_node()] as usize] } else { Vec::new() };
-    let mut result = {
-        let own = match (send, recv.as_deref()) {
-            (Some(s), _) => s,
-            // In place: the root's block is where it belongs in its buffer.
-            (None, Some(r)) => &r[root as usize * block..][..block],
-            (None, None) => &[],
-        };
-        let node_bufs = match leader {
-            true => GatherBufs::Root { send: Some(own), recv: &mut part },
-            false => GatherBufs::Leaf { send: own },
-        };
-        gather(ctx, node_bufs, root, 0, elem, algorithm)
-    };
-
-    // 2. The root's leader gets every node's part: straight into the root's buffer when it
-    // is the root and the nodes hold consecutive ranks, else into scratch.
-    let direct = here && root_local == 0 && layout.identity;
-    let mut full = Vec::new();
-    if let Some(leaders) = hier.leaders() {
-        let to = leaders.process_at_rank(root_node as i32);
-        if block == 0 {
-            // Nothing to send: every block is empty on every rank.
-        } else if here {
-            let target: &mut [u8] = match recv.as_deref_mut() {
-                Some(r) if direct => r,
-                _ => {
-                    full = vec![0u8; p * block];
-                    &mut full
-                }
-            };
-            let mut spot = Spot::new();
-            let target = to_mpi::recv(target, &mut spot);
-            let mut parts = PartitionMut::new(target, &layout.counts[..], &layout.displs[..]);
-            to.gather_varcount_into_root(to_mpi::send(&part[..]), &mut parts);
-        } else {
-            to.gather_varcount_into(to_mpi::send(&part[..]));
-        }
-    }
-
-    // 3. Back into rank order, and to the root if it is not the leader. An in-place root
-    // gets its own block back unchanged.
-    if here && leader && !direct && block > 0 {
-        match recv.as_deref_mut() {
-            Some(r) => layout.unpack(&full, r),
-            None if !layout.identity => {
-                let mut ranked = vec![0u8; p * block];
-                layout.unpack(&full, &mut ranked);
-                full = ranked;
-            }
-            None => {}
-        }
-    }
-    if here && root_local != 0 {
-        let send: &[u8] = if leader { &full } else { &[] };
-        let to = recv.unwrap_or(&mut []);
-        result = result.and(relay(ctx, Kind::Gather, root, 0, root_local, send, to));
-    }
-    hier.agree(parent, result)
 }

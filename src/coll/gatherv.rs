@@ -22,34 +22,29 @@
 //! ([`auto_family`](super::varcount::auto_family)), publishing the profile's fingerprint;
 //! on `cico` everything is staged.
 //!
-//! Across nodes ([`gatherv_hier`]): every node gathers to its leader into a packed part,
+//! Across nodes (`hier/varcount.rs`): every node gathers to its leader into a packed part,
 //! the leaders gather the parts to the root's leader with rsmpi's
 //! `gather_varcount_into_root` into a scratch buffer, which is handed to the root through
 //! the node if it is not the leader, and the root unpacks it into its partition.
 
-use super::rooted::{peers, relay, zero_k};
+use super::rooted::{peers, zero_k};
 use super::scatterv::BAD_CONFIG;
 use super::varcount::{
-    auto_family, bytes, chain, checked, fits, judge_rooted, mpi_bytes, mpi_count, partition_len,
-    partition_words, range, scratch, Claim, Family, Moves, Packed, Parts, Published, Side, Words,
+    auto_family, chain, checked, fits, judge_rooted, partition_len, partition_words, range, Claim, Family,
+    Moves, Published, Side,
 };
 use super::{op, Ctx, Kind};
 use crate::coll::gather::GatherAlgorithm;
 use crate::error::Result;
-use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
-use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
 use crate::tune::select;
-use mpi::datatype::PartitionMut;
-use mpi::topology::SimpleCommunicator;
-use mpi::traits::*;
 use mpi::Count;
 use std::ops::Range;
 
 /// What this rank asks for, before the arrive phase: `Auto` becomes what
 /// `ZCOLL_GATHERV_ALGORITHM` names (if set), and everything is `Staged` on `cico`.
-fn requested(
+pub(crate) fn requested(
     a: GatherAlgorithm,
     transport: TransportKind,
     env: &super::Overrides,
@@ -200,121 +195,6 @@ fn contribute(
         return round.stage_gather(dst, &moves.staged, send, &mut []);
     }
     chain(round, &moves.direct, moves.k, || round.write_recv(send, dst, blocks[me].start))
-}
-
-/// Gatherv across nodes: every node gathers to its leader, the leaders gather node parts
-/// to the root's leader over MPI, which hands them to the root through the node; the root
-/// unpacks them into its partition.
-///
-/// # Errors
-///
-/// The checks' errors (the same on every rank), then any rank's failure, on every rank.
-pub(crate) fn gatherv_hier(
-    hier: &Hierarchy,
-    parent: &SimpleCommunicator,
-    ctx: &Ctx<'_>,
-    bufs: GathervBufs<'_>,
-    root: i32,
-    elem: usize,
-    algorithm: GatherAlgorithm,
-) -> Result<()> {
-    let p = parent.size() as usize;
-    let me = parent.rank();
-    hier.check(parent, Kind::Gatherv, root, 0)?;
-    let (send, root_recv) = match bufs {
-        GathervBufs::Root { send, recv, counts, displs } => (send, Some((recv, counts, displs))),
-        GathervBufs::Leaf { send } => (send, None),
-    };
-    let whole = root_recv.as_ref().map_or(0, |r| r.0.len());
-    let mine = [root_recv.is_some() as i64, elem as i64, send.len() as i64, whole as i64];
-    let mut all = vec![0i64; 4 * p];
-    parent.all_gather_into(&mine[..], &mut all[..]);
-    let claim = |q: usize| Claim {
-        root: all[4 * q] == 1,
-        elem: all[4 * q + 1] as usize,
-        block: all[4 * q + 2] as usize,
-        whole: all[4 * q + 3] as usize,
-    };
-    let mut words = vec![0u64; partition_len(p)];
-    if let Some((_, counts, displs)) = &root_recv {
-        words.clear();
-        partition_words(&mut words, p, counts, displs);
-    }
-    parent.process_at_rank(root).broadcast_into(&mut words[..]);
-    let parts = Words(&words);
-    judge_rooted(p, root as usize, claim, &parts, Side::Recv).map_err(|(q, f)| f.error(me, q as i32, p))?;
-    let elem_root = claim(root as usize).elem;
-    let len: Vec<usize> = (0..p).map(|r| bytes(parts.block(r).0, elem_root)).collect();
-    let total: usize = len.iter().sum();
-    mpi_count(total, me)?;
-    // One rank per node: MPI's own, on the root's partition in bytes (every rank has it),
-    // once every rank could read its algorithm (a bad variable fails the call everywhere).
-    if let (true, Some((counts, displs))) = (hier.direct(), mpi_bytes(&parts, p, elem_root)) {
-        hier.agree(parent, requested(algorithm, ctx.transport, ctx.overrides).map(drop))?;
-        let send = to_mpi::send(send);
-        let at = parent.process_at_rank(root);
-        match root_recv {
-            Some((recv, _, _)) => {
-                let mut spot = Spot::new();
-                let recv = to_mpi::recv(recv, &mut spot);
-                at.gather_varcount_into_root(send, &mut PartitionMut::new(recv, counts, displs))
-            }
-            None => at.gather_varcount_into(send),
-        }
-        return Ok(());
-    }
-    let layout = Packed::new(len, |r| hier.node_of(r as i32), hier.nodes());
-    let (root_node, root_local) = (hier.node_of(root), hier.local_of(root));
-    let node = hier.my_node();
-    let here = node == root_node;
-    let leader = ctx.ctl.me() == 0;
-
-    // 1. Every node gathers to its leader, in bytes, into the node's part.
-    let n = layout.counts[node] as usize;
-    let mut part = if leader { scratch(n) } else { Vec::new() };
-    let mut result = {
-        let size = ctx.ctl.size();
-        let ranks: Vec<usize> = (0..size).map(|l| ctx.ctl.rank_of(l) as usize).collect();
-        let counts: Vec<Count> = ranks.iter().map(|&r| layout.len[r] as Count).collect();
-        let displs: Vec<Count> = ranks.iter().map(|&r| layout.in_node(r, node).start as Count).collect();
-        let node_bufs = if leader {
-            GathervBufs::Root { send, recv: &mut part[..n], counts: &counts, displs: &displs }
-        } else {
-            GathervBufs::Leaf { send }
-        };
-        gatherv(ctx, node_bufs, root, 0, 1, algorithm)
-    };
-
-    // 2. The root's leader gets every node's part, packed.
-    let mut full = Vec::new();
-    if let Some(leaders) = hier.leaders() {
-        let to = leaders.process_at_rank(root_node as i32);
-        if total == 0 {
-            // Nothing to send anywhere.
-        } else if here {
-            full = scratch(total);
-            let mut parts =
-                mpi::datatype::PartitionMut::new(&mut full[..total], &layout.counts[..], &layout.displs[..]);
-            to.gather_varcount_into_root(to_mpi::send(&part[..n]), &mut parts);
-        } else {
-            to.gather_varcount_into(to_mpi::send(&part[..n]));
-        }
-    }
-
-    // 3. To the root, through the node if it is not the leader, and into its partition.
-    if here && root_local != 0 {
-        let mut into = if root_recv.is_some() { scratch(total) } else { Vec::new() };
-        let from: &[u8] = if leader { &full[..total] } else { &[] };
-        let m = if root_recv.is_some() { total } else { 0 };
-        result = result.and(relay(ctx, Kind::Gatherv, root, 0, root_local, from, &mut into[..m]));
-        full = into;
-    }
-    if let (Some((recv, _, _)), Ok(())) = (root_recv, &result) {
-        for r in 0..p {
-            recv[range(&parts, r, elem_root)].copy_from_slice(&full[layout.block(r)]);
-        }
-    }
-    hier.agree(parent, result)
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@
 //!
 //! [`reduce_scatter`] stops the partitioned reduction after its first phase, with `m`
 //! partitions owned by local ranks `0..m`: the first leg of the multi-root allreduce
-//! across nodes (see `hier.rs`).
+//! across nodes (see `hier/reduce.rs`).
 //!
 //! Both fold in rank order for a non-commutative operator, and every allreduce result
 //! element is computed once, by one rank, so all ranks hold bitwise the same result.
@@ -69,7 +69,7 @@ impl ReduceAlgorithm {
     /// Every algorithm that moves data (all but `Auto`).
     pub const ALL: [ReduceAlgorithm; 2] = [ReduceAlgorithm::Partitioned, ReduceAlgorithm::Staged];
 
-    fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         super::algorithm::code(self)
     }
 

@@ -5,11 +5,8 @@
 
 use super::{check, op, BadLength, Ctx, Kind};
 use crate::error::{Error, Result};
-use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
 use crate::transport::TransportKind;
-use mpi::topology::SimpleCommunicator;
-use mpi::traits::*;
 use std::cell::Cell;
 use std::ops::Range;
 
@@ -242,7 +239,7 @@ pub(crate) struct Layout {
 impl Layout {
     /// The layout for `p` ranks in `nodes` nodes, rank `r` on node `node_of(r)`, with
     /// blocks of `block` bytes. `p * block` must fit an MPI count (checked by
-    /// [`hier_check`]).
+    /// `Hierarchy::rooted_check`).
     pub(crate) fn new(node_of: impl Fn(usize) -> usize, p: usize, nodes: usize, block: usize) -> Layout {
         let mut order: Vec<usize> = (0..p).collect();
         order.sort_by_key(|&r| node_of(r)); // stable: rank order inside a node
@@ -275,48 +272,6 @@ impl Layout {
             ranked[r * b..(r + 1) * b].copy_from_slice(&packed[i * b..(i + 1) * b]);
         }
     }
-}
-
-/// The checks of a rooted collective across nodes, before any node-level round: the same
-/// collective and root everywhere ([`Hierarchy::check`]), then [`judge`] over every rank's
-/// claim, and `p * block` fits an MPI count. Returns the block length.
-///
-/// # Errors
-///
-/// `Mismatch`, `InvalidRoot`, `LengthMismatch`, `BufferSize` or `Unsupported`, the same on
-/// every rank.
-pub(crate) fn hier_check(
-    hier: &Hierarchy,
-    parent: &SimpleCommunicator,
-    kind: Kind,
-    root: i32,
-    mine: Claim,
-    which: &'static str,
-) -> Result<usize> {
-    // Lengths are judged below, with the roles: the common check sees none.
-    hier.check(parent, kind, root, 0)?;
-    let me = parent.rank();
-    let p = parent.size() as usize;
-    let words = [(mine.aux2() & 3) as i64, mine.block as i64, mine.whole as i64, mine.elem as i64];
-    let mut all = vec![0i64; 4 * p];
-    parent.all_gather_into(&words[..], &mut all[..]);
-    let claims: Vec<Claim> = all
-        .chunks(4)
-        .map(|w| Claim {
-            root: w[0] & 1 == 1,
-            in_place: w[0] & 2 == 2,
-            block: w[1] as usize,
-            whole: w[2] as usize,
-            elem: w[3] as usize,
-        })
-        .collect();
-    let block = judge(p, |q| claims[q], root as usize, me, |q| q as i32, which)?;
-    let whole = block * p;
-    if whole > i32::MAX as usize {
-        let what = format!("{whole} bytes in one collective across nodes (MPI counts are 32-bit)");
-        return Err(Error::Unsupported { rank: me, what });
-    }
-    Ok(block)
 }
 
 #[cfg(test)]

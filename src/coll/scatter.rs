@@ -38,27 +38,20 @@
 //!
 //! # Several nodes
 //!
-//! [`scatter_hier`]: the root's node first moves the whole buffer to its leader (if the root
+//! Across nodes (`hier/rooted.rs`): the root's node first moves the whole buffer to its leader (if the root
 //! is not the leader), the leader sends every other node its blocks with an MPI scatterv
 //! among the leaders, and every node scatters from its leader. Nodes found by the
 //! shared-memory split need not hold consecutive ranks, so the root's leader packs the
 //! blocks node by node in a scratch buffer when the ranks are not in node order (and sends
 //! the user's buffer as it is when they are).
 
-use super::rooted::{
-    blocks, hier_check, peers, relay, rooted_check, throttled, zero_k, Claim, Layout, Measure, DEFAULT_K,
-};
+use super::rooted::{blocks, peers, rooted_check, throttled, zero_k, Claim, Measure, DEFAULT_K};
 use super::staged_private;
 use super::{op, Ctx, Kind};
 use crate::error::Result;
-use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
-use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
-use mpi::datatype::Partition;
-use mpi::topology::SimpleCommunicator;
-use mpi::traits::*;
 
 /// How [`Comm::scatter_into_root_with`](crate::Comm::scatter_into_root_with) and its
 /// siblings move the blocks inside a node.
@@ -168,7 +161,7 @@ impl ScatterBufs<'_> {
         }
     }
 
-    /// What this rank claims, for the checks across nodes ([`hier_check`]), with `ranks`
+    /// What this rank claims, for the checks across nodes (`Hierarchy::rooted_check`), with `ranks`
     /// ranks in the scatter and elements of `elem` bytes.
     pub(crate) fn claim(&self, ranks: usize, elem: usize) -> Claim {
         let root_send = match self {
@@ -265,82 +258,6 @@ fn move_blocks(
             }
         }
     }
-}
-
-/// Scatter across nodes: the root's node moves the whole buffer to its leader, the leaders
-/// scatter node parts over MPI, every node scatters from its leader.
-///
-/// # Errors
-///
-/// As [`hier_check`], then any rank's failure, on every rank.
-pub(crate) fn scatter_hier(
-    hier: &Hierarchy,
-    parent: &SimpleCommunicator,
-    ctx: &Ctx<'_>,
-    bufs: ScatterBufs<'_>,
-    root: i32,
-    elem: usize,
-    algorithm: ScatterAlgorithm,
-) -> Result<()> {
-    let p = parent.size() as usize;
-    let block = hier_check(hier, parent, Kind::Scatter, root, bufs.claim(p, elem), "send")?;
-    let root_send = match &bufs {
-        ScatterBufs::Root { send, .. } => Some(*send),
-        ScatterBufs::Leaf { .. } => None,
-    };
-    let layout = Layout::new(|r| hier.node_of(r as i32), p, hier.nodes(), block);
-    let (root_node, root_local) = (hier.node_of(root), hier.local_of(root));
-    let here = hier.my_node() == root_node;
-    let leader = ctx.ctl.me() == 0;
-    let mut result = Ok(());
-
-    // 1. The root's leader needs the whole buffer.
-    let mut full = Vec::new();
-    if here && root_local != 0 {
-        if leader {
-            full = vec![0u8; p * block];
-        }
-        result = relay(ctx, Kind::Scatter, root, root_local, 0, root_send.unwrap_or(&[]), &mut full);
-    }
-
-    // 2. Every leader gets its node's blocks.
-    let mut part = Vec::new();
-    if let Some(leaders) = hier.leaders() {
-        part = vec![0u8; layout.counts[hier.my_node()] as usize];
-        let mut spot = Spot::new();
-        let from = leaders.process_at_rank(root_node as i32);
-        if block == 0 {
-            // Nothing to send: every block is empty on every rank.
-        } else if here {
-            let ranked = if root_local == 0 { root_send.unwrap_or(&[]) } else { &full[..] };
-            let packed_store;
-            let packed = if layout.identity {
-                ranked
-            } else {
-                packed_store = layout.pack(ranked);
-                &packed_store[..]
-            };
-            let sends = Partition::new(to_mpi::send(packed), &layout.counts[..], &layout.displs[..]);
-            from.scatter_varcount_into_root(&sends, to_mpi::recv(&mut part[..], &mut spot));
-        } else {
-            from.scatter_varcount_into(to_mpi::recv(&mut part[..], &mut spot));
-        }
-    }
-
-    // 3. Every node scatters from its leader. A root that is not its node's leader and
-    // scatters in place receives its own block into scratch: it is already in place.
-    let mut scratch;
-    let node_bufs = match bufs {
-        ScatterBufs::Root { recv, .. } if leader => ScatterBufs::Root { send: &part, recv },
-        ScatterBufs::Leaf { recv } if leader => ScatterBufs::Root { send: &part, recv: Some(recv) },
-        ScatterBufs::Root { recv: Some(recv), .. } | ScatterBufs::Leaf { recv } => ScatterBufs::Leaf { recv },
-        ScatterBufs::Root { recv: None, .. } => {
-            scratch = vec![0u8; block];
-            ScatterBufs::Leaf { recv: &mut scratch }
-        }
-    };
-    result = result.and(scatter(ctx, node_bufs, root, 0, elem, algorithm));
-    hier.agree(parent, result)
 }
 
 #[cfg(test)]

@@ -27,28 +27,23 @@
 //! staged. The choice is a pure function of the published counts and the profile, whose
 //! fingerprint `Auto` publishes, so every rank makes it alike.
 //!
-//! Across nodes ([`scatterv_hier`]): the root packs its blocks node by node into a scratch
+//! Across nodes (`hier/varcount.rs`): the root packs its blocks node by node into a scratch
 //! buffer (handed to its leader through the node if it is not the leader), the leaders
 //! scatter node parts with rsmpi's `scatter_varcount_into_root`, and every node scatters
 //! from its leader. That costs a scratch copy at the root and a scratch part at every
 //! leader.
 
-use super::rooted::{peers, relay, zero_k};
+use super::rooted::{peers, zero_k};
 use super::varcount::{
-    auto_family, bytes, chain, checked, fits, judge_rooted, mpi_bytes, mpi_count, partition_len,
-    partition_words, range, scratch, Claim, Family, Moves, Packed, Parts, Published, Side, Words,
+    auto_family, chain, checked, fits, judge_rooted, partition_len, partition_words, range, Claim, Family,
+    Moves, Published, Side,
 };
 use super::{op, Ctx, Kind};
 use crate::coll::scatter::ScatterAlgorithm;
 use crate::error::Result;
-use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
-use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
 use crate::tune::select;
-use mpi::datatype::Partition;
-use mpi::topology::SimpleCommunicator;
-use mpi::traits::*;
 use mpi::Count;
 use std::ops::Range;
 
@@ -58,7 +53,7 @@ pub(crate) const BAD_CONFIG: u8 = 0xfe;
 
 /// What this rank asks for, before the arrive phase: `Auto` becomes what
 /// `ZCOLL_SCATTERV_ALGORITHM` names (if set), and everything is `Staged` on `cico`.
-fn requested(
+pub(crate) fn requested(
     a: ScatterAlgorithm,
     transport: TransportKind,
     env: &super::Overrides,
@@ -184,126 +179,6 @@ fn move_blocks(
             chain(round, &moves.direct, moves.k, || round.read_send(src, blocks[me].start, recv))
         }
     }
-}
-
-/// Scatterv across nodes: the root packs its blocks node by node and hands them to its
-/// leader, the leaders scatter node parts over MPI, every node scatters from its leader.
-///
-/// # Errors
-///
-/// The checks' errors (the same on every rank), then any rank's failure, on every rank.
-pub(crate) fn scatterv_hier(
-    hier: &Hierarchy,
-    parent: &SimpleCommunicator,
-    ctx: &Ctx<'_>,
-    bufs: ScattervBufs<'_>,
-    root: i32,
-    elem: usize,
-    algorithm: ScatterAlgorithm,
-) -> Result<()> {
-    let p = parent.size() as usize;
-    let me = parent.rank();
-    hier.check(parent, Kind::Scatterv, root, 0)?;
-    // Every rank's claim, and the root's partition, everywhere: the node-level checks,
-    // over the whole communicator.
-    let (root_send, recv) = match bufs {
-        ScattervBufs::Root { send, counts, displs, recv } => (Some((send, counts, displs)), recv),
-        ScattervBufs::Leaf { recv } => (None, recv),
-    };
-    let mine = [
-        root_send.is_some() as i64,
-        elem as i64,
-        recv.len() as i64,
-        root_send.map_or(0, |s| s.0.len()) as i64,
-    ];
-    let mut all = vec![0i64; 4 * p];
-    parent.all_gather_into(&mine[..], &mut all[..]);
-    let claim = |q: usize| Claim {
-        root: all[4 * q] == 1,
-        elem: all[4 * q + 1] as usize,
-        block: all[4 * q + 2] as usize,
-        whole: all[4 * q + 3] as usize,
-    };
-    let mut words = vec![0u64; partition_len(p)];
-    if let Some((_, counts, displs)) = root_send {
-        words.clear();
-        partition_words(&mut words, p, counts, displs);
-    }
-    parent.process_at_rank(root).broadcast_into(&mut words[..]);
-    let parts = Words(&words);
-    judge_rooted(p, root as usize, claim, &parts, Side::Send).map_err(|(q, f)| f.error(me, q as i32, p))?;
-    let elem_root = claim(root as usize).elem;
-    let len: Vec<usize> = (0..p).map(|r| bytes(parts.block(r).0, elem_root)).collect();
-    let total: usize = len.iter().sum();
-    mpi_count(total, me)?;
-    // One rank per node: MPI's own, on the root's partition in bytes (every rank has it),
-    // once every rank could read its algorithm (a bad variable fails the call everywhere).
-    if let (true, Some((counts, displs))) = (hier.direct(), mpi_bytes(&parts, p, elem_root)) {
-        hier.agree(parent, requested(algorithm, ctx.transport, ctx.overrides).map(drop))?;
-        let mut spot = Spot::new();
-        let recv = to_mpi::recv(recv, &mut spot);
-        let at = parent.process_at_rank(root);
-        match root_send {
-            Some((send, _, _)) => {
-                at.scatter_varcount_into_root(&Partition::new(to_mpi::send(send), counts, displs), recv)
-            }
-            None => at.scatter_varcount_into(recv),
-        }
-        return Ok(());
-    }
-    let layout = Packed::new(len, |r| hier.node_of(r as i32), hier.nodes());
-    let (root_node, root_local) = (hier.node_of(root), hier.local_of(root));
-    let node = hier.my_node();
-    let here = node == root_node;
-    let leader = ctx.ctl.me() == 0;
-    let mut result = Ok(());
-
-    // 1. The root packs its blocks node by node; its leader gets them.
-    let mut full = Vec::new();
-    if let Some((send, _, _)) = root_send {
-        full = scratch(total);
-        for r in 0..p {
-            full[layout.block(r)].copy_from_slice(&send[range(&parts, r, elem_root)]);
-        }
-    }
-    if here && root_local != 0 {
-        let mut to = if leader { scratch(total) } else { Vec::new() };
-        let from: &[u8] = if root_send.is_some() { &full[..total] } else { &[] };
-        let n = if leader { total } else { 0 };
-        result = relay(ctx, Kind::Scatterv, root, root_local, 0, from, &mut to[..n]);
-        full = to;
-    }
-
-    // 2. Every leader gets its node's part.
-    let mut part = Vec::new();
-    if let Some(leaders) = hier.leaders() {
-        let n = layout.counts[node] as usize;
-        part = scratch(n);
-        let mut spot = Spot::new();
-        let from = leaders.process_at_rank(root_node as i32);
-        if total == 0 {
-            // Nothing to send anywhere.
-        } else if here {
-            let sends = mpi::datatype::Partition::new(&full[..total], &layout.counts[..], &layout.displs[..]);
-            from.scatter_varcount_into_root(&sends, to_mpi::recv(&mut part[..n], &mut spot));
-        } else {
-            from.scatter_varcount_into(to_mpi::recv(&mut part[..n], &mut spot));
-        }
-    }
-
-    // 3. Every node scatters from its leader, in bytes.
-    let size = ctx.ctl.size();
-    let ranks: Vec<usize> = (0..size).map(|l| ctx.ctl.rank_of(l) as usize).collect();
-    let counts: Vec<Count> = ranks.iter().map(|&r| layout.len[r] as Count).collect();
-    let displs: Vec<Count> = ranks.iter().map(|&r| layout.in_node(r, node).start as Count).collect();
-    let node_bufs = if leader {
-        let n = layout.counts[node] as usize;
-        ScattervBufs::Root { send: &part[..n], counts: &counts, displs: &displs, recv }
-    } else {
-        ScattervBufs::Leaf { recv }
-    };
-    result = result.and(scatterv(ctx, node_bufs, root, 0, 1, algorithm));
-    hier.agree(parent, result)
 }
 
 #[cfg(test)]

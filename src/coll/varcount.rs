@@ -603,25 +603,6 @@ pub(crate) fn alltoallv_cross(
     })
 }
 
-/// Every rank's `(local, cross)` faults gathered over MPI (four words each, as
-/// [`Fault::encode`] makes them), judged as [`first_fault`] judges them, as the error
-/// rank `me` reports.
-pub(crate) fn agree_faults(
-    parent: &mpi::topology::SimpleCommunicator,
-    local: Option<Fault>,
-    cross: Option<Fault>,
-) -> Result<()> {
-    use mpi::traits::*;
-    let p = parent.size() as usize;
-    let mut mine = [0i64; 8];
-    mine[..4].copy_from_slice(&Fault::encode(local));
-    mine[4..].copy_from_slice(&Fault::encode(cross));
-    let mut all = vec![0i64; 8 * p];
-    parent.all_gather_into(&mine[..], &mut all[..]);
-    let at = |q: usize, half: usize| Fault::decode(&all[8 * q + 4 * half..8 * q + 4 * half + 4]);
-    first_fault(p, |q| at(q, 0), |q| at(q, 1)).map_err(|(q, f)| f.error(parent.rank(), q as i32, p))
-}
-
 /// [`check_with_meta`] with a judge that may fail with any error (reported after the
 /// common checks of collective and root, before the algorithm's); `None` for `meta` when
 /// the partitions do not fit the staging area, which is `Unsupported` on every rank.
@@ -795,15 +776,6 @@ impl Packed {
 /// some dangling pointers): allocate at least one byte, use `..len`.
 pub(crate) fn scratch(len: usize) -> Vec<u8> {
     vec![0u8; len.max(1)]
-}
-
-/// `Unsupported` if `total` bytes do not fit a 32-bit MPI count.
-pub(crate) fn mpi_count(total: usize, me: i32) -> Result<()> {
-    if total > Count::MAX as usize {
-        let what = format!("{total} bytes in one collective across nodes (MPI counts are 32-bit)");
-        return Err(Error::Unsupported { rank: me, what });
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -102,22 +102,20 @@
 //! caught: the headers carry every rank's op word.
 
 mod direct;
-mod packets;
-mod shm_direct;
+pub(crate) mod packets;
 
 pub(crate) use direct::alltoall;
-pub(crate) use shm_direct::alltoall_hier;
 
 use super::{verdict, BadLength, Ctx};
 use crate::error::Result;
 use crate::sync::{Call, Round};
 
 /// The stream of PAP packets in the point-to-point FIFOs: data for the receive buffer.
-const TO_RECV: u32 = 0x9a9_0001;
+pub(crate) const TO_RECV: u32 = 0x9a9_0001;
 /// The stream of PAP packets for a leader's outgoing buffers (the gather leg on `cico`).
-const TO_OUTBOX: u32 = 0x9a9_0002;
+pub(crate) const TO_OUTBOX: u32 = 0x9a9_0002;
 /// The stream of PAP packets a leader scatters from its inbox (on `cico`).
-const TO_SCATTER: u32 = 0x9a9_0003;
+pub(crate) const TO_SCATTER: u32 = 0x9a9_0003;
 
 /// Whether a call agrees with itself: both buffers are `p` blocks of one size.
 fn self_ok(call: &Call, p: usize) -> bool {
@@ -126,14 +124,14 @@ fn self_ok(call: &Call, p: usize) -> bool {
 
 /// Whether two ranks may exchange data: the same collective, algorithm, root, aux words
 /// and lengths. An equivalence relation among self-consistent calls.
-pub(super) fn compatible(a: &Call, b: &Call) -> bool {
+pub(crate) fn compatible(a: &Call, b: &Call) -> bool {
     (a.op, a.root, a.aux, a.aux2, a.send_len, a.recv_len, a.recv_writable)
         == (b.op, b.root, b.aux, b.aux2, b.send_len, b.recv_len, b.recv_writable)
 }
 
 /// Ends an eager round: waits for every arrival, computes the ordinary verdict over every
 /// call (the same on every rank), and finishes with it, or with the data phase's result.
-pub(super) fn settle(
+pub(crate) fn settle(
     ctx: &Ctx<'_>,
     round: Round<'_>,
     moved: Result<()>,

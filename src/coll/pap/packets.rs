@@ -9,7 +9,7 @@ use crate::sync::Round;
 /// Where the bytes of a [`Run`] come from: the rank's send buffer, or (at a leader) the
 /// inbox region of a source node that has landed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Src {
+pub(crate) enum Src {
     Send,
     Region(usize),
 }
@@ -17,12 +17,12 @@ pub(super) enum Src {
 /// One run of bytes a rank owes a peer through the peer's point-to-point FIFO: `len`
 /// bytes from offset `from` of `src`, to offset `to` of the stream's buffer at the peer.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Run {
-    pub(super) stream: u32,
-    pub(super) src: Src,
-    pub(super) from: usize,
-    pub(super) to: usize,
-    pub(super) len: usize,
+pub(crate) struct Run {
+    pub(crate) stream: u32,
+    pub(crate) src: Src,
+    pub(crate) from: usize,
+    pub(crate) to: usize,
+    pub(crate) len: usize,
 }
 
 /// The streams of the packets, by index in [`Packets::expected`].
@@ -31,20 +31,20 @@ const STREAMS: [u32; 3] = [TO_RECV, TO_OUTBOX, TO_SCATTER];
 /// Copy-in/copy-out through the point-to-point FIFOs: what a rank owes each peer (in the
 /// order it serves them), pushed as far as the rings have room, while it takes what lands
 /// in its own FIFO.
-pub(super) struct Packets {
+pub(crate) struct Packets {
     /// Per peer to serve: the peer, and the runs still owed to it (the first partly sent).
-    pub(super) owed: Vec<(usize, std::collections::VecDeque<Run>)>,
+    pub(crate) owed: Vec<(usize, std::collections::VecDeque<Run>)>,
     /// Bytes still expected in this rank's own FIFO, per stream of [`STREAMS`].
-    pub(super) expected: [usize; 3],
+    pub(crate) expected: [usize; 3],
 }
 
 impl Packets {
-    pub(super) fn new(order: impl Iterator<Item = usize>) -> Packets {
+    pub(crate) fn new(order: impl Iterator<Item = usize>) -> Packets {
         Packets { owed: order.map(|q| (q, Default::default())).collect(), expected: [0; 3] }
     }
 
     /// Adds `run` to what this rank owes `q`.
-    pub(super) fn owe(&mut self, q: usize, run: Run) {
+    pub(crate) fn owe(&mut self, q: usize, run: Run) {
         if run.len == 0 {
             return;
         }
@@ -55,14 +55,14 @@ impl Packets {
     }
 
     /// Whether everything owed has been pushed.
-    pub(super) fn pushed(&self) -> bool {
+    pub(crate) fn pushed(&self) -> bool {
         self.owed.iter().all(|(_, runs)| runs.is_empty())
     }
 
     /// Pushes to every arrived peer that `agrees` as much as its ring takes now, the bytes
     /// coming from `source`. Returns `false` if an arrived peer that is owed data does not
     /// agree (the verdict names it).
-    pub(super) fn push<'x>(
+    pub(crate) fn push<'x>(
         &mut self,
         round: &Round<'_>,
         agrees: &dyn Fn(usize) -> bool,
@@ -101,7 +101,7 @@ impl Packets {
     ///
     /// `Protocol` for a packet of another stream, beyond the buffer, or beyond what the
     /// stream still expects; a FIFO wait's error.
-    pub(super) fn take(&mut self, round: &Round<'_>, recv: &mut [u8], outbox: &mut [u8]) -> Result<()> {
+    pub(crate) fn take(&mut self, round: &Round<'_>, recv: &mut [u8], outbox: &mut [u8]) -> Result<()> {
         let (fifo, cursor) = round.p2p(round.me());
         while let Some(h) = fifo.peek(cursor) {
             let k = STREAMS.iter().position(|&s| s == h.stream);
@@ -128,7 +128,7 @@ impl Packets {
 
     /// Whether something can be done now: a packet to take, or room at an arrived peer
     /// that is owed data.
-    pub(super) fn ready(&self, round: &Round<'_>) -> bool {
+    pub(crate) fn ready(&self, round: &Round<'_>) -> bool {
         let (fifo, cursor) = round.p2p(round.me());
         fifo.peek(cursor).is_some()
             || self

@@ -1,14 +1,32 @@
 //! [`Exposure`]: a buffer registered with every peer once, for many collectives.
 
-use crate::coll::reduce::ReduceAlgorithm;
-use crate::coll::{self, all_equal, bcast::BcastAlgorithm, check, op, reduce::Bufs, Kind};
-use crate::comm::Comm;
+use super::{Comm, Route};
+use crate::coll::bcast::{self, BcastAlgorithm};
+use crate::coll::expose;
+use crate::coll::reduce::{self, Bufs, ReduceAlgorithm};
 use crate::error::Result;
 use crate::op::Operator;
 use crate::pod::Pod;
-use crate::sync::{Call, Registration};
+use crate::sync::Registration;
 use mpi::topology::Rank;
 use std::ops::{Deref, DerefMut};
+
+impl Comm {
+    /// Exposes `buf` to every rank of the node until the returned [`Exposure`] drops.
+    /// Collective: every rank exposes a buffer of the same length in bytes.
+    ///
+    /// Each rank maps or attaches every peer's buffer once, here, and keeps the mapping;
+    /// the exposure's collectives reuse it, with no address exchange. The buffer stays
+    /// borrowed until the exposure drops.
+    ///
+    /// # Errors
+    ///
+    /// On every rank of the node: `Error::LengthMismatch` if the buffers' lengths differ,
+    /// `Error::Mismatch` if a rank calls another collective; `PeerDied` or `Timeout`.
+    pub fn expose<'a, T: Pod>(&'a self, buf: &'a mut [T]) -> Result<Exposure<'a, T>> {
+        Exposure::new(self, buf)
+    }
+}
 
 /// A buffer exposed to every peer of the node: the registration cache.
 ///
@@ -98,33 +116,10 @@ pub struct Exposure<'a, T: Pod> {
 
 impl<'a, T: Pod> Exposure<'a, T> {
     /// Registers `buf` with every rank of the node (see [`Comm::expose`]).
-    pub(crate) fn new(comm: &'a Comm, buf: &'a mut [T]) -> Result<Exposure<'a, T>> {
-        let ctx = comm.ctx();
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
-        let (addr, len) = (bytes.as_mut_ptr() as usize, bytes.len());
-        let call = Call {
-            op: op(Kind::Expose, 0, std::mem::size_of::<T>() as u32),
-            root: -1,
-            send: addr,
-            send_len: len,
-            recv: addr,
-            recv_len: len,
-            recv_writable: false,
-            aux: 0,
-            aux2: 0,
-        };
-        let round = check(&ctx, call, false, |r| all_equal(r, |c| c.send_len, r.call(0).send_len))?;
-        let reg = round.register();
-        round.finish(Ok(()))?;
+    fn new(comm: &'a Comm, buf: &'a mut [T]) -> Result<Exposure<'a, T>> {
+        let (Route::Node(ctx) | Route::Nodes(_, _, ctx)) = comm.route()?;
+        let reg = expose::register(&ctx, bytemuck::cast_slice_mut(buf), std::mem::size_of::<T>())?;
         Ok(Exposure { comm, buf, reg: Some(reg) })
-    }
-
-    /// Runs `f` on the exposure's node with its registration.
-    fn registered(&mut self, f: impl FnOnce(&coll::Ctx<'_>, &mut [T]) -> Result<()>) -> Result<()> {
-        let ctx = self.comm.ctx();
-        let reg = self.reg.as_ref().expect("only `withdraw` takes the registration");
-        let buf = &mut *self.buf;
-        ctx.ctl.with_registration(reg, || f(&ctx, buf))
     }
 
     /// Broadcasts the buffer from `root` to every rank's exposed buffer, as
@@ -135,13 +130,15 @@ impl<'a, T: Pod> Exposure<'a, T> {
     /// As [`Comm::broadcast_into`], and `Error::Mismatch` (`what: "exposure"`) if ranks
     /// use different exposures.
     pub fn broadcast(&mut self, root: Rank) -> Result<()> {
-        if self.comm.nodes() > 1 {
-            return self.comm.broadcast_into(self.buf, root);
+        match self.comm.route()? {
+            Route::Node(ctx) => {
+                let src = self.comm.local_of(root);
+                let reg = self.reg.as_ref().expect("only `withdraw` takes the registration");
+                let buf = bytemuck::cast_slice_mut(&mut *self.buf);
+                expose::with(&ctx, reg, || bcast::bcast(&ctx, buf, root, src, BcastAlgorithm::Auto, None))
+            }
+            Route::Nodes(..) => self.comm.broadcast_into(self.buf, root),
         }
-        let src = self.comm.local_of(root);
-        self.registered(|ctx, buf| {
-            coll::bcast::bcast(ctx, bytemuck::cast_slice_mut(buf), root, src, BcastAlgorithm::Auto, None)
-        })
     }
 
     /// Combines every rank's buffer with `op` into every rank's buffer, in place, as
@@ -153,12 +150,14 @@ impl<'a, T: Pod> Exposure<'a, T> {
     /// As [`Comm::all_reduce_in_place`], and `Error::Mismatch` (`what: "exposure"`) if
     /// ranks use different exposures.
     pub fn all_reduce<O: Operator<T>>(&mut self, op: O) -> Result<()> {
-        if self.comm.nodes() > 1 {
-            return self.comm.all_reduce_in_place(self.buf, op);
+        match self.comm.route()? {
+            Route::Node(ctx) => {
+                let reg = self.reg.as_ref().expect("only `withdraw` takes the registration");
+                let buf = Bufs::InPlace(&mut *self.buf);
+                expose::with(&ctx, reg, || reduce::reduce(&ctx, buf, None, &op, ReduceAlgorithm::Auto))
+            }
+            Route::Nodes(..) => self.comm.all_reduce_in_place(self.buf, op),
         }
-        self.registered(|ctx, buf| {
-            coll::reduce::reduce(ctx, Bufs::InPlace(buf), None, &op, ReduceAlgorithm::Auto)
-        })
     }
 
     /// Withdraws the exposure: waits until every rank of the node withdraws its own, then
@@ -174,39 +173,23 @@ impl<'a, T: Pod> Exposure<'a, T> {
     }
 
     fn withdraw_now(&mut self) -> Result<()> {
-        let Some(reg) = self.reg.take() else { return Ok(()) };
-        let ctx = self.comm.ctx();
-        ctx.ctl.with_registration(&reg, || check(&ctx, WITHDRAW, false, |_| Ok(()))?.finish(Ok(())))
+        match self.reg.take() {
+            Some(reg) => expose::withdraw(&self.comm.ctx(), reg),
+            None => Ok(()),
+        }
     }
 }
-
-/// The call of the withdrawal round: no buffer, nothing to move.
-const WITHDRAW: Call = Call {
-    op: Kind::Withdraw as u64,
-    root: -1,
-    send: 0,
-    send_len: 0,
-    recv: 0,
-    recv_len: 0,
-    recv_writable: false,
-    aux: 0,
-    aux2: 0,
-};
 
 impl<T: Pod> Drop for Exposure<'_, T> {
     /// Withdraws the exposure: a collective step, which blocks until every rank of the
     /// node withdraws its own. A rank that drops it while unwinding a panic does not wait:
-    /// it fails the withdrawal round at once (`Control::abandon`), so that its peers'
-    /// withdrawal (or whatever collective they are in) ends with an `Err`, not a hang.
+    /// it fails the withdrawal round at once, so that its peers' withdrawal (or whatever
+    /// collective they are in) ends with an `Err`, not a hang.
     fn drop(&mut self) {
         if !std::thread::panicking() {
             let _ = self.withdraw_now();
         } else if let Some(reg) = self.reg.take() {
-            let ctl = self.comm.ctx().ctl;
-            let _ = ctl.with_registration(&reg, || {
-                ctl.abandon(&WITHDRAW);
-                Ok(())
-            });
+            expose::abandon(&self.comm.ctx(), reg);
         }
     }
 }

@@ -1,13 +1,12 @@
 //! PAP-Shm-Direct: the arrival-aware alltoall across nodes, in three phases inside one
 //! eager round per node (see the module docs of `pap`).
 
-use super::packets::{Packets, Run, Src};
-use super::{TO_OUTBOX, TO_RECV, TO_SCATTER};
-use crate::coll::allgather::Nodes;
+use super::{Hierarchy, Nodes};
 use crate::coll::alltoall::AlltoallAlgorithm;
+use crate::coll::pap::packets::{Packets, Run, Src};
+use crate::coll::pap::{TO_OUTBOX, TO_RECV, TO_SCATTER};
 use crate::coll::{op, Ctx, Kind};
 use crate::error::{Error, Result};
-use crate::hier::Hierarchy;
 use crate::sync::{Call, Round};
 use crate::transport::TransportKind;
 use mpi::collective::SystemOperation;
@@ -158,71 +157,73 @@ impl Layout {
     }
 }
 
-/// Alltoall over several nodes, arrival-aware (PAP-Shm-Direct; see the module docs).
-///
-/// # Errors
-///
-/// On every rank: `LengthMismatch` or `Mismatch` as the other alltoalls (checked from
-/// every rank's shape, carried in the leaders' headers), `Unsupported` if a leader's
-/// message exceeds the 2 GiB an MPI count can hold; a transport error or a peer's
-/// failure, agreed across nodes.
-pub(crate) fn alltoall_hier(
-    hier: &Hierarchy,
-    parent: &SimpleCommunicator,
-    ctx: &Ctx<'_>,
-    send: &[u8],
-    recv: &mut [u8],
-    algorithm: AlltoallAlgorithm,
-) -> Result<()> {
-    let size = parent.size() as usize;
-    let n = send.len() / size;
-    let layout = Layout::new(Nodes::of(hier, size).members, hier.my_node(), n);
-    if layout.nodes() > ctx.ctl.stage_bytes() / 8 {
-        // The same on every rank: the node count is.
-        return Err(Error::Unsupported {
-            rank: parent.rank(),
-            what: format!("an arrival-aware alltoall over {} nodes", layout.nodes()),
-        });
-    }
-    let leader = ctx.ctl.me() == 0;
-    let biggest = layout.members.iter().map(Vec::len).max().unwrap_or(0);
-    let fits = biggest.saturating_mul(biggest).saturating_mul(n) <= i32::MAX as usize;
-    let ok = send.len() == recv.len() && send.len() % size == 0 && fits;
-    let room = if leader && ok { layout.total() } else { 0 };
-    let (mut outbox, mut inbox) = (vec![0u8; room], vec![0u8; room]);
-    let cico = ctx.transport == TransportKind::Cico;
-    let call = Call {
-        op: op(Kind::Alltoall, algorithm.code(), 0),
-        root: 0,
-        send: send.as_ptr() as usize,
-        send_len: send.len(),
-        // A leader publishes its inbox, for its local ranks to read what has landed.
-        recv: if leader { inbox.as_mut_ptr() as usize } else { recv.as_mut_ptr() as usize },
-        recv_len: if leader { inbox.len() } else { recv.len() },
-        recv_writable: false,
-        aux: 0,
-        // The user's receive length, which the checks compare.
-        aux2: recv.len() as u64,
-    };
-    let drained = if cico { ctx.ctl.drain_p2p() } else { Ok(()) };
-    let round = ctx.ctl.begin_eager(&call, if leader && !cico { layout.nodes() } else { 0 })?;
-    let leg = NodeLeg { round: &round, layout: &layout, send, ok: ok && drained.is_ok(), cico };
-    let (moved, verdict) = match hier.leaders() {
-        Some(leaders) => {
-            let mut header_in: Vec<Vec<u8>> =
-                layout.members.iter().map(|m| vec![0u8; header_len(m.len())]).collect();
-            let mut header_out: Vec<Vec<u8>> = vec![Vec::new(); layout.nodes()];
-            let (moved, verdict) = mpi::request::scope(|scope| {
-                lead(&leg, leaders, scope, &mut outbox, &mut inbox, recv, &mut header_in, &mut header_out)
+impl Hierarchy {
+    /// Alltoall over several nodes, arrival-aware (PAP-Shm-Direct; see the module docs).
+    ///
+    /// # Errors
+    ///
+    /// On every rank: `LengthMismatch` or `Mismatch` as the other alltoalls (checked from
+    /// every rank's shape, carried in the leaders' headers), `Unsupported` if a leader's
+    /// message exceeds the 2 GiB an MPI count can hold; a transport error or a peer's
+    /// failure, agreed across nodes.
+    pub(crate) fn pap_alltoall(
+        &self,
+        parent: &SimpleCommunicator,
+        ctx: &Ctx<'_>,
+        send: &[u8],
+        recv: &mut [u8],
+        algorithm: AlltoallAlgorithm,
+    ) -> Result<()> {
+        let size = parent.size() as usize;
+        let n = send.len() / size;
+        let layout = Layout::new(Nodes::of(self, size).members, self.my_node(), n);
+        if layout.nodes() > ctx.ctl.stage_bytes() / 8 {
+            // The same on every rank: the node count is.
+            return Err(Error::Unsupported {
+                rank: parent.rank(),
+                what: format!("an arrival-aware alltoall over {} nodes", layout.nodes()),
             });
-            (moved, Some(verdict))
         }
-        None => (follow(&leg, recv), None),
-    };
-    // The node agrees first (every local rank's buffers stay in use until then), then the
-    // communicator.
-    let local = round.finish(drained.and(moved));
-    agree(parent, verdict, local)
+        let leader = ctx.ctl.me() == 0;
+        let biggest = layout.members.iter().map(Vec::len).max().unwrap_or(0);
+        let fits = biggest.saturating_mul(biggest).saturating_mul(n) <= i32::MAX as usize;
+        let ok = send.len() == recv.len() && send.len() % size == 0 && fits;
+        let room = if leader && ok { layout.total() } else { 0 };
+        let (mut outbox, mut inbox) = (vec![0u8; room], vec![0u8; room]);
+        let cico = ctx.transport == TransportKind::Cico;
+        let call = Call {
+            op: op(Kind::Alltoall, algorithm.code(), 0),
+            root: 0,
+            send: send.as_ptr() as usize,
+            send_len: send.len(),
+            // A leader publishes its inbox, for its local ranks to read what has landed.
+            recv: if leader { inbox.as_mut_ptr() as usize } else { recv.as_mut_ptr() as usize },
+            recv_len: if leader { inbox.len() } else { recv.len() },
+            recv_writable: false,
+            aux: 0,
+            // The user's receive length, which the checks compare.
+            aux2: recv.len() as u64,
+        };
+        let drained = if cico { ctx.ctl.drain_p2p() } else { Ok(()) };
+        let round = ctx.ctl.begin_eager(&call, if leader && !cico { layout.nodes() } else { 0 })?;
+        let leg = NodeLeg { round: &round, layout: &layout, send, ok: ok && drained.is_ok(), cico };
+        let (moved, verdict) = match self.leaders() {
+            Some(leaders) => {
+                let mut header_in: Vec<Vec<u8>> =
+                    layout.members.iter().map(|m| vec![0u8; header_len(m.len())]).collect();
+                let mut header_out: Vec<Vec<u8>> = vec![Vec::new(); layout.nodes()];
+                let (moved, verdict) = mpi::request::scope(|scope| {
+                    lead(&leg, leaders, scope, &mut outbox, &mut inbox, recv, &mut header_in, &mut header_out)
+                });
+                (moved, Some(verdict))
+            }
+            None => (follow(&leg, recv), None),
+        };
+        // The node agrees first (every local rank's buffers stay in use until then), then the
+        // communicator.
+        let local = round.finish(drained.and(moved));
+        agree(parent, verdict, local)
+    }
 }
 
 /// What the two roles of a node share.

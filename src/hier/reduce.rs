@@ -1,230 +1,20 @@
-//! Two-level compositions for communicators that span several nodes: the intra-node legs
-//! go through the node's segment and transport, the inter-node legs through rsmpi among
-//! the node leaders (local rank 0 of every node) or, for the multi-root allreduce, along
-//! the column communicators (local rank `j` of every node).
-//!
-//! When every node holds a single rank ([`Hierarchy::direct`]) there is no intra-node leg
-//! to gain from: the collectives check their arguments across the communicator as usual
-//! and then call rsmpi's own collective on the whole communicator.
+//! The reductions across nodes: reduce, allreduce (by the leaders, or multi-root along
+//! the columns) and the scans.
 
+use super::Hierarchy;
 use crate::coll::{self, bcast::BcastAlgorithm, Ctx};
 use crate::error::{Error, Result};
-use crate::node::NodeComm;
 use crate::op::Operator;
 use crate::pod::Pod;
 use crate::to_mpi::{self, Spot};
-use mpi::collective::SystemOperation;
-use mpi::topology::{Color, SimpleCommunicator};
+use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
 /// Allreduces of fewer bytes than this take the leader path: their time is the latency of
 /// the node rounds and of one MPI call, which the multi-root path does not shorten.
 pub(crate) const MULTI_ROOT_MIN_BYTES: usize = 16 * 1024;
 
-/// Where every rank of the communicator lives.
-pub(crate) struct Hierarchy {
-    /// The communicator of the node leaders, ordered by parent rank (on leaders only).
-    leaders: Option<SimpleCommunicator>,
-    /// This rank's column: the ranks with its local rank on every node that has one,
-    /// ordered by parent rank. Column 0 holds the same ranks as `leaders`.
-    column: SimpleCommunicator,
-    /// The smallest node's size: the number of columns that reach every node.
-    min_node_size: usize,
-    /// For every rank of the parent: the index of its node (its leader's rank among the
-    /// leaders).
-    node_of: Vec<usize>,
-    /// For every rank of the parent: its rank on its node.
-    local_of: Vec<usize>,
-    /// How many nodes.
-    nodes: usize,
-    /// This rank's node.
-    my_node: usize,
-}
-
 impl Hierarchy {
-    /// Learns the node of every rank, and splits `parent` into the leaders' communicator
-    /// and the column communicators (one per local rank; column `j` holds local rank `j`
-    /// of every node with more than `j` ranks). Collective over `parent`.
-    pub(crate) fn new(parent: &SimpleCommunicator, node: &NodeComm) -> Hierarchy {
-        let p = parent.size() as usize;
-        let leader = node.ctl.rank_of(0);
-        let mut leader_of = vec![0i32; p];
-        parent.all_gather_into(&leader, &mut leader_of[..]);
-        let mut leaders_sorted = leader_of.clone();
-        leaders_sorted.sort_unstable();
-        leaders_sorted.dedup();
-        let node_of: Vec<usize> =
-            leader_of.iter().map(|l| leaders_sorted.binary_search(l).expect("a leader is a rank")).collect();
-        let mut seen = vec![0usize; leaders_sorted.len()];
-        let local_of = node_of
-            .iter()
-            .map(|&n| {
-                seen[n] += 1;
-                seen[n] - 1
-            })
-            .collect();
-        let is_leader = node.ctl.me() == 0;
-        let color = if is_leader { Color::with_value(0) } else { Color::undefined() };
-        let leaders = parent.split_by_color_with_key(color, parent.rank());
-        let column = parent
-            .split_by_color_with_key(Color::with_value(node.ctl.me() as i32), parent.rank())
-            .expect("a split with a defined color returns a communicator");
-        let my_node = node_of[parent.rank() as usize];
-        let nodes = leaders_sorted.len();
-        let min_node_size = seen.iter().copied().min().unwrap_or(1);
-        Hierarchy { leaders, column, min_node_size, node_of, local_of, nodes, my_node }
-    }
-
-    /// Whether every node holds a single rank: the collectives then gain nothing from
-    /// the node level, and call rsmpi's own on the whole communicator (after the same
-    /// checks).
-    pub(crate) fn direct(&self) -> bool {
-        self.nodes == self.node_of.len()
-    }
-
-    /// The size of the smallest node: the multi-root allreduce's partition count.
-    pub(crate) fn min_node_size(&self) -> usize {
-        self.min_node_size
-    }
-
-    /// The number of nodes.
-    pub(crate) fn nodes(&self) -> usize {
-        self.nodes
-    }
-
-    /// This rank's node.
-    pub(crate) fn my_node(&self) -> usize {
-        self.my_node
-    }
-
-    /// The local rank of parent rank `r` on its node, or 0 for a rank that does not exist
-    /// (the checks then reject the call on every rank).
-    pub(crate) fn local_of(&self, r: i32) -> usize {
-        usize::try_from(r).ok().and_then(|r| self.local_of.get(r).copied()).unwrap_or(0)
-    }
-
-    /// The communicator of the node leaders (node `k`'s leader is its rank `k`), on the
-    /// leaders only.
-    pub(crate) fn leaders(&self) -> Option<&SimpleCommunicator> {
-        self.leaders.as_ref()
-    }
-
-    /// The node of parent rank `r`, or 0 for a rank that does not exist.
-    pub(crate) fn node_of(&self, r: i32) -> usize {
-        usize::try_from(r).ok().and_then(|r| self.node_of.get(r).copied()).unwrap_or(0)
-    }
-
-    /// Checks across nodes that every rank calls `kind` with the same root and length;
-    /// the node-local checks then run as usual.
-    pub(crate) fn check(
-        &self,
-        parent: &SimpleCommunicator,
-        kind: coll::Kind,
-        root: i32,
-        len: usize,
-    ) -> Result<()> {
-        self.check_tagged(parent, kind, root, len, 0, None)
-    }
-
-    /// [`check`](Self::check), that every rank passes the same `tag` (a reduction's
-    /// operator and element type), and that every rank's output, where it has one
-    /// (`recv`), is `len` bytes long: so that no node moves a byte when a rank of another
-    /// node has a buffer of the wrong length.
-    pub(crate) fn check_tagged(
-        &self,
-        parent: &SimpleCommunicator,
-        kind: coll::Kind,
-        root: i32,
-        len: usize,
-        tag: u64,
-        recv: Option<usize>,
-    ) -> Result<()> {
-        const N: usize = 5;
-        let short = recv.map_or(0, |r| r as i64 - len as i64);
-        let mine = [kind as i64, root as i64, len as i64, tag as i64, short];
-        let mut both = [0i64; 2 * N];
-        for (i, &v) in mine.iter().enumerate() {
-            both[2 * i] = v;
-            both[2 * i + 1] = v.wrapping_neg();
-        }
-        let mut max = [0i64; 2 * N];
-        parent.all_reduce_into(&both[..], &mut max[..], SystemOperation::max());
-        if (0..N).all(|i| max[2 * i] == max[2 * i + 1].wrapping_neg()) && max[2 * 4] == 0 {
-            let size = parent.size();
-            return match root {
-                r if (0..size).contains(&r) => Ok(()),
-                _ => Err(Error::InvalidRoot { rank: parent.rank(), root, size }),
-            };
-        }
-        // Someone disagrees: find the first rank that differs from rank 0.
-        let mut all = vec![0i64; N * parent.size() as usize];
-        parent.all_gather_into(&mine[..], &mut all[..]);
-        let rank = parent.rank();
-        // Every rank may agree on the same wrong output length: rank 0 is then the first
-        // culprit.
-        let (culprit, theirs) =
-            all.chunks(N).enumerate().find(|(_, c)| *c != &all[..N] || c[4] != 0).expect("a difference");
-        let culprit = culprit as i32;
-        let length = |found: i64| Error::LengthMismatch {
-            rank,
-            culprit,
-            expected: all[2] as usize,
-            found: found as usize,
-        };
-        Err(match (0..N).find(|&i| theirs[i] != all[i]).unwrap_or(4) {
-            0 => Error::Mismatch { rank, culprit, what: "collective" },
-            1 => Error::Mismatch { rank, culprit, what: "root" },
-            2 => length(theirs[2]),
-            3 => Error::Mismatch { rank, culprit, what: "operator or element type" },
-            _ => length(theirs[2] + theirs[4]),
-        })
-    }
-
-    /// Agrees across nodes on the outcome of a step every rank took (see [`agree`]).
-    pub(crate) fn agree(&self, parent: &SimpleCommunicator, result: Result<()>) -> Result<()> {
-        agree(parent, result)
-    }
-
-    /// Broadcast over several nodes: the root's node first; then the leaders over MPI in
-    /// chunks, while every other node reads behind its leader through its message counter
-    /// (the pipelined broadcast), so the network leg and the node's copies overlap. With
-    /// one rank per node, rsmpi's broadcast after the checks.
-    pub(crate) fn bcast(
-        &self,
-        parent: &SimpleCommunicator,
-        ctx: &Ctx<'_>,
-        buf: &mut [u8],
-        root: i32,
-        algorithm: BcastAlgorithm,
-    ) -> Result<()> {
-        self.check(parent, coll::Kind::Bcast, root, buf.len())?;
-        if self.direct() {
-            if !buf.is_empty() {
-                parent.process_at_rank(root).broadcast_into(buf);
-            }
-            return Ok(());
-        }
-        let root_node = self.node_of[root as usize];
-        let chunk = algorithm.feed_chunk();
-        let from_network = |piece: &mut [u8]| {
-            if let Some(leaders) = &self.leaders {
-                let mut spot = Spot::new();
-                leaders.process_at_rank(root_node as i32).broadcast_into(to_mpi::recv(piece, &mut spot));
-            }
-            Ok(())
-        };
-        let result = if root_node == self.my_node {
-            let result = coll::bcast::bcast(ctx, buf, root, self.local_of(root), algorithm, None);
-            // The leader now holds the data: send it on, in the chunks the others expect.
-            let mut send = from_network;
-            buf.chunks_mut(chunk).try_for_each(&mut send).and(result)
-        } else {
-            let mut receive = from_network;
-            coll::bcast::bcast(ctx, buf, root, 0, algorithm, Some(&mut receive))
-        };
-        self.agree(parent, result)
-    }
-
     /// Allreduce over several nodes, by one of three paths that every rank chooses alike
     /// (from the length, the operator and the shape, all checked equal first):
     ///
@@ -538,22 +328,6 @@ impl Hierarchy {
         }
         Ok(())
     }
-
-    /// Barrier over several nodes: node barrier, leader barrier, node barrier (with one
-    /// rank per node, rsmpi's barrier).
-    pub(crate) fn barrier(&self, parent: &SimpleCommunicator, ctx: &Ctx<'_>) -> Result<()> {
-        self.check(parent, coll::Kind::Barrier, 0, 0)?;
-        if self.direct() {
-            parent.barrier();
-            return Ok(());
-        }
-        let mut result = coll::barrier::barrier(ctx);
-        if let Some(leaders) = &self.leaders {
-            leaders.barrier();
-        }
-        result = result.and(coll::barrier::barrier(ctx));
-        self.agree(parent, result)
-    }
 }
 
 /// Combines every member's `mine` into `out` over `comm` with `oper`: MPI's own operator
@@ -574,19 +348,6 @@ fn combine<T: Pod, O: Operator<T>>(comm: &SimpleCommunicator, mine: &[T], out: &
                 }
             }
         }
-    }
-}
-
-/// Agrees over `parent` on the outcome of a step every rank took: this rank's own error,
-/// or `PeerFailed` naming the first rank that failed, or `Ok` on every rank.
-pub(crate) fn agree(parent: &SimpleCommunicator, result: Result<()>) -> Result<()> {
-    let mine = if result.is_err() { parent.rank() } else { i32::MAX };
-    let mut first = 0i32;
-    parent.all_reduce_into(&mine, &mut first, SystemOperation::min());
-    match (result, first) {
-        (Err(e), _) => Err(e),
-        (Ok(()), i32::MAX) => Ok(()),
-        (Ok(()), peer) => Err(Error::PeerFailed { rank: parent.rank(), peer }),
     }
 }
 

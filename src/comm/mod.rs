@@ -1,0 +1,413 @@
+//! [`Comm`]: the user's handle, built over any rsmpi communicator.
+
+//!
+//! One file per family of methods; this one holds the communicator itself, its set-up,
+//! and [`Comm::route`], the one place where a call is sent to one node (`coll`) or across
+//! nodes (`hier`, which itself calls rsmpi's own collective where every node is one rank),
+//! after the check that MPI may be called from this thread.
+
+mod all;
+pub(crate) mod exposure;
+mod info;
+mod memory;
+mod reduce;
+mod rooted;
+mod tune;
+mod varcount;
+
+pub use info::{Info, InterNode, Traffic};
+
+use crate::coll::{Ctx, Overrides};
+use crate::error::{Error, Result};
+use crate::hier::Hierarchy;
+use crate::node::{NodeComm, Split};
+use crate::sync::wait::WaitPolicy;
+use mpi::environment::Threading;
+use mpi::topology::{Communicator, Rank, SimpleCommunicator};
+use std::fmt;
+use std::thread::{self, ThreadId};
+
+/// A communicator with zero-copy collectives inside each node.
+///
+/// Built collectively over any rsmpi communicator (it duplicates it, so zcoll's traffic
+/// never mixes with yours). Collective methods are named as rsmpi names them, take roots
+/// as ranks of the communicator, and return [`Result`] instead of aborting: a bad
+/// argument on any rank is an `Err` on every rank, before any byte moves.
+///
+/// Like an MPI communicator, a `Comm` is used by one thread at a time, and every rank
+/// must call its collectives in the same order.
+///
+/// Across nodes the collectives are two-level: node legs through the node's transport,
+/// inter-node legs through rsmpi among the node leaders, and large allreduces multi-root
+/// along the column communicators (see the book's reduce chapter). Where every node holds
+/// a single rank (one rank per host, or `ZCOLL_NODE_SIZE=1`) the node level has nothing to
+/// gain: the collectives check their arguments across the communicator exactly as
+/// elsewhere, then call rsmpi's own collective (reductions with a user operator and the
+/// arrival-aware alltoalls keep zcoll's paths).
+/// [`Info::inter_node`] says which applies.
+///
+/// # Examples
+///
+/// ```no_run
+/// use zcoll::ZeroCopy;
+///
+/// let universe = mpi::initialize().unwrap();
+/// let comm = universe.world().zero_copy()?;
+/// let mut data = vec![0u64; 1 << 20];
+/// if comm.rank() == 0 {
+///     data.iter_mut().enumerate().for_each(|(i, x)| *x = i as u64);
+/// }
+/// comm.broadcast_into(&mut data, 0)?;
+/// assert_eq!(data[12345], 12345);
+/// # Ok::<(), zcoll::Error>(())
+/// ```
+///
+/// # Threads
+///
+/// A `Comm` is `Send`, not `Sync`: one collective at a time runs on it, and it may move to
+/// another thread (one communicator per thread, say). What MPI allows decides the rest:
+///
+/// - On the thread that built it, a `Comm` needs no more than `MPI_THREAD_FUNNELED`
+///   (rsmpi's `mpi::initialize`).
+/// - On any other thread, MPI must have been initialized with `MPI_THREAD_MULTIPLE`
+///   (`mpi::initialize_with_threading(Threading::Multiple)`). Without it, every
+///   collective called there returns `Error::Unsupported` before touching MPI or the
+///   node (so the other ranks see the call missing, and time out: `ZCOLL_TIMEOUT`),
+///   [`Comm::mpi`] panics, and dropping the `Comm` there leaks its MPI communicators
+///   instead of freeing them.
+///
+/// # Examples of threads
+///
+/// ```no_run
+/// use mpi::environment::Threading;
+/// use zcoll::ZeroCopy;
+///
+/// let (universe, level) = mpi::initialize_with_threading(Threading::Multiple).unwrap();
+/// assert_eq!(level, Threading::Multiple);
+/// let comm = universe.world().zero_copy()?;
+/// let sum = std::thread::spawn(move || {
+///     let mut sum = [0u64];
+///     comm.all_reduce_into(&[1u64], &mut sum, zcoll::op::Builtin::Sum).map(|()| sum[0])
+/// })
+/// .join()
+/// .unwrap()?;
+/// assert_eq!(sum, universe.world().size() as u64);
+/// # Ok::<(), zcoll::Error>(())
+/// ```
+pub struct Comm {
+    parent: SimpleCommunicator,
+    node: NodeComm,
+    hier: Hierarchy,
+    info: Info,
+    overrides: Overrides,
+    home: Home,
+}
+
+// SAFETY: the fields that are not `Send` are rsmpi's communicator handles (`parent`,
+// `node.comm`, the hierarchy's): raw MPI handles, which MPI lets any thread use under
+// `MPI_THREAD_MULTIPLE`, and only the thread that initialized MPI under the lower levels.
+// Every use of them goes through a method that first asks `home.allows()` (`route`,
+// `mpi`, `duplicate`, `split`, `calibrate`), which is true on the thread that built the
+// communicator, or on any thread under `MPI_THREAD_MULTIPLE`; `Drop` leaks them rather
+// than free them from a thread MPI does not allow. The rest is `Send`: the segment's
+// mapping and the per-call state in `Cell`s (moved with the `Comm`, never shared, since
+// `Comm` is not `Sync`).
+#[allow(unsafe_code)]
+unsafe impl Send for Comm {}
+
+/// The thread that built a communicator, and whether MPI lets other threads call it.
+#[derive(Clone, Copy, Debug)]
+struct Home {
+    thread: ThreadId,
+    multiple: bool,
+}
+
+impl Home {
+    /// This thread, and the thread level MPI was initialized with.
+    fn here() -> Home {
+        let multiple = mpi::environment::threading_support() == Threading::Multiple;
+        Home { thread: thread::current().id(), multiple }
+    }
+
+    /// Whether this thread may call MPI on the communicator.
+    fn allows(&self) -> bool {
+        self.multiple || thread::current().id() == self.thread
+    }
+
+    /// `Unsupported` on a thread that may not call MPI.
+    fn check(&self, rank: Rank) -> Result<()> {
+        match self.allows() {
+            true => Ok(()),
+            false => Err(Error::Unsupported {
+                rank,
+                what: "a call from a thread other than the one that built the communicator, \
+                       without MPI_THREAD_MULTIPLE (mpi::initialize_with_threading)"
+                    .into(),
+            }),
+        }
+    }
+}
+
+impl Drop for Comm {
+    fn drop(&mut self) {
+        if !self.home.allows() {
+            // MPI may not be called here: the communicators are leaked, not freed.
+            // `self_comm` is a predefined handle, which rsmpi never frees.
+            for c in [&mut self.parent, &mut self.node.comm] {
+                std::mem::forget(std::mem::replace(c, SimpleCommunicator::self_comm()));
+            }
+            self.hier.leak_handles();
+        }
+    }
+}
+
+/// Where [`Comm::route`] sends a call.
+pub(crate) enum Route<'a> {
+    /// Every rank is on this node: the node's collectives (`coll`).
+    Node(Ctx<'a>),
+    /// Several nodes: the two-level compositions (`hier`), over the parent communicator.
+    Nodes(&'a Hierarchy, &'a SimpleCommunicator, Ctx<'a>),
+}
+
+impl Comm {
+    /// Builds a zero-copy communicator over `comm`. Collective over `comm`.
+    ///
+    /// It splits `comm` into nodes (by shared memory, or into virtual nodes of `k`
+    /// consecutive `MPI_COMM_WORLD` ranks with `ZCOLL_NODE_SIZE=k`), exchanges process ids,
+    /// maps each node's control segment, and decides each node's transport: `xpmem` if
+    /// every rank of the node loads XPMEM and may read every other with
+    /// `process_vm_readv`, else `cma` (with buffers in the shared heap mapped by every
+    /// rank where the ranks may map each other's heap), else `cico`
+    /// (`ZCOLL_TRANSPORT=cma|cico|heap|xpmem` forces one).
+    ///
+    /// # Errors
+    ///
+    /// On every rank of `comm`: `Error::Config` for an environment variable zcoll cannot
+    /// read, `Error::Segment` if the control segment cannot be created or mapped,
+    /// `Error::Unsupported` if `ZCOLL_TRANSPORT` asks for a transport the node cannot
+    /// use; the ranks of the nodes where nothing failed get `Error::PeerFailed` naming
+    /// the first rank that failed.
+    pub fn new<C: Communicator>(comm: &C) -> Result<Comm> {
+        let parent = comm.duplicate();
+        let split = Split::from_env();
+        let policy = WaitPolicy::from_env();
+        // Every rank takes part in the splits even with a bad variable, so none is left
+        // waiting; the error is reported after.
+        let node = NodeComm::new(
+            &parent,
+            split.clone().unwrap_or(Split::Shared),
+            policy.clone().unwrap_or_default(),
+        );
+        // Every node must hear of a failure on another before the next collective step
+        // (the hierarchy's splits), or it would wait there for ever.
+        let set_up = match (&split, &policy, &node) {
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Err(e.clone()),
+            _ => Ok(()),
+        };
+        crate::hier::agree(&parent, set_up)?;
+        let (split, node) = (split?, node?);
+        if parent.rank() == 0 {
+            if let Some(w) = crate::tune::select::warning() {
+                eprintln!("zcoll: {w}");
+            }
+        }
+        let hier = Hierarchy::new(&parent, &node);
+        let info = Info {
+            rank: parent.rank(),
+            size: parent.size(),
+            node: hier.my_node(),
+            nodes: hier.nodes(),
+            node_ranks: (0..node.ctl.size()).map(|r| node.ctl.rank_of(r)).collect(),
+            pids: node_pids(&node),
+            transport: node.transport,
+            reason: node.reason.clone(),
+            heap: node.heap,
+            segment_bytes: node.ctl.segment_bytes(),
+            stage_bytes: node.ctl.stage_bytes(),
+            virtual_nodes: match split {
+                Split::Virtual(k) => Some(k),
+                Split::Shared => None,
+            },
+            tuning: crate::tune::select::active().1.clone(),
+            inter_node: match (hier.nodes(), hier.direct()) {
+                (1, _) => InterNode::OneNode,
+                (_, true) => InterNode::DirectMpi,
+                (_, false) => InterNode::Hierarchical { columns: hier.min_node_size() },
+            },
+        };
+        Ok(Comm { parent, node, hier, info, overrides: Overrides::from_env(), home: Home::here() })
+    }
+
+    /// A new zero-copy communicator over the same ranks (`MPI_Comm_dup`), with its own
+    /// segment and its own rounds: calls on one never match calls on the other. Collective.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn f(comm: &zcoll::Comm) -> zcoll::Result<()> {
+    /// let library = comm.duplicate()?; // a library's traffic kept apart from the program's
+    /// library.barrier()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Comm::new`].
+    pub fn duplicate(&self) -> Result<Comm> {
+        self.home.check(self.rank())?;
+        Comm::new(&self.parent)
+    }
+
+    /// Splits the communicator as rsmpi's `split_by_color_with_key` does
+    /// (`MPI_Comm_split`): the ranks that pass the same `color` form a new zero-copy
+    /// communicator, ordered by `key` (then by rank); a rank that passes
+    /// `Color::undefined()` gets `None`. Collective over this communicator; the new
+    /// communicators are built with the same checks as [`Comm::new`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use mpi::topology::Color;
+    /// # fn f(comm: &zcoll::Comm) -> zcoll::Result<()> {
+    /// // Even and odd ranks apart.
+    /// let half = comm.split(Color::with_value(comm.rank() % 2), comm.rank())?.expect("a color");
+    /// half.barrier()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Comm::new`], on every rank of each new communicator.
+    pub fn split(&self, color: mpi::topology::Color, key: Rank) -> Result<Option<Comm>> {
+        self.home.check(self.rank())?;
+        match self.parent.split_by_color_with_key(color, key) {
+            Some(sub) => Comm::new(&sub).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// This process's rank in the communicator.
+    pub fn rank(&self) -> Rank {
+        self.info.rank
+    }
+
+    /// The number of ranks in the communicator.
+    pub fn size(&self) -> Rank {
+        self.info.size
+    }
+
+    /// What zcoll set up: the node, its ranks, the transport and why.
+    pub fn info(&self) -> &Info {
+        &self.info
+    }
+
+    /// The rsmpi communicator zcoll uses (a duplicate of the one it was built from), for
+    /// the calls zcoll does not provide.
+    ///
+    /// # Panics
+    ///
+    /// On a thread that may not call MPI (see [Threads](Comm#threads)).
+    pub fn mpi(&self) -> &SimpleCommunicator {
+        assert!(
+            self.home.allows(),
+            "zcoll: Comm::mpi on a thread MPI does not allow (see Comm's docs, Threads)"
+        );
+        &self.parent
+    }
+
+    /// Where a call goes: to this node's collectives, or to the two-level ones. Every
+    /// collective enters here.
+    ///
+    /// # Errors
+    ///
+    /// `Unsupported` on a thread that may not call MPI (see [Threads](Comm#threads)).
+    pub(crate) fn route(&self) -> Result<Route<'_>> {
+        self.home.check(self.rank())?;
+        Ok(match self.hier.nodes() {
+            1 => Route::Node(self.ctx()),
+            _ => Route::Nodes(&self.hier, &self.parent, self.ctx()),
+        })
+    }
+
+    /// The local rank of rank `r` on its node (0 for a rank that does not exist: the
+    /// checks then reject the call on every rank).
+    fn local_of(&self, r: Rank) -> usize {
+        self.hier.local_of(r)
+    }
+
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            ctl: &self.node.ctl,
+            transport: self.node.transport,
+            comm_size: self.info.size,
+            overrides: &self.overrides,
+        }
+    }
+
+    /// Blocks until every rank of the communicator has called it.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// comm.barrier()?;
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Error::Mismatch` if ranks called different collectives at this point;
+    /// `Error::PeerDied` or `Error::Timeout` while waiting.
+    ///
+    /// # Standard section(s)
+    ///
+    /// MPI 4.1, 6.3 (`MPI_Barrier`).
+    pub fn barrier(&self) -> Result<()> {
+        match self.route()? {
+            Route::Node(ctx) => crate::coll::barrier::barrier(&ctx),
+            Route::Nodes(hier, parent, ctx) => hier.barrier(parent, &ctx),
+        }
+    }
+}
+
+impl fmt::Debug for Comm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Comm").field("info", &self.info).finish_non_exhaustive()
+    }
+}
+
+fn node_pids(node: &NodeComm) -> Vec<i32> {
+    use mpi::traits::*;
+    let mut pids = vec![0i32; node.ctl.size()];
+    node.comm.all_gather_into(&(std::process::id() as i32), &mut pids[..]);
+    pids
+}
+
+/// Turns any rsmpi communicator into a zero-copy one: `world.zero_copy()?`.
+///
+/// # Examples
+///
+/// ```no_run
+/// use zcoll::ZeroCopy;
+/// let universe = mpi::initialize().unwrap();
+/// let comm = universe.world().zero_copy()?;
+/// comm.barrier()?;
+/// # Ok::<(), zcoll::Error>(())
+/// ```
+pub trait ZeroCopy: Communicator {
+    /// The same as [`Comm::new(self)`](Comm::new).
+    ///
+    /// # Errors
+    ///
+    /// As [`Comm::new`].
+    fn zero_copy(&self) -> Result<Comm>
+    where
+        Self: Sized,
+    {
+        Comm::new(self)
+    }
+}
+
+impl<C: Communicator> ZeroCopy for C {}

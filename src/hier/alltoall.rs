@@ -1,0 +1,107 @@
+//! Alltoall across nodes: the node's blocks gathered at its leader, exchanged among the
+//! leaders with rsmpi, scattered in every node; or PAP-Shm-Direct (`pap.rs`).
+
+use super::{agree_shape, mpi_count, prefix, too_big, Hierarchy, Nodes};
+use crate::coll::alltoall::AlltoallAlgorithm;
+use crate::coll::legs::{gather_to_leader, scatter_from_leader};
+use crate::coll::{op, Ctx, Kind};
+use crate::error::Result;
+use crate::to_mpi::{self, Spot};
+use crate::transport::TransportKind;
+use mpi::datatype::{Partition, PartitionMut};
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+impl Hierarchy {
+    /// Alltoall over several nodes: gather the send buffers at the leaders, exchange
+    /// node-to-node blocks among the leaders with rsmpi, scatter in every node; with one
+    /// rank per node, rsmpi's own alltoall after the checks; PAP-Shm-Direct for the
+    /// arrival-aware algorithms.
+    ///
+    /// # Errors
+    ///
+    /// On every rank: `Mismatch`, `LengthMismatch` as the single-node call (checked across
+    /// the whole communicator), `Unsupported` if a leader's share exceeds the 2 GiB an MPI
+    /// count can hold; a transport error or a peer's failure, agreed across nodes.
+    pub(crate) fn alltoall(
+        &self,
+        parent: &SimpleCommunicator,
+        ctx: &Ctx<'_>,
+        send: &[u8],
+        recv: &mut [u8],
+        algorithm: AlltoallAlgorithm,
+    ) -> Result<()> {
+        let size = parent.size() as usize;
+        // Resolved once for the whole call, without the transport and with the communicator's
+        // size (nodes may differ in both), so every node takes the same path: the node legs
+        // below are fixed rounds, not the node's own alltoall.
+        let resolved = algorithm.resolve(send.len() / size, size, TransportKind::Cma, ctx.overrides);
+        if let Ok(a) = resolved {
+            if a.arrival_aware() {
+                return self.pap_alltoall(parent, ctx, send, recv, a);
+            }
+        }
+        self.check(parent, Kind::Alltoall, 0, send.len())?;
+        // Ranks must agree on what they asked for.
+        let word = op(Kind::Alltoall, algorithm.code(), 0);
+        let whole = |first: usize| first / size * size;
+        agree_shape(parent, send.len(), recv.len(), word, |first| (whole(first), whole(first)))?;
+        resolved?;
+        if self.direct() {
+            mpi_count(send.len(), parent.rank())?;
+            if !send.is_empty() {
+                parent.all_to_all_into(send, recv);
+            }
+            return Ok(());
+        }
+        let n = send.len() / size;
+        if n == 0 {
+            return Ok(());
+        }
+        let nodes = Nodes::of(self, size);
+        let row = size * n;
+        let largest = nodes.members.iter().map(Vec::len).max().unwrap_or(0) * row;
+        if largest > i32::MAX as usize {
+            return Err(too_big(parent, largest));
+        }
+        let k = ctx.ctl.size();
+        let leader = ctx.ctl.me() == 0;
+        // At the leader: every local rank's send buffer, one row each.
+        let mut rows = vec![0u8; if leader { k * row } else { 0 }];
+        let mut result = gather_to_leader(ctx, Kind::Alltoall, send, &mut rows);
+        let mut out = Vec::new();
+        if let Some(leaders) = self.leaders() {
+            // Pack by destination node: for node B, for our local rank a, for b in B: a -> b.
+            let mut packed = Vec::with_capacity(k * row);
+            for m in &nodes.members {
+                for a in 0..k {
+                    for &b in m {
+                        packed.extend_from_slice(&rows[a * row + b * n..a * row + (b + 1) * n]);
+                    }
+                }
+            }
+            let sends: Vec<i32> = nodes.members.iter().map(|m| (k * m.len() * n) as i32).collect();
+            let recvs = sends.clone();
+            let (sdispls, rdispls) = (prefix(&sends), prefix(&recvs));
+            // From node A: for a in A, for our local rank b: a -> b. It reuses `rows`.
+            let mut spot = Spot::new();
+            leaders.all_to_all_varcount_into(
+                &Partition::new(to_mpi::send(&packed[..]), &sends[..], &sdispls[..]),
+                &mut PartitionMut::new(to_mpi::recv(&mut rows[..], &mut spot), &recvs[..], &rdispls[..]),
+            );
+            // Unpack into one row per local rank, in source order. It reuses `packed`.
+            out = packed;
+            for (m, &at) in nodes.members.iter().zip(&rdispls) {
+                for (i, &a) in m.iter().enumerate() {
+                    for b in 0..k {
+                        let from = at as usize + (i * k + b) * n;
+                        out[b * row + a * n..b * row + (a + 1) * n].copy_from_slice(&rows[from..from + n]);
+                    }
+                }
+            }
+        }
+        // Every rank takes part, whatever happened before, so that no rank is left waiting.
+        let spread = scatter_from_leader(ctx, Kind::Alltoall, &out, recv);
+        result = result.and(spread);
+        self.agree(parent, result)
+    }
+}

@@ -1,0 +1,571 @@
+//! The variable-count collectives across nodes: the counts checked across the whole
+//! communicator, then rsmpi's own call (one rank per node) or the node legs around the
+//! leaders' exchange.
+
+use super::{mpi_count, Hierarchy, Nodes};
+use crate::coll::allgatherv::AllgathervAlgorithm;
+use crate::coll::alltoallv::AlltoallvAlgorithm;
+use crate::coll::alltoallv::Sides;
+use crate::coll::bcast::{bcast, BcastAlgorithm};
+use crate::coll::gather::GatherAlgorithm;
+use crate::coll::gatherv::requested as gatherv_requested;
+use crate::coll::gatherv::{gatherv, GathervBufs};
+use crate::coll::legs::gather_to_leader;
+use crate::coll::rooted::relay;
+use crate::coll::scatter::ScatterAlgorithm;
+use crate::coll::scatterv::requested as scatterv_requested;
+use crate::coll::scatterv::{scatterv, ScattervBufs, BAD_CONFIG};
+use crate::coll::varcount::first_fault;
+use crate::coll::varcount::{
+    allgatherv_cross, allgatherv_local, alltoallv_cross, alltoallv_local, bytes, judge_rooted, mpi_bytes,
+    partition_len, partition_words, range, scratch, Claim, Fault, Given, Packed, Parts, Side, Words,
+};
+use crate::coll::{Ctx, Kind};
+use crate::error::{Error, Result};
+use crate::to_mpi::{self, Spot};
+use mpi::datatype::{Partition, PartitionMut};
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use mpi::Count;
+impl Hierarchy {
+    /// Scatterv across nodes: the root packs its blocks node by node and hands them to its
+    /// leader, the leaders scatter node parts over MPI, every node scatters from its leader.
+    ///
+    /// # Errors
+    ///
+    /// The checks' errors (the same on every rank), then any rank's failure, on every rank.
+    pub(crate) fn scatterv(
+        &self,
+        parent: &SimpleCommunicator,
+        ctx: &Ctx<'_>,
+        bufs: ScattervBufs<'_>,
+        root: i32,
+        elem: usize,
+        algorithm: ScatterAlgorithm,
+    ) -> Result<()> {
+        let p = parent.size() as usize;
+        let me = parent.rank();
+        self.check(parent, Kind::Scatterv, root, 0)?;
+        // Every rank's claim, and the root's partition, everywhere: the node-level checks,
+        // over the whole communicator.
+        let (root_send, recv) = match bufs {
+            ScattervBufs::Root { send, counts, displs, recv } => (Some((send, counts, displs)), recv),
+            ScattervBufs::Leaf { recv } => (None, recv),
+        };
+        let mine = [
+            root_send.is_some() as i64,
+            elem as i64,
+            recv.len() as i64,
+            root_send.map_or(0, |s| s.0.len()) as i64,
+        ];
+        let mut all = vec![0i64; 4 * p];
+        parent.all_gather_into(&mine[..], &mut all[..]);
+        let claim = |q: usize| Claim {
+            root: all[4 * q] == 1,
+            elem: all[4 * q + 1] as usize,
+            block: all[4 * q + 2] as usize,
+            whole: all[4 * q + 3] as usize,
+        };
+        let mut words = vec![0u64; partition_len(p)];
+        if let Some((_, counts, displs)) = root_send {
+            words.clear();
+            partition_words(&mut words, p, counts, displs);
+        }
+        parent.process_at_rank(root).broadcast_into(&mut words[..]);
+        let parts = Words(&words);
+        judge_rooted(p, root as usize, claim, &parts, Side::Send)
+            .map_err(|(q, f)| f.error(me, q as i32, p))?;
+        let elem_root = claim(root as usize).elem;
+        let len: Vec<usize> = (0..p).map(|r| bytes(parts.block(r).0, elem_root)).collect();
+        let total: usize = len.iter().sum();
+        mpi_count(total, me)?;
+        // One rank per node: MPI's own, on the root's partition in bytes (every rank has it),
+        // once every rank could read its algorithm (a bad variable fails the call everywhere).
+        if let (true, Some((counts, displs))) = (self.direct(), mpi_bytes(&parts, p, elem_root)) {
+            self.agree(parent, scatterv_requested(algorithm, ctx.transport, ctx.overrides).map(drop))?;
+            let mut spot = Spot::new();
+            let recv = to_mpi::recv(recv, &mut spot);
+            let at = parent.process_at_rank(root);
+            match root_send {
+                Some((send, _, _)) => {
+                    at.scatter_varcount_into_root(&Partition::new(to_mpi::send(send), counts, displs), recv)
+                }
+                None => at.scatter_varcount_into(recv),
+            }
+            return Ok(());
+        }
+        let layout = Packed::new(len, |r| self.node_of(r as i32), self.nodes());
+        let (root_node, root_local) = (self.node_of(root), self.local_of(root));
+        let node = self.my_node();
+        let here = node == root_node;
+        let leader = ctx.ctl.me() == 0;
+        let mut result = Ok(());
+
+        // 1. The root packs its blocks node by node; its leader gets them.
+        let mut full = Vec::new();
+        if let Some((send, _, _)) = root_send {
+            full = scratch(total);
+            for r in 0..p {
+                full[layout.block(r)].copy_from_slice(&send[range(&parts, r, elem_root)]);
+            }
+        }
+        if here && root_local != 0 {
+            let mut to = if leader { scratch(total) } else { Vec::new() };
+            let from: &[u8] = if root_send.is_some() { &full[..total] } else { &[] };
+            let n = if leader { total } else { 0 };
+            result = relay(ctx, Kind::Scatterv, root, root_local, 0, from, &mut to[..n]);
+            full = to;
+        }
+
+        // 2. Every leader gets its node's part.
+        let mut part = Vec::new();
+        if let Some(leaders) = self.leaders() {
+            let n = layout.counts[node] as usize;
+            part = scratch(n);
+            let mut spot = Spot::new();
+            let from = leaders.process_at_rank(root_node as i32);
+            if total == 0 {
+                // Nothing to send anywhere.
+            } else if here {
+                let sends =
+                    mpi::datatype::Partition::new(&full[..total], &layout.counts[..], &layout.displs[..]);
+                from.scatter_varcount_into_root(&sends, to_mpi::recv(&mut part[..n], &mut spot));
+            } else {
+                from.scatter_varcount_into(to_mpi::recv(&mut part[..n], &mut spot));
+            }
+        }
+
+        // 3. Every node scatters from its leader, in bytes.
+        let size = ctx.ctl.size();
+        let ranks: Vec<usize> = (0..size).map(|l| ctx.ctl.rank_of(l) as usize).collect();
+        let counts: Vec<Count> = ranks.iter().map(|&r| layout.len[r] as Count).collect();
+        let displs: Vec<Count> = ranks.iter().map(|&r| layout.in_node(r, node).start as Count).collect();
+        let node_bufs = if leader {
+            let n = layout.counts[node] as usize;
+            ScattervBufs::Root { send: &part[..n], counts: &counts, displs: &displs, recv }
+        } else {
+            ScattervBufs::Leaf { recv }
+        };
+        result = result.and(scatterv(ctx, node_bufs, root, 0, 1, algorithm));
+        self.agree(parent, result)
+    }
+
+    /// Gatherv across nodes: every node gathers to its leader, the leaders gather node parts
+    /// to the root's leader over MPI, which hands them to the root through the node; the root
+    /// unpacks them into its partition.
+    ///
+    /// # Errors
+    ///
+    /// The checks' errors (the same on every rank), then any rank's failure, on every rank.
+    pub(crate) fn gatherv(
+        &self,
+        parent: &SimpleCommunicator,
+        ctx: &Ctx<'_>,
+        bufs: GathervBufs<'_>,
+        root: i32,
+        elem: usize,
+        algorithm: GatherAlgorithm,
+    ) -> Result<()> {
+        let p = parent.size() as usize;
+        let me = parent.rank();
+        self.check(parent, Kind::Gatherv, root, 0)?;
+        let (send, root_recv) = match bufs {
+            GathervBufs::Root { send, recv, counts, displs } => (send, Some((recv, counts, displs))),
+            GathervBufs::Leaf { send } => (send, None),
+        };
+        let whole = root_recv.as_ref().map_or(0, |r| r.0.len());
+        let mine = [root_recv.is_some() as i64, elem as i64, send.len() as i64, whole as i64];
+        let mut all = vec![0i64; 4 * p];
+        parent.all_gather_into(&mine[..], &mut all[..]);
+        let claim = |q: usize| Claim {
+            root: all[4 * q] == 1,
+            elem: all[4 * q + 1] as usize,
+            block: all[4 * q + 2] as usize,
+            whole: all[4 * q + 3] as usize,
+        };
+        let mut words = vec![0u64; partition_len(p)];
+        if let Some((_, counts, displs)) = &root_recv {
+            words.clear();
+            partition_words(&mut words, p, counts, displs);
+        }
+        parent.process_at_rank(root).broadcast_into(&mut words[..]);
+        let parts = Words(&words);
+        judge_rooted(p, root as usize, claim, &parts, Side::Recv)
+            .map_err(|(q, f)| f.error(me, q as i32, p))?;
+        let elem_root = claim(root as usize).elem;
+        let len: Vec<usize> = (0..p).map(|r| bytes(parts.block(r).0, elem_root)).collect();
+        let total: usize = len.iter().sum();
+        mpi_count(total, me)?;
+        // One rank per node: MPI's own, on the root's partition in bytes (every rank has it),
+        // once every rank could read its algorithm (a bad variable fails the call everywhere).
+        if let (true, Some((counts, displs))) = (self.direct(), mpi_bytes(&parts, p, elem_root)) {
+            self.agree(parent, gatherv_requested(algorithm, ctx.transport, ctx.overrides).map(drop))?;
+            let send = to_mpi::send(send);
+            let at = parent.process_at_rank(root);
+            match root_recv {
+                Some((recv, _, _)) => {
+                    let mut spot = Spot::new();
+                    let recv = to_mpi::recv(recv, &mut spot);
+                    at.gather_varcount_into_root(send, &mut PartitionMut::new(recv, counts, displs))
+                }
+                None => at.gather_varcount_into(send),
+            }
+            return Ok(());
+        }
+        let layout = Packed::new(len, |r| self.node_of(r as i32), self.nodes());
+        let (root_node, root_local) = (self.node_of(root), self.local_of(root));
+        let node = self.my_node();
+        let here = node == root_node;
+        let leader = ctx.ctl.me() == 0;
+
+        // 1. Every node gathers to its leader, in bytes, into the node's part.
+        let n = layout.counts[node] as usize;
+        let mut part = if leader { scratch(n) } else { Vec::new() };
+        let mut result = {
+            let size = ctx.ctl.size();
+            let ranks: Vec<usize> = (0..size).map(|l| ctx.ctl.rank_of(l) as usize).collect();
+            let counts: Vec<Count> = ranks.iter().map(|&r| layout.len[r] as Count).collect();
+            let displs: Vec<Count> = ranks.iter().map(|&r| layout.in_node(r, node).start as Count).collect();
+            let node_bufs = if leader {
+                GathervBufs::Root { send, recv: &mut part[..n], counts: &counts, displs: &displs }
+            } else {
+                GathervBufs::Leaf { send }
+            };
+            gatherv(ctx, node_bufs, root, 0, 1, algorithm)
+        };
+
+        // 2. The root's leader gets every node's part, packed.
+        let mut full = Vec::new();
+        if let Some(leaders) = self.leaders() {
+            let to = leaders.process_at_rank(root_node as i32);
+            if total == 0 {
+                // Nothing to send anywhere.
+            } else if here {
+                full = scratch(total);
+                let mut parts = mpi::datatype::PartitionMut::new(
+                    &mut full[..total],
+                    &layout.counts[..],
+                    &layout.displs[..],
+                );
+                to.gather_varcount_into_root(to_mpi::send(&part[..n]), &mut parts);
+            } else {
+                to.gather_varcount_into(to_mpi::send(&part[..n]));
+            }
+        }
+
+        // 3. To the root, through the node if it is not the leader, and into its partition.
+        if here && root_local != 0 {
+            let mut into = if root_recv.is_some() { scratch(total) } else { Vec::new() };
+            let from: &[u8] = if leader { &full[..total] } else { &[] };
+            let m = if root_recv.is_some() { total } else { 0 };
+            result = result.and(relay(ctx, Kind::Gatherv, root, 0, root_local, from, &mut into[..m]));
+            full = into;
+        }
+        if let (Some((recv, _, _)), Ok(())) = (root_recv, &result) {
+            for r in 0..p {
+                recv[range(&parts, r, elem_root)].copy_from_slice(&full[layout.block(r)]);
+            }
+        }
+        self.agree(parent, result)
+    }
+
+    /// Allgatherv across nodes: every node gathers its blocks at its leader, the leaders
+    /// exchange node parts over MPI, every leader broadcasts the packed blocks in its node,
+    /// and every rank unpacks them.
+    ///
+    /// # Errors
+    ///
+    /// The checks' errors (the same on every rank), `Mismatch` if the algorithms differ,
+    /// `Unsupported` beyond 2 GiB in all; then any rank's failure, on every rank.
+    #[allow(clippy::too_many_arguments)] // the two levels, the buffers, the partition, the algorithm
+    pub(crate) fn allgatherv(
+        &self,
+        parent: &SimpleCommunicator,
+        ctx: &Ctx<'_>,
+        send: &[u8],
+        recv: &mut [u8],
+        counts: &[Count],
+        displs: &[Count],
+        elem: usize,
+        algorithm: AllgathervAlgorithm,
+    ) -> Result<()> {
+        let p = parent.size() as usize;
+        let me = parent.rank();
+        self.check(parent, Kind::Allgatherv, 0, 0)?;
+        // Every rank's send length and algorithm; then every rank judges its own numbers, and
+        // the verdicts are gathered.
+        let word =
+            algorithm.requested(ctx.transport, ctx.overrides).map_or(BAD_CONFIG as u64, |a| a.code() as u64);
+        let mut all = vec![0u64; 2 * p];
+        parent.all_gather_into(&[send.len() as u64, word][..], &mut all[..]);
+        let send_len = |r: usize| all[2 * r] as usize;
+        let mine = Given { counts, displs };
+        let q = me as usize;
+        let local = allgatherv_local(p, q, &mine, elem, recv.len(), send.len());
+        let cross = if local.is_none() { allgatherv_cross(p, &mine, elem, send_len) } else { None };
+        agree_faults(parent, local, cross)?;
+        if let Some(c) = (0..p).find(|&c| all[2 * c + 1] != all[1]) {
+            return Err(Error::Mismatch { rank: me, culprit: c as i32, what: "algorithm" });
+        }
+        algorithm.requested(ctx.transport, ctx.overrides)?;
+        let total: usize = (0..p).map(send_len).sum();
+        mpi_count(total, me)?;
+        // One rank per node: MPI's own, on the partition in bytes (the same on every rank).
+        if let (true, Some((counts, displs))) = (self.direct(), mpi_bytes(&mine, p, elem)) {
+            let mut spot = Spot::new();
+            let recv = to_mpi::recv(recv, &mut spot);
+            parent.all_gather_varcount_into(to_mpi::send(send), &mut PartitionMut::new(recv, counts, displs));
+            return Ok(());
+        }
+        let layout = Packed::new((0..p).map(send_len).collect(), |r| self.node_of(r as i32), self.nodes());
+        let node = self.my_node();
+        let leader = ctx.ctl.me() == 0;
+
+        // 1. Every node gathers its blocks at its leader, in bytes.
+        let n = layout.counts[node] as usize;
+        let mut part = if leader { scratch(n) } else { Vec::new() };
+        let mut result = {
+            let ranks: Vec<usize> = (0..ctx.ctl.size()).map(|l| ctx.ctl.rank_of(l) as usize).collect();
+            let counts: Vec<Count> = ranks.iter().map(|&r| layout.len[r] as Count).collect();
+            let displs: Vec<Count> = ranks.iter().map(|&r| layout.in_node(r, node).start as Count).collect();
+            let bufs = match leader {
+                true => GathervBufs::Root { send, recv: &mut part[..n], counts: &counts, displs: &displs },
+                false => GathervBufs::Leaf { send },
+            };
+            gatherv(ctx, bufs, 0, 0, 1, GatherAlgorithm::Auto)
+        };
+
+        // 2. The leaders exchange node parts; 3. every leader broadcasts them in its node.
+        let mut full = scratch(total);
+        if let Some(leaders) = self.leaders() {
+            if total > 0 {
+                let mut parts = mpi::datatype::PartitionMut::new(
+                    &mut full[..total],
+                    &layout.counts[..],
+                    &layout.displs[..],
+                );
+                leaders.all_gather_varcount_into(to_mpi::send(&part[..n]), &mut parts);
+            }
+        }
+        result =
+            result.and(bcast(ctx, &mut full[..total], ctx.ctl.rank_of(0), 0, BcastAlgorithm::Auto, None));
+
+        // 4. Every rank unpacks into its partition.
+        if result.is_ok() {
+            for r in 0..p {
+                recv[range(&mine, r, elem)].copy_from_slice(&full[layout.block(r)]);
+            }
+        }
+        self.agree(parent, result)
+    }
+
+    /// Alltoallv across nodes: every rank packs its blocks by destination node, the leaders
+    /// gather them, exchange node-to-node parts over MPI, and scatter to every rank its
+    /// incoming blocks, which it unpacks.
+    ///
+    /// # Errors
+    ///
+    /// The checks' errors (the same on every rank), `Mismatch` if the algorithms differ,
+    /// `Unsupported` beyond 2 GiB at a leader; then any rank's failure, on every rank.
+    #[allow(clippy::too_many_arguments)] // the two levels, the buffers, their partitions, the algorithm
+    pub(crate) fn alltoallv(
+        &self,
+        parent: &SimpleCommunicator,
+        ctx: &Ctx<'_>,
+        send: &[u8],
+        recv: &mut [u8],
+        sides: Sides<'_>,
+        elem: usize,
+        algorithm: AlltoallvAlgorithm,
+    ) -> Result<()> {
+        let p = parent.size() as usize;
+        let me = parent.rank();
+        self.check(parent, Kind::Alltoallv, 0, 0)?;
+        // Every rank judges its own numbers, and, as a receiver, what the others send it.
+        let (mine_s, mine_r) = (sides.send(), sides.recv());
+        let local = alltoallv_local(p, me as usize, &mine_s, &mine_r, elem, (send.len(), recv.len()));
+        let row: Vec<u64> = (0..p)
+            .map(|r| if local.is_none() { bytes(sides.send_counts[r], elem) as u64 } else { 0 })
+            .collect();
+        let mut col = vec![0u64; p];
+        parent.all_to_all_into(&row[..], &mut col[..]);
+        let cross = match local {
+            None => alltoallv_cross(p, &mine_r, elem, |q| col[q] as usize),
+            Some(_) => None,
+        };
+        agree_faults(parent, local, cross)?;
+        let word =
+            algorithm.requested(ctx.transport, ctx.overrides).map_or(BAD_CONFIG as u64, |a| a.code() as u64);
+        let (out_total, in_total): (u64, u64) = (row.iter().sum(), col.iter().sum());
+        // Both partitions in bytes, for MPI's own when every node holds one rank.
+        let direct = match (mpi_bytes(&mine_s, p, elem), mpi_bytes(&mine_r, p, elem)) {
+            (Some(s), Some(r)) if self.direct() => Some((s, r)),
+            _ => None,
+        };
+        const W: usize = 4;
+        let mut all = vec![0u64; W * p];
+        parent.all_gather_into(&[word, out_total, in_total, direct.is_some() as u64][..], &mut all[..]);
+        if let Some(c) = (0..p).find(|&c| all[W * c] != all[0]) {
+            return Err(Error::Mismatch { rank: me, culprit: c as i32, what: "algorithm" });
+        }
+        algorithm.requested(ctx.transport, ctx.overrides)?;
+        if let (Some(((sc, sd), (rc, rd))), true) = (direct, (0..p).all(|c| all[W * c + 3] == 1)) {
+            let mut spot = Spot::new();
+            let (send, recv) = (to_mpi::send(send), to_mpi::recv(recv, &mut spot));
+            parent.all_to_all_varcount_into(
+                &Partition::new(send, sc, sd),
+                &mut PartitionMut::new(recv, rc, rd),
+            );
+            return Ok(());
+        }
+        let nodes = Nodes::of(self, p);
+        for m in &nodes.members {
+            mpi_count(m.iter().map(|&r| all[W * r + 1].max(all[W * r + 2]) as usize).sum(), me)?;
+        }
+        let k = ctx.ctl.size();
+        let leader = ctx.ctl.me() == 0;
+        let local_ranks: Vec<usize> = (0..k).map(|l| ctx.ctl.rank_of(l) as usize).collect();
+        let node_major = || nodes.members.iter().flatten().copied();
+
+        // 1. Every rank packs its blocks by destination, node by node; the leader learns every
+        // local rank's row (bytes to each rank) and column (bytes from each rank).
+        let mut out = scratch(out_total as usize);
+        let mut at = 0;
+        for r in node_major() {
+            let block = range(&mine_s, r, elem);
+            out[at..at + block.len()].copy_from_slice(&send[block.clone()]);
+            at += block.len();
+        }
+        let mut mine = Vec::with_capacity(16 * p);
+        for v in row.iter().chain(&col) {
+            mine.extend_from_slice(&v.to_le_bytes());
+        }
+        let mut tables = vec![0u8; if leader { k * 16 * p } else { 0 }];
+        let mut result = gather_to_leader(ctx, Kind::Alltoallv, &mine, &mut tables);
+        let word_at = |l: usize, i: usize| {
+            let w = &tables[l * 16 * p + 8 * i..][..8];
+            u64::from_le_bytes(w.try_into().expect("8 bytes")) as usize
+        };
+        let (row_of, col_of) = (|l: usize, r: usize| word_at(l, r), |l: usize, q: usize| word_at(l, p + q));
+
+        // 2. The leader gathers the packed blocks: local rank a's at part[a].
+        let outs: Vec<usize> = local_ranks.iter().map(|&r| all[W * r + 1] as usize).collect();
+        let ins: Vec<usize> = local_ranks.iter().map(|&r| all[W * r + 2] as usize).collect();
+        let prefix = |v: &[usize]| {
+            v.iter().scan(0, |s, &c| Some(std::mem::replace(s, *s + c))).collect::<Vec<usize>>()
+        };
+        let (out_at, in_at) = (prefix(&outs), prefix(&ins));
+        let node_out: usize = outs.iter().sum();
+        let node_in: usize = ins.iter().sum();
+        let mut part = if leader { scratch(node_out) } else { Vec::new() };
+        result = result.and({
+            let counts: Vec<Count> = outs.iter().map(|&c| c as Count).collect();
+            let displs: Vec<Count> = out_at.iter().map(|&c| c as Count).collect();
+            let bufs = match leader {
+                true => GathervBufs::Root {
+                    send: &out[..out_total as usize],
+                    recv: &mut part[..node_out],
+                    counts: &counts,
+                    displs: &displs,
+                },
+                false => GathervBufs::Leaf { send: &out[..out_total as usize] },
+            };
+            gatherv(ctx, bufs, 0, 0, 1, GatherAlgorithm::Auto)
+        });
+
+        // 3. The leaders exchange node-to-node parts: to node B, for each local a, a's blocks
+        // for B's ranks; from node B, for each of its ranks, its blocks for our ranks.
+        let mut spread = Vec::new();
+        if let Some(leaders) = self.leaders() {
+            let nb = nodes.members.len();
+            // At least one byte of capacity: MPI refuses some dangling addresses.
+            let mut packed = Vec::with_capacity(node_out.max(1));
+            let mut send_counts = vec![0 as Count; nb];
+            let mut cursor = out_at.clone();
+            for (b, m) in nodes.members.iter().enumerate() {
+                for a in 0..k {
+                    let n: usize = m.iter().map(|&r| row_of(a, r)).sum();
+                    packed.extend_from_slice(&part[cursor[a]..cursor[a] + n]);
+                    cursor[a] += n;
+                    send_counts[b] += n as Count;
+                }
+            }
+            let recv_counts: Vec<Count> = nodes
+                .members
+                .iter()
+                .map(|m| m.iter().map(|&q| (0..k).map(|b| col_of(b, q)).sum::<usize>() as Count).sum())
+                .collect();
+            let displs = |c: &[Count]| {
+                c.iter().scan(0, |s, &x| Some(std::mem::replace(s, *s + x))).collect::<Vec<Count>>()
+            };
+            let (sd, rd) = (displs(&send_counts), displs(&recv_counts));
+            let mut incoming = scratch(node_in);
+            let mut spot = Spot::new();
+            leaders.all_to_all_varcount_into(
+                &Partition::new(to_mpi::send(&packed[..]), &send_counts[..], &sd[..]),
+                &mut PartitionMut::new(
+                    to_mpi::recv(&mut incoming[..node_in], &mut spot),
+                    &recv_counts[..],
+                    &rd[..],
+                ),
+            );
+            // For each local b, its incoming blocks in node-major source order.
+            spread = scratch(node_in);
+            let mut cursor = in_at.clone();
+            let mut from = 0;
+            for q in node_major() {
+                for b in 0..k {
+                    let n = col_of(b, q);
+                    spread[cursor[b]..cursor[b] + n].copy_from_slice(&incoming[from..from + n]);
+                    cursor[b] += n;
+                    from += n;
+                }
+            }
+        }
+
+        // 4. The leader scatters every rank's incoming blocks; every rank unpacks them.
+        let mut inn = scratch(in_total as usize);
+        result = result.and({
+            let counts: Vec<Count> = ins.iter().map(|&c| c as Count).collect();
+            let displs: Vec<Count> = in_at.iter().map(|&c| c as Count).collect();
+            let bufs = match leader {
+                true => ScattervBufs::Root {
+                    send: &spread[..node_in],
+                    counts: &counts,
+                    displs: &displs,
+                    recv: &mut inn[..in_total as usize],
+                },
+                false => ScattervBufs::Leaf { recv: &mut inn[..in_total as usize] },
+            };
+            scatterv(ctx, bufs, 0, 0, 1, ScatterAlgorithm::Auto)
+        });
+        if result.is_ok() {
+            let mut at = 0;
+            for q in node_major() {
+                let block = range(&mine_r, q, elem);
+                let n = block.len();
+                recv[block].copy_from_slice(&inn[at..at + n]);
+                at += n;
+            }
+        }
+        self.agree(parent, result)
+    }
+}
+/// Every rank's `(local, cross)` faults gathered over MPI (four words each, as
+/// [`Fault::encode`] makes them), judged as [`first_fault`] judges them, as the error
+/// rank `me` reports.
+pub(crate) fn agree_faults(
+    parent: &mpi::topology::SimpleCommunicator,
+    local: Option<Fault>,
+    cross: Option<Fault>,
+) -> Result<()> {
+    use mpi::traits::*;
+    let p = parent.size() as usize;
+    let mut mine = [0i64; 8];
+    mine[..4].copy_from_slice(&Fault::encode(local));
+    mine[4..].copy_from_slice(&Fault::encode(cross));
+    let mut all = vec![0i64; 8 * p];
+    parent.all_gather_into(&mine[..], &mut all[..]);
+    let at = |q: usize, half: usize| Fault::decode(&all[8 * q + 4 * half..8 * q + 4 * half + 4]);
+    first_fault(p, |q| at(q, 0), |q| at(q, 1)).map_err(|(q, f)| f.error(parent.rank(), q as i32, p))
+}

@@ -17,6 +17,7 @@ mod rank;
 mod reduce;
 mod scan;
 mod scatter_gather;
+mod threads;
 mod unchanged;
 mod varcount;
 
@@ -90,6 +91,11 @@ at! {
     scan_vnodes_np5_k2: 5, "scan", ["ZCOLL_NODE_SIZE" => "2"];
     scan_vnodes_np8_k3: 8, "scan", ["ZCOLL_NODE_SIZE" => "3"];
     scan_vnodes_np4_k1: 4, "scan", ["ZCOLL_NODE_SIZE" => "1"];
+    threads_multiple_np1: 1, "threads", ["ZCOLL_TEST_THREADING" => "multiple"];
+    threads_multiple_np3: 3, "threads", ["ZCOLL_TEST_THREADING" => "multiple"];
+    threads_multiple_vnodes_np4_k2: 4, "threads", ["ZCOLL_TEST_THREADING" => "multiple", "ZCOLL_NODE_SIZE" => "2"];
+    threads_funneled_np2: 2, "threads", ["ZCOLL_TEST_THREADING" => "funneled"];
+    threads_funneled_vnodes_np4_k2: 4, "threads", ["ZCOLL_TEST_THREADING" => "funneled", "ZCOLL_NODE_SIZE" => "2"];
     split_np1: 1, "split", [];
     split_np4: 4, "split", [];
     split_np5: 5, "split", [];

@@ -22,6 +22,10 @@ pub(crate) fn main() {
         default_hook(info);
         SimpleCommunicator::world().abort(3);
     }));
+    if std::env::var("ZCOLL_TEST_SCENARIO").as_deref() == Ok("threads") {
+        // It initializes MPI at a thread level of its own.
+        return crate::threads::run();
+    }
     let universe = mpi::initialize().expect("MPI initializes once");
     let world = universe.world();
     if let Ok(r) = std::env::var("ZCOLL_TEST_NONDUMPABLE_RANK") {

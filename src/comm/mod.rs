@@ -80,6 +80,7 @@ use std::thread::{self, ThreadId};
 ///
 /// ```no_run
 /// use mpi::environment::Threading;
+/// use mpi::traits::*;
 /// use zcoll::ZeroCopy;
 ///
 /// let (universe, level) = mpi::initialize_with_threading(Threading::Multiple).unwrap();

@@ -110,6 +110,17 @@ impl AlltoallAlgorithm {
     }
 
     /// Whether this is one of the arrival-aware algorithms (`coll::pap`).
+    /// How PAP-Direct moves the blocks of an arrival-aware algorithm inside a node
+    /// (`PapShmDirect` writes, as `PapWrite` does); `Read` for any other.
+    pub(crate) fn pap_mode(self) -> super::pap::Mode {
+        use super::pap::Mode;
+        match self {
+            AlltoallAlgorithm::PapWrite | AlltoallAlgorithm::PapShmDirect => Mode::Write,
+            AlltoallAlgorithm::PapStaged => Mode::Staged,
+            _ => Mode::Read,
+        }
+    }
+
     pub(crate) fn arrival_aware(self) -> bool {
         matches!(
             self,
@@ -180,7 +191,7 @@ pub(crate) fn alltoall(
     let n = send.len() / p;
     let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport, ctx.overrides);
     match algorithm {
-        Ok(a) if a.arrival_aware() => return super::pap::alltoall(ctx, send, recv, a),
+        Ok(a) if a.arrival_aware() => return super::pap::alltoall(ctx, send, recv, a.pap_mode(), a.code()),
         _ => {}
     }
     let code = algorithm.as_ref().map_or(0, |a| a.code());

@@ -2,33 +2,26 @@
 //! have arrived (see the module docs of `pap`).
 
 use super::packets::{Packets, Run, Src};
-use super::{compatible, self_ok, settle, TO_RECV};
+use super::{compatible, self_ok, settle, Mode, TO_RECV};
 use crate::coll::allgather::lengths;
-use crate::coll::alltoall::AlltoallAlgorithm;
 use crate::coll::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::sync::{Call, Round};
 
-/// Alltoall among the ranks of the node, arrival-aware: `algorithm` is one of the PAP
-/// variants (`PapShmDirect` runs as `PapWrite` on one node).
+/// Alltoall among the ranks of the node, arrival-aware, by `mode`; `code` is the
+/// algorithm's wire code, which the ranks must agree on.
 ///
 /// # Errors
 ///
 /// On every rank of the node: `LengthMismatch` if a send or receive buffer is not `p`
 /// blocks of rank 0's block length, `Mismatch` if the algorithms differ; a transport
 /// error or a peer's failure during the copies.
-pub(crate) fn alltoall(
-    ctx: &Ctx<'_>,
-    send: &[u8],
-    recv: &mut [u8],
-    algorithm: AlltoallAlgorithm,
-) -> Result<()> {
+pub(crate) fn alltoall(ctx: &Ctx<'_>, send: &[u8], recv: &mut [u8], mode: Mode, code: u8) -> Result<()> {
     let p = ctx.ctl.size();
     let n = send.len() / p;
-    let staged = algorithm == AlltoallAlgorithm::PapStaged;
-    let write = matches!(algorithm, AlltoallAlgorithm::PapWrite | AlltoallAlgorithm::PapShmDirect);
+    let (staged, write) = (mode == Mode::Staged, mode == Mode::Write);
     let mut call = Call {
-        op: op(Kind::Alltoall, algorithm.code(), 0),
+        op: op(Kind::Alltoall, code, 0),
         root: 0,
         send: send.as_ptr() as usize,
         send_len: send.len(),

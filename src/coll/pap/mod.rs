@@ -106,6 +106,18 @@ pub(crate) mod packets;
 
 pub(crate) use direct::alltoall;
 
+/// How PAP-Direct moves a block inside a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// A rank reads its block from the sender's buffer (`pap-read`).
+    Read,
+    /// The sender writes into the published receive buffer (`pap-write`, and
+    /// `pap-shm-direct` on one node).
+    Write,
+    /// Copy-in/copy-out through the point-to-point FIFOs (`pap-staged`).
+    Staged,
+}
+
 use super::{verdict, BadLength, Ctx};
 use crate::error::Result;
 use crate::sync::{Call, Round};

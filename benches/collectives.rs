@@ -1,6 +1,6 @@
 //! Criterion benches: every zcoll collective beside the MPI library's own collective, in
 //! the same criterion group, for the collectives of `zcoll bench`'s table
-//! (`src/bin/zcoll/colls.rs`).
+//! (`zcoll_cli::colls`).
 //!
 //! `cargo bench` starts this binary outside an MPI job; it then re-launches itself under
 //! `mpiexec -n ${ZCOLL_BENCH_NP:-2}` (adding what Open MPI needs to run as root and
@@ -15,14 +15,6 @@
 //!
 //! `ZCOLL_BENCH_SIZES` sets the sizes (as `zcoll bench --sizes`, default `8,4K,64K,1M,16M`).
 
-#[allow(dead_code, unreachable_pub, unused_imports)]
-#[path = "../src/bin/zcoll/colls.rs"]
-mod colls;
-#[allow(dead_code, unreachable_pub, unused_imports)]
-#[path = "../src/bin/zcoll/stats.rs"]
-mod stats;
-
-use colls::{Collective, Env, Instance};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
@@ -30,6 +22,8 @@ use mpi::traits::*;
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 use zcoll::ZeroCopy;
+use zcoll_cli::colls::{self, Collective, Env, Instance};
+use zcoll_cli::stats;
 
 /// Variables that MPI launchers set in every rank (Open MPI, MPICH's Hydra and Slurm's
 /// PMI-2, PMIx).

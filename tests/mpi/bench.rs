@@ -1,23 +1,11 @@
-//! `zcoll bench` as a job: the CLI's own argument parser and benchmark loop (the files of
-//! `src/bin/zcoll/`, compiled into this test binary), run at a few sizes; rank 0 then
+//! `zcoll bench` as a job: the CLI's own argument parser and benchmark loop (the library of the
+//! `zcoll-cli` package), run at a few sizes; rank 0 then
 //! checks the CSV it wrote: the exact header, every collective of `colls::ALL` in order
 //! with every size and algorithm present, and every time positive. Every iteration's result is checked by the benchmark itself, so a
 //! wrong collective fails the job.
 
-// The benchmark's modules, as the `zcoll` binary has them; this scenario uses only part
-// of them.
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../src/bin/zcoll/bench.rs"]
-mod cli;
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../src/bin/zcoll/colls.rs"]
-mod colls;
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../src/bin/zcoll/plot.rs"]
-mod plot;
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../src/bin/zcoll/stats.rs"]
-mod stats;
+use zcoll_cli::bench as cli;
+use zcoll_cli::colls;
 
 use clap::Parser;
 use mpi::topology::SimpleCommunicator;

@@ -10,9 +10,9 @@
 //! iteration, takes each iteration's maximum over the ranks, and reports the median (and
 //! the minimum and maximum) of these per-iteration maxima.
 
-use super::colls::{self, Collective, Env};
-use super::plot::{self, Panel, Series, Style};
-use super::stats::{self, Imbalance, Summary};
+use crate::colls::{self, Collective, Env};
+use crate::plot::{self, Panel, Series, Style};
+use crate::stats::{self, Imbalance, Summary};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::fmt::Write as _;
@@ -24,49 +24,49 @@ use zcoll::Comm;
 /// Time zcoll's collectives against the MPI library's own (run under mpiexec).
 #[derive(clap::Parser, Debug, Clone)]
 #[command(name = "bench")]
-pub(crate) struct BenchArgs {
+pub struct BenchArgs {
     /// Collectives to time: comma-separated names (bcast, barrier), or `all`.
     #[arg(long, default_value = "all")]
-    pub(crate) coll: String,
+    pub coll: String,
     /// Message sizes in bytes per rank: `A:B` (powers of two from A to B), `A:B:F` (times
     /// F each step), single sizes, or a comma-separated list of these; K, M and G suffixes.
     #[arg(long, default_value = "8:64M")]
-    pub(crate) sizes: String,
+    pub sizes: String,
     /// zcoll algorithms: `default` (zcoll's own choice, `auto`), `all` (auto and every
     /// algorithm), or comma-separated names (`direct-read,staged`).
     #[arg(long, default_value = "default")]
-    pub(crate) algorithms: String,
+    pub algorithms: String,
     /// Timed iterations per size [default: enough to move about 512 MiB, 20 to 1000].
     #[arg(long)]
-    pub(crate) iters: Option<usize>,
+    pub iters: Option<usize>,
     /// Untimed warm-up iterations per size [default: a tenth of the timed ones, 2 to 100].
     #[arg(long)]
-    pub(crate) warmup: Option<usize>,
+    pub warmup: Option<usize>,
     /// Write the results as CSV to this file.
     #[arg(long)]
-    pub(crate) csv: Option<PathBuf>,
+    pub csv: Option<PathBuf>,
     /// Draw latency against size (log-log, SVG) to this file.
     #[arg(long)]
-    pub(crate) plot: Option<PathBuf>,
+    pub plot: Option<PathBuf>,
     /// Where the buffers live: `vec` (ordinary heap memory).
     #[arg(long, value_enum, default_value = "vec")]
-    pub(crate) buffers: Buffers,
+    pub buffers: Buffers,
     /// Process-arrival imbalance: before each timed call a rank busy-waits up to F times
     /// the time of one message of the size (measured before the warm-up).
     #[arg(long, value_name = "F")]
-    pub(crate) mif: Option<f64>,
+    pub mif: Option<f64>,
     /// With --mif: only PCT% of the ranks (drawn anew every iteration, the same on every
     /// rank) are late, each by the full F times one message.
     #[arg(long, value_name = "PCT", requires = "mif")]
-    pub(crate) late: Option<f64>,
+    pub late: Option<f64>,
     /// The root of rooted collectives.
     #[arg(long, default_value_t = 0)]
-    pub(crate) root: i32,
+    pub root: i32,
 }
 
 /// Where the benchmark's buffers live.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Buffers {
+pub enum Buffers {
     /// `Vec`s on the ordinary heap.
     Vec,
     /// The shared heap (not available yet).
@@ -74,26 +74,34 @@ pub(crate) enum Buffers {
 }
 
 /// The CSV header, column for column.
-pub(crate) const CSV_HEADER: &str = "coll,algorithm,transport,np,size,mpi_us,zcoll_us,ratio,memcpy_us";
+pub const CSV_HEADER: &str = "coll,algorithm,transport,np,size,mpi_us,zcoll_us,ratio,memcpy_us";
 
 /// One line of results: one zcoll algorithm at one size, beside MPI and memcpy.
 #[derive(Clone, Debug)]
-pub(crate) struct Row {
-    pub(crate) coll: &'static str,
-    pub(crate) algorithm: String,
-    pub(crate) transport: String,
-    pub(crate) np: usize,
-    pub(crate) size: usize,
-    pub(crate) iters: usize,
-    /// Microseconds.
-    pub(crate) mpi: Summary,
-    pub(crate) zcoll: Summary,
-    pub(crate) memcpy: Summary,
+pub struct Row {
+    /// The collective's name in the table.
+    pub coll: &'static str,
+    /// zcoll's algorithm, by name (`auto` for zcoll's own choice).
+    pub algorithm: String,
+    /// The node's transport.
+    pub transport: String,
+    /// The number of ranks.
+    pub np: usize,
+    /// The message size in bytes, as the OSU benchmarks count it.
+    pub size: usize,
+    /// Timed iterations.
+    pub iters: usize,
+    /// The MPI library's collective, microseconds.
+    pub mpi: Summary,
+    /// zcoll's, microseconds.
+    pub zcoll: Summary,
+    /// One memcpy of the bytes a rank receives, microseconds: the floor.
+    pub memcpy: Summary,
 }
 
 impl Row {
     /// How many times faster zcoll is than MPI (`mpi_us / zcoll_us`).
-    pub(crate) fn ratio(&self) -> f64 {
+    pub fn ratio(&self) -> f64 {
         self.mpi.median / self.zcoll.median
     }
 
@@ -209,7 +217,7 @@ fn plan(args: &BenchArgs, np: i32) -> Result<Plan, String> {
 ///
 /// A bad argument (the same on every rank, before anything runs), or a CSV or plot file
 /// that cannot be written (on rank 0).
-pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm, args: &BenchArgs) -> Result<Vec<Row>, String> {
+pub fn run(world: &SimpleCommunicator, comm: &Comm, args: &BenchArgs) -> Result<Vec<Row>, String> {
     let rows = measure(world, comm, args, true)?;
     if world.rank() == 0 {
         println!("{}", summary_lines(&rows));
@@ -238,7 +246,7 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm, args: &BenchArgs) -> 
 /// # Errors
 ///
 /// A bad argument, the same on every rank, before anything runs.
-pub(crate) fn measure(
+pub fn measure(
     world: &SimpleCommunicator,
     comm: &Comm,
     args: &BenchArgs,
@@ -434,7 +442,7 @@ fn busy_wait(seconds: f64) {
 
 /// The MPI library's name and version, from the first line of its version string
 /// (`Open MPI v4.1.4, package: ...` or `MPICH Version:\t4.0.2`).
-pub(crate) fn library() -> String {
+pub fn library() -> String {
     let full = mpi::environment::library_version().unwrap_or_default();
     let first = full.lines().next().unwrap_or("").split(',').next().unwrap_or("");
     let words: Vec<&str> = first.split_whitespace().filter(|w| *w != "Version:").collect();
@@ -538,26 +546,29 @@ fn summary_lines(rows: &[Row]) -> String {
 
 /// One collective and size where the default (`auto`) ran beside explicit algorithms.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Against {
-    pub(crate) coll: &'static str,
-    pub(crate) size: usize,
+pub struct Against {
+    /// The collective's name in the table.
+    pub coll: &'static str,
+    /// The message size in bytes.
+    pub size: usize,
     /// The default's median, microseconds.
-    pub(crate) auto: f64,
+    pub auto: f64,
     /// The fastest explicit algorithm at this size, and its median.
-    pub(crate) best: String,
-    pub(crate) best_us: f64,
+    pub best: String,
+    /// The fastest explicit algorithm's median, microseconds.
+    pub best_us: f64,
 }
 
 impl Against {
     /// How many times slower the default is than the best explicit algorithm (1: as fast).
-    pub(crate) fn ratio(&self) -> f64 {
+    pub fn ratio(&self) -> f64 {
         self.auto / self.best_us
     }
 }
 
 /// The default against the fastest explicit algorithm, per collective and size, where
 /// both ran (`--algorithms all`).
-pub(crate) fn default_vs_best(rows: &[Row]) -> Vec<Against> {
+pub fn default_vs_best(rows: &[Row]) -> Vec<Against> {
     let mut out = Vec::new();
     for auto in rows.iter().filter(|r| r.algorithm == "auto") {
         let best = rows
@@ -578,11 +589,11 @@ pub(crate) fn default_vs_best(rows: &[Row]) -> Vec<Against> {
 }
 
 /// The limit past which the default counts as slower than the best explicit algorithm.
-pub(crate) const DEFAULT_SLACK: f64 = 1.10;
+pub const DEFAULT_SLACK: f64 = 1.10;
 
 /// The default-against-best table, one line per collective and size; a `!` marks the
 /// lines where the default is more than 10% slower.
-pub(crate) fn default_vs_best_table(against: &[Against]) -> String {
+pub fn default_vs_best_table(against: &[Against]) -> String {
     let mut out = String::from(
         "# the default (auto) against the fastest explicit algorithm; auto/best above 1.10 is marked !",
     );

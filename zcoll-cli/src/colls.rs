@@ -21,13 +21,13 @@ use zcoll::{
 
 /// What every entry runs on.
 #[derive(Clone, Copy)]
-pub(crate) struct Env<'a> {
+pub struct Env<'a> {
     /// The MPI communicator of the baseline (and of the barriers between iterations).
-    pub(crate) world: &'a SimpleCommunicator,
+    pub world: &'a SimpleCommunicator,
     /// zcoll's communicator over the same ranks.
-    pub(crate) comm: &'a Comm,
+    pub comm: &'a Comm,
     /// The root of rooted collectives.
-    pub(crate) root: i32,
+    pub root: i32,
 }
 
 impl Env<'_> {
@@ -37,7 +37,7 @@ impl Env<'_> {
 }
 
 /// One collective of the benchmark table.
-pub(crate) trait Collective: Sync {
+pub trait Collective: Sync {
     /// The name used by `--coll` and in the output.
     fn name(&self) -> &'static str;
     /// zcoll's algorithms for it, by the names `--algorithms` and the output use
@@ -56,7 +56,7 @@ pub(crate) trait Collective: Sync {
 }
 
 /// A collective's buffers at one size, and the ways to run it.
-pub(crate) trait Instance {
+pub trait Instance {
     /// Fills the send data for step `seq`: every step's data differs from the previous
     /// step's in every byte, so a result left over from an earlier step fails the check.
     fn fill(&mut self, seq: u64);
@@ -73,7 +73,7 @@ pub(crate) trait Instance {
 }
 
 /// Every collective the benchmarks know, in the order they run.
-pub(crate) const ALL: &[&dyn Collective] = &[
+pub const ALL: &[&dyn Collective] = &[
     &Bcast,
     &Scatter,
     &Gather,
@@ -89,7 +89,7 @@ pub(crate) const ALL: &[&dyn Collective] = &[
 ];
 
 /// The collective named `name`.
-pub(crate) fn by_name(name: &str) -> Option<&'static dyn Collective> {
+pub fn by_name(name: &str) -> Option<&'static dyn Collective> {
     ALL.iter().copied().find(|c| c.name() == name)
 }
 
@@ -102,7 +102,7 @@ fn word(seq: u64, i: usize) -> u64 {
 }
 
 /// Fills `words` (and so every byte of the message they hold) with step `seq`'s data.
-pub(crate) fn fill_words(words: &mut [u64], seq: u64) {
+pub fn fill_words(words: &mut [u64], seq: u64) {
     for (i, w) in words.iter_mut().enumerate() {
         *w = word(seq, i).to_le();
     }
@@ -110,7 +110,7 @@ pub(crate) fn fill_words(words: &mut [u64], seq: u64) {
 
 /// Checks that the first `n` bytes of `words` are step `seq`'s data; the error names the
 /// first wrong byte.
-pub(crate) fn check_words(words: &[u64], n: usize, seq: u64) -> Result<(), String> {
+pub fn check_words(words: &[u64], n: usize, seq: u64) -> Result<(), String> {
     let full = n / 8;
     let bad_word = words[..full].iter().enumerate().position(|(i, &w)| w != word(seq, i).to_le());
     let first_bad = match bad_word {
@@ -134,7 +134,7 @@ pub(crate) fn check_words(words: &[u64], n: usize, seq: u64) -> Result<(), Strin
 }
 
 /// Broadcast from the root (`Env::root`): `size` bytes, received by every other rank.
-pub(crate) struct Bcast;
+pub struct Bcast;
 
 impl Collective for Bcast {
     fn name(&self) -> &'static str {
@@ -253,7 +253,7 @@ fn displs(counts: &[Count]) -> Vec<Count> {
 }
 
 /// Scatter from the root: the root sends `size` bytes to every rank (itself included).
-pub(crate) struct Scatter;
+pub struct Scatter;
 
 impl Collective for Scatter {
     fn name(&self) -> &'static str {
@@ -322,7 +322,7 @@ impl Instance for ScatterRun<'_> {
 }
 
 /// Gather to the root: every rank sends `size` bytes; the root receives `p * size`.
-pub(crate) struct Gather;
+pub struct Gather;
 
 impl Collective for Gather {
     fn name(&self) -> &'static str {
@@ -399,7 +399,7 @@ fn check_blocks(recv: &[u8], size: usize, seq: u64) -> Result<(), String> {
 }
 
 /// Allgather: every rank sends `size` bytes and receives `p * size`.
-pub(crate) struct Allgather;
+pub struct Allgather;
 
 impl Collective for Allgather {
     fn name(&self) -> &'static str {
@@ -453,7 +453,7 @@ impl Instance for AllgatherRun<'_> {
 }
 
 /// Alltoall: every rank sends `size` bytes to every rank and receives `p * size`.
-pub(crate) struct Alltoall;
+pub struct Alltoall;
 
 impl Collective for Alltoall {
     fn name(&self) -> &'static str {
@@ -518,7 +518,7 @@ fn elements(size: usize) -> usize {
 }
 
 /// Allreduce: the wrapping sum of every rank's `size / 8` `u64`s (an exact check).
-pub(crate) struct Allreduce;
+pub struct Allreduce;
 
 impl Collective for Allreduce {
     fn name(&self) -> &'static str {
@@ -546,7 +546,7 @@ impl Collective for Allreduce {
 }
 
 /// Reduce to the root: the wrapping sum of every rank's `size / 8` `u64`s.
-pub(crate) struct Reduce;
+pub struct Reduce;
 
 impl Collective for Reduce {
     fn name(&self) -> &'static str {
@@ -639,7 +639,7 @@ impl Instance for ReduceRun<'_> {
 /// The bytes rank `r` of `p` sends in the allgatherv of `size` bytes per rank:
 /// `floor(2 * size * (r + 1) / (p + 1))`, from about `2 size / p` up to about `2 size`,
 /// `p * size` bytes in all (up to rounding).
-pub(crate) fn allgatherv_bytes(size: usize, r: usize, p: usize) -> usize {
+pub fn allgatherv_bytes(size: usize, r: usize, p: usize) -> usize {
     2 * size * (r + 1) / (p + 1)
 }
 
@@ -653,13 +653,13 @@ fn uneven(size: usize, p: usize) -> (Vec<Count>, Vec<Count>) {
 /// The bytes rank `q` of `p` sends rank `r` in the alltoallv of `size` bytes per rank:
 /// `floor(2 * size * ((q + r) mod p + 1) / (p + 1))`; every rank sends and receives
 /// `p * size` bytes in all (up to rounding), in blocks from about `2 size / p` to `2 size`.
-pub(crate) fn alltoallv_bytes(size: usize, q: usize, r: usize, p: usize) -> usize {
+pub fn alltoallv_bytes(size: usize, q: usize, r: usize, p: usize) -> usize {
     2 * size * ((q + r) % p + 1) / (p + 1)
 }
 
 /// Scatterv from the root with uneven blocks: rank `r` receives
 /// [`allgatherv_bytes`]`(size, r, p)`.
-pub(crate) struct Scatterv;
+pub struct Scatterv;
 
 impl Collective for Scatterv {
     fn name(&self) -> &'static str {
@@ -684,7 +684,7 @@ impl Collective for Scatterv {
 
 /// Gatherv to the root with uneven blocks: rank `r` sends
 /// [`allgatherv_bytes`]`(size, r, p)`.
-pub(crate) struct Gatherv;
+pub struct Gatherv;
 
 impl Collective for Gatherv {
     fn name(&self) -> &'static str {
@@ -815,7 +815,7 @@ impl Instance for VarRootedRun<'_> {
 }
 
 /// Allgatherv with uneven blocks ([`allgatherv_bytes`]).
-pub(crate) struct Allgatherv;
+pub struct Allgatherv;
 
 impl Collective for Allgatherv {
     fn name(&self) -> &'static str {
@@ -886,7 +886,7 @@ impl Instance for AllgathervRun<'_> {
 }
 
 /// Alltoallv with uneven blocks ([`alltoallv_bytes`]).
-pub(crate) struct Alltoallv;
+pub struct Alltoallv;
 
 impl Collective for Alltoallv {
     fn name(&self) -> &'static str {
@@ -970,7 +970,7 @@ impl Instance for AlltoallvRun<'_> {
 }
 
 /// Barrier: no data; checked by time stamps (no rank leaves before the last one enters).
-pub(crate) struct Barrier;
+pub struct Barrier;
 
 impl Collective for Barrier {
     fn name(&self) -> &'static str {

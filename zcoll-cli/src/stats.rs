@@ -4,7 +4,7 @@
 
 /// Parses one size in bytes: `8`, `4K`, `64M`, `1G` (binary multiples: `K` is 1024), with
 /// an optional `B` or `iB` after the suffix (`4KiB`, `64MB`).
-pub(crate) fn parse_size(s: &str) -> Result<usize, String> {
+pub fn parse_size(s: &str) -> Result<usize, String> {
     let t = s.trim();
     let t = t.strip_suffix("iB").or_else(|| t.strip_suffix('B')).unwrap_or(t);
     let (digits, shift) = match t.char_indices().last() {
@@ -20,7 +20,7 @@ pub(crate) fn parse_size(s: &str) -> Result<usize, String> {
 /// Parses a size list: comma-separated items, each a size, a range `A:B` (A, 2A, 4A, ...
 /// up to B: powers of two from a power of two), or `A:B:F` (times F each step). The
 /// result is sorted and has no duplicates. Every size is at least one byte.
-pub(crate) fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
+pub fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
     let mut sizes = Vec::new();
     for item in s.split(',').filter(|i| !i.trim().is_empty()) {
         let parts: Vec<&str> = item.split(':').collect();
@@ -64,7 +64,7 @@ pub(crate) fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
 }
 
 /// Formats a size the way `parse_size` reads it: `8`, `4K`, `64M`.
-pub(crate) fn format_size(n: usize) -> String {
+pub fn format_size(n: usize) -> String {
     match n {
         0 => "0".into(),
         n if n % (1 << 30) == 0 => format!("{}G", n >> 30),
@@ -77,34 +77,37 @@ pub(crate) fn format_size(n: usize) -> String {
 /// The timed iterations for a message of `size` bytes when `--iters` is not given: as
 /// many as move about 512 MiB, at least 20 and at most 1000, so that a quick run (sizes
 /// 4 B to 16 MiB) takes seconds and small messages still get a stable median.
-pub(crate) fn default_iters(size: usize) -> usize {
+pub fn default_iters(size: usize) -> usize {
     ((512usize << 20) / size.max(1)).clamp(20, 1000)
 }
 
 /// The warm-up iterations for `iters` timed ones when `--warmup` is not given.
-pub(crate) fn default_warmup(iters: usize) -> usize {
+pub fn default_warmup(iters: usize) -> usize {
     (iters / 10).clamp(2, 100)
 }
 
 /// The maximum over ranks of every iteration's time: `per_rank[r][i]` is rank `r`'s time
 /// of iteration `i`. This is what the benchmark's reduction (`MPI_MAX` over ranks)
 /// computes; an iteration is as slow as its slowest rank.
-pub(crate) fn per_iteration_max(per_rank: &[Vec<f64>]) -> Vec<f64> {
+pub fn per_iteration_max(per_rank: &[Vec<f64>]) -> Vec<f64> {
     let iters = per_rank.iter().map(Vec::len).min().unwrap_or(0);
     (0..iters).map(|i| per_rank.iter().map(|r| r[i]).fold(f64::NEG_INFINITY, f64::max)).collect()
 }
 
 /// Median, minimum and maximum of a series of timings.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Summary {
-    pub(crate) median: f64,
-    pub(crate) min: f64,
-    pub(crate) max: f64,
+pub struct Summary {
+    /// The median.
+    pub median: f64,
+    /// The smallest.
+    pub min: f64,
+    /// The largest.
+    pub max: f64,
 }
 
 impl Summary {
     /// Sums up `samples` (the per-iteration maxima). `None` if there are none.
-    pub(crate) fn of(samples: &[f64]) -> Option<Summary> {
+    pub fn of(samples: &[f64]) -> Option<Summary> {
         let mut s = samples.to_vec();
         s.sort_by(f64::total_cmp);
         let n = s.len();
@@ -117,14 +120,14 @@ impl Summary {
     }
 
     /// The same summary with every value multiplied by `k` (seconds to microseconds).
-    pub(crate) fn scaled(self, k: f64) -> Summary {
+    pub fn scaled(self, k: f64) -> Summary {
         Summary { median: self.median * k, min: self.min * k, max: self.max * k }
     }
 }
 
 /// A 64-bit mixer (splitmix64's finalizer): the benchmark's only source of randomness,
 /// so that every rank computes the same "random" choices from the same seed.
-pub(crate) fn mix(x: u64) -> u64 {
+pub fn mix(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -133,7 +136,7 @@ pub(crate) fn mix(x: u64) -> u64 {
 
 /// `0..n` in an order drawn from `seed` (Fisher-Yates): every order equally likely, the
 /// same for the same seed.
-pub(crate) fn shuffled(n: usize, seed: u64) -> Vec<usize> {
+pub fn shuffled(n: usize, seed: u64) -> Vec<usize> {
     let mut v: Vec<usize> = (0..n).collect();
     for i in (1..n).rev() {
         let j = (mix(seed ^ (i as u64) << 40) % (i as u64 + 1)) as usize;
@@ -150,19 +153,19 @@ fn unit(seed: u64) -> f64 {
 /// Process-arrival imbalance (the maximum imbalance factor of Qian and Afsahi's
 /// process-arrival-pattern benchmarks).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Imbalance {
+pub struct Imbalance {
     /// The largest delay, as a multiple of the time of one message of the size timed.
-    pub(crate) mif: f64,
+    pub mif: f64,
     /// `Some(pct)`: only `ceil(pct% of p)` ranks are late, each by the full `mif` times a
     /// message; `None`: every rank is late by a uniform random fraction of it.
-    pub(crate) late_pct: Option<f64>,
+    pub late_pct: Option<f64>,
 }
 
 impl Imbalance {
     /// How long `rank` of `np` busy-waits before iteration `seed`'s collective, given
     /// that one message takes `t_msg` seconds. Every rank computes the same pattern from
     /// the same seed, so a run is reproducible.
-    pub(crate) fn delay(&self, seed: u64, rank: usize, np: usize, t_msg: f64) -> f64 {
+    pub fn delay(&self, seed: u64, rank: usize, np: usize, t_msg: f64) -> f64 {
         let most = self.mif * t_msg;
         match self.late_pct {
             None => most * unit(seed ^ mix(rank as u64 + 1)),

@@ -6,9 +6,9 @@
 //! chooses what to time, asks the model for the same points, and prints and draws the
 //! two side by side.
 
-use super::bench::{self, BenchArgs, Row};
-use super::plot::{Panel, Series, Style};
-use super::stats;
+use crate::bench::{self, BenchArgs, Row};
+use crate::plot::{Panel, Series, Style};
+use crate::stats;
 use clap::Parser;
 use std::fmt::Write as _;
 use zcoll::tune::{Algo, Params};
@@ -17,7 +17,7 @@ use zcoll::tune::{Algo, Params};
 /// scatter trio, the broadcast read patterns, an allgather ring against recursive
 /// doubling, and each collective's copy-in/copy-out path. `throttled-read` (`k = 4`)
 /// only where it differs from the others (more than 2 ranks).
-pub(crate) const PLOTTED: &[(&str, &[&str])] = &[
+pub const PLOTTED: &[(&str, &[&str])] = &[
     ("scatter", &["parallel-read", "sequential-write", "throttled-read", "staged"]),
     ("bcast", &["direct-read", "knomial-read", "staged"]),
     ("allgather", &["ring-source-read", "recursive-doubling", "staged"]),
@@ -28,7 +28,7 @@ const BENCH_K: usize = 4;
 
 /// The model's algorithm for `zcoll bench`'s collective `coll` and algorithm `name`;
 /// `None` for what the model does not describe (MPI, `auto`, the arrival-aware ones).
-pub(crate) fn model_algo(coll: &str, name: &str) -> Option<Algo> {
+pub fn model_algo(coll: &str, name: &str) -> Option<Algo> {
     Some(match (coll, name) {
         ("bcast", "direct-read") => Algo::BcastDirectRead,
         ("bcast", "direct-write") => Algo::BcastDirectWrite,
@@ -59,7 +59,7 @@ pub(crate) fn model_algo(coll: &str, name: &str) -> Option<Algo> {
 }
 
 /// The `zcoll bench` arguments that time [`PLOTTED`] on `p` ranks at `sizes`.
-pub(crate) fn bench_args(p: usize, sizes: &str, iters: Option<usize>) -> BenchArgs {
+pub fn bench_args(p: usize, sizes: &str, iters: Option<usize>) -> BenchArgs {
     let colls: Vec<&str> = PLOTTED.iter().map(|(c, _)| *c).collect();
     let mut algos: Vec<&str> = Vec::new();
     for name in PLOTTED.iter().flat_map(|(_, a)| a.iter().copied()) {
@@ -78,25 +78,29 @@ pub(crate) fn bench_args(p: usize, sizes: &str, iters: Option<usize>) -> BenchAr
 
 /// One measured point beside the model's prediction.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Compared {
-    pub(crate) coll: &'static str,
-    pub(crate) algorithm: String,
-    pub(crate) size: usize,
+pub struct Compared {
+    /// The collective's name in the table.
+    pub coll: &'static str,
+    /// zcoll's algorithm, by name.
+    pub algorithm: String,
+    /// The message size in bytes.
+    pub size: usize,
     /// Microseconds: the median `zcoll bench` measured, and the model's.
-    pub(crate) measured: f64,
-    pub(crate) predicted: f64,
+    pub measured: f64,
+    /// The model's prediction, microseconds.
+    pub predicted: f64,
 }
 
 impl Compared {
     /// Measured over predicted: above 1, the collective is slower than the model says.
-    pub(crate) fn ratio(&self) -> f64 {
+    pub fn ratio(&self) -> f64 {
         self.measured / self.predicted
     }
 }
 
 /// The model's prediction with `params` on a node of `p` ranks for every row it
 /// describes.
-pub(crate) fn compare(rows: &[Row], params: &Params, p: usize) -> Vec<Compared> {
+pub fn compare(rows: &[Row], params: &Params, p: usize) -> Vec<Compared> {
     rows.iter()
         .filter_map(|r| {
             let algo = model_algo(r.coll, &r.algorithm)?;
@@ -112,7 +116,7 @@ pub(crate) fn compare(rows: &[Row], params: &Params, p: usize) -> Vec<Compared> 
 }
 
 /// The comparison as a table, and the median ratio per collective and algorithm.
-pub(crate) fn table(points: &[Compared]) -> String {
+pub fn table(points: &[Compared]) -> String {
     let mut out = format!(
         "{:<10} {:<19} {:>6} {:>12} {:>13} {:>9}",
         "coll", "algorithm", "size", "measured_us", "predicted_us", "meas/pred"
@@ -158,7 +162,7 @@ fn series_keys(points: &[Compared]) -> Vec<(&'static str, &str)> {
 
 /// One panel per collective: each algorithm's measurements as points and the model's
 /// prediction as a line, in one colour.
-pub(crate) fn panels(points: &[Compared], p: usize, source: &str) -> Vec<Panel> {
+pub fn panels(points: &[Compared], p: usize, source: &str) -> Vec<Panel> {
     let mut colls: Vec<&str> = points.iter().map(|c| c.coll).collect();
     colls.dedup();
     colls
@@ -204,7 +208,7 @@ pub(crate) fn panels(points: &[Compared], p: usize, source: &str) -> Vec<Panel> 
 ///
 /// A bad `--plot-sizes` (on every rank), more than one node, or a file that cannot be
 /// written (rank 0).
-pub(crate) fn plot(
+pub fn plot(
     world: &mpi::topology::SimpleCommunicator,
     comm: &zcoll::Comm,
     params: Option<&Params>,

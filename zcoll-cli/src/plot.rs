@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 /// How a series is drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Style {
+pub enum Style {
     /// A solid line through the points, each marked.
     Line,
     /// A dashed line (references such as the memcpy floor, or a model's prediction).
@@ -17,24 +17,29 @@ pub(crate) enum Style {
 }
 
 /// One line of a panel: an implementation's latency (microseconds) at each size (bytes).
-pub(crate) struct Series {
-    pub(crate) label: String,
-    pub(crate) points: Vec<(f64, f64)>,
-    pub(crate) style: Style,
+pub struct Series {
+    /// The legend's text.
+    pub label: String,
+    /// `(size, latency)` pairs.
+    pub points: Vec<(f64, f64)>,
+    /// How the line is drawn.
+    pub style: Style,
     /// The palette entry; `None`: MPI red, memcpy grey, the others in turn.
-    pub(crate) color: Option<usize>,
+    pub color: Option<usize>,
 }
 
 /// One collective's plot.
-pub(crate) struct Panel {
-    pub(crate) title: String,
+pub struct Panel {
+    /// The panel's title (the collective).
+    pub title: String,
     /// What the y axis shows.
-    pub(crate) y_label: String,
-    pub(crate) series: Vec<Series>,
+    pub y_label: String,
+    /// The lines.
+    pub series: Vec<Series>,
 }
 
 /// The y axis of `zcoll bench`'s panels.
-pub(crate) const MEASURED_LATENCY: &str = "latency (µs): median of the per-iteration maximum over ranks";
+pub const MEASURED_LATENCY: &str = "latency (µs): median of the per-iteration maximum over ranks";
 
 const WIDTH: f64 = 880.0;
 const HEIGHT: f64 = 540.0;
@@ -101,7 +106,7 @@ fn time_label(us: f64) -> String {
 }
 
 /// The whole SVG document: the panels stacked vertically.
-pub(crate) fn svg(panels: &[Panel]) -> String {
+pub fn svg(panels: &[Panel]) -> String {
     let mut out = String::new();
     let total = HEIGHT * panels.len().max(1) as f64;
     let _ = writeln!(

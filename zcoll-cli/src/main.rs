@@ -4,16 +4,11 @@
 //! `mpiexec -n 2 zcoll bench --coll all --sizes 8:64M --csv bench.csv --plot bench.svg`,
 //! or `mpiexec -n 2 zcoll tune --plot model.svg`.
 
-mod bench;
-mod colls;
-mod plot;
-mod stats;
-mod tune;
-
 use clap::{Parser, Subcommand};
 use mpi::traits::*;
 use std::process::ExitCode;
 use zcoll::ZeroCopy;
+use zcoll_cli::{bench, tune};
 
 /// Safe zero-copy MPI collectives: inspection and benchmarks (run under mpiexec).
 #[derive(Parser)]

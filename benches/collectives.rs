@@ -13,7 +13,9 @@
 //! checked every iteration), and the batch's time is the maximum over ranks of each
 //! rank's summed collective times.
 //!
-//! `ZCOLL_BENCH_SIZES` sets the sizes (as `zcoll bench --sizes`, default `8,4K,64K,1M,16M`).
+//! `ZCOLL_BENCH_SIZES` sets the sizes (as `zcoll bench --sizes`, default `8,4K,64K,1M,16M`);
+//! `ZCOLL_BENCH_BUFFERS` where the buffers live (as `zcoll bench --buffers`: `vec`, the
+//! default, `heap` or `global`).
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use mpi::collective::SystemOperation;
@@ -22,8 +24,12 @@ use mpi::traits::*;
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 use zcoll::ZeroCopy;
-use zcoll_cli::colls::{self, Collective, Env, Instance};
+use zcoll_cli::colls::{self, Buffers, Collective, Env, Instance};
 use zcoll_cli::stats;
+
+/// `ZCOLL_BENCH_BUFFERS=global` puts the benches' `Vec`s in the shared heap.
+#[global_allocator]
+static ALLOC: zcoll_cli::alloc::Switchable = zcoll_cli::alloc::Switchable::new();
 
 /// Variables that MPI launchers set in every rank (Open MPI, MPICH's Hydra and Slurm's
 /// PMI-2, PMIx).
@@ -45,7 +51,11 @@ fn main() -> ExitCode {
     let universe = mpi::initialize().expect("MPI initializes once");
     let world = universe.world();
     let comm = world.zero_copy().unwrap_or_else(|e| panic!("zcoll: {e}"));
-    let env = Env { world: &world, comm: &comm, root: 0 };
+    let buffers = std::env::var("ZCOLL_BENCH_BUFFERS").unwrap_or_else(|_| "vec".into());
+    let buffers = <Buffers as clap::ValueEnum>::from_str(&buffers, true)
+        .unwrap_or_else(|e| panic!("ZCOLL_BENCH_BUFFERS={buffers}: {e} (vec, heap or global)"));
+    zcoll_cli::alloc::share_large_allocations(buffers == Buffers::Global);
+    let env = Env { world: &world, comm: &comm, root: 0, buffers };
     let sizes = std::env::var("ZCOLL_BENCH_SIZES").unwrap_or_else(|_| "8,4K,64K,1M,16M".into());
     let sizes = stats::parse_sizes(&sizes).unwrap_or_else(|e| panic!("ZCOLL_BENCH_SIZES: {e}"));
     let mut bench = Benches::new(env, &sizes);

@@ -24,8 +24,9 @@ use crate::node::{NodeComm, Split};
 use crate::sync::wait::WaitPolicy;
 use mpi::environment::Threading;
 use mpi::topology::{Communicator, Rank, SimpleCommunicator};
+use std::cell::Cell;
 use std::fmt;
-use std::thread::{self, ThreadId};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A communicator with zero-copy collectives inside each node.
 ///
@@ -119,20 +120,38 @@ unsafe impl Send for Comm {}
 /// The thread that built a communicator, and whether MPI lets other threads call it.
 #[derive(Clone, Copy, Debug)]
 struct Home {
-    thread: ThreadId,
+    thread: u64,
     multiple: bool,
+}
+
+/// A number for the calling thread, unique for the life of the process (threads are
+/// numbered as they first ask): a thread-local load on every call, where
+/// `thread::current().id()` costs two atomic operations on the thread's handle.
+fn thread_number() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static NUMBER: Cell<u64> = const { Cell::new(0) };
+    }
+    NUMBER.with(|n| match n.get() {
+        0 => {
+            let new = NEXT.fetch_add(1, Ordering::Relaxed);
+            n.set(new);
+            new
+        }
+        known => known,
+    })
 }
 
 impl Home {
     /// This thread, and the thread level MPI was initialized with.
     fn here() -> Home {
         let multiple = mpi::environment::threading_support() == Threading::Multiple;
-        Home { thread: thread::current().id(), multiple }
+        Home { thread: thread_number(), multiple }
     }
 
     /// Whether this thread may call MPI on the communicator.
     fn allows(&self) -> bool {
-        self.multiple || thread::current().id() == self.thread
+        self.multiple || thread_number() == self.thread
     }
 
     /// `Unsupported` on a thread that may not call MPI.

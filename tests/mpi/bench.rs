@@ -1,7 +1,9 @@
-//! `zcoll bench` as a job: the CLI's own argument parser and benchmark loop (the library of the
-//! `zcoll-cli` package), run at a few sizes; rank 0 then
-//! checks the CSV it wrote: the exact header, every collective of `colls::ALL` in order
-//! with every size and algorithm present, and every time positive. Every iteration's result is checked by the benchmark itself, so a
+//! `zcoll bench` as a job: the CLI's own argument parser and benchmark loop (the library
+//! of the `zcoll-cli` package), run at a few sizes with `Vec` and shared-heap buffers;
+//! rank 0 then checks the CSV it wrote: the exact header, every collective of
+//! `colls::ALL` in order with every size and algorithm present for both kinds of
+//! buffers, every time positive, and no heap buffer moved by CMA where the peers map the
+//! heap. Every iteration's result is checked by the benchmark itself, so a
 //! wrong collective fails the job.
 
 use zcoll_cli::bench as cli;
@@ -20,6 +22,7 @@ pub(crate) fn bench(world: &SimpleCommunicator, comm: &Comm) {
     let svg = csv.with_extension("svg");
     let extra = std::env::var("ZCOLL_TEST_BENCH_ARGS").unwrap_or_default();
     let mut line = vec!["bench", "--coll", "all", "--sizes", "8:64K", "--iters", "5", "--warmup", "1"];
+    line.extend(["--buffers", "vec,heap"]);
     let (csv_arg, svg_arg) = (csv.to_str().unwrap().to_owned(), svg.to_str().unwrap().to_owned());
     line.extend(["--csv", &csv_arg, "--plot", &svg_arg]);
     line.extend(extra.split_whitespace());
@@ -31,19 +34,31 @@ pub(crate) fn bench(world: &SimpleCommunicator, comm: &Comm) {
     }
     let text = std::fs::read_to_string(&csv).unwrap();
     let mut lines = text.lines();
-    assert_eq!(lines.next(), Some("coll,algorithm,transport,np,size,mpi_us,zcoll_us,ratio,memcpy_us"));
+    assert_eq!(
+        lines.next(),
+        Some("coll,algorithm,buffers,moved,transport,np,size,mpi_us,zcoll_us,ratio,memcpy_us")
+    );
     let all_algorithms = extra.contains("--algorithms all");
     // `auto`, and with `--algorithms all` every algorithm of the collective's enum.
     let algorithms = |c: &dyn colls::Collective| if all_algorithms { c.algorithms().len() + 1 } else { 1 };
-    let mut seen = Vec::new();
+    let (mut seen, mut heap) = (Vec::new(), Vec::new());
     for line in lines {
         let f: Vec<&str> = line.split(',').collect();
-        assert_eq!(f.len(), 9, "{line}");
-        assert_eq!(f[2], comm.info().transport.to_string(), "{line}");
-        assert_eq!(f[3], world.size().to_string(), "{line}");
-        let size: usize = f[4].parse().unwrap();
+        assert_eq!(f.len(), 11, "{line}");
+        assert!(["vec", "heap"].contains(&f[2]), "{line}");
+        let transports = ["cma", "heap", "xpmem"];
+        assert!(f[3] == "-" || f[3].split('+').all(|t| transports.contains(&t)), "{line}");
+        if f[2] == "heap" && comm.info().heap && comm.info().nodes == 1 {
+            // Buffers every peer maps: never a CMA system call. (Across nodes the
+            // leaders' scratch buffers are ordinary memory, which the node legs still
+            // reach by CMA.)
+            assert!(!f[3].contains("cma"), "{line}: heap buffers moved by CMA");
+        }
+        assert_eq!(f[4], comm.info().transport.to_string(), "{line}");
+        assert_eq!(f[5], world.size().to_string(), "{line}");
+        let size: usize = f[6].parse().unwrap();
         let num = |i: usize| -> f64 { f[i].parse().unwrap_or_else(|_| panic!("{line}: column {i}")) };
-        let (mpi, zcoll, ratio, memcpy) = (num(5), num(6), num(7), num(8));
+        let (mpi, zcoll, ratio, memcpy) = (num(7), num(8), num(9), num(10));
         // (A ratio under 0.0005 prints as 0.000: an oversubscribed job may get there.)
         assert!(mpi > 0.0 && zcoll > 0.0 && ratio >= 0.0, "{line}");
         assert!((ratio - mpi / zcoll).abs() <= 0.01 * ratio + 0.002, "{line}: ratio is not mpi / zcoll");
@@ -57,8 +72,14 @@ pub(crate) fn bench(world: &SimpleCommunicator, comm: &Comm) {
         } else {
             assert_eq!((size, memcpy), (0, 0.0), "{line}");
         }
-        seen.push((f[0].to_owned(), f[1].to_owned(), size));
+        if f[2] == "vec" {
+            seen.push((f[0].to_owned(), f[1].to_owned(), size));
+        } else {
+            heap.push((f[0].to_owned(), f[1].to_owned(), size));
+        }
     }
+    // The heap pass measures exactly what the `Vec` pass does.
+    assert_eq!(heap, seen);
     // Every collective in `colls::ALL`'s order; 8 B to 64 KiB is 14 powers of two per
     // algorithm of a sized collective, and a barrier is one row.
     let order: Vec<&str> = seen.iter().map(|s| s.0.as_str()).fold(Vec::new(), |mut v, c| {
@@ -80,7 +101,7 @@ pub(crate) fn bench(world: &SimpleCommunicator, comm: &Comm) {
             assert_eq!(rows, 1, "{}: {seen:?}", c.name());
         }
     }
-    assert_eq!(rows.len(), seen.len());
+    assert_eq!(rows.len(), 2 * seen.len());
     let plot = std::fs::read_to_string(&svg).unwrap();
     assert!(plot.starts_with("<svg") && plot.contains("bcast: ") && plot.contains("<polyline"));
     std::fs::remove_file(&csv).unwrap();

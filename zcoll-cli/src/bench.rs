@@ -10,9 +10,10 @@
 //! iteration, takes each iteration's maximum over the ranks, and reports the median (and
 //! the minimum and maximum) of these per-iteration maxima.
 
-use crate::colls::{self, Collective, Env};
+use crate::colls::{self, Buffers, Collective, Env};
 use crate::plot::{self, Panel, Series, Style};
 use crate::stats::{self, Imbalance, Summary};
+use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::fmt::Write as _;
@@ -48,9 +49,12 @@ pub struct BenchArgs {
     /// Draw latency against size (log-log, SVG) to this file.
     #[arg(long)]
     pub plot: Option<PathBuf>,
-    /// Where the buffers live: `vec` (ordinary heap memory).
-    #[arg(long, value_enum, default_value = "vec")]
-    pub buffers: Buffers,
+    /// Where the buffers live, comma-separated to measure several side by side: `vec`
+    /// (ordinary memory), `heap` (`Comm::alloc`: the shared heap, copied with loads and
+    /// stores), `global` (`Vec`s, with the global allocator serving large ones from the
+    /// shared heap, as a program that installs `zcoll::ShmAlloc` has them).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "vec")]
+    pub buffers: Vec<Buffers>,
     /// Process-arrival imbalance: before each timed call a rank busy-waits up to F times
     /// the time of one message of the size (measured before the warm-up).
     #[arg(long, value_name = "F")]
@@ -64,17 +68,8 @@ pub struct BenchArgs {
     pub root: i32,
 }
 
-/// Where the benchmark's buffers live.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Buffers {
-    /// `Vec`s on the ordinary heap.
-    Vec,
-    /// The shared heap (not available yet).
-    Heap,
-}
-
 /// The CSV header, column for column.
-pub const CSV_HEADER: &str = "coll,algorithm,transport,np,size,mpi_us,zcoll_us,ratio,memcpy_us";
+pub const CSV_HEADER: &str = "coll,algorithm,buffers,moved,transport,np,size,mpi_us,zcoll_us,ratio,memcpy_us";
 
 /// One line of results: one zcoll algorithm at one size, beside MPI and memcpy.
 #[derive(Clone, Debug)]
@@ -83,6 +78,12 @@ pub struct Row {
     pub coll: &'static str,
     /// zcoll's algorithm, by name (`auto` for zcoll's own choice).
     pub algorithm: String,
+    /// Where the buffers lived.
+    pub buffers: Buffers,
+    /// How zcoll's single copies crossed processes, summed over the ranks (see
+    /// [`moved`]): `cma`, `heap`, `xpmem`, a mix joined by `+`, or `-` for none (the
+    /// bytes went through the staging areas, or nothing crossed processes).
+    pub moved: String,
     /// The node's transport.
     pub transport: String,
     /// The number of ranks.
@@ -107,9 +108,11 @@ impl Row {
 
     fn csv(&self) -> String {
         format!(
-            "{},{},{},{},{},{:.3},{:.3},{:.3},{:.3}",
+            "{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3}",
             self.coll,
             self.algorithm,
+            self.buffers,
+            self.moved,
             self.transport,
             self.np,
             self.size,
@@ -147,8 +150,8 @@ struct Plan {
 }
 
 fn plan(args: &BenchArgs, np: i32) -> Result<Plan, String> {
-    if args.buffers == Buffers::Heap {
-        return Err("--buffers heap: the shared heap is not available yet; use --buffers vec".into());
+    if args.buffers.is_empty() {
+        return Err("--buffers: none given".into());
     }
     if !(0..np).contains(&args.root) {
         return Err(format!("--root {}: not a rank of the {np} ranks", args.root));
@@ -221,6 +224,9 @@ pub fn run(world: &SimpleCommunicator, comm: &Comm, args: &BenchArgs) -> Result<
     let rows = measure(world, comm, args, true)?;
     if world.rank() == 0 {
         println!("{}", summary_lines(&rows));
+        if args.buffers.len() > 1 {
+            println!("{}", side_by_side(&rows, &args.buffers));
+        }
         let against = default_vs_best(&rows);
         if !against.is_empty() {
             println!("{}", default_vs_best_table(&against));
@@ -254,8 +260,6 @@ pub fn measure(
 ) -> Result<Vec<Row>, String> {
     let plan = plan(args, world.size())?;
     let me = world.rank();
-    let np = world.size() as usize;
-    let env = Env { world, comm, root: args.root };
     let transport = comm.info().transport.to_string();
     if me == 0 && print {
         println!("{}", header(comm, args, &plan));
@@ -263,6 +267,29 @@ pub fn measure(
     }
     let mut rows = Vec::new();
     let mut seq = 0u64;
+    for &buffers in &args.buffers {
+        let env = Env { world, comm, root: args.root, buffers };
+        // What `global` measures: the process's `Vec`s in the shared heap, as far as its
+        // global allocator can put them there (see `crate::alloc`).
+        crate::alloc::share_large_allocations(buffers == Buffers::Global);
+        measure_buffers(env, &plan, args, print, &transport, &mut seq, &mut rows);
+        crate::alloc::share_large_allocations(false);
+    }
+    Ok(rows)
+}
+
+/// [`measure`] with one kind of buffers.
+fn measure_buffers(
+    env: Env<'_>,
+    plan: &Plan,
+    args: &BenchArgs,
+    print: bool,
+    transport: &str,
+    seq: &mut u64,
+    rows: &mut Vec<Row>,
+) {
+    let world = env.world;
+    let (me, np) = (world.rank(), world.size() as usize);
     for &(coll, ref algos) in &plan.colls {
         let sizes = if coll.sized() { plan.sizes.clone() } else { vec![0] };
         for size in sizes {
@@ -273,10 +300,17 @@ pub fn measure(
             if coll.sized() {
                 imps.push(Imp::Memcpy);
             }
-            let times = time_one(env, coll, size, &imps, iters, warmup, plan.imbalance, &mut seq);
+            let (times, traffic) = time_one(env, coll, size, &imps, iters, warmup, plan.imbalance, seq);
+            // Every rank's single-copy bytes, by transport, summed at rank 0.
+            let root = world.process_at_rank(0);
+            let mut moved_sum = vec![0u64; traffic.len()];
+            if me == 0 {
+                root.reduce_into_root(&traffic[..], &mut moved_sum[..], SystemOperation::sum());
+            } else {
+                root.reduce_into(&traffic[..], SystemOperation::sum());
+            }
             // Every rank's times to rank 0, which takes each iteration's maximum over
             // the ranks (the slowest rank makes the iteration's time).
-            let root = world.process_at_rank(0);
             if me != 0 {
                 root.gather_into(&times[..]);
                 continue;
@@ -301,7 +335,9 @@ pub fn measure(
                 let row = Row {
                     coll: coll.name(),
                     algorithm: algorithm.to_owned(),
-                    transport: transport.clone(),
+                    buffers: env.buffers,
+                    moved: moved(&moved_sum[3 * (k + 1)..3 * (k + 2)]),
+                    transport: transport.to_owned(),
                     np,
                     size,
                     iters,
@@ -317,7 +353,18 @@ pub fn measure(
             let _ = std::io::stdout().flush();
         }
     }
-    Ok(rows)
+}
+
+/// The transports that moved bytes, from `[cma, heap, xpmem]` byte counts: their names
+/// joined by `+`, or `-` for none.
+pub fn moved(bytes: &[u64]) -> String {
+    let names: Vec<&str> =
+        ["cma", "heap", "xpmem"].into_iter().zip(bytes).filter(|&(_, &b)| b > 0).map(|(n, _)| n).collect();
+    if names.is_empty() {
+        "-".into()
+    } else {
+        names.join("+")
+    }
 }
 
 /// Times every implementation of `imps` at `size`: returns this rank's seconds,
@@ -332,7 +379,7 @@ fn time_one(
     warmup: usize,
     imbalance: Option<Imbalance>,
     seq: &mut u64,
-) -> Vec<f64> {
+) -> (Vec<f64>, Vec<u64>) {
     let world = env.world;
     let (me, np) = (world.rank(), world.size() as usize);
     let mut inst = coll.prepare(env, size);
@@ -341,6 +388,8 @@ fn time_one(
     let mut dst = vec![0u8; received];
     let t_msg = if imbalance.is_some() { message_time(world, size) } else { 0.0 };
     let mut times = vec![0f64; imps.len() * iters];
+    // This rank's single-copy bytes per implementation, by transport (cma, heap, xpmem).
+    let mut traffic = vec![0u64; 3 * imps.len()];
     for it in 0..warmup + iters {
         let delay_seed = stats::mix((size as u64) << 32 ^ it as u64);
         // A new order every iteration, the same on every rank: no implementation always
@@ -363,6 +412,7 @@ fn time_one(
             if let (Some(imb), true) = (imbalance, *imp != Imp::Memcpy) {
                 busy_wait(imb.delay(delay_seed, me as usize, np, t_msg));
             }
+            let before = env.comm.traffic();
             let start = Instant::now();
             match imp {
                 Imp::Mpi => inst.mpi(),
@@ -377,6 +427,11 @@ fn time_one(
                 }
             }
             let t = start.elapsed().as_secs_f64();
+            let after = env.comm.traffic();
+            let at = &mut traffic[3 * which..3 * which + 3];
+            at[0] += after.cma - before.cma;
+            at[1] += after.heap - before.heap;
+            at[2] += after.xpmem - before.xpmem;
             if *imp != Imp::Memcpy {
                 if let Err(e) = inst.check(*seq) {
                     fail(world, coll.name(), imp, size, &e);
@@ -387,7 +442,7 @@ fn time_one(
             }
         }
     }
-    times
+    (times, traffic)
 }
 
 /// Ends the job on a wrong result, saying what went wrong where.
@@ -483,9 +538,11 @@ fn header(comm: &Comm, args: &BenchArgs, plan: &Plan) -> String {
 
 fn table_header() -> String {
     format!(
-        "{:<8} {:<13} {:>6} {:>5} {:>11} {:>11} {:>7} {:>10} {:>8}  {:<21} {:<21}",
+        "{:<8} {:<13} {:<6} {:<9} {:>6} {:>5} {:>11} {:>11} {:>7} {:>10} {:>8}  {:<21} {:<21}",
         "coll",
         "algorithm",
+        "bufs",
+        "moved",
         "size",
         "iters",
         "mpi_us",
@@ -502,9 +559,11 @@ fn table_row(r: &Row) -> String {
     let over =
         if r.memcpy.median > 0.0 { format!("{:.2}", r.zcoll.median / r.memcpy.median) } else { "-".into() };
     format!(
-        "{:<8} {:<13} {:>6} {:>5} {:>11.2} {:>11.2} {:>7.2} {:>10.2} {:>8}  {:<21} {:<21}",
+        "{:<8} {:<13} {:<6} {:<9} {:>6} {:>5} {:>11.2} {:>11.2} {:>7.2} {:>10.2} {:>8}  {:<21} {:<21}",
         r.coll,
         r.algorithm,
+        r.buffers.to_string(),
+        r.moved,
         stats::format_size(r.size),
         r.iters,
         r.mpi.median,
@@ -520,26 +579,69 @@ fn table_row(r: &Row) -> String {
 /// The worst and best ratio of each collective and algorithm.
 fn summary_lines(rows: &[Row]) -> String {
     let mut out = String::from("#");
-    let mut seen: Vec<(&str, &str)> = Vec::new();
+    let mut seen: Vec<(&str, &str, Buffers)> = Vec::new();
     for r in rows {
-        if seen.contains(&(r.coll, &r.algorithm)) {
+        if seen.contains(&(r.coll, &r.algorithm, r.buffers)) {
             continue;
         }
-        seen.push((r.coll, &r.algorithm));
-        let same: Vec<&Row> =
-            rows.iter().filter(|s| s.coll == r.coll && s.algorithm == r.algorithm).collect();
+        seen.push((r.coll, &r.algorithm, r.buffers));
+        let same: Vec<&Row> = rows
+            .iter()
+            .filter(|s| s.coll == r.coll && s.algorithm == r.algorithm && s.buffers == r.buffers)
+            .collect();
         let lo = same.iter().min_by(|a, b| a.ratio().total_cmp(&b.ratio())).expect("one row");
         let hi = same.iter().max_by(|a, b| a.ratio().total_cmp(&b.ratio())).expect("one row");
         let _ = write!(
             out,
-            "\n# {} {}: ratio {:.2} (at {}) to {:.2} (at {})",
+            "\n# {} {} ({}): ratio {:.2} (at {}) to {:.2} (at {})",
             r.coll,
             r.algorithm,
+            r.buffers,
             lo.ratio(),
             stats::format_size(lo.size),
             hi.ratio(),
             stats::format_size(hi.size)
         );
+    }
+    out
+}
+
+/// The compact table of a run with several kinds of buffers: per collective and size,
+/// zcoll's default against the MPI library (ratio = mpi / zcoll, above 1: zcoll is
+/// faster) with each kind, and each against one memcpy (zcoll / memcpy: 1 is the floor).
+pub fn side_by_side(rows: &[Row], kinds: &[Buffers]) -> String {
+    let mut out = format!(
+        "# zcoll's default (auto) against the MPI library and against memcpy, by buffers
+{:<10} {:>6}",
+        "coll", "size"
+    );
+    for k in kinds {
+        let _ = write!(out, " {:>12} {:>12}", format!("ratio {k}"), format!("/memcpy {k}"));
+    }
+    let mut keys: Vec<(&str, usize)> = Vec::new();
+    for r in rows.iter().filter(|r| r.algorithm == "auto") {
+        if !keys.contains(&(r.coll, r.size)) {
+            keys.push((r.coll, r.size));
+        }
+    }
+    for (coll, size) in keys {
+        let _ = write!(out, "\n{coll:<10} {:>6}", stats::format_size(size));
+        for k in kinds {
+            match rows
+                .iter()
+                .find(|r| r.coll == coll && r.size == size && r.algorithm == "auto" && r.buffers == *k)
+            {
+                Some(r) if r.memcpy.median > 0.0 => {
+                    let _ = write!(out, " {:>12.2} {:>12.2}", r.ratio(), r.zcoll.median / r.memcpy.median);
+                }
+                Some(r) => {
+                    let _ = write!(out, " {:>12.2} {:>12}", r.ratio(), "-");
+                }
+                None => {
+                    let _ = write!(out, " {:>12} {:>12}", "-", "-");
+                }
+            }
+        }
     }
     out
 }
@@ -632,21 +734,28 @@ fn panels(rows: &[Row], library: &str) -> Vec<Panel> {
     colls.dedup();
     for coll in colls {
         let mine: Vec<&Row> = rows.iter().filter(|r| r.coll == coll).collect();
-        let mut algos: Vec<&str> = mine.iter().map(|r| r.algorithm.as_str()).collect();
-        algos.sort_unstable();
+        // One line per algorithm and kind of buffers (named only when there are several).
+        let mut algos: Vec<(&str, Buffers)> =
+            mine.iter().map(|r| (r.algorithm.as_str(), r.buffers)).collect();
+        algos.sort_unstable_by_key(|&(a, b)| (a, b.to_string()));
         algos.dedup();
+        let several = mine.iter().any(|r| r.buffers != mine[0].buffers);
         let first = mine[0];
-        let reference: Vec<&Row> = mine.iter().copied().filter(|r| r.algorithm == first.algorithm).collect();
+        let reference: Vec<&Row> = mine
+            .iter()
+            .copied()
+            .filter(|r| r.algorithm == first.algorithm && r.buffers == first.buffers)
+            .collect();
         if reference.len() < 2 {
             continue;
         }
         let mut series: Vec<Series> = algos
             .iter()
-            .map(|a| Series {
-                label: format!("zcoll {a}"),
+            .map(|&(a, b)| Series {
+                label: if several { format!("zcoll {a}, {b}") } else { format!("zcoll {a}") },
                 points: mine
                     .iter()
-                    .filter(|r| r.algorithm == *a)
+                    .filter(|r| r.algorithm == a && r.buffers == b)
                     .map(|r| (r.size as f64, r.zcoll.median))
                     .collect(),
                 style: Style::Line,
@@ -723,8 +832,7 @@ mod tests {
         assert_eq!(p.imbalance, Some(Imbalance { mif: 2.0, late_pct: Some(10.0) }));
 
         for bad in [
-            &["--buffers", "heap"][..],
-            &["--coll", "scan"],
+            &["--coll", "scan"][..],
             &["--algorithms", "direct-read,nope"],
             &["--sizes", "0:8"],
             &["--mif=-1"],
@@ -733,7 +841,11 @@ mod tests {
         ] {
             assert!(plan(&args(bad), 2).is_err(), "{bad:?}");
         }
-        assert!(plan(&args(&["--buffers", "heap"]), 2).err().unwrap().contains("not available yet"));
+        assert_eq!(
+            args(&["--buffers", "vec,heap,global"]).buffers,
+            [Buffers::Vec, Buffers::Heap, Buffers::Global]
+        );
+        assert!(BenchArgs::try_parse_from(["bench", "--buffers", "disk"]).is_err(), "an unknown kind");
         assert!(BenchArgs::try_parse_from(["bench", "--late", "5"]).is_err(), "--late needs --mif");
     }
 
@@ -743,6 +855,8 @@ mod tests {
         let row = |size, algorithm: &str, z| Row {
             coll: "bcast",
             algorithm: algorithm.into(),
+            buffers: Buffers::Vec,
+            moved: "cma".into(),
             transport: "cma".into(),
             np: 2,
             size,
@@ -753,9 +867,9 @@ mod tests {
         };
         let rows =
             vec![row(8, "auto", 1.0), row(8, "staged", 4.0), row(16, "auto", 1.0), row(16, "staged", 4.0)];
-        assert_eq!(rows[0].csv(), "bcast,auto,cma,2,8,2.000,1.000,2.000,0.500");
+        assert_eq!(rows[0].csv(), "bcast,auto,vec,cma,cma,2,8,2.000,1.000,2.000,0.500");
         assert_eq!(CSV_HEADER.split(',').count(), rows[0].csv().split(',').count());
-        assert!(summary_lines(&rows).contains("bcast staged: ratio 0.50 (at 8) to 0.50 (at 16)"));
+        assert!(summary_lines(&rows).contains("bcast staged (vec): ratio 0.50 (at 8) to 0.50 (at 16)"));
         let p = panels(&rows, "Open MPI v4");
         assert_eq!(p.len(), 1);
         let labels: Vec<&str> = p[0].series.iter().map(|s| s.label.as_str()).collect();
@@ -764,6 +878,26 @@ mod tests {
             ["zcoll auto", "zcoll staged", "MPI (Open MPI v4)", "memcpy of the received bytes"]
         );
         assert!(table_row(&rows[1]).contains("0.50"));
+        // Several kinds of buffers: one line each, and the side-by-side table.
+        let mut both = rows.clone();
+        both.extend(rows.iter().map(|r| Row { buffers: Buffers::Heap, moved: "heap".into(), ..r.clone() }));
+        let p = panels(&both, "Open MPI v4");
+        let labels: Vec<&str> = p[0].series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(
+            labels[..4],
+            ["zcoll auto, heap", "zcoll auto, vec", "zcoll staged, heap", "zcoll staged, vec"]
+        );
+        let table = side_by_side(&both, &[Buffers::Vec, Buffers::Heap]);
+        assert!(
+            table.lines().nth(1).unwrap().contains("ratio vec") && table.contains("ratio heap"),
+            "{table}"
+        );
+        let line = table.lines().find(|l| l.starts_with("bcast") && l.contains(" 16 ")).expect(&table);
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cells, ["bcast", "16", "2.00", "2.00", "2.00", "2.00"], "{table}");
+        assert_eq!(moved(&[0, 5, 0]), "heap");
+        assert_eq!(moved(&[1, 5, 0]), "cma+heap");
+        assert_eq!(moved(&[0, 0, 0]), "-");
         // The default against the best explicit algorithm: one line per size.
         let mut more = rows.clone();
         more.push(row(16, "direct-read", 0.8));

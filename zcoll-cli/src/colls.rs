@@ -28,11 +28,79 @@ pub struct Env<'a> {
     pub comm: &'a Comm,
     /// The root of rooted collectives.
     pub root: i32,
+    /// Where the buffers live.
+    pub buffers: Buffers,
 }
 
 impl Env<'_> {
     fn rank(&self) -> i32 {
         self.world.rank()
+    }
+
+    /// `n` zeroed elements where `buffers` says: a `Vec`, or a block of the shared heap
+    /// (`Comm::alloc`). An empty buffer is always a `Vec`.
+    ///
+    /// # Panics
+    ///
+    /// If the shared heap cannot hold the block (the benchmark cannot measure what it was
+    /// asked to).
+    pub fn buf<T: zcoll::Pod>(&self, n: usize) -> Buf<T> {
+        match self.buffers {
+            Buffers::Heap if n > 0 => {
+                Buf::Heap(self.comm.alloc(n).unwrap_or_else(|e| panic!("--buffers heap: {e}")))
+            }
+            _ => Buf::Vec(vec![T::zeroed(); n]),
+        }
+    }
+}
+
+/// Where the benchmark's buffers live.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Buffers {
+    /// `Vec`s on the ordinary heap.
+    Vec,
+    /// Blocks of the shared heap from `Comm::alloc`: the peers map them, so collectives
+    /// copy them with loads and stores.
+    Heap,
+    /// `Vec`s again, with the process's global allocator serving large allocations from
+    /// the shared heap (`zcoll::ShmAlloc`; the `zcoll` command installs a switchable one).
+    Global,
+}
+
+impl std::fmt::Display for Buffers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Buffers::Vec => "vec",
+            Buffers::Heap => "heap",
+            Buffers::Global => "global",
+        })
+    }
+}
+
+/// A buffer of the benchmark: a `Vec`, or a block of the shared heap.
+pub enum Buf<T: zcoll::Pod> {
+    /// An ordinary vector (or one in the shared heap through the global allocator).
+    Vec(Vec<T>),
+    /// A block of the shared heap from `Comm::alloc`.
+    Heap(zcoll::ShmBox<T>),
+}
+
+impl<T: zcoll::Pod> std::ops::Deref for Buf<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match self {
+            Buf::Vec(v) => v,
+            Buf::Heap(b) => b,
+        }
+    }
+}
+
+impl<T: zcoll::Pod> std::ops::DerefMut for Buf<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match self {
+            Buf::Vec(v) => v,
+            Buf::Heap(b) => b,
+        }
     }
 }
 
@@ -154,7 +222,7 @@ impl Collective for Bcast {
     }
 
     fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
-        Box::new(BcastRun { env, algo: BcastAlgorithm::Auto, words: vec![0; size.div_ceil(8)], n: size })
+        Box::new(BcastRun { env, algo: BcastAlgorithm::Auto, words: env.buf(size.div_ceil(8)), n: size })
     }
 }
 
@@ -163,7 +231,7 @@ struct BcastRun<'a> {
     /// The algorithm `zcoll` runs.
     algo: BcastAlgorithm,
     /// The buffer, as words for alignment; the message is its first `n` bytes.
-    words: Vec<u64>,
+    words: Buf<u64>,
     n: usize,
 }
 
@@ -270,8 +338,8 @@ impl Collective for Scatter {
 
     fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
         let root = env.rank() == env.root;
-        let send = if root { vec![0; size * env.world.size() as usize] } else { Vec::new() };
-        Box::new(ScatterRun { env, algo: ScatterAlgorithm::Auto, send, recv: vec![0; size] })
+        let send = if root { env.buf(size * env.world.size() as usize) } else { env.buf(0) };
+        Box::new(ScatterRun { env, algo: ScatterAlgorithm::Auto, send, recv: env.buf(size) })
     }
 }
 
@@ -280,8 +348,8 @@ struct ScatterRun<'a> {
     /// The algorithm `zcoll` runs.
     algo: ScatterAlgorithm,
     /// The root's `p * size` bytes (empty elsewhere).
-    send: Vec<u8>,
-    recv: Vec<u8>,
+    send: Buf<u8>,
+    recv: Buf<u8>,
 }
 
 impl Instance for ScatterRun<'_> {
@@ -342,8 +410,8 @@ impl Collective for Gather {
     }
 
     fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
-        let recv = vec![0; self.received(env, size)];
-        Box::new(GatherRun { env, algo: GatherAlgorithm::Auto, send: vec![0; size], recv })
+        let recv = env.buf(self.received(env, size));
+        Box::new(GatherRun { env, algo: GatherAlgorithm::Auto, send: env.buf(size), recv })
     }
 }
 
@@ -351,9 +419,9 @@ struct GatherRun<'a> {
     env: Env<'a>,
     /// The algorithm `zcoll` runs.
     algo: GatherAlgorithm,
-    send: Vec<u8>,
+    send: Buf<u8>,
     /// The root's `p * size` bytes (empty elsewhere).
-    recv: Vec<u8>,
+    recv: Buf<u8>,
 }
 
 impl Instance for GatherRun<'_> {
@@ -415,8 +483,8 @@ impl Collective for Allgather {
     }
 
     fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
-        let recv = vec![0; self.received(env, size)];
-        Box::new(AllgatherRun { env, algo: AllgatherAlgorithm::Auto, send: vec![0; size], recv })
+        let recv = env.buf(self.received(env, size));
+        Box::new(AllgatherRun { env, algo: AllgatherAlgorithm::Auto, send: env.buf(size), recv })
     }
 }
 
@@ -424,8 +492,8 @@ struct AllgatherRun<'a> {
     env: Env<'a>,
     /// The algorithm `zcoll` runs.
     algo: AllgatherAlgorithm,
-    send: Vec<u8>,
-    recv: Vec<u8>,
+    send: Buf<u8>,
+    recv: Buf<u8>,
 }
 
 impl Instance for AllgatherRun<'_> {
@@ -470,7 +538,7 @@ impl Collective for Alltoall {
 
     fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
         let n = self.received(env, size);
-        Box::new(AlltoallRun { env, algo: AlltoallAlgorithm::Auto, size, send: vec![0; n], recv: vec![0; n] })
+        Box::new(AlltoallRun { env, algo: AlltoallAlgorithm::Auto, size, send: env.buf(n), recv: env.buf(n) })
     }
 }
 
@@ -479,8 +547,8 @@ struct AlltoallRun<'a> {
     /// The algorithm `zcoll` runs.
     algo: AlltoallAlgorithm,
     size: usize,
-    send: Vec<u8>,
-    recv: Vec<u8>,
+    send: Buf<u8>,
+    recv: Buf<u8>,
 }
 
 impl Instance for AlltoallRun<'_> {
@@ -539,8 +607,8 @@ impl Collective for Allreduce {
             env,
             algo: ReduceAlgorithm::Auto,
             all: true,
-            send: vec![0; n],
-            recv: vec![0; n],
+            send: env.buf(n),
+            recv: env.buf(n),
         })
     }
 }
@@ -567,8 +635,8 @@ impl Collective for Reduce {
 
     fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
         let n = elements(size);
-        let recv = vec![0; if env.rank() == env.root { n } else { 0 }];
-        Box::new(ReduceRun { env, algo: ReduceAlgorithm::Auto, all: false, send: vec![0; n], recv })
+        let recv = env.buf(if env.rank() == env.root { n } else { 0 });
+        Box::new(ReduceRun { env, algo: ReduceAlgorithm::Auto, all: false, send: env.buf(n), recv })
     }
 }
 
@@ -578,9 +646,9 @@ struct ReduceRun<'a> {
     algo: ReduceAlgorithm,
     /// Allreduce (else reduce to `env.root`).
     all: bool,
-    send: Vec<u64>,
+    send: Buf<u64>,
     /// The result (empty on the non-roots of a reduce).
-    recv: Vec<u64>,
+    recv: Buf<u64>,
 }
 
 impl Instance for ReduceRun<'_> {
@@ -677,8 +745,8 @@ impl Collective for Scatterv {
     fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
         let (counts, displs) = uneven(size, env.world.size() as usize);
         let whole = if env.rank() == env.root { counts.iter().map(|&c| c as usize).sum() } else { 0 };
-        let recv = vec![0; self.received(env, size)];
-        Box::new(VarRootedRun::new(env, true, vec![0; whole], recv, counts, displs))
+        let recv = env.buf(self.received(env, size));
+        Box::new(VarRootedRun::new(env, true, env.buf(whole), recv, counts, displs))
     }
 }
 
@@ -707,8 +775,8 @@ impl Collective for Gatherv {
     fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
         let p = env.world.size() as usize;
         let (counts, displs) = uneven(size, p);
-        let send = vec![0; allgatherv_bytes(size, env.rank() as usize, p)];
-        let recv = vec![0; self.received(env, size)];
+        let send = env.buf(allgatherv_bytes(size, env.rank() as usize, p));
+        let recv = env.buf(self.received(env, size));
         Box::new(VarRootedRun::new(env, false, send, recv, counts, displs))
     }
 }
@@ -723,9 +791,9 @@ struct VarRootedRun<'a> {
     /// The algorithm of a gatherv.
     gather_algo: GatherAlgorithm,
     /// The scatterv root's blocks, or this rank's gatherv block.
-    send: Vec<u8>,
+    send: Buf<u8>,
     /// This rank's scatterv block, or the gatherv root's blocks.
-    recv: Vec<u8>,
+    recv: Buf<u8>,
     counts: Vec<Count>,
     displs: Vec<Count>,
 }
@@ -735,8 +803,8 @@ impl<'a> VarRootedRun<'a> {
     fn new(
         env: Env<'a>,
         scatter: bool,
-        send: Vec<u8>,
-        recv: Vec<u8>,
+        send: Buf<u8>,
+        recv: Buf<u8>,
         counts: Vec<Count>,
         displs: Vec<Count>,
     ) -> Self {
@@ -834,12 +902,12 @@ impl Collective for Allgatherv {
     fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
         let (p, me) = (env.world.size() as usize, env.rank() as usize);
         let (counts, displs) = uneven(size, p);
-        let send = vec![0; allgatherv_bytes(size, me, p)];
+        let send = env.buf(allgatherv_bytes(size, me, p));
         Box::new(AllgathervRun {
             env,
             algo: AllgathervAlgorithm::Auto,
             send,
-            recv: vec![0; self.received(env, size)],
+            recv: env.buf(self.received(env, size)),
             counts,
             displs,
         })
@@ -850,8 +918,8 @@ struct AllgathervRun<'a> {
     env: Env<'a>,
     /// The algorithm `zcoll` runs.
     algo: AllgathervAlgorithm,
-    send: Vec<u8>,
-    recv: Vec<u8>,
+    send: Buf<u8>,
+    recv: Buf<u8>,
     counts: Vec<Count>,
     displs: Vec<Count>,
 }
@@ -907,8 +975,8 @@ impl Collective for Alltoallv {
         let send_counts: Vec<Count> = (0..p).map(|r| count(alltoallv_bytes(size, me, r, p))).collect();
         let recv_counts: Vec<Count> = (0..p).map(|q| count(alltoallv_bytes(size, q, me, p))).collect();
         let (send_displs, recv_displs) = (displs(&send_counts), displs(&recv_counts));
-        let send = vec![0; (0..p).map(|r| alltoallv_bytes(size, me, r, p)).sum()];
-        let recv = vec![0; self.received(env, size)];
+        let send = env.buf((0..p).map(|r| alltoallv_bytes(size, me, r, p)).sum());
+        let recv = env.buf(self.received(env, size));
         Box::new(AlltoallvRun {
             env,
             algo: AlltoallvAlgorithm::Auto,
@@ -928,8 +996,8 @@ struct AlltoallvRun<'a> {
     /// The algorithm `zcoll` runs.
     algo: AlltoallvAlgorithm,
     size: usize,
-    send: Vec<u8>,
-    recv: Vec<u8>,
+    send: Buf<u8>,
+    recv: Buf<u8>,
     send_counts: Vec<Count>,
     send_displs: Vec<Count>,
     recv_counts: Vec<Count>,

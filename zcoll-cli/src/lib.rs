@@ -1,10 +1,14 @@
 //! What the `zcoll` command runs, as a library that the criterion benches and the MPI-job
 //! tests of `zcoll` share with it: the table of collectives (`colls`), the benchmark loop
 //! and its output (`bench`, `stats`, `plot`), and the model check of `zcoll tune`
-//! (`tune`).
+//! (`tune`), and the switchable global allocator behind `--buffers global` (`alloc`).
 //!
 //! Adding a collective to every benchmark is adding an entry to [`colls::ALL`].
 
+#![deny(unsafe_code)]
+
+#[allow(unsafe_code)] // a `GlobalAlloc` implementation: see the module's SAFETY comment
+pub mod alloc;
 pub mod bench;
 pub mod colls;
 pub mod plot;

@@ -10,6 +10,11 @@ use std::process::ExitCode;
 use zcoll::ZeroCopy;
 use zcoll_cli::{bench, tune};
 
+/// `zcoll bench --buffers global` measures `Vec`s in the shared heap: this allocator
+/// serves them from it while the benchmark says so, from the system allocator otherwise.
+#[global_allocator]
+static ALLOC: zcoll_cli::alloc::Switchable = zcoll_cli::alloc::Switchable::new();
+
 /// Safe zero-copy MPI collectives: inspection and benchmarks (run under mpiexec).
 #[derive(Parser)]
 #[command(version, about)]

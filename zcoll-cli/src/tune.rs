@@ -242,6 +242,8 @@ mod tests {
         Row {
             coll,
             algorithm: algorithm.into(),
+            buffers: crate::colls::Buffers::Vec,
+            moved: "cma".into(),
             transport: "cma".into(),
             np: 2,
             size,

@@ -74,8 +74,8 @@ impl Comm {
     ) -> Result<()> {
         let (send, recv) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
         match self.route()? {
-            Route::Node(ctx) => coll::allgather::allgather(&ctx, Some(send), recv, algorithm),
-            Route::Nodes(hier, parent, ctx) => hier.allgather(parent, &ctx, Some(send), recv, algorithm),
+            Route::Node => coll::allgather::allgather(&self.ctx(), Some(send), recv, algorithm),
+            Route::Nodes(hier, parent) => hier.allgather(parent, &self.ctx(), Some(send), recv, algorithm),
         }
     }
 
@@ -115,8 +115,8 @@ impl Comm {
     ) -> Result<()> {
         let buf: &mut [u8] = bytemuck::cast_slice_mut(buf);
         match self.route()? {
-            Route::Node(ctx) => coll::allgather::allgather(&ctx, None, buf, algorithm),
-            Route::Nodes(hier, parent, ctx) => hier.allgather(parent, &ctx, None, buf, algorithm),
+            Route::Node => coll::allgather::allgather(&self.ctx(), None, buf, algorithm),
+            Route::Nodes(hier, parent) => hier.allgather(parent, &self.ctx(), None, buf, algorithm),
         }
     }
 
@@ -178,8 +178,8 @@ impl Comm {
     ) -> Result<()> {
         let (send, recv): (&[u8], &mut [u8]) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
         match self.route()? {
-            Route::Node(ctx) => coll::alltoall::alltoall(&ctx, send, recv, algorithm),
-            Route::Nodes(hier, parent, ctx) => hier.alltoall(parent, &ctx, send, recv, algorithm),
+            Route::Node => coll::alltoall::alltoall(&self.ctx(), send, recv, algorithm),
+            Route::Nodes(hier, parent) => hier.alltoall(parent, &self.ctx(), send, recv, algorithm),
         }
     }
 }

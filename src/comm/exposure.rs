@@ -117,8 +117,8 @@ pub struct Exposure<'a, T: Pod> {
 impl<'a, T: Pod> Exposure<'a, T> {
     /// Registers `buf` with every rank of the node (see [`Comm::expose`]).
     fn new(comm: &'a Comm, buf: &'a mut [T]) -> Result<Exposure<'a, T>> {
-        let (Route::Node(ctx) | Route::Nodes(_, _, ctx)) = comm.route()?;
-        let reg = expose::register(&ctx, bytemuck::cast_slice_mut(buf), std::mem::size_of::<T>())?;
+        comm.route()?;
+        let reg = expose::register(&comm.ctx(), bytemuck::cast_slice_mut(buf), std::mem::size_of::<T>())?;
         Ok(Exposure { comm, buf, reg: Some(reg) })
     }
 
@@ -131,10 +131,10 @@ impl<'a, T: Pod> Exposure<'a, T> {
     /// use different exposures.
     pub fn broadcast(&mut self, root: Rank) -> Result<()> {
         match self.comm.route()? {
-            Route::Node(ctx) => {
+            Route::Node => {
                 let src = self.comm.local_of(root);
                 let reg = self.reg.as_ref().expect("only `withdraw` takes the registration");
-                let buf = bytemuck::cast_slice_mut(&mut *self.buf);
+                let (buf, ctx) = (bytemuck::cast_slice_mut(&mut *self.buf), self.comm.ctx());
                 expose::with(&ctx, reg, || bcast::bcast(&ctx, buf, root, src, BcastAlgorithm::Auto, None))
             }
             Route::Nodes(..) => self.comm.broadcast_into(self.buf, root),
@@ -151,9 +151,9 @@ impl<'a, T: Pod> Exposure<'a, T> {
     /// ranks use different exposures.
     pub fn all_reduce<O: Operator<T>>(&mut self, op: O) -> Result<()> {
         match self.comm.route()? {
-            Route::Node(ctx) => {
+            Route::Node => {
                 let reg = self.reg.as_ref().expect("only `withdraw` takes the registration");
-                let buf = Bufs::InPlace(&mut *self.buf);
+                let (buf, ctx) = (Bufs::InPlace(&mut *self.buf), self.comm.ctx());
                 expose::with(&ctx, reg, || reduce::reduce(&ctx, buf, None, &op, ReduceAlgorithm::Auto))
             }
             Route::Nodes(..) => self.comm.all_reduce_in_place(self.buf, op),

@@ -127,6 +127,7 @@ struct Home {
 /// A number for the calling thread, unique for the life of the process (threads are
 /// numbered as they first ask): a thread-local load on every call, where
 /// `thread::current().id()` costs two atomic operations on the thread's handle.
+#[inline]
 fn thread_number() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     thread_local! {
@@ -150,20 +151,28 @@ impl Home {
     }
 
     /// Whether this thread may call MPI on the communicator.
+    #[inline]
     fn allows(&self) -> bool {
         self.multiple || thread_number() == self.thread
     }
 
     /// `Unsupported` on a thread that may not call MPI.
+    #[inline]
     fn check(&self, rank: Rank) -> Result<()> {
         match self.allows() {
             true => Ok(()),
-            false => Err(Error::Unsupported {
-                rank,
-                what: "a call from a thread other than the one that built the communicator, \
-                       without MPI_THREAD_MULTIPLE (mpi::initialize_with_threading)"
-                    .into(),
-            }),
+            false => Err(Home::refused(rank)),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refused(rank: Rank) -> Error {
+        Error::Unsupported {
+            rank,
+            what: "a call from a thread other than the one that built the communicator, \
+                   without MPI_THREAD_MULTIPLE (mpi::initialize_with_threading)"
+                .into(),
         }
     }
 }
@@ -181,12 +190,13 @@ impl Drop for Comm {
     }
 }
 
-/// Where [`Comm::route`] sends a call.
+/// Where [`Comm::route`] sends a call (each arm takes the node's [`Ctx`] from
+/// `Comm::ctx`: a small enum keeps the route free on the hot path).
 pub(crate) enum Route<'a> {
     /// Every rank is on this node: the node's collectives (`coll`).
-    Node(Ctx<'a>),
+    Node,
     /// Several nodes: the two-level compositions (`hier`), over the parent communicator.
-    Nodes(&'a Hierarchy, &'a SimpleCommunicator, Ctx<'a>),
+    Nodes(&'a Hierarchy, &'a SimpleCommunicator),
 }
 
 impl Comm {
@@ -341,11 +351,12 @@ impl Comm {
     /// # Errors
     ///
     /// `Unsupported` on a thread that may not call MPI (see [Threads](Comm#threads)).
+    #[inline]
     pub(crate) fn route(&self) -> Result<Route<'_>> {
         self.home.check(self.rank())?;
         Ok(match self.hier.nodes() {
-            1 => Route::Node(self.ctx()),
-            _ => Route::Nodes(&self.hier, &self.parent, self.ctx()),
+            1 => Route::Node,
+            _ => Route::Nodes(&self.hier, &self.parent),
         })
     }
 
@@ -355,6 +366,7 @@ impl Comm {
         self.hier.local_of(r)
     }
 
+    #[inline]
     fn ctx(&self) -> Ctx<'_> {
         Ctx {
             ctl: &self.node.ctl,
@@ -386,8 +398,8 @@ impl Comm {
     /// MPI 4.1, 6.3 (`MPI_Barrier`).
     pub fn barrier(&self) -> Result<()> {
         match self.route()? {
-            Route::Node(ctx) => crate::coll::barrier::barrier(&ctx),
-            Route::Nodes(hier, parent, ctx) => hier.barrier(parent, &ctx),
+            Route::Node => crate::coll::barrier::barrier(&self.ctx()),
+            Route::Nodes(hier, parent) => hier.barrier(parent, &self.ctx()),
         }
     }
 }

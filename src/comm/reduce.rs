@@ -81,8 +81,8 @@ impl Comm {
         a: ReduceAlgorithm,
     ) -> Result<()> {
         match self.route()? {
-            Route::Node(ctx) => coll::reduce::reduce(&ctx, bufs, None, op, a),
-            Route::Nodes(hier, parent, ctx) => hier.all_reduce(parent, &ctx, bufs, op, a),
+            Route::Node => coll::reduce::reduce(&self.ctx(), bufs, None, op, a),
+            Route::Nodes(hier, parent) => hier.all_reduce(parent, &self.ctx(), bufs, op, a),
         }
     }
 
@@ -182,8 +182,8 @@ impl Comm {
         op: &O,
     ) -> Result<()> {
         match self.route()? {
-            Route::Node(ctx) => coll::scan::scan(&ctx, which, send, recv, op),
-            Route::Nodes(hier, parent, _) => hier.scan(parent, which, send, recv, op),
+            Route::Node => coll::scan::scan(&self.ctx(), which, send, recv, op),
+            Route::Nodes(hier, parent) => hier.scan(parent, which, send, recv, op),
         }
     }
 
@@ -287,8 +287,8 @@ impl Comm {
             other => other,
         };
         match self.route()? {
-            Route::Node(ctx) => coll::reduce::reduce(&ctx, bufs, Some((root, self.local_of(root))), op, a),
-            Route::Nodes(hier, parent, ctx) => hier.reduce(parent, &ctx, bufs, root, op, a),
+            Route::Node => coll::reduce::reduce(&self.ctx(), bufs, Some((root, self.local_of(root))), op, a),
+            Route::Nodes(hier, parent) => hier.reduce(parent, &self.ctx(), bufs, root, op, a),
         }
     }
 }

@@ -61,8 +61,8 @@ impl Comm {
     ) -> Result<()> {
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
         match self.route()? {
-            Route::Node(ctx) => coll::bcast::bcast(&ctx, bytes, root, self.local_of(root), algorithm, None),
-            Route::Nodes(hier, parent, ctx) => hier.bcast(parent, &ctx, bytes, root, algorithm),
+            Route::Node => coll::bcast::bcast(&self.ctx(), bytes, root, self.local_of(root), algorithm, None),
+            Route::Nodes(hier, parent) => hier.bcast(parent, &self.ctx(), bytes, root, algorithm),
         }
     }
 }
@@ -297,10 +297,10 @@ impl Comm {
         algorithm: ScatterAlgorithm,
     ) -> Result<()> {
         match self.route()? {
-            Route::Node(ctx) => {
-                coll::scatter::scatter(&ctx, bufs, root, self.local_of(root), elem, algorithm)
+            Route::Node => {
+                coll::scatter::scatter(&self.ctx(), bufs, root, self.local_of(root), elem, algorithm)
             }
-            Route::Nodes(hier, parent, ctx) => hier.scatter(parent, &ctx, bufs, root, elem, algorithm),
+            Route::Nodes(hier, parent) => hier.scatter(parent, &self.ctx(), bufs, root, elem, algorithm),
         }
     }
 
@@ -312,8 +312,10 @@ impl Comm {
         algorithm: GatherAlgorithm,
     ) -> Result<()> {
         match self.route()? {
-            Route::Node(ctx) => coll::gather::gather(&ctx, bufs, root, self.local_of(root), elem, algorithm),
-            Route::Nodes(hier, parent, ctx) => hier.gather(parent, &ctx, bufs, root, elem, algorithm),
+            Route::Node => {
+                coll::gather::gather(&self.ctx(), bufs, root, self.local_of(root), elem, algorithm)
+            }
+            Route::Nodes(hier, parent) => hier.gather(parent, &self.ctx(), bufs, root, elem, algorithm),
         }
     }
 }

@@ -39,7 +39,7 @@ impl Comm {
         use mpi::traits::*;
         let mut buf: Vec<u8> = (0..coll::probe::PROBE_BYTES).map(|i| i as u8).collect();
         let mine = match self.route()? {
-            Route::Node(ctx) | Route::Nodes(_, _, ctx) => coll::probe::measure(&ctx, &mut buf, reps)?,
+            Route::Node | Route::Nodes(..) => coll::probe::measure(&self.ctx(), &mut buf, reps)?,
         };
         drop(buf);
         let rounds = self.time_rounds((5 * reps).clamp(20, 200))?;

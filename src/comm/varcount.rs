@@ -317,11 +317,11 @@ impl Comm {
         let (send, recv) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
         let elem = std::mem::size_of::<T>();
         match self.route()? {
-            Route::Node(ctx) => {
-                coll::allgatherv::allgatherv(&ctx, send, recv, counts, displs, elem, algorithm)
+            Route::Node => {
+                coll::allgatherv::allgatherv(&self.ctx(), send, recv, counts, displs, elem, algorithm)
             }
-            Route::Nodes(hier, parent, ctx) => {
-                hier.allgatherv(parent, &ctx, send, recv, counts, displs, elem, algorithm)
+            Route::Nodes(hier, parent) => {
+                hier.allgatherv(parent, &self.ctx(), send, recv, counts, displs, elem, algorithm)
             }
         }
     }
@@ -439,9 +439,9 @@ impl Comm {
         let (send, recv) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
         let elem = std::mem::size_of::<T>();
         match self.route()? {
-            Route::Node(ctx) => coll::alltoallv::alltoallv(&ctx, send, recv, sides, elem, algorithm),
-            Route::Nodes(hier, parent, ctx) => {
-                hier.alltoallv(parent, &ctx, send, recv, sides, elem, algorithm)
+            Route::Node => coll::alltoallv::alltoallv(&self.ctx(), send, recv, sides, elem, algorithm),
+            Route::Nodes(hier, parent) => {
+                hier.alltoallv(parent, &self.ctx(), send, recv, sides, elem, algorithm)
             }
         }
     }
@@ -454,10 +454,10 @@ impl Comm {
         algorithm: ScatterAlgorithm,
     ) -> Result<()> {
         match self.route()? {
-            Route::Node(ctx) => {
-                coll::scatterv::scatterv(&ctx, bufs, root, self.local_of(root), elem, algorithm)
+            Route::Node => {
+                coll::scatterv::scatterv(&self.ctx(), bufs, root, self.local_of(root), elem, algorithm)
             }
-            Route::Nodes(hier, parent, ctx) => hier.scatterv(parent, &ctx, bufs, root, elem, algorithm),
+            Route::Nodes(hier, parent) => hier.scatterv(parent, &self.ctx(), bufs, root, elem, algorithm),
         }
     }
 
@@ -469,10 +469,10 @@ impl Comm {
         algorithm: GatherAlgorithm,
     ) -> Result<()> {
         match self.route()? {
-            Route::Node(ctx) => {
-                coll::gatherv::gatherv(&ctx, bufs, root, self.local_of(root), elem, algorithm)
+            Route::Node => {
+                coll::gatherv::gatherv(&self.ctx(), bufs, root, self.local_of(root), elem, algorithm)
             }
-            Route::Nodes(hier, parent, ctx) => hier.gatherv(parent, &ctx, bufs, root, elem, algorithm),
+            Route::Nodes(hier, parent) => hier.gatherv(parent, &self.ctx(), bufs, root, elem, algorithm),
         }
     }
 }

@@ -66,3 +66,54 @@ impl<T: Pod + fmt::Debug> fmt::Debug for ShmBox<T> {
         f.debug_list().entries(self.iter()).finish()
     }
 }
+
+/// A scratch buffer of a two-level collective: in the shared heap when the node's ranks
+/// map each other's heaps, so the node legs copy it with loads and stores as they do the
+/// user's heap buffers, else (or when the heap is full) ordinary memory.
+pub(crate) enum Scratch<T: Pod> {
+    /// In the shared heap.
+    Heap(ShmBox<T>),
+    /// Ordinary memory.
+    Mem(Vec<T>),
+}
+
+impl<T: Pod> Scratch<T> {
+    /// `n` zeroed elements, in the shared heap if `shared` and it has room.
+    pub(crate) fn zeroed(n: usize, shared: bool) -> Scratch<T> {
+        match shared && n > 0 {
+            true => ShmBox::zeroed(n).map_or_else(|_| Scratch::Mem(vec![T::zeroed(); n]), Scratch::Heap),
+            false => Scratch::Mem(vec![T::zeroed(); n]),
+        }
+    }
+
+    /// A copy of `from`, in the shared heap if `shared` and it has room.
+    pub(crate) fn copy_of(from: &[T], shared: bool) -> Scratch<T> {
+        let mut s = Scratch::zeroed(from.len(), shared);
+        s.copy_from_slice(from);
+        s
+    }
+
+    /// No elements.
+    pub(crate) fn empty() -> Scratch<T> {
+        Scratch::Mem(Vec::new())
+    }
+}
+
+impl<T: Pod> Deref for Scratch<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match self {
+            Scratch::Heap(b) => b,
+            Scratch::Mem(v) => v,
+        }
+    }
+}
+
+impl<T: Pod> DerefMut for Scratch<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match self {
+            Scratch::Heap(b) => b,
+            Scratch::Mem(v) => v,
+        }
+    }
+}

@@ -2,6 +2,7 @@
 //! leaders with rsmpi, scattered in every node; or PAP-Shm-Direct (`pap.rs`).
 
 use super::{agree_shape, mpi_count, prefix, too_big, Hierarchy, Nodes};
+use crate::alloc::Scratch;
 use crate::coll::alltoall::AlltoallAlgorithm;
 use crate::coll::legs::{gather_to_leader, scatter_from_leader};
 use crate::coll::{op, Ctx, Kind};
@@ -68,14 +69,17 @@ impl Hierarchy {
         // At the leader: every local rank's send buffer, one row each.
         let mut rows = vec![0u8; if leader { k * row } else { 0 }];
         let mut result = gather_to_leader(ctx, Kind::Alltoall, send, &mut rows);
-        let mut out = Vec::new();
+        // What the node's ranks read from the leader: in the shared heap where they map it.
+        let mut out = Scratch::empty();
         if let Some(leaders) = self.leaders() {
             // Pack by destination node: for node B, for our local rank a, for b in B: a -> b.
-            let mut packed = Vec::with_capacity(k * row);
+            let mut packed = Scratch::zeroed(k * row, ctx.ctl.loads_heaps());
+            let mut at = 0;
             for m in &nodes.members {
                 for a in 0..k {
                     for &b in m {
-                        packed.extend_from_slice(&rows[a * row + b * n..a * row + (b + 1) * n]);
+                        packed[at..at + n].copy_from_slice(&rows[a * row + b * n..a * row + (b + 1) * n]);
+                        at += n;
                     }
                 }
             }

@@ -15,7 +15,8 @@ mod reduce;
 mod rooted;
 mod varcount;
 
-use crate::coll::{self};
+use crate::alloc::Scratch;
+use crate::coll::{self, Ctx};
 use crate::error::{Error, Result};
 use crate::node::NodeComm;
 use mpi::collective::SystemOperation;
@@ -211,6 +212,13 @@ pub(crate) fn agree(parent: &SimpleCommunicator, result: Result<()>) -> Result<(
 /// The ranks of every node, in local-rank order (ascending ranks of the communicator).
 pub(super) struct Nodes {
     pub(super) members: Vec<Vec<usize>>,
+}
+
+/// A scratch buffer of `len` bytes that the node's ranks may copy from or into: in the
+/// shared heap where they map each other's heaps (loads and stores, no CMA), else
+/// ordinary memory; at least one byte, so that its address is a real one (use `..len`).
+pub(crate) fn scratch(ctx: &Ctx<'_>, len: usize) -> Scratch<u8> {
+    Scratch::zeroed(len.max(1), ctx.ctl.loads_heaps())
 }
 
 /// The displacements of consecutive `counts`.

@@ -2,6 +2,7 @@
 //! the columns) and the scans.
 
 use super::Hierarchy;
+use crate::alloc::Scratch;
 use crate::coll::{self, bcast::BcastAlgorithm, Ctx};
 use crate::error::{Error, Result};
 use crate::op::Operator;
@@ -111,7 +112,8 @@ impl Hierarchy {
         self.check_tagged(parent, coll::Kind::Reduce, root, n * size, 0, recv)?;
         match bufs {
             Bufs::SendOnly(send) => {
-                let mut scratch = send.to_vec();
+                // The node's ranks read it: in the shared heap where they map it.
+                let mut scratch = Scratch::copy_of(send, ctx.ctl.loads_heaps());
                 self.all_reduce(parent, ctx, Bufs::InPlace(&mut scratch), oper, algorithm)
             }
             other => self.all_reduce(parent, ctx, other, oper, algorithm),
@@ -206,7 +208,8 @@ impl Hierarchy {
         // node (an output of the wrong length, which the node's checks rejected, sends
         // zeros): the other nodes' owners are waiting for it. Empty partitions are empty
         // on every node, and skipped everywhere.
-        let mut reduced = vec![T::zeroed(); mine.len()];
+        // Every rank of the node reads it: in the shared heap where they map it.
+        let mut reduced = Scratch::<T>::zeroed(mine.len(), ctx.ctl.loads_heaps());
         if !mine.is_empty() {
             let zeros;
             let own: &[T] = match out.get(mine.clone()) {

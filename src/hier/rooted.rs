@@ -2,6 +2,7 @@
 //! rsmpi, and every other node's leg.
 
 use super::Hierarchy;
+use crate::alloc::Scratch;
 use crate::coll::gather::{gather, GatherAlgorithm, GatherBufs};
 use crate::coll::rooted::{judge, relay, Claim, Layout};
 use crate::coll::scatter::{scatter, ScatterAlgorithm, ScatterBufs};
@@ -55,18 +56,18 @@ impl Hierarchy {
         let mut result = Ok(());
 
         // 1. The root's leader needs the whole buffer.
-        let mut full = Vec::new();
+        let mut full = Scratch::empty();
         if here && root_local != 0 {
             if leader {
-                full = vec![0u8; p * block];
+                full = Scratch::zeroed(p * block, ctx.ctl.loads_heaps());
             }
             result = relay(ctx, Kind::Scatter, root, root_local, 0, root_send.unwrap_or(&[]), &mut full);
         }
 
         // 2. Every leader gets its node's blocks.
-        let mut part = Vec::new();
+        let mut part = Scratch::empty();
         if let Some(leaders) = self.leaders() {
-            part = vec![0u8; layout.counts[self.my_node()] as usize];
+            part = Scratch::zeroed(layout.counts[self.my_node()] as usize, ctx.ctl.loads_heaps());
             let mut spot = Spot::new();
             let from = leaders.process_at_rank(root_node as i32);
             if block == 0 {
@@ -89,7 +90,7 @@ impl Hierarchy {
 
         // 3. Every node scatters from its leader. A root that is not its node's leader and
         // scatters in place receives its own block into scratch: it is already in place.
-        let mut scratch;
+        let mut own;
         let node_bufs = match bufs {
             ScatterBufs::Root { recv, .. } if leader => ScatterBufs::Root { send: &part, recv },
             ScatterBufs::Leaf { recv } if leader => ScatterBufs::Root { send: &part, recv: Some(recv) },
@@ -97,8 +98,8 @@ impl Hierarchy {
                 ScatterBufs::Leaf { recv }
             }
             ScatterBufs::Root { recv: None, .. } => {
-                scratch = vec![0u8; block];
-                ScatterBufs::Leaf { recv: &mut scratch }
+                own = vec![0u8; block];
+                ScatterBufs::Leaf { recv: &mut own }
             }
         };
         result = result.and(scatter(ctx, node_bufs, root, 0, elem, algorithm));
@@ -145,7 +146,11 @@ impl Hierarchy {
             GatherBufs::Root { send, recv } => (send, Some(recv)),
         };
         // 1. Every node gathers to its leader, into the node's part.
-        let mut part = if leader { vec![0u8; layout.counts[self.my_node()] as usize] } else { Vec::new() };
+        let mut part = if leader {
+            Scratch::zeroed(layout.counts[self.my_node()] as usize, ctx.ctl.loads_heaps())
+        } else {
+            Scratch::empty()
+        };
         let mut result = {
             let own = match (send, recv.as_deref()) {
                 (Some(s), _) => s,
@@ -163,7 +168,7 @@ impl Hierarchy {
         // 2. The root's leader gets every node's part: straight into the root's buffer when it
         // is the root and the nodes hold consecutive ranks, else into scratch.
         let direct = here && root_local == 0 && layout.identity;
-        let mut full = Vec::new();
+        let mut full = Scratch::empty();
         if let Some(leaders) = self.leaders() {
             let to = leaders.process_at_rank(root_node as i32);
             if block == 0 {
@@ -172,7 +177,7 @@ impl Hierarchy {
                 let target: &mut [u8] = match recv.as_deref_mut() {
                     Some(r) if direct => r,
                     _ => {
-                        full = vec![0u8; p * block];
+                        full = Scratch::zeroed(p * block, ctx.ctl.loads_heaps());
                         &mut full
                     }
                 };
@@ -191,7 +196,7 @@ impl Hierarchy {
             match recv.as_deref_mut() {
                 Some(r) => layout.unpack(&full, r),
                 None if !layout.identity => {
-                    let mut ranked = vec![0u8; p * block];
+                    let mut ranked = Scratch::zeroed(p * block, ctx.ctl.loads_heaps());
                     layout.unpack(&full, &mut ranked);
                     full = ranked;
                 }

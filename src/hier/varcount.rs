@@ -2,7 +2,8 @@
 //! communicator, then rsmpi's own call (one rank per node) or the node legs around the
 //! leaders' exchange.
 
-use super::{mpi_count, Hierarchy, Nodes};
+use super::{mpi_count, scratch, Hierarchy, Nodes};
+use crate::alloc::Scratch;
 use crate::coll::allgatherv::AllgathervAlgorithm;
 use crate::coll::alltoallv::AlltoallvAlgorithm;
 use crate::coll::alltoallv::Sides;
@@ -18,7 +19,7 @@ use crate::coll::scatterv::{scatterv, ScattervBufs, BAD_CONFIG};
 use crate::coll::varcount::first_fault;
 use crate::coll::varcount::{
     allgatherv_cross, allgatherv_local, alltoallv_cross, alltoallv_local, bytes, judge_rooted, mpi_bytes,
-    partition_len, partition_words, range, scratch, Claim, Fault, Given, Packed, Parts, Side, Words,
+    partition_len, partition_words, range, Claim, Fault, Given, Packed, Parts, Side, Words,
 };
 use crate::coll::{Ctx, Kind};
 use crate::error::{Error, Result};
@@ -102,15 +103,15 @@ impl Hierarchy {
         let mut result = Ok(());
 
         // 1. The root packs its blocks node by node; its leader gets them.
-        let mut full = Vec::new();
+        let mut full = Scratch::empty();
         if let Some((send, _, _)) = root_send {
-            full = scratch(total);
+            full = scratch(ctx, total);
             for r in 0..p {
                 full[layout.block(r)].copy_from_slice(&send[range(&parts, r, elem_root)]);
             }
         }
         if here && root_local != 0 {
-            let mut to = if leader { scratch(total) } else { Vec::new() };
+            let mut to = if leader { scratch(ctx, total) } else { Scratch::empty() };
             let from: &[u8] = if root_send.is_some() { &full[..total] } else { &[] };
             let n = if leader { total } else { 0 };
             result = relay(ctx, Kind::Scatterv, root, root_local, 0, from, &mut to[..n]);
@@ -118,10 +119,10 @@ impl Hierarchy {
         }
 
         // 2. Every leader gets its node's part.
-        let mut part = Vec::new();
+        let mut part = Scratch::empty();
         if let Some(leaders) = self.leaders() {
             let n = layout.counts[node] as usize;
-            part = scratch(n);
+            part = scratch(ctx, n);
             let mut spot = Spot::new();
             let from = leaders.process_at_rank(root_node as i32);
             if total == 0 {
@@ -220,7 +221,7 @@ impl Hierarchy {
 
         // 1. Every node gathers to its leader, in bytes, into the node's part.
         let n = layout.counts[node] as usize;
-        let mut part = if leader { scratch(n) } else { Vec::new() };
+        let mut part = if leader { scratch(ctx, n) } else { Scratch::empty() };
         let mut result = {
             let size = ctx.ctl.size();
             let ranks: Vec<usize> = (0..size).map(|l| ctx.ctl.rank_of(l) as usize).collect();
@@ -235,13 +236,13 @@ impl Hierarchy {
         };
 
         // 2. The root's leader gets every node's part, packed.
-        let mut full = Vec::new();
+        let mut full = Scratch::empty();
         if let Some(leaders) = self.leaders() {
             let to = leaders.process_at_rank(root_node as i32);
             if total == 0 {
                 // Nothing to send anywhere.
             } else if here {
-                full = scratch(total);
+                full = scratch(ctx, total);
                 let mut parts = mpi::datatype::PartitionMut::new(
                     &mut full[..total],
                     &layout.counts[..],
@@ -255,7 +256,7 @@ impl Hierarchy {
 
         // 3. To the root, through the node if it is not the leader, and into its partition.
         if here && root_local != 0 {
-            let mut into = if root_recv.is_some() { scratch(total) } else { Vec::new() };
+            let mut into = if root_recv.is_some() { scratch(ctx, total) } else { Scratch::empty() };
             let from: &[u8] = if leader { &full[..total] } else { &[] };
             let m = if root_recv.is_some() { total } else { 0 };
             result = result.and(relay(ctx, Kind::Gatherv, root, 0, root_local, from, &mut into[..m]));
@@ -323,7 +324,7 @@ impl Hierarchy {
 
         // 1. Every node gathers its blocks at its leader, in bytes.
         let n = layout.counts[node] as usize;
-        let mut part = if leader { scratch(n) } else { Vec::new() };
+        let mut part = if leader { scratch(ctx, n) } else { Scratch::empty() };
         let mut result = {
             let ranks: Vec<usize> = (0..ctx.ctl.size()).map(|l| ctx.ctl.rank_of(l) as usize).collect();
             let counts: Vec<Count> = ranks.iter().map(|&r| layout.len[r] as Count).collect();
@@ -336,7 +337,7 @@ impl Hierarchy {
         };
 
         // 2. The leaders exchange node parts; 3. every leader broadcasts them in its node.
-        let mut full = scratch(total);
+        let mut full = scratch(ctx, total);
         if let Some(leaders) = self.leaders() {
             if total > 0 {
                 let mut parts = mpi::datatype::PartitionMut::new(
@@ -429,18 +430,19 @@ impl Hierarchy {
 
         // 1. Every rank packs its blocks by destination, node by node; the leader learns every
         // local rank's row (bytes to each rank) and column (bytes from each rank).
-        let mut out = scratch(out_total as usize);
+        let mut out = scratch(ctx, out_total as usize);
         let mut at = 0;
         for r in node_major() {
             let block = range(&mine_s, r, elem);
             out[at..at + block.len()].copy_from_slice(&send[block.clone()]);
             at += block.len();
         }
-        let mut mine = Vec::with_capacity(16 * p);
-        for v in row.iter().chain(&col) {
-            mine.extend_from_slice(&v.to_le_bytes());
+        // The leader reads it: in the shared heap where it maps it.
+        let mut mine = Scratch::zeroed(16 * p, ctx.ctl.loads_heaps());
+        for (w, v) in mine.chunks_exact_mut(8).zip(row.iter().chain(&col)) {
+            w.copy_from_slice(&v.to_le_bytes());
         }
-        let mut tables = vec![0u8; if leader { k * 16 * p } else { 0 }];
+        let mut tables = Scratch::zeroed(if leader { k * 16 * p } else { 0 }, ctx.ctl.loads_heaps());
         let mut result = gather_to_leader(ctx, Kind::Alltoallv, &mine, &mut tables);
         let word_at = |l: usize, i: usize| {
             let w = &tables[l * 16 * p + 8 * i..][..8];
@@ -457,7 +459,7 @@ impl Hierarchy {
         let (out_at, in_at) = (prefix(&outs), prefix(&ins));
         let node_out: usize = outs.iter().sum();
         let node_in: usize = ins.iter().sum();
-        let mut part = if leader { scratch(node_out) } else { Vec::new() };
+        let mut part = if leader { scratch(ctx, node_out) } else { Scratch::empty() };
         result = result.and({
             let counts: Vec<Count> = outs.iter().map(|&c| c as Count).collect();
             let displs: Vec<Count> = out_at.iter().map(|&c| c as Count).collect();
@@ -475,7 +477,7 @@ impl Hierarchy {
 
         // 3. The leaders exchange node-to-node parts: to node B, for each local a, a's blocks
         // for B's ranks; from node B, for each of its ranks, its blocks for our ranks.
-        let mut spread = Vec::new();
+        let mut spread = Scratch::empty();
         if let Some(leaders) = self.leaders() {
             let nb = nodes.members.len();
             // At least one byte of capacity: MPI refuses some dangling addresses.
@@ -499,7 +501,7 @@ impl Hierarchy {
                 c.iter().scan(0, |s, &x| Some(std::mem::replace(s, *s + x))).collect::<Vec<Count>>()
             };
             let (sd, rd) = (displs(&send_counts), displs(&recv_counts));
-            let mut incoming = scratch(node_in);
+            let mut incoming = scratch(ctx, node_in);
             let mut spot = Spot::new();
             leaders.all_to_all_varcount_into(
                 &Partition::new(to_mpi::send(&packed[..]), &send_counts[..], &sd[..]),
@@ -510,7 +512,7 @@ impl Hierarchy {
                 ),
             );
             // For each local b, its incoming blocks in node-major source order.
-            spread = scratch(node_in);
+            spread = scratch(ctx, node_in);
             let mut cursor = in_at.clone();
             let mut from = 0;
             for q in node_major() {
@@ -524,7 +526,7 @@ impl Hierarchy {
         }
 
         // 4. The leader scatters every rank's incoming blocks; every rank unpacks them.
-        let mut inn = scratch(in_total as usize);
+        let mut inn = scratch(ctx, in_total as usize);
         result = result.and({
             let counts: Vec<Count> = ins.iter().map(|&c| c as Count).collect();
             let displs: Vec<Count> = in_at.iter().map(|&c| c as Count).collect();

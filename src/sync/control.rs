@@ -125,6 +125,13 @@ impl Control {
     }
 
     /// Sets how this rank reaches its peers' memory (decided by the node at creation).
+    /// Whether the node's ranks reach each other's shared-heap buffers with loads and
+    /// stores (mapped heaps, or XPMEM attachments): where scratch buffers that peers copy
+    /// belong.
+    pub(crate) fn loads_heaps(&self) -> bool {
+        self.links.heap.is_some() || self.links.xpmem.is_some()
+    }
+
     pub(crate) fn set_links(&mut self, links: Links) {
         self.links = links;
     }

@@ -48,10 +48,9 @@ pub(crate) fn bench(world: &SimpleCommunicator, comm: &Comm) {
         assert!(["vec", "heap"].contains(&f[2]), "{line}");
         let transports = ["cma", "heap", "xpmem"];
         assert!(f[3] == "-" || f[3].split('+').all(|t| transports.contains(&t)), "{line}");
-        if f[2] == "heap" && comm.info().heap && comm.info().nodes == 1 {
-            // Buffers every peer maps: never a CMA system call. (Across nodes the
-            // leaders' scratch buffers are ordinary memory, which the node legs still
-            // reach by CMA.)
+        if f[2] == "heap" && comm.info().heap {
+            // Buffers every peer maps, and the leaders' scratch buffers across nodes
+            // too: never a CMA system call.
             assert!(!f[3].contains("cma"), "{line}: heap buffers moved by CMA");
         }
         assert_eq!(f[4], comm.info().transport.to_string(), "{line}");

@@ -316,6 +316,11 @@ fn every_collective_through_the_heap(world: &SimpleCommunicator, comm: &Comm) {
                 "{what}: {mapped_bytes} B by loads and stores, {cma} B by CMA"
             );
         }
+        // Across nodes too, the node legs copy the leaders' scratch buffers, which are in
+        // the shared heap as well (a node of one rank copies nothing).
+        if info.nodes > 1 && mapped {
+            assert!(cma == 0, "{what}: {cma} B by CMA across nodes");
+        }
     };
     // Variable counts that both sides derive alike: q sends count(q, r) to r.
     let count = |q: usize, r: usize| b + (q + 2 * r) % 3 * 5;

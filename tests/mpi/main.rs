@@ -242,6 +242,9 @@ at! {
     xpmem_loaded_np2: 2, "barrier", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_EXPECT_TRANSPORT" => "xpmem"];
     heap_cico_np3: 3, "heap", ["ZCOLL_TRANSPORT" => "cico", "ZCOLL_EXPECT_TRANSPORT" => "cico"];
     heap_vnodes_np5_k2: 5, "heap", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TRANSPORT" => "heap"];
+    heap_vnodes_np6_k3: 6, "heap", ["ZCOLL_NODE_SIZE" => "3", "ZCOLL_TRANSPORT" => "heap"];
+    heap_cma_vnodes_np4_k2: 4, "heap", ["ZCOLL_NODE_SIZE" => "2"];
+    heap_xpmem_vnodes_np4_k2: 4, "heap", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_NODE_SIZE" => "2", "ZCOLL_TRANSPORT" => "xpmem"];
     heap_reduce_np2: 2, "reduce", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
     heap_reduce_np4: 4, "reduce", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
     heap_reduce_np8: 8, "reduce", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];

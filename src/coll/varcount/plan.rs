@@ -184,12 +184,6 @@ impl Packed {
     }
 }
 
-/// A buffer of `len` bytes whose address is valid even when empty (MPI libraries refuse
-/// some dangling pointers): allocate at least one byte, use `..len`.
-pub(crate) fn scratch(len: usize) -> Vec<u8> {
-    vec![0u8; len.max(1)]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -43,6 +43,10 @@ const UNINIT: u8 = 0;
 const BUSY: u8 = 1;
 const READY: u8 = 2;
 const FAILED: u8 = 3;
+/// In a child made by `fork`: the heap is this process's private copy (see
+/// [`after_fork_in_child`]); its blocks are freed by leaking them, and nothing new comes
+/// from it.
+const FORKED: u8 = 4;
 
 /// The free lists and the bump pointer, guarded by `Local::lock`.
 struct Lists {
@@ -103,6 +107,8 @@ pub(crate) fn local() -> Result<Published, Errno> {
                 })
             }
             FAILED => return Err(Errno::from_raw(HEAP.error.load(Ordering::Relaxed))),
+            // A forked child has no heap of its own that peers could map.
+            FORKED => return Err(Errno::EPERM),
             // Another thread creates it: it takes two system calls.
             BUSY => std::thread::yield_now(),
             _ => {
@@ -122,6 +128,10 @@ fn try_init() -> bool {
         Ok((fd, base)) => {
             HEAP.fd.store(fd, Ordering::Relaxed);
             HEAP.base.store(base, Ordering::Relaxed);
+            // SAFETY: registers a plain `extern "C"` function with no arguments, once
+            // (only the thread that moved the status from UNINIT gets here). A failure
+            // (ENOMEM) leaves a forked child sharing the heap, as before.
+            unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
             HEAP.status.store(READY, Ordering::Release);
             true
         }
@@ -176,6 +186,45 @@ fn create() -> Result<(i32, usize), Errno> {
     Ok((fd, base as usize))
 }
 
+/// Runs in the child of every `fork` once the heap exists. The heap's mapping is shared
+/// (`MAP_SHARED`), so without this a child would write the parent's live blocks, its free
+/// lists (which live in the free blocks) and, by giving pages back or growing the file,
+/// the parent's file itself. Instead the child's view becomes a private copy, as any other
+/// memory of a forked process is: the same file mapped `MAP_PRIVATE` at the same address,
+/// so every pointer into the heap stays valid and the child's writes stay its own. Then the
+/// heap is `FORKED`: blocks the child frees are leaked (they are private pages now), new
+/// allocations come from the system allocator, and a `Comm` built in the child has no heap.
+/// The lock is released, since the thread that may have held it does not exist here.
+///
+/// Only system calls and atomic stores: a forked child of a threaded program may do no
+/// more.
+extern "C" fn after_fork_in_child() {
+    if HEAP.status.load(Ordering::Acquire) != READY {
+        return;
+    }
+    let (fd, base) = (HEAP.fd.load(Ordering::Relaxed), HEAP.base.load(Ordering::Relaxed));
+    // SAFETY: replaces our own reservation, at its own address and length, with a private
+    // mapping of the same file: the pages read the same bytes, every pointer into the
+    // heap stays valid, and no other mapping lies in the range.
+    let remapped = unsafe {
+        libc::mmap(
+            base as *mut libc::c_void,
+            RESERVE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_FIXED | libc::MAP_NORESERVE,
+            fd,
+            0,
+        )
+    };
+    if remapped == libc::MAP_FAILED {
+        // Keep sharing rather than lose the child's memory; it is then the program's to
+        // exec at once, as it must do anyway where mmap fails.
+        return;
+    }
+    HEAP.status.store(FORKED, Ordering::Release);
+    HEAP.lock.store(false, Ordering::Release);
+}
+
 /// The class of a block of `size` bytes.
 fn class(size: usize) -> Option<usize> {
     let bits = usize::BITS - size.max(1).saturating_sub(1).leading_zeros();
@@ -205,7 +254,7 @@ fn locked<R>(f: impl FnOnce(&mut Lists) -> R) -> R {
 
 /// Whether `addr` lies in this process's heap.
 pub(crate) fn contains(addr: usize) -> bool {
-    HEAP.status.load(Ordering::Acquire) == READY && {
+    matches!(HEAP.status.load(Ordering::Acquire), READY | FORKED) && {
         let base = HEAP.base.load(Ordering::Relaxed);
         addr >= base && addr - base < RESERVE
     }
@@ -255,6 +304,10 @@ fn alloc(size: usize) -> Option<NonNull<u8>> {
 ///   used after this call.
 unsafe fn free(ptr: *mut u8, size: usize) {
     let Some(class) = class(size) else { return };
+    if HEAP.status.load(Ordering::Acquire) == FORKED {
+        // A private page of a forked child: leaked (see `after_fork_in_child`).
+        return;
+    }
     let base = HEAP.base.load(Ordering::Relaxed);
     let offset = ptr as usize - base;
     let bytes = class_bytes(class);
@@ -333,8 +386,13 @@ impl Drop for Block {
 ///
 /// Allocations of at least the threshold (64 KiB by default) with an alignment of at most
 /// a page come from the heap; everything else, and everything if the heap cannot be
-/// created, from the system allocator. Either way the allocation works: the heap only
-/// changes how collectives reach the buffer.
+/// created or is full (its address space is 64 GiB a process), from the system allocator.
+/// Either way the allocation works: the heap only changes how collectives reach the
+/// buffer. It is thread safe (a spin lock with backoff guards the free lists).
+///
+/// After `fork`, the child's heap is a private copy of the parent's, as any other memory
+/// of the child is: blocks it inherited keep their contents and addresses, its writes and
+/// frees never reach the parent, and its new allocations come from the system allocator.
 ///
 /// # Examples
 ///
@@ -531,6 +589,43 @@ fn map_peer(pid: libc::pid_t, fd: i32) -> Result<Mapping, Errno> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A forked child sees the parent's heap blocks as they were, but its writes, its
+    /// frees and its allocations never reach the parent (the heap is a private copy in
+    /// the child), and the parent's heap goes on working.
+    #[test]
+    fn a_forked_child_does_not_touch_the_parents_heap() {
+        local().unwrap();
+        let mut block = Block::zeroed(3 << 20).unwrap(); // large: its free would punch
+        block.as_bytes_mut().iter_mut().enumerate().for_each(|(i, x)| *x = (i % 251) as u8);
+        let addr = block.as_bytes().as_ptr() as usize;
+        // SAFETY: the child runs only the checks below (no lock taken by another thread is
+        // needed: the heap's is released by the fork handler, and nothing here allocates
+        // from the system allocator) and leaves with `_exit`.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", Errno::last());
+        if pid == 0 {
+            let intact = block.as_bytes().iter().enumerate().all(|(i, &x)| x == (i % 251) as u8);
+            block.as_bytes_mut().fill(0xee);
+            let still_here = contains(addr);
+            drop(block); // a free in the child: leaked, no hole punched in the shared file
+            let refused = Block::zeroed(4096).is_err() && local().is_err();
+            let code = if intact && still_here && refused { 0 } else { 1 };
+            // SAFETY: ends the child without running the test harness's exit paths.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child's checks: {status:#x}");
+        assert!(
+            block.as_bytes().iter().enumerate().all(|(i, &x)| x == (i % 251) as u8),
+            "the child's writes or free reached the parent's block"
+        );
+        drop(block);
+        let again = Block::zeroed(3 << 20).unwrap();
+        assert!(contains(again.as_bytes().as_ptr() as usize), "the parent's heap still serves blocks");
+    }
 
     #[test]
     fn classes_are_powers_of_two_from_a_page() {

@@ -2,10 +2,13 @@
 //! once, with their names ([`Algorithm::NAMES`]); from that list this module derives
 //! everything else a name is used for: the `name[:param]` spelling, parsing and display,
 //! the code published in the call record, and the `ZCOLL_<COLL>_ALGORITHM` overrides
-//! ([`Overrides`]). What an algorithm means for the cost model stays with its collective
-//! (each file's `resolve`), which is where the model's choice is turned into a variant.
+//! ([`Overrides`]), and the steps every collective's `resolve` shares ([`resolve`],
+//! [`requested`]). What an algorithm means for the cost model stays with its collective
+//! (the `model` each file's `resolve` passes), which is where the model's choice is turned
+//! into a variant.
 
 use crate::error::{Error, Result};
+use crate::transport::TransportKind;
 use std::fmt;
 
 /// An algorithm enum: `Auto` and the algorithms of one collective.
@@ -30,6 +33,79 @@ pub(crate) trait Algorithm: Copy + Sized + 'static {
     fn min_param(self) -> u32 {
         1
     }
+
+    /// What the variant runs as on a `cico` node (and what `Auto` runs as when it stays
+    /// undecided): the copy-in/copy-out algorithm, `staged`.
+    fn on_cico(self) -> Self {
+        staged()
+    }
+}
+
+/// The variant named `staged`: every collective has one.
+fn staged<A: Algorithm>() -> A {
+    A::NAMES.iter().find(|(_, n)| *n == "staged").expect("every collective has `staged`").0
+}
+
+/// Whether `a` is `Auto` (the first variant).
+fn is_auto<A: Algorithm>(a: A) -> bool {
+    entry(a) == 0
+}
+
+/// `Config` for a variant made in code with a parameter below its minimum (`k = 0`): a
+/// parsed one never has it.
+fn check<A: Algorithm>(a: A) -> Result<()> {
+    match a.param() {
+        Some(p) if p < a.min_param() => Err(Error::Config {
+            name: name(a),
+            value: p.to_string(),
+            expected: "the variant's minimum: k >= 1, a radix >= 2, a chunk >= 4096 bytes",
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// What every collective's `resolve` does: `Auto` becomes what `var` names
+/// (`ZCOLL_<COLL>_ALGORITHM`), else the cost model's choice (`model`); the variant is
+/// checked; on a `cico` node, or where `Auto` stays (the variable says `auto`), it runs
+/// as [`Algorithm::on_cico`] says.
+///
+/// # Errors
+///
+/// `Config` for an unreadable variable or a parameter below its minimum.
+pub(crate) fn resolve<A: Algorithm>(
+    a: A,
+    var: &'static str,
+    env: &Overrides,
+    transport: TransportKind,
+    model: impl FnOnce() -> A,
+) -> Result<A> {
+    let chosen = match is_auto(a) {
+        true => env.choice(var)?.unwrap_or_else(model),
+        false => a,
+    };
+    check(chosen)?;
+    Ok(if transport == TransportKind::Cico || is_auto(chosen) { chosen.on_cico() } else { chosen })
+}
+
+/// What a variable-count collective asks for before its arrive phase, where `Auto` is
+/// decided later from every rank's counts: `Auto` becomes what `var` names (if set), the
+/// variant is checked, and everything runs `staged` on a `cico` node.
+///
+/// # Errors
+///
+/// As [`resolve`].
+pub(crate) fn requested<A: Algorithm>(
+    a: A,
+    var: &'static str,
+    env: &Overrides,
+    transport: TransportKind,
+) -> Result<A> {
+    let chosen = match is_auto(a) {
+        true => env.choice(var)?.unwrap_or(a),
+        false => a,
+    };
+    check(chosen)?;
+    Ok(if transport == TransportKind::Cico { staged() } else { chosen })
 }
 
 /// The entry of `a`'s variant in `A::NAMES`, whatever its parameter.

@@ -125,20 +125,14 @@ impl AllgatherAlgorithm {
         transport: TransportKind,
         env: &super::Overrides,
     ) -> Result<AllgatherAlgorithm> {
-        let chosen = match self {
-            AllgatherAlgorithm::Auto => match env.choice("ZCOLL_ALLGATHER_ALGORITHM")? {
-                Some(a) => a,
-                None => match select::choose(select::Coll::Allgather, n, p) {
-                    Algo::AllgatherStaged => AllgatherAlgorithm::Staged,
-                    Algo::AllgatherRecursiveDoubling => AllgatherAlgorithm::RecursiveDoubling,
-                    _ => AllgatherAlgorithm::RingSourceRead,
-                },
-            },
-            explicit => explicit,
-        };
-        Ok(match (chosen, transport) {
-            (AllgatherAlgorithm::Auto, _) | (_, TransportKind::Cico) => AllgatherAlgorithm::Staged,
-            (a, _) => a,
+        super::algorithm::resolve(self, "ZCOLL_ALLGATHER_ALGORITHM", env, transport, || match select::choose(
+            select::Coll::Allgather,
+            n,
+            p,
+        ) {
+            Algo::AllgatherStaged => AllgatherAlgorithm::Staged,
+            Algo::AllgatherRecursiveDoubling => AllgatherAlgorithm::RecursiveDoubling,
+            _ => AllgatherAlgorithm::RingSourceRead,
         })
     }
 }

@@ -87,13 +87,7 @@ impl AllgathervAlgorithm {
         transport: TransportKind,
         env: &super::Overrides,
     ) -> Result<AllgathervAlgorithm> {
-        let a = match self {
-            AllgathervAlgorithm::Auto => {
-                env.choice("ZCOLL_ALLGATHERV_ALGORITHM")?.unwrap_or(AllgathervAlgorithm::Auto)
-            }
-            a => a,
-        };
-        Ok(if transport == TransportKind::Cico { AllgathervAlgorithm::Staged } else { a })
+        super::algorithm::requested(self, "ZCOLL_ALLGATHERV_ALGORITHM", env, transport)
     }
 }
 

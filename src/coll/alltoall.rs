@@ -141,20 +141,11 @@ impl AlltoallAlgorithm {
         transport: TransportKind,
         env: &super::Overrides,
     ) -> Result<AlltoallAlgorithm> {
-        let chosen = match self {
-            AlltoallAlgorithm::Auto => match env.choice("ZCOLL_ALLTOALL_ALGORITHM")? {
-                Some(a) => a,
-                None => match select::choose(select::Coll::Alltoall, n, p) {
-                    Algo::AlltoallStaged => AlltoallAlgorithm::Staged,
-                    _ => AlltoallAlgorithm::Pairwise,
-                },
-            },
-            explicit => explicit,
-        };
-        Ok(match (chosen, transport) {
-            (a, TransportKind::Cico) if a.arrival_aware() => AlltoallAlgorithm::PapStaged,
-            (AlltoallAlgorithm::Auto, _) | (_, TransportKind::Cico) => AlltoallAlgorithm::Staged,
-            (a, _) => a,
+        super::algorithm::resolve(self, "ZCOLL_ALLTOALL_ALGORITHM", env, transport, || {
+            match select::choose(select::Coll::Alltoall, n, p) {
+                Algo::AlltoallStaged => AlltoallAlgorithm::Staged,
+                _ => AlltoallAlgorithm::Pairwise,
+            }
         })
     }
 }
@@ -171,7 +162,15 @@ AlltoallAlgorithm: "auto, pairwise, pairwise-write, bruck, staged, pap-write, pa
     PapRead => "pap-read",
     PapStaged => "pap-staged",
     PapShmDirect => "pap-shm-direct",
-]}
+]
+    fn on_cico(self) -> Self {
+        // The arrival-aware ones keep their protocol, through the FIFOs.
+        match self.arrival_aware() {
+            true => AlltoallAlgorithm::PapStaged,
+            false => AlltoallAlgorithm::Staged,
+        }
+    }
+}
 
 /// Alltoall among the ranks of the node: block `j` of `send` lands as block `me` of local
 /// rank `j`'s `recv`.

@@ -84,13 +84,7 @@ impl AlltoallvAlgorithm {
         transport: TransportKind,
         env: &super::Overrides,
     ) -> Result<AlltoallvAlgorithm> {
-        let a = match self {
-            AlltoallvAlgorithm::Auto => {
-                env.choice("ZCOLL_ALLTOALLV_ALGORITHM")?.unwrap_or(AlltoallvAlgorithm::Auto)
-            }
-            a => a,
-        };
-        Ok(if transport == TransportKind::Cico { AlltoallvAlgorithm::Staged } else { a })
+        super::algorithm::requested(self, "ZCOLL_ALLTOALLV_ALGORITHM", env, transport)
     }
 }
 

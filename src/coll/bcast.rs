@@ -42,7 +42,7 @@
 
 use super::pap::{compatible, settle};
 use super::{all_equal, check, op, Ctx, Kind};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::sync::{Call, Round, PRIVATE};
 use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
@@ -165,34 +165,8 @@ impl BcastAlgorithm {
         transport: TransportKind,
         env: &super::Overrides,
     ) -> Result<BcastAlgorithm> {
-        let chosen = match self {
-            BcastAlgorithm::Auto => match env.choice("ZCOLL_BCAST_ALGORITHM")? {
-                Some(a) => a,
-                None => BcastAlgorithm::from_model(select::choose(select::Coll::Bcast, len, p), len),
-            },
-            explicit => explicit,
-        };
-        match chosen {
-            BcastAlgorithm::KnomialRead { k } if k < 2 => {
-                return Err(Error::Config {
-                    name: "k",
-                    value: k.to_string(),
-                    expected: "a radix of at least 2",
-                })
-            }
-            BcastAlgorithm::Pipelined { chunk } if (chunk as usize) < PAGE => {
-                return Err(Error::Config {
-                    name: "chunk",
-                    value: chunk.to_string(),
-                    expected: "at least 4096 bytes",
-                })
-            }
-            _ => {}
-        }
-        Ok(match (chosen, transport) {
-            (BcastAlgorithm::Fifo, _) => BcastAlgorithm::Fifo,
-            (BcastAlgorithm::Auto, _) | (_, TransportKind::Cico) => BcastAlgorithm::Staged,
-            (a, _) => a,
+        super::algorithm::resolve(self, "ZCOLL_BCAST_ALGORITHM", env, transport, || {
+            BcastAlgorithm::from_model(select::choose(select::Coll::Bcast, len, p), len)
         })
     }
 }
@@ -214,6 +188,14 @@ super::algorithm::vocabulary! {
         match self {
             BcastAlgorithm::Pipelined { .. } => PAGE as u32,
             _ => 2,
+        }
+    }
+
+    fn on_cico(self) -> Self {
+        // The FIFO is copy-in/copy-out already.
+        match self {
+            BcastAlgorithm::Fifo => BcastAlgorithm::Fifo,
+            _ => BcastAlgorithm::Staged,
         }
     }
 }

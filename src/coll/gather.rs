@@ -27,7 +27,7 @@
 //! rank order when the nodes do not hold consecutive ranks), and the root's leader hands
 //! the whole buffer to the root through the node if it is not the root itself.
 
-use super::rooted::{blocks, peers, rooted_check, throttled, zero_k, Claim, Measure, DEFAULT_K};
+use super::rooted::{blocks, peers, rooted_check, throttled, Claim, Measure, DEFAULT_K};
 use super::staged_private;
 use super::{op, Ctx, Kind};
 use crate::error::Result;
@@ -90,24 +90,13 @@ impl GatherAlgorithm {
         transport: TransportKind,
         env: &super::Overrides,
     ) -> Result<GatherAlgorithm> {
-        let chosen = match self {
-            GatherAlgorithm::Auto => match env.choice("ZCOLL_GATHER_ALGORITHM")? {
-                Some(a) => a,
-                None => match select::choose(select::Coll::Gather, block, ranks) {
-                    Algo::GatherStaged => GatherAlgorithm::Staged,
-                    Algo::GatherSequentialRead => GatherAlgorithm::SequentialRead,
-                    Algo::GatherThrottledWrite(k) => GatherAlgorithm::ThrottledWrite { k: k as u32 },
-                    _ => GatherAlgorithm::ParallelWrite,
-                },
-            },
-            GatherAlgorithm::ThrottledWrite { k: 0 } => {
-                return Err(zero_k("GatherAlgorithm::ThrottledWrite"))
+        super::algorithm::resolve(self, "ZCOLL_GATHER_ALGORITHM", env, transport, || {
+            match select::choose(select::Coll::Gather, block, ranks) {
+                Algo::GatherStaged => GatherAlgorithm::Staged,
+                Algo::GatherSequentialRead => GatherAlgorithm::SequentialRead,
+                Algo::GatherThrottledWrite(k) => GatherAlgorithm::ThrottledWrite { k: k as u32 },
+                _ => GatherAlgorithm::ParallelWrite,
             }
-            explicit => explicit,
-        };
-        Ok(match (chosen, transport) {
-            (GatherAlgorithm::Auto, _) | (_, TransportKind::Cico) => GatherAlgorithm::Staged,
-            (a, _) => a,
         })
     }
 }

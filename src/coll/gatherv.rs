@@ -27,7 +27,7 @@
 //! `gather_varcount_into_root` into a scratch buffer, which is handed to the root through
 //! the node if it is not the leader, and the root unpacks it into its partition.
 
-use super::rooted::{peers, zero_k};
+use super::rooted::peers;
 use super::scatterv::BAD_CONFIG;
 use super::varcount::{
     auto_family, chain, checked, fits, judge_rooted, partition_len, partition_words, range, Claim, Family,
@@ -49,12 +49,7 @@ pub(crate) fn requested(
     transport: TransportKind,
     env: &super::Overrides,
 ) -> Result<GatherAlgorithm> {
-    let a = match a {
-        GatherAlgorithm::Auto => env.choice("ZCOLL_GATHERV_ALGORITHM")?.unwrap_or(GatherAlgorithm::Auto),
-        GatherAlgorithm::ThrottledWrite { k: 0 } => return Err(zero_k("GatherAlgorithm::ThrottledWrite")),
-        a => a,
-    };
-    Ok(if transport == TransportKind::Cico { GatherAlgorithm::Staged } else { a })
+    super::algorithm::requested(a, "ZCOLL_GATHERV_ALGORITHM", env, transport)
 }
 
 /// How an algorithm every rank asked for moves the blocks of `blocks` to `dst`.

@@ -81,22 +81,12 @@ impl ReduceAlgorithm {
         transport: TransportKind,
         env: &super::Overrides,
     ) -> Result<ReduceAlgorithm> {
-        let chosen = match self {
-            ReduceAlgorithm::Auto => match env.choice(var)? {
-                Some(a) => a,
-                None => {
-                    let coll = if var == REDUCE_VAR { select::Coll::Reduce } else { select::Coll::Allreduce };
-                    match select::choose(coll, len, p).is_staged() {
-                        true => ReduceAlgorithm::Staged,
-                        false => ReduceAlgorithm::Partitioned,
-                    }
-                }
-            },
-            explicit => explicit,
-        };
-        Ok(match (chosen, transport) {
-            (ReduceAlgorithm::Auto, _) | (_, TransportKind::Cico) => ReduceAlgorithm::Staged,
-            (a, _) => a,
+        super::algorithm::resolve(self, var, env, transport, || {
+            let coll = if var == REDUCE_VAR { select::Coll::Reduce } else { select::Coll::Allreduce };
+            match select::choose(coll, len, p).is_staged() {
+                true => ReduceAlgorithm::Staged,
+                false => ReduceAlgorithm::Partitioned,
+            }
         })
     }
 }

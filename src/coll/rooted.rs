@@ -17,11 +17,6 @@ pub(crate) const DEFAULT_K: u32 = 4;
 /// non-root called the root's.
 pub(crate) const ROLE: &str = "root/non-root method";
 
-/// The error for a throttled algorithm given `k = 0` in code.
-pub(crate) fn zero_k(name: &'static str) -> Error {
-    Error::Config { name, value: "k = 0".into(), expected: "k >= 1" }
-}
-
 /// How the calls of a rooted collective measure: every rank's block, and the root's buffer
 /// that holds all blocks (named `which` in `BufferSize`).
 #[derive(Clone, Copy)]

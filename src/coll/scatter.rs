@@ -45,7 +45,7 @@
 //! blocks node by node in a scratch buffer when the ranks are not in node order (and sends
 //! the user's buffer as it is when they are).
 
-use super::rooted::{blocks, peers, rooted_check, throttled, zero_k, Claim, Measure, DEFAULT_K};
+use super::rooted::{blocks, peers, rooted_check, throttled, Claim, Measure, DEFAULT_K};
 use super::staged_private;
 use super::{op, Ctx, Kind};
 use crate::error::Result;
@@ -110,24 +110,13 @@ impl ScatterAlgorithm {
         transport: TransportKind,
         env: &super::Overrides,
     ) -> Result<ScatterAlgorithm> {
-        let chosen = match self {
-            ScatterAlgorithm::Auto => match env.choice("ZCOLL_SCATTER_ALGORITHM")? {
-                Some(a) => a,
-                None => match select::choose(select::Coll::Scatter, block, ranks) {
-                    Algo::ScatterStaged => ScatterAlgorithm::Staged,
-                    Algo::ScatterSequentialWrite => ScatterAlgorithm::SequentialWrite,
-                    Algo::ScatterThrottledRead(k) => ScatterAlgorithm::ThrottledRead { k: k as u32 },
-                    _ => ScatterAlgorithm::ParallelRead,
-                },
-            },
-            ScatterAlgorithm::ThrottledRead { k: 0 } => {
-                return Err(zero_k("ScatterAlgorithm::ThrottledRead"))
+        super::algorithm::resolve(self, "ZCOLL_SCATTER_ALGORITHM", env, transport, || {
+            match select::choose(select::Coll::Scatter, block, ranks) {
+                Algo::ScatterStaged => ScatterAlgorithm::Staged,
+                Algo::ScatterSequentialWrite => ScatterAlgorithm::SequentialWrite,
+                Algo::ScatterThrottledRead(k) => ScatterAlgorithm::ThrottledRead { k: k as u32 },
+                _ => ScatterAlgorithm::ParallelRead,
             }
-            explicit => explicit,
-        };
-        Ok(match (chosen, transport) {
-            (ScatterAlgorithm::Auto, _) | (_, TransportKind::Cico) => ScatterAlgorithm::Staged,
-            (a, _) => a,
         })
     }
 }

@@ -33,7 +33,7 @@
 //! from its leader. That costs a scratch copy at the root and a scratch part at every
 //! leader.
 
-use super::rooted::{peers, zero_k};
+use super::rooted::peers;
 use super::varcount::{
     auto_family, chain, checked, fits, judge_rooted, partition_len, partition_words, range, Claim, Family,
     Moves, Published, Side,
@@ -58,12 +58,7 @@ pub(crate) fn requested(
     transport: TransportKind,
     env: &super::Overrides,
 ) -> Result<ScatterAlgorithm> {
-    let a = match a {
-        ScatterAlgorithm::Auto => env.choice("ZCOLL_SCATTERV_ALGORITHM")?.unwrap_or(ScatterAlgorithm::Auto),
-        ScatterAlgorithm::ThrottledRead { k: 0 } => return Err(zero_k("ScatterAlgorithm::ThrottledRead")),
-        a => a,
-    };
-    Ok(if transport == TransportKind::Cico { ScatterAlgorithm::Staged } else { a })
+    super::algorithm::requested(a, "ZCOLL_SCATTERV_ALGORITHM", env, transport)
 }
 
 /// How an algorithm every rank asked for moves the blocks of `blocks` from `src`.

@@ -170,7 +170,7 @@ pub(crate) fn reduce<T: Pod, O: Operator<T>>(
 /// local rank `j < m` ends with partition `j` of `m` of the node's reduced data (see
 /// [`partition`]) at its place in its output; the rest of every output is left
 /// undefined. The first leg of the multi-root allreduce across nodes
-/// ([`Hierarchy::all_reduce`](crate::hier::Hierarchy::all_reduce)). The staged algorithm
+/// (`Hierarchy::all_reduce`, in `hier/reduce.rs`). The staged algorithm
 /// reduces the whole buffer on every owner.
 ///
 /// # Errors

@@ -14,11 +14,19 @@
 //! fresh blocks. A spin lock with backoff guards the lists: the heap serves a global
 //! allocator ([`ShmAlloc`]), so it must never allocate itself, and it never does: creating
 //! it, growing it and freeing into it are system calls and pointer writes only. Freed
-//! blocks of 1 MiB and more give their pages back to the kernel (`FALLOC_FL_PUNCH_HOLE`),
-//! as the system allocator unmaps its large blocks.
+//! blocks of 32 MiB and more give their pages back to the kernel (`FALLOC_FL_PUNCH_HOLE`),
+//! as glibc's allocator unmaps blocks above its mmap threshold (which grows up to 32 MiB);
+//! smaller ones stay in their free list, so that a program that allocates and frees the
+//! same buffer in a loop makes no system call (`benches/alloc.rs`).
 //!
 //! Peer memory stays raw: [`PeerHeaps`] gives a pointer into the peer's mapping, which
 //! only the copy functions of `transport` dereference.
+//!
+//! A peer's mapping never goes stale. It maps the owner's whole file, not a buffer, so an
+//! address of the owner's heap always reads what the owner stores there now: a block that
+//! was freed and handed out again reads as the new block. And a peer copies a block only
+//! inside a round in which its owner published it (the rounds' invariant), so it never
+//! reads another buffer's bytes through an old address.
 
 use crate::error::Errno;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -35,8 +43,9 @@ const MIN_SHIFT: u32 = 12;
 const CLASSES: usize = (RESERVE.trailing_zeros() - MIN_SHIFT + 1) as usize;
 /// The file grows in steps of at least this much.
 const GROW: usize = 2 << 20;
-/// Freed blocks from this size on give their pages back.
-const PUNCH_MIN: usize = 1 << 20;
+/// Freed blocks from this size on give their pages back (glibc's largest mmap threshold:
+/// below it, a free costs a system call of about 1.6 us for the memory it returns).
+const PUNCH_MIN: usize = 32 << 20;
 
 /// The state of the process's heap.
 const UNINIT: u8 = 0;
@@ -596,7 +605,7 @@ mod tests {
     #[test]
     fn a_forked_child_does_not_touch_the_parents_heap() {
         local().unwrap();
-        let mut block = Block::zeroed(3 << 20).unwrap(); // large: its free would punch
+        let mut block = Block::zeroed(PUNCH_MIN).unwrap(); // large: its free would punch
         block.as_bytes_mut().iter_mut().enumerate().for_each(|(i, x)| *x = (i % 251) as u8);
         let addr = block.as_bytes().as_ptr() as usize;
         // SAFETY: the child runs only the checks below (no lock taken by another thread is
@@ -659,9 +668,16 @@ mod tests {
         assert_eq!(peers.locate(0, 5, 1), Err(Errno::EFAULT));
         let freed = addr;
         drop(a);
-        let c = Block::zeroed(70_000).unwrap();
+        let mut c = Block::zeroed(70_000).unwrap();
         assert_eq!(c.as_bytes().as_ptr() as usize, freed, "a freed block of the class is reused");
         assert!(c.as_bytes().iter().all(|&x| x == 0));
+        // The peer's cached mapping of the freed block reads the new block's bytes, never
+        // the old ones: it maps the file, not a buffer.
+        c.as_bytes_mut()[10] = 0xab;
+        let again = peers.locate(0, freed + 10, 1).unwrap();
+        assert_eq!(again, seen, "the peer's mapping is made once and kept");
+        // SAFETY: the reused block is ours, alive, and 70_000 bytes long.
+        assert_eq!(unsafe { again.read() }, 0xab);
         assert!(probe(me, published.fd).is_ok());
         assert!(probe(me, 1 << 20).is_err());
     }

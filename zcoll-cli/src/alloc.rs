@@ -44,6 +44,12 @@ impl Switchable {
     pub const fn new() -> Switchable {
         Switchable { shared: zcoll::ShmAlloc::new() }
     }
+
+    /// The allocator, switched off, whose shared side serves allocations of at least
+    /// `bytes` bytes (as [`zcoll::ShmAlloc::with_threshold`]).
+    pub const fn with_threshold(bytes: usize) -> Switchable {
+        Switchable { shared: zcoll::ShmAlloc::with_threshold(bytes) }
+    }
 }
 
 // SAFETY: every call goes to one of two sound allocators. `ShmAlloc` frees and reallocates

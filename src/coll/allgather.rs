@@ -51,7 +51,7 @@
 //! `p n` for the exchange.
 
 use super::staged_private;
-use super::{all_equal, check, op, BadLength, Ctx, Kind};
+use super::{all_equal, check, check_staged, op, BadLength, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::sync::{Call, Round};
 use crate::transport::TransportKind;
@@ -201,7 +201,22 @@ pub(crate) fn allgather(
         aux: 0,
         aux2: 0,
     };
-    let round = check(ctx, call, false, |r| lengths(r, |n| n, |n| r.size().saturating_mul(n)))?;
+    let check_lengths = |r: &Round<'_>| lengths(r, |n| n, |n| r.size().saturating_mul(n));
+    // A staged allgather whose block fits in the staging area travels with the arrival:
+    // one flag phase, every rank copies each block straight out of its owner's area.
+    if algorithm == Ok(AllgatherAlgorithm::Staged) && n <= ctx.ctl.stage_bytes() {
+        // A receive buffer too short for this rank's block fails the verdict: stage nothing.
+        let own: &[u8] = send.or_else(|| recv.get(me * n..(me + 1) * n)).unwrap_or(&[]);
+        let round = check_staged(ctx, call, &[own], false, check_lengths)?;
+        if let Some(send) = send {
+            recv[me * n..(me + 1) * n].copy_from_slice(send);
+        }
+        for r in (0..p).filter(|&r| r != me) {
+            round.read_staged(r, 0, &mut recv[r * n..(r + 1) * n]);
+        }
+        return round.finish(Ok(()));
+    }
+    let round = check(ctx, call, false, check_lengths)?;
     let moved = algorithm.and_then(|a| gather_all(&round, a, send, recv, n));
     round.finish(moved)
 }

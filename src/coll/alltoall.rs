@@ -48,7 +48,7 @@
 
 use super::allgather::lengths;
 use super::staged_private;
-use super::{check, op, Ctx, Kind};
+use super::{check, check_staged, op, Ctx, Kind};
 use crate::error::Result;
 use crate::sync::{Call, Round, Span};
 use crate::transport::TransportKind;
@@ -206,10 +206,25 @@ pub(crate) fn alltoall(
         aux: 0,
         aux2: 0,
     };
-    let round = check(ctx, call, false, |r| {
+    let check_lengths = |r: &Round<'_>| {
         let whole = |first: usize| first / r.size() * r.size();
         lengths(r, whole, whole)
-    })?;
+    };
+    // A staged alltoall whose send buffer fits in the staging area travels with the
+    // arrival: one flag phase, every rank copies its block straight out of each peer's area.
+    if algorithm == Ok(AlltoallAlgorithm::Staged) && send.len() <= ctx.ctl.stage_bytes() {
+        let round = check_staged(ctx, call, &[send], false, check_lengths)?;
+        let me = round.me();
+        for r in 0..p {
+            let block = &mut recv[r * n..(r + 1) * n];
+            match r == me {
+                true => block.copy_from_slice(&send[me * n..(me + 1) * n]),
+                false => round.read_staged(r, me * n, block),
+            }
+        }
+        return round.finish(Ok(()));
+    }
+    let round = check(ctx, call, false, check_lengths)?;
     let moved = algorithm.and_then(|a| exchange(&round, a, send, recv, n));
     round.finish(moved)
 }

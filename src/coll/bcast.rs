@@ -41,7 +41,7 @@
 //!   the chunk, so a late non-root delays nobody (see `coll::pap`).
 
 use super::pap::{compatible, settle};
-use super::{all_equal, check, op, Ctx, Kind};
+use super::{all_equal, check, check_staged, op, Ctx, Kind};
 use crate::error::Result;
 use crate::sync::{Call, Round, PRIVATE};
 use crate::transport::TransportKind;
@@ -251,10 +251,18 @@ pub(crate) fn bcast(
         aux: src as u64,
         aux2: 0,
     };
-    let round = check(ctx, call, true, |r| {
+    let lengths = |r: &Round<'_>| {
         let expected = r.call(src.min(r.size() - 1)).send_len;
         all_equal(r, |c| c.send_len, expected)
-    })?;
+    };
+    // A staged broadcast that fits in the root's staging area travels with the root's
+    // arrival: one flag phase, readers copy out right after the verdict.
+    let prestaged = private && algorithm == Ok(BcastAlgorithm::Staged) && len <= ctx.ctl.stage_bytes();
+    let round = match prestaged {
+        true if ctx.ctl.me() == src => check_staged(ctx, call, &[&*buf], true, lengths)?,
+        true => check_staged(ctx, call, &[], true, lengths)?,
+        false => check(ctx, call, true, lengths)?,
+    };
     let moved = algorithm.and_then(|algorithm| {
         if round.size() == 1 {
             return Ok(());
@@ -269,6 +277,12 @@ pub(crate) fn bcast(
             BcastAlgorithm::ScatterAllgather => scatter_allgather(&round, src, buf),
             BcastAlgorithm::Pipelined { chunk } => pipelined(&round, src, buf, chunk as usize, feed.take()),
             BcastAlgorithm::Fifo => round.fifo_bcast(src, buf),
+            BcastAlgorithm::Staged if prestaged => {
+                if round.me() != src {
+                    round.read_staged(src, 0, buf);
+                }
+                Ok(())
+            }
             BcastAlgorithm::Staged | BcastAlgorithm::Auto | BcastAlgorithm::ArrivalAware => match feed.take()
             {
                 Some(feed) if round.me() == src => {

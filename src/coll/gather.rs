@@ -187,7 +187,25 @@ pub(crate) fn gather(
         aux2: Claim { root: is_root, in_place, block, whole: recv_len, elem }.aux2(),
     };
     let measure = Measure { block: |c| c.send_len, whole: |c| c.recv_len, which: "receive" };
-    let round = rooted_check(ctx, call, dst, measure)?;
+    // A staged gather whose block fits in the staging area travels with the arrivals: one
+    // flag phase, the root copies every block straight out of its owner's area.
+    if algorithm == Ok(GatherAlgorithm::Staged) && block <= ctx.ctl.stage_bytes() {
+        let own: &[u8] = match &bufs {
+            GatherBufs::Leaf { send } => send,
+            GatherBufs::Root { .. } => &[],
+        };
+        let round = rooted_check(ctx, call, Some(&[own]), dst, measure)?;
+        if let GatherBufs::Root { send, recv } = bufs {
+            if let Some(send) = send {
+                recv[dst * block..(dst + 1) * block].copy_from_slice(send);
+            }
+            for r in peers(dst, size) {
+                round.read_staged(r, 0, &mut recv[r * block..(r + 1) * block]);
+            }
+        }
+        return round.finish(Ok(()));
+    }
+    let round = rooted_check(ctx, call, None, dst, measure)?;
     match (algorithm, bufs) {
         (Ok(a), GatherBufs::Root { send, recv }) => {
             let own = |recv: &mut [u8]| {

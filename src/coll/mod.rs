@@ -160,9 +160,36 @@ pub(crate) fn check_with_meta<'c>(
     rooted: bool,
     lengths: impl Fn(&Round<'_>) -> std::result::Result<(), BadLength>,
 ) -> Result<Round<'c>> {
-    let round = ctx.ctl.begin_with_meta(&call, meta)?;
-    let verdict = verdict(ctx, &round, rooted, lengths);
-    match verdict {
+    judge(ctx, ctx.ctl.begin_with_meta(&call, meta)?, rooted, lengths)
+}
+
+/// [`check`] in one flag phase, for a private call whose whole payload fits in the
+/// staging area: `parts` (this rank's outgoing bytes, one after the other) travel with
+/// the arrival (see `Control::begin_staged`), so once the verdict is in, every rank copies
+/// straight out of its peers' areas with `Round::read_staged`.
+///
+/// # Errors
+///
+/// As [`check`].
+pub(crate) fn check_staged<'c>(
+    ctx: &Ctx<'c>,
+    call: Call,
+    parts: &[&[u8]],
+    rooted: bool,
+    lengths: impl Fn(&Round<'_>) -> std::result::Result<(), BadLength>,
+) -> Result<Round<'c>> {
+    judge(ctx, ctx.ctl.begin_staged(&call, parts)?, rooted, lengths)
+}
+
+/// The verdict on a round every rank has arrived at: the round to move data in, or the
+/// error, after ending the round with it.
+fn judge<'c>(
+    ctx: &Ctx<'c>,
+    round: Round<'c>,
+    rooted: bool,
+    lengths: impl Fn(&Round<'_>) -> std::result::Result<(), BadLength>,
+) -> Result<Round<'c>> {
+    match verdict(ctx, &round, rooted, lengths) {
         Ok(()) => Ok(round),
         Err(e) => Err(round.finish(Err(e)).unwrap_err()),
     }

@@ -31,7 +31,7 @@
 //! Both fold in rank order for a non-commutative operator, and every allreduce result
 //! element is computed once, by one rank, so all ranks hold bitwise the same result.
 
-use super::{check, typed_op, BadLength, Ctx, Kind};
+use super::{check, check_staged, typed_op, BadLength, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::op::Operator;
 use crate::pod::Pod;
@@ -226,7 +226,15 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         aux: src.unwrap_or(0) as u64,
         aux2: 0,
     };
-    let round = check(ctx, call, src.is_some(), |r| {
+    // A staged reduction whose input fits in the staging area travels with the arrival:
+    // one flag phase, every consumer folds straight out of the peers' areas.
+    let prestaged = algorithm == Ok(ReduceAlgorithm::Staged) && n * size <= ctx.ctl.stage_bytes();
+    let input: &[u8] = match &bufs {
+        Bufs::Apart(s, _) | Bufs::SendOnly(s) => bytemuck::cast_slice(s),
+        Bufs::InPlace(b) => bytemuck::cast_slice(b),
+    };
+    let parts: &[&[u8]] = &[input];
+    let lengths = |r: &Round<'_>| {
         let first = r.call(0).send_len;
         for q in 0..r.size() {
             let c = r.call(q);
@@ -239,7 +247,11 @@ fn reduce_to<T: Pod, O: Operator<T>>(
             }
         }
         Ok(())
-    })?;
+    };
+    let round = match prestaged {
+        true => check_staged(ctx, call, parts, src.is_some(), lengths)?,
+        false => check(ctx, call, src.is_some(), lengths)?,
+    };
     let moved = algorithm.and_then(|algorithm| {
         let rank = round.rank_of(round.me());
         let supported = oper.apply(&mut [], &[]);
@@ -258,6 +270,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         }
         match algorithm {
             ReduceAlgorithm::Partitioned => partitioned(&round, bufs, target, oper),
+            _ if prestaged => fold_staged(&round, bufs, target, oper),
             _ => staged(&round, bufs, target, oper),
         }
     });
@@ -394,6 +407,37 @@ pub(super) fn fold<T: Pod, O: Operator<T>>(
         let dst: &mut [T] = if k == 0 { &mut *acc } else { &mut *x };
         round.read(&sends[j], j, at * size, bytemuck::cast_slice_mut(dst))?;
         if k > 0 {
+            oper.apply(acc, x);
+        }
+    }
+    Ok(())
+}
+
+/// The one-phase staged reduction: every rank's whole input is in its staging area
+/// (staged before it arrived), and every consumer folds them into its output in rank
+/// order, a cache-sized chunk at a time, so every consumer computes bitwise the same
+/// result. The output may be the input (in place): the inputs are read from the areas.
+fn fold_staged<T: Pod, O: Operator<T>>(
+    round: &Round<'_>,
+    mut bufs: Bufs<'_, T>,
+    target: Target,
+    oper: &O,
+) -> Result<()> {
+    let out: &mut [T] = match &mut bufs {
+        _ if !target.consumes(round.me()) => return Ok(()),
+        Bufs::Apart(_, r) => r,
+        Bufs::InPlace(b) => b,
+        Bufs::SendOnly(_) => unreachable!("only ranks with an output consume"),
+    };
+    let size = std::mem::size_of::<T>();
+    let mut scratch = round.scratch();
+    let (x, _) = scratch_halves::<T>(&mut scratch);
+    for (c, acc) in out.chunks_mut(x.len()).enumerate() {
+        let at = c * x.len() * size;
+        round.read_staged(0, at, bytemuck::cast_slice_mut(acc));
+        for r in 1..round.size() {
+            let x = &mut x[..acc.len()];
+            round.read_staged(r, at, bytemuck::cast_slice_mut(x));
             oper.apply(acc, x);
         }
     }

@@ -3,7 +3,7 @@
 //! versions (the relay through a node, the layout of node parts among the leaders, the
 //! checks across nodes).
 
-use super::{check, op, BadLength, Ctx, Kind};
+use super::{check, check_staged, op, BadLength, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::sync::{Call, Round};
 use crate::transport::TransportKind;
@@ -110,21 +110,33 @@ pub(crate) fn judge(
 }
 
 /// [`check`] for rooted collectives whose root is local rank `src`, with [`judge`] after
-/// the common checks of collective and root, and before the algorithm's.
+/// the common checks of collective and root, and before the algorithm's. With `staged`,
+/// the call is private and this rank's outgoing bytes travel with its arrival (see
+/// [`check_staged`]).
 ///
 /// # Errors
 ///
 /// As [`check`] and [`judge`], on every rank alike.
-pub(crate) fn rooted_check<'c>(ctx: &Ctx<'c>, call: Call, src: usize, m: Measure) -> Result<Round<'c>> {
+pub(crate) fn rooted_check<'c>(
+    ctx: &Ctx<'c>,
+    call: Call,
+    staged: Option<&[&[u8]]>,
+    src: usize,
+    m: Measure,
+) -> Result<Round<'c>> {
     let judged = Cell::new(None);
-    let checked = check(ctx, call, true, |r| {
+    let lengths = |r: &Round<'_>| {
         let claim = |q| Claim::from_call(&r.call(q), m);
         let src = src.min(r.size() - 1);
         if let Err(e) = judge(r.size(), claim, src, r.rank_of(r.me()), |q| r.rank_of(q), m.which) {
             judged.set(Some(e));
         }
         Ok(())
-    });
+    };
+    let checked = match staged {
+        Some(parts) => check_staged(ctx, call, parts, true, lengths),
+        None => check(ctx, call, true, lengths),
+    };
     match (checked, judged.take()) {
         (Ok(round), Some(e)) => Err(round.finish(Err(e)).unwrap_err()),
         // The algorithms may differ only because the lengths do: report the lengths.

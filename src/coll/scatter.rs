@@ -206,7 +206,25 @@ pub(crate) fn scatter(
         aux2: Claim { root: is_root, in_place, block, whole: send_len, elem }.aux2(),
     };
     let measure = Measure { block: |c| c.recv_len, whole: |c| c.send_len, which: "send" };
-    let round = rooted_check(ctx, call, src, measure)?;
+    // A staged scatter whose blocks all fit in the staging area travels with the root's
+    // arrival: one flag phase, every rank copies its block straight out of the root's area.
+    if algorithm == Ok(ScatterAlgorithm::Staged) && block.saturating_mul(size) <= ctx.ctl.stage_bytes() {
+        let staged: &[u8] = match &bufs {
+            // A send buffer of the wrong length fails the verdict: stage nothing then.
+            ScatterBufs::Root { send, .. } if send.len() <= ctx.ctl.stage_bytes() => send,
+            _ => &[],
+        };
+        let round = rooted_check(ctx, call, Some(&[staged]), src, measure)?;
+        match bufs {
+            ScatterBufs::Root { send, recv: Some(recv) } => {
+                recv.copy_from_slice(&send[src * block..(src + 1) * block])
+            }
+            ScatterBufs::Root { recv: None, .. } => {}
+            ScatterBufs::Leaf { recv } => round.read_staged(src, round.me() * block, recv),
+        }
+        return round.finish(Ok(()));
+    }
+    let round = rooted_check(ctx, call, None, src, measure)?;
     let moved = algorithm.and_then(|a| move_blocks(&round, a, bufs, src, block));
     round.finish(moved)
 }

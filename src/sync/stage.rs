@@ -7,8 +7,65 @@
 //! `progress = c + 1`. Two copies per byte, no permission needed, and the area is never
 //! larger than a few pages, whatever the message size.
 
-use super::{Round, SCRATCH_HALF};
+use super::{Call, Control, Round, PRIVATE, SCRATCH_HALF};
 use crate::error::Result;
+
+impl Control {
+    /// Starts a private round in one flag phase: copies `parts`, one after the other, into
+    /// this rank's staging area, then arrives ([`begin`](Control::begin)). The payload
+    /// travels with the arrival: a peer that sees it may copy the bytes out at once (with
+    /// [`Round::read_staged`]), with no step counter between the verdict and the copy.
+    ///
+    /// The area is ours again only once every rank has left the private round before
+    /// (`settle`); a rank that cannot settle (a peer died) still takes part in the round,
+    /// as a failed one, so no live peer waits for its arrival.
+    ///
+    /// # Errors
+    ///
+    /// As [`begin`](Control::begin); `PeerDied` or `Timeout` while settling.
+    ///
+    /// # Panics
+    ///
+    /// If `parts` hold more than the staging area, or `call` is not private.
+    pub(crate) fn begin_staged(&self, call: &Call, parts: &[&[u8]]) -> Result<Round<'_>> {
+        assert!(call.op & PRIVATE != 0, "only a private round stages before it arrives");
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        assert!(total <= self.stage_bytes, "{total} bytes do not fit in the staging area");
+        if let Err(e) = self.settle() {
+            self.abandon(&Call { send_len: 0, recv_len: 0, recv_writable: false, ..*call });
+            return Err(e);
+        }
+        let area = self.stage(self.me);
+        let mut at = 0;
+        for part in parts {
+            // SAFETY: `at + part.len() <= total <= stage_bytes`, inside our own staging
+            // area; every rank has posted `done` of the rounds before (settled above), so no
+            // peer reads the area until it sees the arrival published by `begin` (Release),
+            // which orders these bytes before it.
+            unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), area.add(at), part.len()) };
+            at += part.len();
+        }
+        self.begin(call)
+    }
+}
+
+impl Round<'_> {
+    /// Copies `dst.len()` bytes at `offset` of local rank `r`'s staging area, which `r`
+    /// filled before arriving ([`Control::begin_staged`]). Meaningful only once the verdict
+    /// says that `r` made the same call (so staged the same way), and only until this rank
+    /// posts `done`: `r` refills the area only after every rank's `done` of this round.
+    ///
+    /// # Panics
+    ///
+    /// If the range leaves the staging area.
+    pub(crate) fn read_staged(&self, r: usize, offset: usize, dst: &mut [u8]) {
+        assert!(offset.checked_add(dst.len()).is_some_and(|end| end <= self.ctl.stage_bytes()));
+        // SAFETY: the range lies in `r`'s staging area (asserted above). `r` wrote it before
+        // its arrival (Release), which `begin` saw (Acquire), and leaves it alone until
+        // after our `done`, so the bytes are stable while we copy them into our own buffer.
+        unsafe { std::ptr::copy_nonoverlapping(self.ctl.stage(r).add(offset), dst.as_mut_ptr(), dst.len()) };
+    }
+}
 
 impl Round<'_> {
     /// Broadcasts `buf` from local rank `root` through `root`'s staging area. Every local
@@ -173,6 +230,51 @@ mod tests {
                             for peer in 0..n {
                                 assert_eq!(r.meta(peer, 1023), (i << 20 | peer << 16 | 1023) as u64);
                             }
+                            r.finish(Ok(())).unwrap();
+                        }
+                    }
+                });
+            }
+        });
+    }
+
+    /// One-phase rounds (the payload staged before the arrival) back to back, and between
+    /// them pipelined staged broadcasts and metadata rounds, which also write the areas:
+    /// every rank of every round reads exactly what its peers staged for that round, so
+    /// no area is refilled while a peer still copies it out.
+    #[test]
+    fn one_phase_rounds_read_what_was_staged_for_them() {
+        let n = 3;
+        std::thread::scope(|s| {
+            for ctl in node(n, 8192) {
+                s.spawn(move || {
+                    let me = ctl.me();
+                    let byte = |i: usize, r: usize, j: usize| (i * 7 + r * 31 + j) as u8;
+                    for i in 0..400usize {
+                        let len = 1 + (i * 613) % 8192;
+                        let mine: Vec<u8> = (0..len).map(|j| byte(i, me, j)).collect();
+                        let call = Call { op: PRIVATE, send_len: len, ..Call::default() };
+                        let round = ctl.begin_staged(&call, &[&mine[..len / 2], &mine[len / 2..]]).unwrap();
+                        for r in 0..n {
+                            let mut got = vec![0u8; len];
+                            round.read_staged(r, 0, &mut got);
+                            assert!(got.iter().enumerate().all(|(j, &b)| b == byte(i, r, j)), "round {i}");
+                        }
+                        round.finish(Ok(())).unwrap();
+                        if i % 5 == 3 {
+                            let mut buf = if me == 0 { mine.clone() } else { vec![0; len] };
+                            let round = ctl.begin(&call).unwrap();
+                            let moved = round.stage_bcast(0, &mut buf);
+                            round.finish(moved).unwrap();
+                            assert!(buf.iter().enumerate().all(|(j, &b)| b == byte(i, 0, j)));
+                        }
+                        if i % 7 == 5 {
+                            let meta: Vec<u64> = (0..512).map(|w| (i << 20 | me << 16 | w) as u64).collect();
+                            let r = ctl.begin_with_meta(&Call::default(), &meta).unwrap();
+                            assert_eq!(
+                                r.meta((me + 1) % n, 511),
+                                (i << 20 | ((me + 1) % n) << 16 | 511) as u64
+                            );
                             r.finish(Ok(())).unwrap();
                         }
                     }

@@ -220,7 +220,27 @@ impl Control {
         ready: impl Fn(u64) -> bool,
     ) -> Result<()> {
         let slot = self.slot(r);
-        wait::wait_until(&self.policy, self.peer(r), || ready(flag(slot).load(Ordering::Acquire)))
+        let ready = || ready(flag(slot).load(Ordering::Acquire));
+        wait::wait_until_any_saying(&self.policy, &[self.peer(r)], ready, &|| self.standing(r))
+    }
+
+    /// Where local rank `r` stands against this rank's current round, for the report of a
+    /// long wait: whether it has entered the round at all.
+    pub(super) fn standing(&self, r: usize) -> String {
+        let (epoch, slot) = (self.epoch.get(), self.slot(r));
+        let (arrived, done) = (slot.arrive.load(Ordering::Relaxed), slot.done.load(Ordering::Relaxed));
+        let rank = self.ranks[r];
+        if arrived < epoch {
+            format!(
+                "this rank is in collective call {epoch} of its node, which rank {rank} has not \
+                 entered (it finished call {done}): rank {rank} is computing, blocked outside \
+                 zcoll, or in a collective on another communicator"
+            )
+        } else if done < epoch {
+            format!("rank {rank} is inside collective call {epoch} too, still moving its data")
+        } else {
+            format!("rank {rank} has finished collective call {epoch}")
+        }
     }
 
     /// Starts a collective: publishes `call` and waits until every local rank has arrived.

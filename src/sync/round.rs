@@ -355,11 +355,14 @@ impl<'c> Round<'c> {
         let (slot, want) = (self.ctl.slot(r), stamp(self.epoch, step));
         let stepped = || reached(flag(slot).load(Ordering::Acquire), want);
         let mut gave_up = false;
-        wait::wait_until(&self.ctl.policy, self.ctl.peer(r), || {
+        let ready = || {
             stepped() || {
                 gave_up = slot.done.load(Ordering::Acquire) >= self.epoch;
                 gave_up
             }
+        };
+        wait::wait_until_any_saying(&self.ctl.policy, &[self.ctl.peer(r)], ready, &|| {
+            format!("waiting for step {step}; {}", self.ctl.standing(r))
         })?;
         // `done` is posted after every step a rank makes: look at the step once more.
         match gave_up && !stepped() {

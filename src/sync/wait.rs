@@ -28,7 +28,15 @@ pub(crate) struct WaitPolicy {
     ///
     /// [`fit_to`]: WaitPolicy::fit_to
     pub(crate) yield_override: Option<Duration>,
+    /// Say on standard error what a wait waits for once it has lasted this long, and again
+    /// each time its length doubles (`ZCOLL_HANG_REPORT`, seconds; `None`: never).
+    pub(crate) report_after: Option<Duration>,
 }
+
+/// How long a wait lasts before it says what it waits for, unless `ZCOLL_HANG_REPORT`
+/// says otherwise: long enough that a rank computing or writing a file while the others
+/// wait in a collective stays quiet, short enough that a stuck job explains itself.
+const REPORT_AFTER: Duration = Duration::from_secs(60);
 
 impl WaitPolicy {
     /// The default policy, with `ZCOLL_TIMEOUT` read from the environment.
@@ -63,7 +71,21 @@ impl WaitPolicy {
             },
             Err(_) => None,
         };
-        Ok(WaitPolicy { timeout, yield_override, ..WaitPolicy::default() })
+        let report_after = match std::env::var("ZCOLL_HANG_REPORT") {
+            Ok(v) => match v.trim().parse::<f64>() {
+                Ok(0.0) => None,
+                Ok(s) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
+                _ => {
+                    return Err(Error::Config {
+                        name: "ZCOLL_HANG_REPORT",
+                        value: v,
+                        expected: "a number of seconds (0: never report)",
+                    })
+                }
+            },
+            Err(_) => Some(REPORT_AFTER),
+        };
+        Ok(WaitPolicy { timeout, yield_override, report_after, ..WaitPolicy::default() })
     }
 }
 
@@ -125,6 +147,7 @@ impl Default for WaitPolicy {
             max_sleep: Duration::from_millis(1),
             timeout: None,
             yield_override: None,
+            report_after: Some(REPORT_AFTER),
         }
     }
 }
@@ -140,16 +163,6 @@ pub(crate) struct Peer {
     pub(crate) pid: libc::pid_t,
 }
 
-/// Waits until `ready()` is true, following `policy`.
-///
-/// # Errors
-///
-/// `Error::PeerDied` if `peer`'s process no longer exists, `Error::Timeout` after
-/// `policy.timeout`.
-pub(crate) fn wait_until(policy: &WaitPolicy, peer: Peer, ready: impl FnMut() -> bool) -> Result<()> {
-    wait_until_any(policy, &[peer], ready)
-}
-
 /// Waits until `ready()` is true when any of `peers` may be the one that makes it true
 /// (a FIFO writer waiting for room, a reader waiting for whichever writer): each sleep
 /// checks the liveness of one of them, in turn.
@@ -158,10 +171,22 @@ pub(crate) fn wait_until(policy: &WaitPolicy, peer: Peer, ready: impl FnMut() ->
 ///
 /// `Error::PeerDied` for a peer found dead, `Error::Timeout` (naming the first peer)
 /// after `policy.timeout`.
-pub(crate) fn wait_until_any(
+pub(crate) fn wait_until_any(policy: &WaitPolicy, peers: &[Peer], ready: impl FnMut() -> bool) -> Result<()> {
+    wait_until_any_saying(policy, peers, ready, &|| String::new())
+}
+
+/// [`wait_until_any`], where `state` says what the wait is for and where the peers stand,
+/// for the report of a long wait ([`WaitPolicy::report_after`]): a job that hangs names
+/// the rank it waits for and what that rank last did, instead of waiting in silence.
+///
+/// # Errors
+///
+/// As [`wait_until_any`].
+pub(crate) fn wait_until_any_saying(
     policy: &WaitPolicy,
     peers: &[Peer],
     mut ready: impl FnMut() -> bool,
+    state: &dyn Fn() -> String,
 ) -> Result<()> {
     let backoff = Backoff::new();
     while !backoff.is_completed() {
@@ -184,9 +209,14 @@ pub(crate) fn wait_until_any(
     }
     let start = Instant::now();
     let mut sleep = policy.min_sleep;
+    let mut report = policy.report_after;
     for turn in 0.. {
         if ready() {
             return Ok(());
+        }
+        if let Some(after) = report.filter(|&after| yielding.elapsed() >= after) {
+            eprintln!("{}", hang_report(peers, yielding.elapsed(), &state()));
+            report = Some(after * 2);
         }
         if let Some(peer) = peers.get(turn % peers.len().max(1)) {
             if !alive(peer.pid) {
@@ -208,6 +238,21 @@ pub(crate) fn wait_until_any(
         sleep = (sleep * 2).min(policy.max_sleep);
     }
     unreachable!("the loop only ends by returning")
+}
+
+/// The line a long wait prints: who waits, for whom, how long, and `state`.
+fn hang_report(peers: &[Peer], waited: Duration, state: &str) -> String {
+    let (me, awaited) = match peers {
+        [] => (-1, String::from("nobody")),
+        [p] => (p.me, format!("rank {} (pid {})", p.rank, p.pid)),
+        [p, ..] => (p.me, format!("any of ranks {:?}", peers.iter().map(|p| p.rank).collect::<Vec<_>>())),
+    };
+    let state = if state.is_empty() { String::new() } else { format!("; {state}") };
+    format!(
+        "zcoll: rank {me} has waited {:.0} s for {awaited}{state} (ZCOLL_TIMEOUT=s makes such a wait \
+         an error, ZCOLL_HANG_REPORT=0 silences this)",
+        waited.as_secs_f64()
+    )
 }
 
 /// Whether process `pid` exists and is not a zombie.
@@ -273,14 +318,39 @@ mod tests {
                 flag.store(true, Ordering::Release);
             })
         };
-        wait_until(&WaitPolicy::default(), me(), || flag.load(Ordering::Acquire)).unwrap();
+        wait_until_any(&WaitPolicy::default(), &[me()], || flag.load(Ordering::Acquire)).unwrap();
         setter.join().unwrap();
+    }
+
+    /// A long wait says what it waits for once it has lasted `report_after`, then again
+    /// each time its length doubles, and still ends when the flag is set.
+    #[test]
+    fn a_long_wait_says_what_it_waits_for() {
+        let policy = WaitPolicy { report_after: Some(Duration::from_millis(40)), ..WaitPolicy::default() };
+        let reports = std::cell::Cell::new(0);
+        let start = Instant::now();
+        wait_until_any_saying(&policy, &[me()], || start.elapsed() > Duration::from_millis(300), &|| {
+            reports.set(reports.get() + 1);
+            format!("report {}", reports.get())
+        })
+        .unwrap();
+        // At about 40, 80 and 160 ms (then 320, past the end); sleeps may stretch them.
+        assert!((1..=3).contains(&reports.get()), "{} reports", reports.get());
+        let line = hang_report(&[me()], Duration::from_secs(61), "in round 7");
+        assert!(line.starts_with("zcoll: rank 0 has waited 61 s for rank 1 (pid "), "{line}");
+        assert!(line.contains("; in round 7 ("), "{line}");
+        let quiet = WaitPolicy { report_after: None, ..WaitPolicy::default() };
+        let start = Instant::now();
+        wait_until_any_saying(&quiet, &[me()], || start.elapsed() > Duration::from_millis(60), &|| {
+            panic!("a wait with reports off reported")
+        })
+        .unwrap();
     }
 
     #[test]
     fn times_out() {
         let policy = WaitPolicy { timeout: Some(Duration::from_millis(20)), ..WaitPolicy::default() };
-        let err = wait_until(&policy, me(), || false).unwrap_err();
+        let err = wait_until_any(&policy, &[me()], || false).unwrap_err();
         assert!(matches!(err, Error::Timeout { rank: 0, peer: 1, .. }), "{err}");
     }
 
@@ -291,7 +361,8 @@ mod tests {
         // Not reaped yet: a zombie must count as dead.
         std::thread::sleep(Duration::from_millis(50));
         assert!(!alive(pid));
-        let err = wait_until(&WaitPolicy::default(), Peer { me: 2, rank: 3, pid }, || false).unwrap_err();
+        let err =
+            wait_until_any(&WaitPolicy::default(), &[Peer { me: 2, rank: 3, pid }], || false).unwrap_err();
         assert_eq!(err, Error::PeerDied { rank: 2, peer: 3, pid });
         child.wait().unwrap();
         assert!(!alive(pid));

@@ -204,10 +204,10 @@ pub(crate) fn allgather(
     let check_lengths = |r: &Round<'_>| lengths(r, |n| n, |n| r.size().saturating_mul(n));
     // A staged allgather whose block fits in the staging area travels with the arrival:
     // one flag phase, every rank copies each block straight out of its owner's area.
-    if algorithm == Ok(AllgatherAlgorithm::Staged) && n <= ctx.ctl.stage_bytes() {
+    if algorithm == Ok(AllgatherAlgorithm::Staged) && n <= ctx.ctl.one_phase_bytes() {
         // A receive buffer too short for this rank's block fails the verdict: stage nothing.
         let own: &[u8] = send.or_else(|| recv.get(me * n..(me + 1) * n)).unwrap_or(&[]);
-        let round = check_staged(ctx, call, &[own], false, check_lengths)?;
+        let round = check_staged(ctx, call, &[], &[own], false, check_lengths)?;
         if let Some(send) = send {
             recv[me * n..(me + 1) * n].copy_from_slice(send);
         }

@@ -33,7 +33,7 @@
 use super::scatterv::BAD_CONFIG;
 use super::varcount::{
     allgatherv_cross, allgatherv_local, auto_stages, checked, first_fault, fits, partition_len,
-    partition_words, range, Given, Published, ALLGATHERV_STAGED_MAX,
+    partition_words, range, stages, Given, Published, ALLGATHERV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
@@ -146,7 +146,17 @@ pub(crate) fn allgatherv(
         aux2: elem as u64,
     };
     let fit = fits(ctx, partition_len(p));
-    let round = checked(ctx, call, fit.then_some(&meta[..]), false, |r| {
+    // The block travels with the arrival where it fits and may be staged (`one_phase`).
+    let cap = (algorithm == Ok(AllgathervAlgorithm::Auto)).then_some(ALLGATHERV_STAGED_MAX);
+    let staged: &[&[u8]] = match algorithm {
+        Ok(AllgathervAlgorithm::Auto | AllgathervAlgorithm::Staged)
+            if stages(ctx, cap, partition_len(p), send.len()) =>
+        {
+            &[send]
+        }
+        _ => &[],
+    };
+    let mut round = checked(ctx, call, fit.then_some(&meta[..]), staged, false, |r| {
         let parts = |q| Published { round: r, owner: q, at: 0 };
         let (send_len, call) = (|q| r.call(q).send_len, |q| r.call(q));
         first_fault(
@@ -156,8 +166,44 @@ pub(crate) fn allgatherv(
         )
         .map_err(|(q, f)| f.error(r.rank_of(r.me()), r.rank_of(q), p))
     })?;
-    let moved = algorithm.and_then(|a| exchange(&round, a, send, recv, &Given { counts, displs }, elem));
+    let mine = Given { counts, displs };
+    let algorithm = match algorithm {
+        Ok(a) => a,
+        Err(e) => return round.finish(Err(e)),
+    };
+    if one_phase(ctx, &round, algorithm) {
+        let at = |r: usize| range(&mine, r, elem);
+        recv[at(round.me())].copy_from_slice(send);
+        for src in (0..p).filter(|&src| src != round.me()) {
+            round.read_staged(src, 8 * partition_len(p), &mut recv[at(src)]);
+        }
+        round.leave_early();
+        return round.finish(Ok(()));
+    }
+    let moved = exchange(&round, algorithm, send, recv, &mine, elem);
     round.finish(moved)
+}
+
+/// Whether a checked allgatherv moves in one phase: every block is staged (the caller's
+/// choice, or `Auto`'s, see [`auto_stages`]) and every rank staged its block with its
+/// arrival (which the published lengths tell alike on every rank), so every rank copies
+/// the blocks straight out of their owners' areas and no rank's buffer is touched by a
+/// peer.
+fn one_phase(ctx: &Ctx<'_>, round: &Round<'_>, algorithm: AllgathervAlgorithm) -> bool {
+    let p = round.size();
+    let send_len = |r: usize| round.call(r).send_len;
+    let cap = (algorithm == AllgathervAlgorithm::Auto).then_some(ALLGATHERV_STAGED_MAX);
+    let staged = match algorithm {
+        AllgathervAlgorithm::Staged => true,
+        AllgathervAlgorithm::Auto => auto_stages(
+            select::Coll::Allgather,
+            (0..p).map(send_len).sum::<usize>() / p,
+            p,
+            ALLGATHERV_STAGED_MAX,
+        ),
+        _ => false,
+    };
+    staged && (0..p).all(|r| send_len(r) == 0 || stages(ctx, cap, partition_len(p), send_len(r)))
 }
 
 /// Moves the blocks of a checked allgatherv.

@@ -212,8 +212,8 @@ pub(crate) fn alltoall(
     };
     // A staged alltoall whose send buffer fits in the staging area travels with the
     // arrival: one flag phase, every rank copies its block straight out of each peer's area.
-    if algorithm == Ok(AlltoallAlgorithm::Staged) && send.len() <= ctx.ctl.stage_bytes() {
-        let round = check_staged(ctx, call, &[send], false, check_lengths)?;
+    if algorithm == Ok(AlltoallAlgorithm::Staged) && send.len() <= ctx.ctl.one_phase_bytes() {
+        let round = check_staged(ctx, call, &[], &[send], false, check_lengths)?;
         let me = round.me();
         for r in 0..p {
             let block = &mut recv[r * n..(r + 1) * n];

@@ -33,7 +33,7 @@
 use super::scatterv::BAD_CONFIG;
 use super::varcount::{
     alltoallv_cross, alltoallv_local, auto_stages, bytes, checked, first_fault, fits, partition_len,
-    partition_words, range, Given, Parts, Published, ALLTOALLV_STAGED_MAX,
+    partition_words, range, staged_blocks, stages, Given, Parts, Published, ALLTOALLV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
@@ -160,7 +160,18 @@ pub(crate) fn alltoallv(
         aux2: elem as u64,
     };
     let fit = fits(ctx, 2 * partition_len(p));
-    let round = checked(ctx, call, fit.then_some(&meta[..]), false, |r| {
+    // The blocks for the peers travel with the arrival, in rank order, where they fit and
+    // may be staged (see `one_phase`).
+    let cap = (algorithm == Ok(AlltoallvAlgorithm::Auto)).then(|| auto_cap(p));
+    let mut staged: Vec<&[u8]> = Vec::new();
+    if let Ok(AlltoallvAlgorithm::Auto | AlltoallvAlgorithm::Staged) = algorithm {
+        staged = staged_blocks(send, &sides.send(), p, ctx.ctl.me(), elem).unwrap_or_default();
+        let bytes = staged.iter().map(|b| b.len()).sum();
+        if staged.len() + 1 != p || !stages(ctx, cap, 2 * partition_len(p), bytes) {
+            staged.clear();
+        }
+    }
+    let mut round = checked(ctx, call, fit.then_some(&meta[..]), &staged, false, |r| {
         let sends = |q| Published { round: r, owner: q, at: 0 };
         let recvs = |q| Published { round: r, owner: q, at: partition_len(p) };
         let elem = |q| elem_of(&r.call(q));
@@ -172,8 +183,56 @@ pub(crate) fn alltoallv(
         )
         .map_err(|(q, f)| f.error(r.rank_of(r.me()), r.rank_of(q), p))
     })?;
-    let moved = algorithm.and_then(|a| exchange(&round, a, send, recv, sides, elem));
+    let algorithm = match algorithm {
+        Ok(a) => a,
+        Err(e) => return round.finish(Err(e)),
+    };
+    if let Some(pairs) = one_phase(ctx, &round, algorithm) {
+        let me = round.me();
+        let inn = |s: usize| range(&sides.recv(), s, elem);
+        recv[inn(me)].copy_from_slice(&send[range(&sides.send(), me, elem)]);
+        for src in (0..p).filter(|&src| src != me) {
+            let before: usize = (0..me).filter(|&d| d != src).map(|d| pairs[src * p + d]).sum();
+            round.read_staged(src, 8 * 2 * partition_len(p) + before, &mut recv[inn(src)]);
+        }
+        round.leave_early();
+        return round.finish(Ok(()));
+    }
+    let moved = exchange(&round, algorithm, send, recv, sides, elem);
     round.finish(moved)
+}
+
+/// The bytes rank `i / p` sends rank `i % p`, for every pair, as the published send
+/// partitions say.
+fn pair_bytes(round: &Round<'_>) -> Vec<usize> {
+    let p = round.size();
+    let sends = |q| Published { round, owner: q, at: 0 };
+    (0..p * p).map(|i| bytes(sends(i / p).block(i % p).0, elem_of(&round.call(i / p)))).collect()
+}
+
+/// Whether a checked alltoallv moves in one phase, with every pair's bytes if so: every
+/// block is staged (the caller's choice, or `Auto`'s) and every rank staged its blocks for
+/// the peers with its arrival (which the published partitions tell alike on every rank),
+/// so every rank copies its blocks straight out of the peers' areas and no rank's buffer
+/// is touched by a peer.
+fn one_phase(ctx: &Ctx<'_>, round: &Round<'_>, algorithm: AlltoallvAlgorithm) -> Option<Vec<usize>> {
+    let p = round.size();
+    if !matches!(algorithm, AlltoallvAlgorithm::Staged | AlltoallvAlgorithm::Auto) || p == 1 {
+        return None;
+    }
+    let pairs = pair_bytes(round);
+    let out = |s: usize| (0..p).filter(|&d| d != s).map(|d| pairs[s * p + d]).sum::<usize>();
+    let cap = (algorithm == AlltoallvAlgorithm::Auto).then(|| auto_cap(p));
+    let mean = (0..p).map(out).sum::<usize>() / (p * (p - 1));
+    let staged = cap.is_none() || auto_stages(select::Coll::Alltoall, mean, p, ALLTOALLV_STAGED_MAX);
+    (staged && (0..p).all(|s| stages(ctx, cap, 2 * partition_len(p), out(s)))).then_some(pairs)
+}
+
+/// The most bytes a rank of an `Auto` alltoallv on `p` ranks stages for its peers with
+/// its arrival: what `Auto` stages at most on average ([`ALLTOALLV_STAGED_MAX`] a pair),
+/// so that a call `Auto` moves with single copies rarely stages in vain.
+fn auto_cap(p: usize) -> usize {
+    ALLTOALLV_STAGED_MAX * p.saturating_sub(1)
 }
 
 /// Moves the blocks of a checked alltoallv.
@@ -188,13 +247,12 @@ fn exchange(
     let (p, me) = (round.size(), round.me());
     let (mine_s, mine_r) = (sides.send(), sides.recv());
     let (out, inn) = (|d: usize| range(&mine_s, d, elem), |s: usize| range(&mine_r, s, elem));
-    let sends = |q| Published { round, owner: q, at: 0 };
     // Everything needed from the peers' areas, read before they may reuse them: the bytes of
     // every pair (for the staged schedule), and where this rank's blocks sit in the peers'
     // buffers.
     let staging = matches!(algorithm, AlltoallvAlgorithm::Staged | AlltoallvAlgorithm::Auto);
     let pairs: Vec<usize> = match staging {
-        true => (0..p * p).map(|i| bytes(sends(i / p).block(i % p).0, elem_of(&round.call(i / p)))).collect(),
+        true => pair_bytes(round),
         false => Vec::new(),
     };
     // `Auto` decides here, from every pair's bytes: the same on every rank.

@@ -257,10 +257,10 @@ pub(crate) fn bcast(
     };
     // A staged broadcast that fits in the root's staging area travels with the root's
     // arrival: one flag phase, readers copy out right after the verdict.
-    let prestaged = private && algorithm == Ok(BcastAlgorithm::Staged) && len <= ctx.ctl.stage_bytes();
+    let prestaged = private && algorithm == Ok(BcastAlgorithm::Staged) && len <= ctx.ctl.one_phase_bytes();
     let round = match prestaged {
-        true if ctx.ctl.me() == src => check_staged(ctx, call, &[&*buf], true, lengths)?,
-        true => check_staged(ctx, call, &[], true, lengths)?,
+        true if ctx.ctl.me() == src => check_staged(ctx, call, &[], &[&*buf], true, lengths)?,
+        true => check_staged(ctx, call, &[], &[], true, lengths)?,
         false => check(ctx, call, true, lengths)?,
     };
     let moved = algorithm.and_then(|algorithm| {

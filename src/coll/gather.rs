@@ -189,7 +189,7 @@ pub(crate) fn gather(
     let measure = Measure { block: |c| c.send_len, whole: |c| c.recv_len, which: "receive" };
     // A staged gather whose block fits in the staging area travels with the arrivals: one
     // flag phase, the root copies every block straight out of its owner's area.
-    if algorithm == Ok(GatherAlgorithm::Staged) && block <= ctx.ctl.stage_bytes() {
+    if algorithm == Ok(GatherAlgorithm::Staged) && block <= ctx.ctl.one_phase_bytes() {
         let own: &[u8] = match &bufs {
             GatherBufs::Leaf { send } => send,
             GatherBufs::Root { .. } => &[],

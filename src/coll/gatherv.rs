@@ -30,8 +30,8 @@
 use super::rooted::peers;
 use super::scatterv::BAD_CONFIG;
 use super::varcount::{
-    auto_family, chain, checked, fits, judge_rooted, partition_len, partition_words, range, Claim, Family,
-    Moves, Published, Side,
+    auto_family, chain, checked, fits, judge_rooted, partition_len, partition_words, range, stages, Claim,
+    Family, Moves, Published, Side, AUTO_STAGE_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::coll::gather::GatherAlgorithm;
@@ -120,7 +120,18 @@ pub(crate) fn gatherv(
         aux2: Claim { root: is_root, elem, block: send.len(), whole: recv_len }.aux2(),
     };
     let fit = fits(ctx, partition_len(p));
-    let round = checked(ctx, call, fit.then_some(&meta[..]), true, |r| {
+    // A leaf's block travels with its arrival where it fits and may be staged: the root
+    // then copies it straight out of the leaf's area (see `one_phase`).
+    let cap = (algorithm == Ok(GatherAlgorithm::Auto)).then_some(AUTO_STAGE_MAX);
+    let staged: &[&[u8]] = match (&bufs, &algorithm) {
+        (GathervBufs::Leaf { send }, Ok(GatherAlgorithm::Auto | GatherAlgorithm::Staged))
+            if stages(ctx, cap, 0, send.len()) =>
+        {
+            &[send]
+        }
+        _ => &[],
+    };
+    let mut round = checked(ctx, call, fit.then_some(&meta[..]), staged, true, |r| {
         let parts = Published { round: r, owner: dst, at: 0 };
         let claim = |q| Claim::from_call(&r.call(q), |c| (c.send_len, c.recv_len));
         judge_rooted(r.size(), dst, claim, &parts, Side::Recv)
@@ -136,6 +147,16 @@ pub(crate) fn gatherv(
         }
         Err(e) => return round.finish(Err(e)),
     };
+    if one_phase(ctx, &round, &moves, dst, cap) {
+        if let GathervBufs::Root { send, recv, .. } = bufs {
+            recv[blocks[dst].clone()].copy_from_slice(send);
+            for r in peers(dst, p).filter(|&r| !blocks[r].is_empty()) {
+                round.read_staged(r, 0, &mut recv[blocks[r].clone()]);
+            }
+        }
+        round.leave_early();
+        return round.finish(Ok(()));
+    }
     // Everything this rank needs from the root's area is in `blocks` and `moves` now.
     round.release_meta();
     match bufs {
@@ -153,6 +174,17 @@ pub(crate) fn gatherv(
             round.finish(moved)
         }
     }
+}
+
+/// Whether a checked gatherv moves in one phase: every non-empty block is staged (the
+/// model's choice, or the caller's) and every leaf staged its block with its arrival
+/// (published lengths say so alike on every rank), so the root copies the blocks out of
+/// the leaves' areas and no rank's buffer is touched by a peer.
+fn one_phase(ctx: &Ctx<'_>, round: &Round<'_>, moves: &Moves, dst: usize, cap: Option<usize>) -> bool {
+    let staged = |r: usize| !moves.staged[r].is_empty();
+    !moves.by_root
+        && moves.direct.is_empty()
+        && peers(dst, round.size()).all(|r| !staged(r) || stages(ctx, cap, 0, round.call(r).send_len))
 }
 
 /// The root's side: what it copies itself.

@@ -144,29 +144,14 @@ pub(crate) fn check<'c>(
     rooted: bool,
     lengths: impl Fn(&Round<'_>) -> std::result::Result<(), BadLength>,
 ) -> Result<Round<'c>> {
-    check_with_meta(ctx, call, &[], rooted, lengths)
+    judge(ctx, ctx.ctl.begin(&call)?, rooted, lengths)
 }
 
-/// [`check`], with `meta` published in this rank's staging area for the peers to read
-/// (see `Control::begin_with_meta`); `lengths` may read every rank's.
-///
-/// # Errors
-///
-/// As [`check`].
-pub(crate) fn check_with_meta<'c>(
-    ctx: &Ctx<'c>,
-    call: Call,
-    meta: &[u64],
-    rooted: bool,
-    lengths: impl Fn(&Round<'_>) -> std::result::Result<(), BadLength>,
-) -> Result<Round<'c>> {
-    judge(ctx, ctx.ctl.begin_with_meta(&call, meta)?, rooted, lengths)
-}
-
-/// [`check`] in one flag phase, for a private call whose whole payload fits in the
-/// staging area: `parts` (this rank's outgoing bytes, one after the other) travel with
-/// the arrival (see `Control::begin_staged`), so once the verdict is in, every rank copies
-/// straight out of its peers' areas with `Round::read_staged`.
+/// [`check`] in one flag phase: `meta` (words the peers read with `Round::meta`) and then
+/// `parts` (this rank's outgoing bytes, one after the other) travel with the arrival (see
+/// `Control::begin_staged`), so once the verdict is in, every rank reads the peers'
+/// words, and copies straight out of their areas with `Round::read_staged`. `lengths`
+/// may read every rank's words.
 ///
 /// # Errors
 ///
@@ -174,11 +159,12 @@ pub(crate) fn check_with_meta<'c>(
 pub(crate) fn check_staged<'c>(
     ctx: &Ctx<'c>,
     call: Call,
+    meta: &[u64],
     parts: &[&[u8]],
     rooted: bool,
     lengths: impl Fn(&Round<'_>) -> std::result::Result<(), BadLength>,
 ) -> Result<Round<'c>> {
-    judge(ctx, ctx.ctl.begin_staged(&call, parts)?, rooted, lengths)
+    judge(ctx, ctx.ctl.begin_staged(&call, meta, parts)?, rooted, lengths)
 }
 
 /// The verdict on a round every rank has arrived at: the round to move data in, or the

@@ -228,7 +228,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
     };
     // A staged reduction whose input fits in the staging area travels with the arrival:
     // one flag phase, every consumer folds straight out of the peers' areas.
-    let prestaged = algorithm == Ok(ReduceAlgorithm::Staged) && n * size <= ctx.ctl.stage_bytes();
+    let prestaged = algorithm == Ok(ReduceAlgorithm::Staged) && n * size <= ctx.ctl.one_phase_bytes();
     let input: &[u8] = match &bufs {
         Bufs::Apart(s, _) | Bufs::SendOnly(s) => bytemuck::cast_slice(s),
         Bufs::InPlace(b) => bytemuck::cast_slice(b),
@@ -249,7 +249,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         Ok(())
     };
     let round = match prestaged {
-        true => check_staged(ctx, call, parts, src.is_some(), lengths)?,
+        true => check_staged(ctx, call, &[], parts, src.is_some(), lengths)?,
         false => check(ctx, call, src.is_some(), lengths)?,
     };
     let moved = algorithm.and_then(|algorithm| {

@@ -134,7 +134,7 @@ pub(crate) fn rooted_check<'c>(
         Ok(())
     };
     let checked = match staged {
-        Some(parts) => check_staged(ctx, call, parts, true, lengths),
+        Some(parts) => check_staged(ctx, call, &[], parts, true, lengths),
         None => check(ctx, call, true, lengths),
     };
     match (checked, judged.take()) {

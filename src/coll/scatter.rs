@@ -208,10 +208,10 @@ pub(crate) fn scatter(
     let measure = Measure { block: |c| c.recv_len, whole: |c| c.send_len, which: "send" };
     // A staged scatter whose blocks all fit in the staging area travels with the root's
     // arrival: one flag phase, every rank copies its block straight out of the root's area.
-    if algorithm == Ok(ScatterAlgorithm::Staged) && block.saturating_mul(size) <= ctx.ctl.stage_bytes() {
+    if algorithm == Ok(ScatterAlgorithm::Staged) && block.saturating_mul(size) <= ctx.ctl.one_phase_bytes() {
         let staged: &[u8] = match &bufs {
             // A send buffer of the wrong length fails the verdict: stage nothing then.
-            ScatterBufs::Root { send, .. } if send.len() <= ctx.ctl.stage_bytes() => send,
+            ScatterBufs::Root { send, .. } if send.len() <= ctx.ctl.one_phase_bytes() => send,
             _ => &[],
         };
         let round = rooted_check(ctx, call, Some(&[staged]), src, measure)?;

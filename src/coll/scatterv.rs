@@ -35,8 +35,8 @@
 
 use super::rooted::peers;
 use super::varcount::{
-    auto_family, chain, checked, fits, judge_rooted, partition_len, partition_words, range, Claim, Family,
-    Moves, Published, Side,
+    auto_family, chain, checked, fits, judge_rooted, partition_len, partition_words, range, staged_blocks,
+    stages, Claim, Family, Given, Moves, Published, Side, AUTO_STAGE_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::coll::scatter::ScatterAlgorithm;
@@ -127,20 +127,60 @@ pub(crate) fn scatterv(
         aux2: Claim { root: is_root, elem, block: recv.len(), whole: send_len }.aux2(),
     };
     let fit = fits(ctx, partition_len(p));
-    let round = checked(ctx, call, fit.then_some(&meta[..]), true, |r| {
+    // The root stages the peers' blocks, in rank order, with its arrival where they fit
+    // (see `one_phase`); not at all where its partition is not valid (the checks fail).
+    let cap = (algorithm == Ok(ScatterAlgorithm::Auto)).then_some(AUTO_STAGE_MAX);
+    let mut staged: Vec<&[u8]> = Vec::new();
+    if let (
+        ScattervBufs::Root { send, counts, displs, .. },
+        Ok(ScatterAlgorithm::Auto | ScatterAlgorithm::Staged),
+    ) = (&bufs, &algorithm)
+    {
+        staged = staged_blocks(send, &Given { counts, displs }, p, src, elem).unwrap_or_default();
+        let bytes = staged.iter().map(|b| b.len()).sum();
+        if staged.len() + 1 != p || !stages(ctx, cap, partition_len(p), bytes) {
+            staged.clear();
+        }
+    }
+    let mut round = checked(ctx, call, fit.then_some(&meta[..]), &staged, true, |r| {
         let parts = Published { round: r, owner: src, at: 0 };
         let claim = |q| Claim::from_call(&r.call(q), |c| (c.recv_len, c.send_len));
         judge_rooted(r.size(), src, claim, &parts, Side::Send)
             .map_err(|(q, f)| f.error(r.rank_of(r.me()), r.rank_of(q), r.size()))
     })?;
-    let moved = algorithm.and_then(|a| {
-        let parts = Published { round: &round, owner: src, at: 0 };
-        let elem = Claim::from_call(&round.call(src), |_| (0, 0)).elem;
-        let blocks: Vec<Range<usize>> = (0..p).map(|r| range(&parts, r, elem)).collect();
-        let moves = Moves::new(family(a, &blocks, src), p, src, |r| blocks[r].clone());
-        move_blocks(&round, bufs, src, &blocks, &moves)
-    });
+    let (blocks, moves) = match algorithm {
+        Ok(a) => {
+            let parts = Published { round: &round, owner: src, at: 0 };
+            let elem = Claim::from_call(&round.call(src), |_| (0, 0)).elem;
+            let blocks: Vec<Range<usize>> = (0..p).map(|r| range(&parts, r, elem)).collect();
+            let moves = Moves::new(family(a, &blocks, src), p, src, |r| blocks[r].clone());
+            (blocks, moves)
+        }
+        Err(e) => return round.finish(Err(e)),
+    };
+    if one_phase(ctx, &moves, &blocks, src, cap) {
+        match bufs {
+            ScattervBufs::Root { send, recv, .. } => recv.copy_from_slice(&send[blocks[src].clone()]),
+            ScattervBufs::Leaf { recv } => {
+                let me = round.me();
+                let before: usize = (0..me).filter(|&r| r != src).map(|r| blocks[r].len()).sum();
+                round.read_staged(src, 8 * partition_len(p) + before, recv);
+            }
+        }
+        round.leave_early();
+        return round.finish(Ok(()));
+    }
+    let moved = move_blocks(&round, bufs, src, &blocks, &moves);
     round.finish(moved)
+}
+
+/// Whether a checked scatterv moves in one phase: every non-empty block is staged (the
+/// model's choice, or the caller's), and the peers' blocks fit beside the root's
+/// partition in its area, so the root staged them with its arrival (every rank tells
+/// alike from the published partition) and every leaf copies its block straight out.
+fn one_phase(ctx: &Ctx<'_>, moves: &Moves, blocks: &[Range<usize>], src: usize, cap: Option<usize>) -> bool {
+    let peers_bytes = (0..blocks.len()).filter(|&r| r != src).map(|r| blocks[r].len()).sum();
+    !moves.by_root && moves.direct.is_empty() && stages(ctx, cap, partition_len(blocks.len()), peers_bytes)
 }
 
 fn move_blocks(

@@ -1,7 +1,9 @@
 //! The call record: what a rank publishes when it arrives at a collective, and the bits
 //! of its words.
 
-/// The bits of a call record's flag word (word 6): `recv_writable`, whether `send` and
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The bits of a call record's flag word ([`FLAGS`]): `recv_writable`, whether `send` and
 /// `recv` lie in the publisher's shared heap, and above them the id of the exposure the
 /// call uses (0 for none).
 pub(super) const FLAG_WRITABLE: u64 = 1;
@@ -12,9 +14,24 @@ pub(super) const EXPOSURE_SHIFT: u32 = 8;
 /// its peers, only lengths (see the module docs). A rank's verdict on it must depend only
 /// on the published calls, and its data must move only through the segment.
 pub(crate) const PRIVATE: u64 = 1 << 63;
+/// Where each word lies in a call record. The first cache line of the record holds the
+/// round's stamp and everything the verdict reads, so one cache-line transfer shows a peer
+/// both that a rank arrived and what it called; the addresses (which a private call does
+/// not publish, and which only the copies read) and the status come after.
+pub(super) const STAMP: usize = 0;
+const OP: usize = 1;
+const ROOT: usize = 2;
+const SEND_LEN: usize = 3;
+const RECV_LEN: usize = 4;
+pub(super) const FLAGS: usize = 5;
+const AUX: usize = 6;
+const AUX2: usize = 7;
+const SEND: usize = 8;
+const RECV: usize = 9;
+pub(super) const STATUS: usize = 10;
 /// Words in a call record.
-pub(super) const WORDS: usize = 10;
-pub(super) const STATUS: usize = WORDS - 1;
+pub(super) const WORDS: usize = 11;
+const _: () = assert!(AUX2 < 8, "the verdict's words share the stamp's cache line");
 
 /// What a rank publishes when it arrives at a collective.
 ///
@@ -38,31 +55,46 @@ pub(crate) struct Call {
 }
 
 impl Call {
-    pub(super) fn words(&self) -> [u64; WORDS - 1] {
-        [
-            self.op,
-            self.root as u64,
-            self.send as u64,
-            self.send_len as u64,
-            self.recv as u64,
-            self.recv_len as u64,
-            self.recv_writable as u64,
-            self.aux,
-            self.aux2,
-        ]
+    /// Writes the call into `record` (not its stamp nor its status), with `flags` as the
+    /// flag word; a private call's addresses are written as 0.
+    pub(super) fn store(&self, record: &[AtomicU64; WORDS], flags: u64) {
+        let private = self.op & PRIVATE != 0;
+        let words = [
+            (OP, self.op),
+            (ROOT, self.root as u64),
+            (SEND_LEN, self.send_len as u64),
+            (RECV_LEN, self.recv_len as u64),
+            (FLAGS, flags),
+            (AUX, self.aux),
+            (AUX2, self.aux2),
+            (SEND, if private { 0 } else { self.send as u64 }),
+            (RECV, if private { 0 } else { self.recv as u64 }),
+        ];
+        for (i, v) in words {
+            record[i].store(v, Ordering::Relaxed);
+        }
     }
 
-    pub(super) fn from_words(w: [u64; WORDS - 1]) -> Call {
+    /// The call in `record`, which its author published before a stamp or arrival this
+    /// rank saw with Acquire. A private call's addresses are not even read: they are 0,
+    /// and they lie on a cache line the verdict need not fetch.
+    pub(super) fn load(record: &[AtomicU64; WORDS]) -> Call {
+        let w = |i: usize| record[i].load(Ordering::Relaxed);
+        let op = w(OP);
+        let (send, recv) = match op & PRIVATE {
+            0 => (w(SEND) as usize, w(RECV) as usize),
+            _ => (0, 0),
+        };
         Call {
-            op: w[0],
-            root: w[1] as i64,
-            send: w[2] as usize,
-            send_len: w[3] as usize,
-            recv: w[4] as usize,
-            recv_len: w[5] as usize,
-            recv_writable: w[6] & FLAG_WRITABLE != 0,
-            aux: w[7],
-            aux2: w[8],
+            op,
+            root: w(ROOT) as i64,
+            send,
+            send_len: w(SEND_LEN) as usize,
+            recv,
+            recv_len: w(RECV_LEN) as usize,
+            recv_writable: w(FLAGS) & FLAG_WRITABLE != 0,
+            aux: w(AUX),
+            aux2: w(AUX2),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! [`Control`]: one rank's view of the node's segment, and the start and end of every
 //! round (arrive, publish the call, settle what a private round owes, agree on the end).
 
-use super::call::{EXPOSURE_SHIFT, FLAG_RECV_HEAP, FLAG_SEND_HEAP, PRIVATE, STATUS};
+use super::call::{EXPOSURE_SHIFT, FLAG_RECV_HEAP, FLAG_SEND_HEAP, PRIVATE, STAMP, STATUS};
 use super::layout::{Line, Slot, MAGIC, PAGE, SCRATCH_HALF};
 use super::wait::{self, Peer, WaitPolicy};
 use super::{fifo, Call, Round};
@@ -25,6 +25,9 @@ pub(crate) struct Control {
     pub(super) epoch: Cell<u64>,
     /// A private round this rank left without waiting for every rank's `done` (0: none).
     pub(super) owed: Cell<u64>,
+    /// The round owed was a one-phase round: its payload sits in the half of the staging
+    /// area of its epoch's parity only (see `begin_staged`).
+    pub(super) owed_staged: Cell<bool>,
     pub(super) policy: WaitPolicy,
     /// This rank's position in the node's Bcast FIFO.
     pub(super) bcast_cursor: fifo::Cursor,
@@ -98,6 +101,7 @@ impl Control {
             stage_bytes,
             epoch: Cell::new(0),
             owed: Cell::new(0),
+            owed_staged: Cell::new(false),
             policy,
             bcast_cursor: fifo::Cursor::default(),
             p2p_cursor: fifo::Cursor::default(),
@@ -251,8 +255,9 @@ impl Control {
     pub(crate) fn begin(&self, call: &Call) -> Result<Round<'_>> {
         let mut round = self.publish(call, 0);
         let (epoch, mine) = (round.epoch, self.slot(self.me));
+        let parity = (epoch % 2) as usize;
         for r in 0..self.size() {
-            if let Err(e) = self.wait_ge(r, |s| &s.arrive, epoch) {
+            if let Err(e) = self.wait_ge(r, |s| &s.call[parity][STAMP], epoch) {
                 // We arrived, so a peer may already be copying: we cannot wait for it (the
                 // wait just failed), so say we failed and are done, without waiting.
                 round.finished = true;
@@ -284,12 +289,9 @@ impl Control {
         let record = &mine.call[(epoch % 2) as usize];
         let private = call.op & PRIVATE != 0;
         let exposure = self.exposed.borrow().as_ref().map_or(0, |e| e.id << EXPOSURE_SHIFT);
-        let mut words = call.words();
         let in_heap = |addr, len| len > 0 && heap::contains(addr) && heap::contains(addr + len - 1);
-        words[6] = if private {
-            // Lengths only: no address, so no peer can reach this rank's buffers.
-            words[2] = 0;
-            words[4] = 0;
+        let flags = if private {
+            // Lengths only (`store` writes no address): no peer can reach our buffers.
             exposure
         } else {
             (call.recv_writable as u64)
@@ -297,10 +299,11 @@ impl Control {
                 | if in_heap(call.recv, call.recv_len) { FLAG_RECV_HEAP } else { 0 }
                 | exposure
         };
-        for (w, v) in record.iter().zip(words) {
-            w.store(v, Ordering::Relaxed);
-        }
+        call.store(record, flags);
         record[STATUS].store(0, Ordering::Relaxed);
+        // The stamp first (what `begin` waits for: it shares a cache line with the words
+        // the verdict reads), then `arrive` (what every other wait on an arrival reads).
+        record[STAMP].store(epoch, Ordering::Release);
         mine.arrive.store(epoch, Ordering::Release);
         let writable = call.recv_writable && !private;
         Round {
@@ -309,6 +312,7 @@ impl Control {
             writable,
             finished: false,
             eager: false,
+            staged: false,
             quiet: private && exposure == 0,
             base,
         }
@@ -328,6 +332,7 @@ impl Control {
         mine.call[(round.epoch % 2) as usize][STATUS].store(1, Ordering::Relaxed);
         mine.done.store(round.epoch, Ordering::Release);
         self.owed.set(round.epoch);
+        self.owed_staged.set(false);
     }
 
     /// Waits for every rank's `done` of the private round this rank left without waiting

@@ -2,12 +2,11 @@
 //! variable-count collectives.
 //!
 //! A call record has a few words; a variable-count call has two per rank. A rank writes
-//! its metadata words into its **own staging area** before it arrives
-//! ([`Control::begin_with_meta`]); its peers read them after the arrive phase
-//! ([`Round::meta`]). The area is idle then: a rank writes them only once every rank has
-//! finished round `e - 1` (posted `done`; after a private round it left without waiting,
-//! it settles that first), and nobody touches another rank's staging area outside a
-//! round. The arrive flag's Release (and the readers' Acquire in `begin`) orders
+//! its metadata words at the start of the half of its **own staging area** that the round
+//! stages in, before it arrives ([`Control::begin_staged`], whose payload may follow
+//! the words); its peers read them
+//! after the arrive phase ([`Round::meta`]). The half is idle then (see `begin_staged`),
+//! and nobody touches another rank's staging area outside a round. The arrive flag's Release (and the readers' Acquire in `begin`) orders
 //! the words before every peer's reads, exactly as it orders the call record.
 //!
 //! The words stay valid for the whole round unless their owner stages data through its
@@ -26,54 +25,33 @@ use crate::error::Result;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 impl Control {
-    /// How many metadata words a rank can publish: its staging area, in 8-byte words.
+    /// How many metadata words a rank can publish: the half of its staging area a round
+    /// stages in (see [`begin_staged`](Control::begin_staged)), in 8-byte words.
     pub(crate) fn meta_words(&self) -> usize {
-        self.stage_bytes / 8
+        self.one_phase_bytes() / 8
     }
 
-    /// Word `i` of local rank `r`'s staging area, as an atomic.
-    fn meta_word(&self, r: usize, i: usize) -> &AtomicU64 {
+    /// Word `i` of the metadata local rank `r` stages for round `epoch`, as an atomic.
+    pub(super) fn meta_word(&self, r: usize, epoch: u64, i: usize) -> &AtomicU64 {
         assert!(i < self.meta_words(), "metadata word {i} is outside the staging area");
+        let at = (epoch % 2) as usize * self.one_phase_bytes() + 8 * i;
         // SAFETY: `stage(r)` is page aligned and `stage_bytes` long, so word `i` (checked
-        // above) is 8-byte aligned and inside the mapping, which lives as long as `self`.
-        // The segment is shared memory that every rank accesses only through atomics or
-        // through copies ordered by the round's step counters (see the module docs), so
-        // viewing a word as an `AtomicU64` races with no non-atomic access.
-        unsafe { AtomicU64::from_ptr(self.stage(r).add(8 * i).cast::<u64>()) }
-    }
-
-    /// [`begin`](Control::begin), after writing `meta` into this rank's staging area for
-    /// the peers to read with [`Round::meta`].
-    ///
-    /// # Errors
-    ///
-    /// As `begin`.
-    ///
-    /// # Panics
-    ///
-    /// If `meta` is longer than [`meta_words`](Control::meta_words).
-    pub(crate) fn begin_with_meta(&self, call: &super::Call, meta: &[u64]) -> Result<Round<'_>> {
-        assert!(meta.len() <= self.meta_words(), "{} metadata words do not fit", meta.len());
-        if !meta.is_empty() {
-            // A peer may still be copying a private round's data out of our area.
-            self.settle()?;
-        }
-        for (i, &w) in meta.iter().enumerate() {
-            // Relaxed: the Release store of `arrive` in `begin` publishes them.
-            self.meta_word(self.me, i).store(w, Ordering::Relaxed);
-        }
-        self.begin(call)
+        // above) of either half is 8-byte aligned and inside the mapping, which lives as
+        // long as `self`. The segment is shared memory that every rank accesses only
+        // through atomics or through copies ordered by the round's step counters (see the
+        // module docs), so viewing a word as an `AtomicU64` races with no non-atomic access.
+        unsafe { AtomicU64::from_ptr(self.stage(r).add(at).cast::<u64>()) }
     }
 }
 
 impl Round<'_> {
     /// Metadata word `i` that local rank `r` published with
-    /// [`begin_with_meta`](Control::begin_with_meta) for this round. Meaningful only for a
+    /// [`begin_staged`](Control::begin_staged) for this round. Meaningful only for a
     /// rank that called the same collective (check the call first) and only until `r`
     /// reclaims its area.
     pub(crate) fn meta(&self, r: usize, i: usize) -> u64 {
-        // Relaxed: `begin` saw `r`'s arrive with Acquire, after `r` stored the word.
-        self.ctl.meta_word(r, i).load(Ordering::Relaxed)
+        // Relaxed: `begin` saw `r`'s arrival with Acquire, after `r` stored the word.
+        self.ctl.meta_word(r, self.epoch, i).load(Ordering::Relaxed)
     }
 
     /// Says that this rank has read every metadata word it needs in this round. Must come
@@ -119,7 +97,7 @@ mod tests {
     #[test]
     fn metadata_is_read_before_the_owner_reuses_its_area() {
         let n = 4;
-        let words = 8192 / 8;
+        let words = 8192 / 2 / 8;
         std::thread::scope(|s| {
             for ctl in node(n, 8192) {
                 s.spawn(move || {
@@ -129,7 +107,7 @@ mod tests {
                         let len = 1 + (round as usize * 37) % words;
                         let meta: Vec<u64> =
                             (0..len as u64).map(|i| round << 40 | (me as u64) << 32 | i).collect();
-                        let r = ctl.begin_with_meta(&Call::default(), &meta).unwrap();
+                        let r = ctl.begin_staged(&Call::default(), &meta, &[]).unwrap();
                         for peer in 0..n {
                             for i in [0, len / 2, len - 1] {
                                 assert_eq!(r.meta(peer, i), round << 40 | (peer as u64) << 32 | i as u64);

@@ -2,7 +2,7 @@
 //! published buffers, the one road by which a collective copies them (`read`, `write`,
 //! `read_v` and their shorthands), and the step counters.
 
-use super::call::{EXPOSURE_SHIFT, FLAG_RECV_HEAP, FLAG_SEND_HEAP, STATUS, WORDS};
+use super::call::{EXPOSURE_SHIFT, FLAGS, FLAG_RECV_HEAP, FLAG_SEND_HEAP, STATUS};
 use super::control::Registration;
 use super::layout::Slot;
 use super::wait;
@@ -36,6 +36,9 @@ pub(crate) struct Round<'c> {
     pub(super) eager: bool,
     /// A private call on no exposure: a success may leave without awaiting the others.
     pub(super) quiet: bool,
+    /// Started by [`Control::begin_staged`]: every rank's payload is in the half of its
+    /// staging area of this epoch's parity.
+    pub(super) staged: bool,
     /// This rank's completion counter when it arrived (see `counter`).
     pub(super) base: u64,
 }
@@ -58,12 +61,7 @@ impl<'c> Round<'c> {
 
     /// The call local rank `r` published for this round.
     pub(crate) fn call(&self, r: usize) -> Call {
-        let record = &self.ctl.slot(r).call[(self.epoch % 2) as usize];
-        let mut w = [0u64; WORDS - 1];
-        for (v, a) in w.iter_mut().zip(record.iter()) {
-            *v = a.load(Ordering::Relaxed);
-        }
-        Call::from_words(w)
+        Call::load(&self.ctl.slot(r).call[(self.epoch % 2) as usize])
     }
 
     /// The send buffer local rank `r` published, to read from.
@@ -79,7 +77,7 @@ impl<'c> Round<'c> {
 
     /// The flag word of local rank `r`'s call.
     pub(super) fn flags(&self, r: usize) -> u64 {
-        self.ctl.slot(r).call[(self.epoch % 2) as usize][6].load(Ordering::Relaxed)
+        self.ctl.slot(r).call[(self.epoch % 2) as usize][FLAGS].load(Ordering::Relaxed)
     }
 
     /// The exposure local rank `r`'s call uses (0 for none).
@@ -401,6 +399,7 @@ impl<'c> Round<'c> {
             mine.call[(self.epoch % 2) as usize][STATUS].store(0, Ordering::Relaxed);
             mine.done.store(self.epoch, Ordering::Release);
             self.ctl.owed.set(self.epoch);
+            self.ctl.owed_staged.set(self.staged);
             return Ok(());
         }
         let end = self.end(result.is_err());

@@ -7,18 +7,32 @@
 //! `progress = c + 1`. Two copies per byte, no permission needed, and the area is never
 //! larger than a few pages, whatever the message size.
 
-use super::{Call, Control, Round, PRIVATE, SCRATCH_HALF};
+use super::{Call, Control, Round, SCRATCH_HALF};
 use crate::error::Result;
+use std::sync::atomic::Ordering;
 
 impl Control {
-    /// Starts a private round in one flag phase: copies `parts`, one after the other, into
-    /// this rank's staging area, then arrives ([`begin`](Control::begin)). The payload
+    /// The most bytes a rank can stage for a one-phase round ([`begin_staged`]): half its
+    /// staging area.
+    ///
+    /// [`begin_staged`]: Control::begin_staged
+    pub(crate) fn one_phase_bytes(&self) -> usize {
+        self.stage_bytes / 2
+    }
+
+    /// Starts a round in one flag phase: writes `meta` (see `meta`), then copies `parts`,
+    /// one after the other, into this rank's staging area, then arrives
+    /// ([`begin`](Control::begin)). The payload
     /// travels with the arrival: a peer that sees it may copy the bytes out at once (with
     /// [`Round::read_staged`]), with no step counter between the verdict and the copy.
     ///
-    /// The area is ours again only once every rank has left the private round before
-    /// (`settle`); a rank that cannot settle (a peer died) still takes part in the round,
-    /// as a failed one, so no live peer waits for its arrival.
+    /// Round `e` stages in half `e % 2` of the area. A reader of round `e - 1` (the other
+    /// half) may still be copying out, but the half of round `e - 2` is free: every rank
+    /// left round `e - 2` before it arrived at `e - 1`, which this rank has seen. So
+    /// after a one-phase round nothing is awaited before the next one stages. After any
+    /// other round left early, whose copies may use the whole area, this rank first waits
+    /// for every rank's `done` of it (`settle`); a rank that cannot (a dead peer) still
+    /// takes part in the round, as a failed one, so no live peer waits for its arrival.
     ///
     /// # Errors
     ///
@@ -26,48 +40,74 @@ impl Control {
     ///
     /// # Panics
     ///
-    /// If `parts` hold more than the staging area, or `call` is not private.
-    pub(crate) fn begin_staged(&self, call: &Call, parts: &[&[u8]]) -> Result<Round<'_>> {
-        assert!(call.op & PRIVATE != 0, "only a private round stages before it arrives");
-        let total: usize = parts.iter().map(|p| p.len()).sum();
-        assert!(total <= self.stage_bytes, "{total} bytes do not fit in the staging area");
-        if let Err(e) = self.settle() {
-            self.abandon(&Call { send_len: 0, recv_len: 0, recv_writable: false, ..*call });
-            return Err(e);
+    /// If `meta` and `parts` hold more than [`one_phase_bytes`](Control::one_phase_bytes).
+    pub(crate) fn begin_staged(&self, call: &Call, meta: &[u64], parts: &[&[u8]]) -> Result<Round<'_>> {
+        let total = 8 * meta.len() + parts.iter().map(|p| p.len()).sum::<usize>();
+        assert!(total <= self.one_phase_bytes(), "{total} bytes do not fit half a staging area");
+        if !self.owed_staged.get() {
+            if let Err(e) = self.settle() {
+                self.abandon(&Call { send_len: 0, recv_len: 0, recv_writable: false, ..*call });
+                return Err(e);
+            }
         }
+        let epoch = self.epoch.get() + 1;
+        for (i, &w) in meta.iter().enumerate() {
+            // Relaxed: the Release store of the arrival in `begin` publishes them.
+            self.meta_word(self.me, epoch, i).store(w, Ordering::Relaxed);
+        }
+        let mut at = (epoch % 2) as usize * self.one_phase_bytes() + 8 * meta.len();
         let area = self.stage(self.me);
-        let mut at = 0;
         for part in parts {
-            // SAFETY: `at + part.len() <= total <= stage_bytes`, inside our own staging
-            // area; every rank has posted `done` of the rounds before (settled above), so no
-            // peer reads the area until it sees the arrival published by `begin` (Release),
-            // which orders these bytes before it.
+            // SAFETY: the range lies in half `epoch % 2` of our own staging area (`at`
+            // starts there and `total` fits the half). Nobody reads that half now: it last
+            // held round `epoch - 2`'s payload (left by every rank before it arrived at
+            // `epoch - 1`, as we saw), or a round left early that `settle` waited for. The
+            // peers read it only after they see the arrival that `begin` publishes with
+            // Release, which orders these bytes before it.
             unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), area.add(at), part.len()) };
             at += part.len();
         }
-        self.begin(call)
+        let mut round = self.begin(call)?;
+        round.staged = true;
+        Ok(round)
     }
 }
 
 impl Round<'_> {
-    /// Copies `dst.len()` bytes at `offset` of local rank `r`'s staging area, which `r`
-    /// filled before arriving ([`Control::begin_staged`]). Meaningful only once the verdict
-    /// says that `r` made the same call (so staged the same way), and only until this rank
-    /// posts `done`: `r` refills the area only after every rank's `done` of this round.
+    /// Copies `dst.len()` bytes at `offset` of what local rank `r` staged before it arrived
+    /// ([`Control::begin_staged`]: its metadata words, then its payload, so a payload
+    /// starts at 8 bytes a metadata word). Meaningful only in a round started that way,
+    /// once the verdict says that `r` made the same call (so staged the same way), and only
+    /// until this rank posts `done`: `r` refills this half only two rounds later.
     ///
     /// # Panics
     ///
-    /// If the range leaves the staging area.
+    /// If the round was not started by `begin_staged`, or the range leaves the payload's
+    /// half of the area.
     pub(crate) fn read_staged(&self, r: usize, offset: usize, dst: &mut [u8]) {
-        assert!(offset.checked_add(dst.len()).is_some_and(|end| end <= self.ctl.stage_bytes()));
-        // SAFETY: the range lies in `r`'s staging area (asserted above). `r` wrote it before
-        // its arrival (Release), which `begin` saw (Acquire), and leaves it alone until
-        // after our `done`, so the bytes are stable while we copy them into our own buffer.
-        unsafe { std::ptr::copy_nonoverlapping(self.ctl.stage(r).add(offset), dst.as_mut_ptr(), dst.len()) };
+        let half = self.ctl.one_phase_bytes();
+        assert!(self.staged && offset.checked_add(dst.len()).is_some_and(|end| end <= half));
+        let at = (self.epoch % 2) as usize * half + offset;
+        // SAFETY: the range lies in half `epoch % 2` of `r`'s staging area (asserted above).
+        // `r` wrote it before its arrival (Release), which `begin` saw (Acquire), and leaves
+        // it alone until round `epoch + 2`, which it starts only after we arrive at
+        // `epoch + 1`, after this copy: the bytes are stable while we copy them.
+        unsafe { std::ptr::copy_nonoverlapping(self.ctl.stage(r).add(at), dst.as_mut_ptr(), dst.len()) };
     }
 }
 
 impl Round<'_> {
+    /// Lets a successful [`finish`](Round::finish) leave without waiting for the others'
+    /// `done`, as a private round does, in a round that published buffers: sound only
+    /// where every rank decided, by the same function of the same published records, that
+    /// its data crosses through the staging areas alone in this round ([`read_staged`]),
+    /// so that no peer touches any rank's buffers. A round on an exposure still waits.
+    ///
+    /// [`read_staged`]: Round::read_staged
+    pub(crate) fn leave_early(&mut self) {
+        self.quiet = self.ctl.exposed.borrow().is_none();
+    }
+
     /// Broadcasts `buf` from local rank `root` through `root`'s staging area. Every local
     /// rank calls it with a buffer of the same length (checked by the caller).
     ///
@@ -225,10 +265,10 @@ mod tests {
                         round.finish(moved).unwrap();
                         assert!(buf.iter().enumerate().all(|(j, &b)| b == fill(j)), "round {i}");
                         if i % 3 == 2 {
-                            let meta: Vec<u64> = (0..1024).map(|w| (i << 20 | me << 16 | w) as u64).collect();
-                            let r = ctl.begin_with_meta(&Call::default(), &meta).unwrap();
+                            let meta: Vec<u64> = (0..512).map(|w| (i << 20 | me << 16 | w) as u64).collect();
+                            let r = ctl.begin_staged(&Call::default(), &meta, &[]).unwrap();
                             for peer in 0..n {
-                                assert_eq!(r.meta(peer, 1023), (i << 20 | peer << 16 | 1023) as u64);
+                                assert_eq!(r.meta(peer, 511), (i << 20 | peer << 16 | 511) as u64);
                             }
                             r.finish(Ok(())).unwrap();
                         }
@@ -251,10 +291,11 @@ mod tests {
                     let me = ctl.me();
                     let byte = |i: usize, r: usize, j: usize| (i * 7 + r * 31 + j) as u8;
                     for i in 0..400usize {
-                        let len = 1 + (i * 613) % 8192;
+                        let len = 1 + (i * 613) % 4096;
                         let mine: Vec<u8> = (0..len).map(|j| byte(i, me, j)).collect();
                         let call = Call { op: PRIVATE, send_len: len, ..Call::default() };
-                        let round = ctl.begin_staged(&call, &[&mine[..len / 2], &mine[len / 2..]]).unwrap();
+                        let round =
+                            ctl.begin_staged(&call, &[], &[&mine[..len / 2], &mine[len / 2..]]).unwrap();
                         for r in 0..n {
                             let mut got = vec![0u8; len];
                             round.read_staged(r, 0, &mut got);
@@ -270,7 +311,7 @@ mod tests {
                         }
                         if i % 7 == 5 {
                             let meta: Vec<u64> = (0..512).map(|w| (i << 20 | me << 16 | w) as u64).collect();
-                            let r = ctl.begin_with_meta(&Call::default(), &meta).unwrap();
+                            let r = ctl.begin_staged(&Call::default(), &meta, &[]).unwrap();
                             assert_eq!(
                                 r.meta((me + 1) % n, 511),
                                 (i << 20 | ((me + 1) % n) << 16 | 511) as u64

@@ -2,7 +2,7 @@
 //! published counts and displacements, before any byte moves.
 
 use crate::coll::rooted::ROLE;
-use crate::coll::{check_with_meta, Ctx};
+use crate::coll::{check_staged, Ctx};
 use crate::error::{Error, Result};
 use crate::sync::{Call, Round};
 use mpi::Count;
@@ -398,22 +398,24 @@ pub(crate) fn alltoallv_cross(
     })
 }
 
-/// [`check_with_meta`] with a judge that may fail with any error (reported after the
+/// [`check_staged`] with a judge that may fail with any error (reported after the
 /// common checks of collective and root, before the algorithm's); `None` for `meta` when
 /// the partitions do not fit the staging area, which is `Unsupported` on every rank.
 ///
 /// # Errors
 ///
-/// As `check_with_meta` and `judge`, the same on every rank.
+/// As `check_staged` and `judge`, the same on every rank.
 pub(crate) fn checked<'c>(
     ctx: &Ctx<'c>,
     call: Call,
     meta: Option<&[u64]>,
+    parts: &[&[u8]],
     rooted: bool,
     judge: impl Fn(&Round<'_>) -> Result<()>,
 ) -> Result<Round<'c>> {
     let judged = Cell::new(None);
-    let checked = check_with_meta(ctx, call, meta.unwrap_or(&[]), rooted, |r| {
+    let parts = if meta.is_some() { parts } else { &[] };
+    let checked = check_staged(ctx, call, meta.unwrap_or(&[]), parts, rooted, |r| {
         let verdict = match meta {
             Some(_) => judge(r),
             None => Err(Error::Unsupported {
@@ -436,6 +438,42 @@ pub(crate) fn checked<'c>(
         (Err(Error::Mismatch { what: "algorithm", .. }), Some(e)) => Err(e),
         (checked, _) => checked,
     }
+}
+
+/// The largest payload a rank of a rooted variable-count call whose algorithm is `Auto`
+/// stages with its arrival: beyond it the model rarely stages, and a payload staged in
+/// vain costs a copy.
+pub(crate) const AUTO_STAGE_MAX: usize = 8 * 1024;
+
+/// Whether a rank that publishes `words` metadata words stages a payload of `bytes` with
+/// them ([`checked`]'s `parts`): whether both fit the half of the staging area a round
+/// stages in, and the payload is at most `cap` (`Auto`'s limit; `None` for an algorithm
+/// the caller named). A pure function of published numbers, so every rank can tell
+/// whether each peer staged.
+pub(crate) fn stages(ctx: &Ctx<'_>, cap: Option<usize>, words: usize, bytes: usize) -> bool {
+    bytes <= cap.unwrap_or(usize::MAX)
+        && words.saturating_mul(8).saturating_add(bytes) <= ctx.ctl.one_phase_bytes()
+}
+
+/// The blocks of `buf` that partition `parts` (elements of `elem` bytes) gives every rank
+/// but `skip`, in rank order, to stage with an arrival; `None` where an entry is missing
+/// or a non-empty block lies outside `buf` (the checks then fail the call). An empty block
+/// is empty wherever its displacement points.
+pub(crate) fn staged_blocks<'a>(
+    buf: &'a [u8],
+    parts: &Given<'_>,
+    p: usize,
+    skip: usize,
+    elem: usize,
+) -> Option<Vec<&'a [u8]>> {
+    (0..p)
+        .filter(|&r| r != skip)
+        .map(|r| match (parts.counts.get(r), parts.displs.get(r)) {
+            (Some(&c), Some(_)) if c <= 0 => Some(&[][..]),
+            (Some(_), Some(_)) => buf.get(range(parts, r, elem)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Whether `words` metadata words fit every rank's staging area.

@@ -8,7 +8,7 @@
 //! A call record has a few words; a partition has two numbers per rank. Every rank that
 //! owns a partition (the root of a scatterv or gatherv, every rank of an allgatherv, every
 //! rank of an alltoallv, for both its buffers) writes it into its own staging area before
-//! it arrives ([`Control::begin_with_meta`](crate::sync::Control::begin_with_meta)): one
+//! it arrives ([`Control::begin_staged`](crate::sync::Control::begin_staged)): one
 //! word with the two array lengths, then one word per rank holding the count (low 32 bits)
 //! and the displacement (high 32 bits), both in elements as the user gave them. A
 //! staging area of 64 KiB holds 8191 such words, so a node of up to 8190 ranks (4094 for

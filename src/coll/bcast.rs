@@ -41,7 +41,7 @@
 //!   the chunk, so a late non-root delays nobody (see `coll::pap`).
 
 use super::pap::{compatible, settle};
-use super::{all_equal, check, check_staged, op, Ctx, Kind};
+use super::{all_equal, check, check_staged, from_inline, inline_word, op, Ctx, Kind, INLINE_BYTES};
 use crate::error::Result;
 use crate::sync::{Call, Round, PRIVATE};
 use crate::transport::TransportKind;
@@ -240,6 +240,11 @@ pub(crate) fn bcast(
     let written = algorithm == Ok(BcastAlgorithm::DirectWrite) && ctx.ctl.me() != src;
     // Copies through the segment share no buffer: a private call (one flag phase).
     let private = feed.is_none() && matches!(algorithm, Ok(BcastAlgorithm::Staged | BcastAlgorithm::Fifo));
+    // A staged broadcast that fits in the root's staging area travels with the root's
+    // arrival: one flag phase, readers copy out right after the verdict; a few bytes
+    // travel in the call record itself.
+    let prestaged = private && algorithm == Ok(BcastAlgorithm::Staged) && len <= ctx.ctl.one_phase_bytes();
+    let inline = prestaged && len <= INLINE_BYTES;
     let call = Call {
         op: op(Kind::Bcast, code, param) | if private { PRIVATE } else { 0 },
         root: root as i64,
@@ -249,17 +254,14 @@ pub(crate) fn bcast(
         recv_len: len,
         recv_writable: written,
         aux: src as u64,
-        aux2: 0,
+        aux2: if inline && ctx.ctl.me() == src { inline_word(buf) } else { 0 },
     };
     let lengths = |r: &Round<'_>| {
         let expected = r.call(src.min(r.size() - 1)).send_len;
         all_equal(r, |c| c.send_len, expected)
     };
-    // A staged broadcast that fits in the root's staging area travels with the root's
-    // arrival: one flag phase, readers copy out right after the verdict.
-    let prestaged = private && algorithm == Ok(BcastAlgorithm::Staged) && len <= ctx.ctl.one_phase_bytes();
     let round = match prestaged {
-        true if ctx.ctl.me() == src => check_staged(ctx, call, &[], &[&*buf], true, lengths)?,
+        true if ctx.ctl.me() == src && !inline => check_staged(ctx, call, &[], &[&*buf], true, lengths)?,
         true => check_staged(ctx, call, &[], &[], true, lengths)?,
         false => check(ctx, call, true, lengths)?,
     };
@@ -278,8 +280,10 @@ pub(crate) fn bcast(
             BcastAlgorithm::Pipelined { chunk } => pipelined(&round, src, buf, chunk as usize, feed.take()),
             BcastAlgorithm::Fifo => round.fifo_bcast(src, buf),
             BcastAlgorithm::Staged if prestaged => {
-                if round.me() != src {
-                    round.read_staged(src, 0, buf);
+                match (round.me() == src, inline) {
+                    (true, _) => {}
+                    (false, true) => from_inline(round.call(src).aux2, buf),
+                    (false, false) => round.read_staged(src, 0, buf),
                 }
                 Ok(())
             }

@@ -167,6 +167,25 @@ pub(crate) fn check_staged<'c>(
     judge(ctx, ctx.ctl.begin_staged(&call, meta, parts)?, rooted, lengths)
 }
 
+/// The most payload a one-phase call carries in its call record (`aux2`, on the cache
+/// line that shows its arrival) rather than in a staging area: a lone `f64` or `u64`,
+/// the commonest reduction and broadcast of all, then crosses in the one cache-line
+/// transfer that brings the arrival and the call.
+pub(crate) const INLINE_BYTES: usize = 8;
+
+/// `bytes` (at most [`INLINE_BYTES`]) as the record word that carries them.
+pub(crate) fn inline_word(bytes: &[u8]) -> u64 {
+    let mut word = [0u8; INLINE_BYTES];
+    word[..bytes.len()].copy_from_slice(bytes);
+    u64::from_le_bytes(word)
+}
+
+/// Copies the bytes `word` carries ([`inline_word`]) into `dst`, at most
+/// [`INLINE_BYTES`] long.
+pub(crate) fn from_inline(word: u64, dst: &mut [u8]) {
+    dst.copy_from_slice(&word.to_le_bytes()[..dst.len()]);
+}
+
 /// The verdict on a round every rank has arrived at: the round to move data in, or the
 /// error, after ending the round with it.
 fn judge<'c>(

@@ -31,7 +31,7 @@
 //! Both fold in rank order for a non-commutative operator, and every allreduce result
 //! element is computed once, by one rank, so all ranks hold bitwise the same result.
 
-use super::{check, check_staged, typed_op, BadLength, Ctx, Kind};
+use super::{check, check_staged, from_inline, inline_word, typed_op, BadLength, Ctx, Kind, INLINE_BYTES};
 use crate::error::{Error, Result};
 use crate::op::Operator;
 use crate::pod::Pod;
@@ -213,6 +213,15 @@ fn reduce_to<T: Pod, O: Operator<T>>(
     };
     // The staged reduction crosses only the segment: a private call (one flag phase).
     let private = super::staged_private(algorithm == Ok(ReduceAlgorithm::Staged));
+    // A staged reduction whose input fits in the staging area travels with the arrival:
+    // one flag phase, every consumer folds straight out of the peers' areas; a few bytes
+    // travel in the call record itself.
+    let prestaged = algorithm == Ok(ReduceAlgorithm::Staged) && n * size <= ctx.ctl.one_phase_bytes();
+    let inline = prestaged && n * size <= INLINE_BYTES;
+    let input: &[u8] = match &bufs {
+        Bufs::Apart(s, _) | Bufs::SendOnly(s) => bytemuck::cast_slice(s),
+        Bufs::InPlace(b) => bytemuck::cast_slice(b),
+    };
     let call = Call {
         op: typed_op::<T>(kind, code, (oper.code() as u32) | (size.min(0xffff) as u32) << 16) | private,
         root: root as i64,
@@ -224,16 +233,9 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         recv_writable: src.is_some_and(|s| s == ctx.ctl.me())
             && algorithm == Ok(ReduceAlgorithm::Partitioned),
         aux: src.unwrap_or(0) as u64,
-        aux2: 0,
+        aux2: if inline { inline_word(input) } else { 0 },
     };
-    // A staged reduction whose input fits in the staging area travels with the arrival:
-    // one flag phase, every consumer folds straight out of the peers' areas.
-    let prestaged = algorithm == Ok(ReduceAlgorithm::Staged) && n * size <= ctx.ctl.one_phase_bytes();
-    let input: &[u8] = match &bufs {
-        Bufs::Apart(s, _) | Bufs::SendOnly(s) => bytemuck::cast_slice(s),
-        Bufs::InPlace(b) => bytemuck::cast_slice(b),
-    };
-    let parts: &[&[u8]] = &[input];
+    let parts: &[&[u8]] = if inline { &[] } else { &[input] };
     let lengths = |r: &Round<'_>| {
         let first = r.call(0).send_len;
         for q in 0..r.size() {
@@ -270,7 +272,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         }
         match algorithm {
             ReduceAlgorithm::Partitioned => partitioned(&round, bufs, target, oper),
-            _ if prestaged => fold_staged(&round, bufs, target, oper),
+            _ if prestaged => fold_staged(&round, bufs, target, oper, inline),
             _ => staged(&round, bufs, target, oper),
         }
     });
@@ -414,14 +416,16 @@ pub(super) fn fold<T: Pod, O: Operator<T>>(
 }
 
 /// The one-phase staged reduction: every rank's whole input is in its staging area
-/// (staged before it arrived), and every consumer folds them into its output in rank
-/// order, a cache-sized chunk at a time, so every consumer computes bitwise the same
-/// result. The output may be the input (in place): the inputs are read from the areas.
+/// (staged before it arrived), or with `inline` in its call record, and every consumer
+/// folds them into its output in rank order, a cache-sized chunk at a time, so every
+/// consumer computes bitwise the same result. The output may be the input (in place):
+/// the inputs are read from the areas or records.
 fn fold_staged<T: Pod, O: Operator<T>>(
     round: &Round<'_>,
     mut bufs: Bufs<'_, T>,
     target: Target,
     oper: &O,
+    inline: bool,
 ) -> Result<()> {
     let out: &mut [T] = match &mut bufs {
         _ if !target.consumes(round.me()) => return Ok(()),
@@ -432,12 +436,17 @@ fn fold_staged<T: Pod, O: Operator<T>>(
     let size = std::mem::size_of::<T>();
     let mut scratch = round.scratch();
     let (x, _) = scratch_halves::<T>(&mut scratch);
+    // Rank `r`'s input at byte `at`: in its call record, or in its staging area.
+    let take = |r: usize, at: usize, dst: &mut [T]| match inline {
+        true => from_inline(round.call(r).aux2, bytemuck::cast_slice_mut(dst)),
+        false => round.read_staged(r, at, bytemuck::cast_slice_mut(dst)),
+    };
     for (c, acc) in out.chunks_mut(x.len()).enumerate() {
         let at = c * x.len() * size;
-        round.read_staged(0, at, bytemuck::cast_slice_mut(acc));
+        take(0, at, acc);
         for r in 1..round.size() {
             let x = &mut x[..acc.len()];
-            round.read_staged(r, at, bytemuck::cast_slice_mut(x));
+            take(r, at, x);
             oper.apply(acc, x);
         }
     }

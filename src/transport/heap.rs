@@ -67,6 +67,25 @@ struct Lists {
     free: [usize; CLASSES],
 }
 
+impl Lists {
+    /// Moves the top to `top` (at most `RESERVE`), first growing the file behind
+    /// descriptor `fd` by whole `GROW` steps if it is shorter. Returns whether it could
+    /// (`false`, and nothing changed, if the file could not grow).
+    fn raise_top(&mut self, fd: i32, top: usize) -> bool {
+        if top > self.file_len {
+            let len = top.max(self.file_len + GROW).div_ceil(GROW) * GROW;
+            let len = len.min(RESERVE);
+            // SAFETY: plain system call on our own descriptor.
+            if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
+                return false;
+            }
+            self.file_len = len;
+        }
+        self.top = top;
+        true
+    }
+}
+
 /// This process's heap.
 struct Local {
     status: AtomicU8,
@@ -290,17 +309,7 @@ fn alloc(size: usize) -> Option<NonNull<u8>> {
         }
         let offset = l.top;
         let top = offset.checked_add(bytes).filter(|&t| t <= RESERVE)?;
-        if top > l.file_len {
-            let len = top.max(l.file_len + GROW).div_ceil(GROW) * GROW;
-            let len = len.min(RESERVE);
-            // SAFETY: plain system call on our own descriptor.
-            if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
-                return None;
-            }
-            l.file_len = len;
-        }
-        l.top = top;
-        Some(offset)
+        l.raise_top(fd, top).then_some(offset)
     })?;
     NonNull::new((base + offset) as *mut u8)
 }
@@ -325,17 +334,7 @@ unsafe fn grow_in_place(ptr: *mut u8, old: usize, new: usize) -> bool {
         if offset + class_bytes(from) != l.top {
             return false;
         }
-        if top > l.file_len {
-            let len = top.max(l.file_len + GROW).div_ceil(GROW) * GROW;
-            let len = len.min(RESERVE);
-            // SAFETY: plain system call on our own descriptor.
-            if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
-                return false;
-            }
-            l.file_len = len;
-        }
-        l.top = top;
-        true
+        l.raise_top(fd, top)
     })
 }
 

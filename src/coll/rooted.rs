@@ -26,7 +26,8 @@ pub(crate) struct Measure {
     pub(crate) which: &'static str,
 }
 
-/// What one rank's call of a rooted collective says, as the checks see it.
+/// What one rank's call of a rooted collective says, as the checks see it; the
+/// variable-count ones (scatterv, gatherv) say the same, never in place.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Claim {
     /// It called the root's method.
@@ -47,14 +48,10 @@ impl Claim {
         self.root as u64 | (self.in_place as u64) << 1 | (self.elem as u64) << 2
     }
 
-    fn from_call(c: &Call, m: Measure) -> Claim {
-        Claim {
-            root: c.aux2 & 1 == 1,
-            in_place: c.aux2 & 2 == 2,
-            block: (m.block)(c),
-            whole: (m.whole)(c),
-            elem: (c.aux2 >> 2) as usize,
-        }
+    /// The claim in a call record, with the block and buffer lengths `measure` picks.
+    pub(crate) fn from_call(c: &Call, measure: impl Fn(&Call) -> (usize, usize)) -> Claim {
+        let (block, whole) = measure(c);
+        Claim { root: c.aux2 & 1 == 1, in_place: c.aux2 & 2 == 2, block, whole, elem: (c.aux2 >> 2) as usize }
     }
 }
 
@@ -118,7 +115,7 @@ pub(crate) fn judge(
 pub(crate) fn rooted_check<'c>(ctx: &Ctx<'c>, call: Call, src: usize, m: Measure) -> Result<Round<'c>> {
     let judged = Cell::new(None);
     let checked = check(ctx, call, true, |r| {
-        let claim = |q| Claim::from_call(&r.call(q), m);
+        let claim = |q| Claim::from_call(&r.call(q), |c| ((m.block)(c), (m.whole)(c)));
         let src = src.min(r.size() - 1);
         if let Err(e) = judge(r.size(), claim, src, r.rank_of(r.me()), |q| r.rank_of(q), m.which) {
             judged.set(Some(e));

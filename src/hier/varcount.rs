@@ -15,11 +15,11 @@ use crate::coll::legs::gather_to_leader;
 use crate::coll::rooted::relay;
 use crate::coll::scatter::ScatterAlgorithm;
 use crate::coll::scatterv::requested as scatterv_requested;
-use crate::coll::scatterv::{scatterv, ScattervBufs, BAD_CONFIG};
+use crate::coll::scatterv::{scatterv, ScattervBufs};
 use crate::coll::varcount::first_fault;
 use crate::coll::varcount::{
     allgatherv_cross, allgatherv_local, alltoallv_cross, alltoallv_local, bytes, judge_rooted, mpi_bytes,
-    partition_len, partition_words, range, Claim, Fault, Given, Packed, Parts, Side, Words,
+    partition_len, partition_words, range, Claim, Fault, Given, Packed, Parts, Side, Words, BAD_CONFIG,
 };
 use crate::coll::{Ctx, Kind};
 use crate::error::{Error, Result};
@@ -531,6 +531,7 @@ impl Hierarchy {
         parent.all_gather_into(&mine[..], &mut all[..]);
         let claim = |q: usize| Claim {
             root: all[4 * q] == 1,
+            in_place: false,
             elem: all[4 * q + 1] as usize,
             block: all[4 * q + 2] as usize,
             whole: all[4 * q + 3] as usize,

@@ -11,7 +11,7 @@
 //! rank prints it with the node size and the permutation, so the job can be replayed.
 
 use crate::common::op_mpi;
-use crate::common::{pattern, same, Guarded};
+use crate::common::{pattern, same, Guarded, Layout, Rng};
 use crate::rank::Particle;
 use mpi::datatype::{Partition as MpiPartition, PartitionMut as MpiPartitionMut};
 use mpi::topology::{Color, SimpleCommunicator};
@@ -27,28 +27,6 @@ use zcoll::{
 /// `size / P`, so no rank holds more than 8 MiB): empty, one byte, odd, page-crossing,
 /// about 100 KiB, 1 MiB and odd, 8 MiB.
 const SIZES: [usize; 7] = [0, 1, 7, 4097, 100_003, (1 << 20) + 5, 8 << 20];
-
-/// A small deterministic generator (splitmix64): every rank draws the same numbers.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (0 for `n = 0`).
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-}
 
 /// The job's seed: `ZCOLL_TEST_SEED`, or a fixed one.
 fn seed() -> u64 {
@@ -697,31 +675,4 @@ impl Tester<'_> {
 
 fn size<T>() -> usize {
     std::mem::size_of::<T>()
-}
-
-/// Counts and displacements of blocks stored in a random order with random gaps, and the
-/// buffer length, in elements.
-#[derive(Debug)]
-struct Layout {
-    counts: Vec<Count>,
-    displs: Vec<Count>,
-    len: usize,
-}
-
-impl Layout {
-    fn placed(rng: &mut Rng, counts: Vec<Count>, gap: usize) -> Layout {
-        let p = counts.len();
-        let mut order: Vec<usize> = (0..p).collect();
-        for i in (1..p).rev() {
-            order.swap(i, rng.below(i + 1));
-        }
-        let mut displs = vec![0; p];
-        let mut at = 0;
-        for &r in &order {
-            at += rng.below(gap + 1);
-            displs[r] = at as Count;
-            at += counts[r] as usize;
-        }
-        Layout { counts, displs, len: at + rng.below(gap + 1) }
-    }
 }

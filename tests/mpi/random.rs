@@ -184,6 +184,32 @@ impl Ctx<'_> {
             self.fail(&format!("{what}: wrote outside the buffer"));
         }
     }
+
+    /// Checks a call on `buf`, which held `before`: it wrote nothing outside `buf`; a call
+    /// made `bad` is an error on every rank (the checks' verdict where this rank took part
+    /// in it, or a peer's failure) and leaves `buf` as it was, a good one succeeds. Returns
+    /// whether it succeeded, so that its result remains to be checked.
+    fn outcome<T: Pod>(
+        &self,
+        r: zcoll::Result<()>,
+        bad: bool,
+        buf: &Buf<T>,
+        before: &[u8],
+        what: &str,
+    ) -> bool {
+        self.guards(buf, what);
+        if !bad {
+            self.ok(r, what);
+            return true;
+        }
+        match r {
+            Err(Error::LengthMismatch { .. } | Error::BufferSize { .. } | Error::PeerFailed { .. }) => {}
+            Err(e) => self.fail(&format!("{what}: a bad length gave {e}")),
+            Ok(()) => self.fail(&format!("{what}: a bad length gave Ok")),
+        }
+        self.same(buf.bytes(), before, &format!("{what}: a failed call changed a buffer"));
+        false
+    }
 }
 
 pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
@@ -245,13 +271,9 @@ fn moves<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: bool, bad: 
             });
             let before = buf.bytes().to_vec();
             let r = comm.broadcast_into(buf.get_mut(), root);
-            cx.guards(&buf, &what);
-            if short {
-                expect_failure(cx, r, &what);
-                cx.same(buf.bytes(), &before, &format!("{what}: a failed call changed a buffer"));
+            if !cx.outcome(r, short, &buf, &before, &what) {
                 return;
             }
-            cx.ok(r, &what);
             let mut oracle: Vec<T> =
                 (0..n).map(|i| if me == root { elem(step, root, i) } else { T::zeroed() }).collect();
             if n > 0 {
@@ -267,13 +289,9 @@ fn moves<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: bool, bad: 
                 true => comm.scatter_into_root(&send, recv.get_mut(), root),
                 false => comm.scatter_into(recv.get_mut(), root),
             };
-            cx.guards(&recv, &what);
-            if short {
-                expect_failure(cx, r, &what);
-                cx.same(recv.bytes(), &before, &format!("{what}: a failed call changed a buffer"));
+            if !cx.outcome(r, short, &recv, &before, &what) {
                 return;
             }
-            cx.ok(r, &what);
             let mut oracle = vec![T::zeroed(); n];
             if n > 0 {
                 let at = world.process_at_rank(root);
@@ -294,13 +312,9 @@ fn moves<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: bool, bad: 
                 true => comm.gather_into_root(&send, recv.get_mut(), root),
                 false => comm.gather_into(&send, root),
             };
-            cx.guards(&recv, &what);
-            if short {
-                expect_failure(cx, r, &what);
-                cx.same(recv.bytes(), &before, &format!("{what}: a failed call changed a buffer"));
+            if !cx.outcome(r, short, &recv, &before, &what) {
                 return;
             }
-            cx.ok(r, &what);
             let mut oracle = vec![T::zeroed(); if me == root { n * p } else { 0 }];
             if n > 0 {
                 let at = world.process_at_rank(root);
@@ -320,13 +334,9 @@ fn moves<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: bool, bad: 
                 true => comm.all_gather_into(&send, recv.get_mut()),
                 false => comm.all_to_all_into(&send, recv.get_mut()),
             };
-            cx.guards(&recv, &what);
-            if short {
-                expect_failure(cx, r, &what);
-                cx.same(recv.bytes(), &before, &format!("{what}: a failed call changed a buffer"));
+            if !cx.outcome(r, short, &recv, &before, &what) {
                 return;
             }
-            cx.ok(r, &what);
             let mut oracle = vec![T::zeroed(); n * p];
             if n > 0 {
                 match all {
@@ -336,16 +346,6 @@ fn moves<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: bool, bad: 
             }
             cx.same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
         }
-    }
-}
-
-/// An error on every rank: the checks' verdict where this rank took part in it, or a
-/// peer's failure.
-fn expect_failure(cx: &Ctx<'_>, r: zcoll::Result<()>, what: &str) {
-    match r {
-        Err(Error::LengthMismatch { .. } | Error::BufferSize { .. } | Error::PeerFailed { .. }) => {}
-        Err(e) => cx.fail(&format!("{what}: a bad length gave {e}")),
-        Ok(()) => cx.fail(&format!("{what}: a bad length gave Ok")),
     }
 }
 
@@ -486,9 +486,7 @@ fn reduction<T: Pod>(cx: &Ctx<'_>, n: usize, root: i32, heap: bool, bad: bool, p
         let mut recv = Buf::<T>::new(comm, heap, if me == short { n - 1 } else { n }, |i| elem(step, -1, i));
         let before = recv.bytes().to_vec();
         let r = comm.all_reduce_into(&send, recv.get_mut(), &user);
-        cx.guards(&recv, &what);
-        expect_failure(cx, r, &what);
-        cx.same(recv.bytes(), &before, &format!("{what}: a failed call changed a buffer"));
+        cx.outcome(r, true, &recv, &before, &what);
         return;
     }
     let mut recv = Buf::<T>::new(comm, heap, n, |i| elem(step, -1, i));

@@ -193,8 +193,22 @@ fn create() -> Result<(i32, usize), Errno> {
     if fd < 0 {
         return Err(Errno::last());
     }
-    // SAFETY: a fresh shared mapping of our own file, at an address the kernel chooses;
-    // nothing else uses the range.
+    match map_reserve(fd) {
+        Ok(base) => Ok((fd, base as usize)),
+        Err(e) => {
+            // SAFETY: `fd` is ours and used nowhere else.
+            unsafe { libc::close(fd) };
+            Err(e)
+        }
+    }
+}
+
+/// Maps the whole reservation of the heap file behind `fd` (ours, or a peer's opened
+/// through `/proc`), shared and read-write, at an address the kernel chooses. The mapping
+/// stays after `fd` is closed.
+fn map_reserve(fd: i32) -> Result<*mut libc::c_void, Errno> {
+    // SAFETY: a fresh mapping at an address the kernel chooses, so it overlaps nothing of
+    // ours; `fd` is open for the call.
     let base = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
@@ -206,12 +220,9 @@ fn create() -> Result<(i32, usize), Errno> {
         )
     };
     if base == libc::MAP_FAILED {
-        let e = Errno::last();
-        // SAFETY: `fd` is ours and used nowhere else.
-        unsafe { libc::close(fd) };
-        return Err(e);
+        return Err(Errno::last());
     }
-    Ok((fd, base as usize))
+    Ok(base)
 }
 
 /// Runs in the child of every `fork` once the heap exists. The heap's mapping is shared
@@ -618,22 +629,7 @@ fn open_peer(pid: libc::pid_t, fd: i32) -> Result<std::fs::File, Errno> {
 fn map_peer(pid: libc::pid_t, fd: i32) -> Result<Mapping, Errno> {
     use std::os::fd::AsRawFd;
     let file = open_peer(pid, fd)?;
-    // SAFETY: a fresh shared mapping at an address the kernel chooses; the file stays
-    // mapped after `file` is closed.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            RESERVE,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_NORESERVE,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    if base == libc::MAP_FAILED {
-        return Err(Errno::last());
-    }
-    Ok(Mapping { base: base.cast() })
+    Ok(Mapping { base: map_reserve(file.as_raw_fd())?.cast() })
 }
 
 #[cfg(test)]

@@ -113,20 +113,40 @@ pub(crate) fn judge(
 ///
 /// As [`check`] and [`judge`], on every rank alike.
 pub(crate) fn rooted_check<'c>(ctx: &Ctx<'c>, call: Call, src: usize, m: Measure) -> Result<Round<'c>> {
-    let judged = Cell::new(None);
+    let judged = Judged::default();
     let checked = check(ctx, call, true, |r| {
         let claim = |q| Claim::from_call(&r.call(q), |c| ((m.block)(c), (m.whole)(c)));
         let src = src.min(r.size() - 1);
-        if let Err(e) = judge(r.size(), claim, src, r.rank_of(r.me()), |q| r.rank_of(q), m.which) {
-            judged.set(Some(e));
+        judged.keep(judge(r.size(), claim, src, r.rank_of(r.me()), |q| r.rank_of(q), m.which).map(drop))
+    });
+    judged.outcome(checked)
+}
+
+/// The verdict of a collective's own judge (its lengths, roles, partitions), kept while
+/// the round's common checks (collective, root, algorithm) run, so that it is reported
+/// after those and before the algorithm's.
+#[derive(Default)]
+pub(crate) struct Judged(Cell<Option<Error>>);
+
+impl Judged {
+    /// Keeps the error of `verdict`, if any; the common length checks have nothing to
+    /// add (`Ok`) and go on.
+    pub(crate) fn keep(&self, verdict: Result<()>) -> std::result::Result<(), BadLength> {
+        if let Err(e) = verdict {
+            self.0.set(Some(e));
         }
         Ok(())
-    });
-    match (checked, judged.take()) {
-        (Ok(round), Some(e)) => Err(round.finish(Err(e)).unwrap_err()),
-        // The algorithms may differ only because the lengths do: report the lengths.
-        (Err(Error::Mismatch { what: "algorithm", .. }), Some(e)) => Err(e),
-        (checked, _) => checked,
+    }
+
+    /// What the call returns once the common checks gave `checked`: a round that passed
+    /// them ends with the kept error, on every rank; where the algorithms differ, they may
+    /// differ only because the arguments do, so the kept error is reported instead.
+    pub(crate) fn outcome<'c>(self, checked: Result<Round<'c>>) -> Result<Round<'c>> {
+        match (checked, self.0.take()) {
+            (Ok(round), Some(e)) => Err(round.finish(Err(e)).unwrap_err()),
+            (Err(Error::Mismatch { what: "algorithm", .. }), Some(e)) => Err(e),
+            (checked, _) => checked,
+        }
     }
 }
 

@@ -3,13 +3,12 @@
 
 use crate::coll::algorithm::{self, Algorithm};
 pub(crate) use crate::coll::rooted::Claim;
-use crate::coll::rooted::ROLE;
+use crate::coll::rooted::{Judged, ROLE};
 use crate::coll::{check_with_meta, Ctx};
 use crate::error::{Error, Result};
 use crate::sync::{Call, Round};
 use crate::tune::select;
 use mpi::Count;
-use std::cell::Cell;
 use std::ops::Range;
 
 /// Which buffer a partition cuts.
@@ -406,7 +405,7 @@ pub(crate) fn checked<'c>(
     rooted: bool,
     judge: impl Fn(&Round<'_>) -> Result<()>,
 ) -> Result<Round<'c>> {
-    let judged = Cell::new(None);
+    let judged = Judged::default();
     let checked = check_with_meta(ctx, call, meta.unwrap_or(&[]), rooted, |r| {
         let verdict = match meta {
             Some(_) => judge(r),
@@ -419,17 +418,9 @@ pub(crate) fn checked<'c>(
                 ),
             }),
         };
-        if let Err(e) = verdict {
-            judged.set(Some(e));
-        }
-        Ok(())
+        judged.keep(verdict)
     });
-    match (checked, judged.take()) {
-        (Ok(round), Some(e)) => Err(round.finish(Err(e)).unwrap_err()),
-        // The algorithms may differ only because the arguments do: report those.
-        (Err(Error::Mismatch { what: "algorithm", .. }), Some(e)) => Err(e),
-        (checked, _) => checked,
-    }
+    judged.outcome(checked)
 }
 
 /// Whether `words` metadata words fit every rank's staging area.

@@ -2,9 +2,11 @@
 //! and comparisons that name the first differing byte.
 
 use mpi::collective::SystemOperation;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
 use mpi::Count;
 use zcoll::op::Builtin;
-use zcoll::{Error, GatherAlgorithm, Pod, ScatterAlgorithm};
+use zcoll::{Comm, Error, GatherAlgorithm, Pod, ScatterAlgorithm};
 
 /// Guard bytes before and after every test buffer: nothing may write there.
 pub(crate) const GUARD: usize = 64;
@@ -220,4 +222,37 @@ pub(crate) fn fails_unchanged(
     let e = call(&mut send, &mut recv).expect_err(label);
     assert_eq!(e, want, "{label}: rank {me}");
     assert!(send == send0 && recv == recv0, "{label}: a failed call changed a buffer on rank {me}");
+}
+
+/// After a barrier, every rank sees what every rank did before it: in each round, every
+/// rank sleeps `delays[round]` ms, leaves a marker file in a directory rank 0 made (named
+/// `{prefix}-{pid}`), passes `comm`'s barrier, and must find every rank's marker of the
+/// round.
+pub(crate) fn check_barrier(world: &SimpleCommunicator, comm: &Comm, prefix: &str, delays: &[u64]) {
+    let (me, p) = (world.rank(), world.size());
+    let mut dir_name = [0u8; 256];
+    if me == 0 {
+        let d = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let s = d.to_str().unwrap().as_bytes();
+        dir_name[..s.len()].copy_from_slice(s);
+    }
+    world.process_at_rank(0).broadcast_into(&mut dir_name[..]);
+    let end = dir_name.iter().position(|&b| b == 0).unwrap();
+    let dir = std::path::PathBuf::from(std::str::from_utf8(&dir_name[..end]).unwrap());
+    for (round, &delay) in delays.iter().enumerate() {
+        std::thread::sleep(std::time::Duration::from_millis(delay));
+        std::fs::write(dir.join(format!("{round}-{me}")), b"").unwrap();
+        comm.barrier().unwrap_or_else(|e| panic!("{prefix} round {round} rank {me}: {e}"));
+        for r in 0..p {
+            assert!(
+                dir.join(format!("{round}-{r}")).exists(),
+                "{prefix} round {round}: rank {me} passed before rank {r} arrived"
+            );
+        }
+    }
+    comm.barrier().unwrap();
+    if me == 0 {
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -11,7 +11,7 @@
 //! rank prints it with the node size and the permutation, so the job can be replayed.
 
 use crate::common::op_mpi;
-use crate::common::{pattern, same, Guarded, Layout, Rng};
+use crate::common::{check_barrier, pattern, same, Guarded, Layout, Rng};
 use crate::rank::Particle;
 use mpi::datatype::{Partition as MpiPartition, PartitionMut as MpiPartitionMut};
 use mpi::topology::{Color, SimpleCommunicator};
@@ -531,35 +531,19 @@ impl Tester<'_> {
     /// After a barrier, every rank finds the marker file every rank wrote before it; the
     /// ranks arrive in turn (rank `r` sleeps `r` ms), in an order that interleaves nodes.
     fn barrier(&mut self) {
-        let (me, p) = (self.me, self.p);
-        let mut dir_name = [0u8; 96];
-        if me == 0 {
-            let d = std::env::temp_dir().join(format!("zcoll-hier-barrier-{}", std::process::id()));
-            std::fs::create_dir_all(&d).unwrap();
-            let s = d.to_str().unwrap().as_bytes();
-            dir_name[..s.len()].copy_from_slice(s);
-        }
-        self.mpi.process_at_rank(0).broadcast_into(&mut dir_name[..]);
-        let end = dir_name.iter().position(|&b| b == 0).unwrap();
-        let dir = std::path::PathBuf::from(std::str::from_utf8(&dir_name[..end]).unwrap());
-        for round in 0..6 {
-            // Round 0: rank r arrives r ms late; later rounds: one random late rank.
-            let late = self.root();
-            let delay = if round == 0 { me as u64 } else { 5 * u64::from(me == late) };
-            std::thread::sleep(std::time::Duration::from_millis(delay));
-            std::fs::write(dir.join(format!("{round}-{me}")), b"").unwrap();
-            self.comm.barrier().unwrap_or_else(|e| panic!("barrier round {round} rank {me}: {e}"));
-            for r in 0..p {
-                assert!(
-                    dir.join(format!("{round}-{r}")).exists(),
-                    "barrier round {round}: rank {me} passed before rank {r} arrived"
-                );
-            }
-        }
-        self.comm.barrier().unwrap();
-        if me == 0 {
-            std::fs::remove_dir_all(&dir).unwrap();
-        }
+        let me = self.me;
+        // Round 0: rank r arrives r ms late; later rounds: one random late rank.
+        let delays: Vec<u64> = (0..6)
+            .map(|round| {
+                let late = self.root();
+                if round == 0 {
+                    me as u64
+                } else {
+                    5 * u64::from(me == late)
+                }
+            })
+            .collect();
+        check_barrier(self.mpi, self.comm, "zcoll-hier-barrier", &delays);
     }
 
     /// Bad calls on the permuted communicator: the same `Err` on every rank (checked

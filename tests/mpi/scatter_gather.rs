@@ -56,30 +56,43 @@ fn word_cases(p: i32) -> Vec<(usize, i32)> {
 
 fn scatter(world: &SimpleCommunicator, comm: &Comm) {
     let p = world.size();
-    let mut seed = 1000;
-    for algo in scatter_algorithms(&[2, 3, 4, p as u32]) {
-        for (n, root, variant) in byte_cases(p) {
-            seed += 1;
-            check_scatter::<u8>(world, comm, n, root, algo, variant, seed);
-        }
-        for (n, root) in word_cases(p) {
-            seed += 1;
-            check_scatter::<u32>(world, comm, n, root, algo, Variant::Separate, seed);
-        }
-    }
+    every_case(
+        p,
+        1000,
+        scatter_algorithms(&[2, 3, 4, p as u32]),
+        |n, root, algo, variant, seed| check_scatter::<u8>(world, comm, n, root, algo, variant, seed),
+        |n, root, algo, seed| check_scatter::<u32>(world, comm, n, root, algo, Variant::Separate, seed),
+    );
 }
 
 fn gather(world: &SimpleCommunicator, comm: &Comm) {
     let p = world.size();
-    let mut seed = 2000;
-    for algo in gather_algorithms(&[2, 3, 4, p as u32]) {
+    every_case(
+        p,
+        2000,
+        gather_algorithms(&[2, 3, 4, p as u32]),
+        |n, root, algo, variant, seed| check_gather::<u8>(world, comm, n, root, algo, variant, seed),
+        |n, root, algo, seed| check_gather::<u32>(world, comm, n, root, algo, Variant::Separate, seed),
+    );
+}
+
+/// For every algorithm of `algos`, every byte case (`bytes`, u8 blocks) and every word
+/// case (`words`, u32 blocks), each with the next seed after `seed`.
+fn every_case<A: Copy>(
+    p: i32,
+    mut seed: u64,
+    algos: Vec<A>,
+    bytes: impl Fn(usize, i32, A, Variant, u64),
+    words: impl Fn(usize, i32, A, u64),
+) {
+    for algo in algos {
         for (n, root, variant) in byte_cases(p) {
             seed += 1;
-            check_gather::<u8>(world, comm, n, root, algo, variant, seed);
+            bytes(n, root, algo, variant, seed);
         }
         for (n, root) in word_cases(p) {
             seed += 1;
-            check_gather::<u32>(world, comm, n, root, algo, Variant::Separate, seed);
+            words(n, root, algo, seed);
         }
     }
 }

@@ -47,7 +47,7 @@ fn staged<A: Algorithm>() -> A {
 }
 
 /// Whether `a` is `Auto` (the first variant).
-pub(crate) fn is_auto<A: Algorithm>(a: A) -> bool {
+fn is_auto<A: Algorithm>(a: A) -> bool {
     entry(a) == 0
 }
 

@@ -274,9 +274,10 @@ pub(crate) const BAD_CONFIG: u8 = 0xfe;
 /// profiles then fail the check. A rank whose variable could not be read publishes
 /// [`BAD_CONFIG`].
 pub(crate) fn published<A: Algorithm>(requested: &Result<A>) -> (u8, u32) {
-    match requested {
-        Ok(a) if algorithm::is_auto(*a) => (algorithm::code(*a), select::fingerprint()),
-        Ok(a) => algorithm::wire(*a),
+    match requested.as_ref().map(|&a| algorithm::wire(a)) {
+        // Code 0 is `Auto`.
+        Ok((0, _)) => (0, select::fingerprint()),
+        Ok(wire) => wire,
         Err(_) => (BAD_CONFIG, 0),
     }
 }

@@ -30,10 +30,9 @@
 //! broadcasts the packed result in its node, and every rank unpacks it into its partition.
 //! Every rank holds a scratch copy of all blocks for that last step.
 
-use super::scatterv::BAD_CONFIG;
 use super::varcount::{
     allgatherv_cross, allgatherv_local, auto_stages, checked, first_fault, fits, partition_len,
-    partition_words, range, stages, Given, Published, ALLGATHERV_STAGED_MAX,
+    partition_words, published, range, stages, Given, Published, ALLGATHERV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
@@ -124,17 +123,11 @@ pub(crate) fn allgatherv(
 ) -> Result<()> {
     let p = ctx.ctl.size();
     let algorithm = algorithm.requested(ctx.transport, ctx.overrides);
-    let code = algorithm.as_ref().map_or(BAD_CONFIG, |a| a.code());
+    let (code, k) = published(&algorithm);
     let mut meta = Vec::new();
     partition_words(&mut meta, p, counts, displs);
     let call = Call {
-        // `Auto` decides after the checks, from the counts and the profile: publish the
-        // profile's fingerprint so that ranks with different profiles fail the check.
-        op: op(
-            Kind::Allgatherv,
-            code,
-            if algorithm == Ok(AllgathervAlgorithm::Auto) { select::fingerprint() } else { 0 },
-        ),
+        op: op(Kind::Allgatherv, code, k),
         root: 0,
         send: send.as_ptr() as usize,
         send_len: send.len(),

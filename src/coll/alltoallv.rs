@@ -30,10 +30,9 @@
 //! unpacks into its partition. That costs a scratch copy of the outgoing and of the
 //! incoming blocks at every rank, and four at the leaders.
 
-use super::scatterv::BAD_CONFIG;
 use super::varcount::{
     alltoallv_cross, alltoallv_local, auto_stages, bytes, checked, first_fault, fits, partition_len,
-    partition_words, range, staged_blocks, stages, Given, Parts, Published, ALLTOALLV_STAGED_MAX,
+    partition_words, published, range, staged_blocks, stages, Given, Parts, Published, ALLTOALLV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
@@ -137,18 +136,12 @@ pub(crate) fn alltoallv(
 ) -> Result<()> {
     let p = ctx.ctl.size();
     let algorithm = algorithm.requested(ctx.transport, ctx.overrides);
-    let code = algorithm.as_ref().map_or(BAD_CONFIG, |a| a.code());
+    let (code, k) = published(&algorithm);
     let mut meta = Vec::new();
     partition_words(&mut meta, p, sides.send_counts, sides.send_displs);
     partition_words(&mut meta, p, sides.recv_counts, sides.recv_displs);
     let call = Call {
-        // `Auto` decides after the checks, from the counts and the profile: publish the
-        // profile's fingerprint so that ranks with different profiles fail the check.
-        op: op(
-            Kind::Alltoallv,
-            code,
-            if algorithm == Ok(AlltoallvAlgorithm::Auto) { select::fingerprint() } else { 0 },
-        ),
+        op: op(Kind::Alltoallv, code, k),
         root: 0,
         send: send.as_ptr() as usize,
         send_len: send.len(),

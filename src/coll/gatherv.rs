@@ -28,10 +28,9 @@
 //! the node if it is not the leader, and the root unpacks it into its partition.
 
 use super::rooted::peers;
-use super::scatterv::BAD_CONFIG;
 use super::varcount::{
-    auto_family, chain, checked, fits, judge_rooted, partition_len, partition_words, range, stages, Claim,
-    Family, Moves, Published, Side, AUTO_STAGE_MAX,
+    auto_family, chain, checked, fits, judge_rooted, partition_len, partition_words, published, range,
+    stages, Claim, Family, Moves, Published, Side, AUTO_STAGE_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::coll::gather::GatherAlgorithm;
@@ -89,12 +88,7 @@ pub(crate) fn gatherv(
 ) -> Result<()> {
     let p = ctx.ctl.size();
     let algorithm = requested(algorithm, ctx.transport, ctx.overrides);
-    let (code, k) = match algorithm {
-        // `Auto` decides from the published counts: ranks must share the parameters.
-        Ok(GatherAlgorithm::Auto) => (0, select::fingerprint()),
-        Ok(a) => a.code(),
-        Err(_) => (BAD_CONFIG, 0),
-    };
+    let (code, k) = published(&algorithm);
     let mut meta = Vec::new();
     let (is_root, send, recv, recv_len) = match &bufs {
         GathervBufs::Root { send, recv, counts, displs } => {
@@ -117,7 +111,7 @@ pub(crate) fn gatherv(
         recv_len,
         recv_writable: writes && is_root,
         aux: dst as u64,
-        aux2: Claim { root: is_root, elem, block: send.len(), whole: recv_len }.aux2(),
+        aux2: Claim { root: is_root, in_place: false, elem, block: send.len(), whole: recv_len }.aux2(),
     };
     let fit = fits(ctx, partition_len(p));
     // A leaf's block travels with its arrival where it fits and may be staged: the root

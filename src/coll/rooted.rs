@@ -26,7 +26,8 @@ pub(crate) struct Measure {
     pub(crate) which: &'static str,
 }
 
-/// What one rank's call of a rooted collective says, as the checks see it.
+/// What one rank's call of a rooted collective says, as the checks see it; the
+/// variable-count ones (scatterv, gatherv) say the same, never in place.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Claim {
     /// It called the root's method.
@@ -47,14 +48,10 @@ impl Claim {
         self.root as u64 | (self.in_place as u64) << 1 | (self.elem as u64) << 2
     }
 
-    fn from_call(c: &Call, m: Measure) -> Claim {
-        Claim {
-            root: c.aux2 & 1 == 1,
-            in_place: c.aux2 & 2 == 2,
-            block: (m.block)(c),
-            whole: (m.whole)(c),
-            elem: (c.aux2 >> 2) as usize,
-        }
+    /// The claim in a call record, with the block and buffer lengths `measure` picks.
+    pub(crate) fn from_call(c: &Call, measure: impl Fn(&Call) -> (usize, usize)) -> Claim {
+        let (block, whole) = measure(c);
+        Claim { root: c.aux2 & 1 == 1, in_place: c.aux2 & 2 == 2, block, whole, elem: (c.aux2 >> 2) as usize }
     }
 }
 
@@ -124,24 +121,44 @@ pub(crate) fn rooted_check<'c>(
     src: usize,
     m: Measure,
 ) -> Result<Round<'c>> {
-    let judged = Cell::new(None);
+    let judged = Judged::default();
     let lengths = |r: &Round<'_>| {
-        let claim = |q| Claim::from_call(&r.call(q), m);
+        let claim = |q| Claim::from_call(&r.call(q), |c| ((m.block)(c), (m.whole)(c)));
         let src = src.min(r.size() - 1);
-        if let Err(e) = judge(r.size(), claim, src, r.rank_of(r.me()), |q| r.rank_of(q), m.which) {
-            judged.set(Some(e));
-        }
-        Ok(())
+        judged.keep(judge(r.size(), claim, src, r.rank_of(r.me()), |q| r.rank_of(q), m.which).map(drop))
     };
     let checked = match staged {
         Some(parts) => check_staged(ctx, call, &[], parts, true, lengths),
         None => check(ctx, call, true, lengths),
     };
-    match (checked, judged.take()) {
-        (Ok(round), Some(e)) => Err(round.finish(Err(e)).unwrap_err()),
-        // The algorithms may differ only because the lengths do: report the lengths.
-        (Err(Error::Mismatch { what: "algorithm", .. }), Some(e)) => Err(e),
-        (checked, _) => checked,
+    judged.outcome(checked)
+}
+
+/// The verdict of a collective's own judge (its lengths, roles, partitions), kept while
+/// the round's common checks (collective, root, algorithm) run, so that it is reported
+/// after those and before the algorithm's.
+#[derive(Default)]
+pub(crate) struct Judged(Cell<Option<Error>>);
+
+impl Judged {
+    /// Keeps the error of `verdict`, if any; the common length checks have nothing to
+    /// add (`Ok`) and go on.
+    pub(crate) fn keep(&self, verdict: Result<()>) -> std::result::Result<(), BadLength> {
+        if let Err(e) = verdict {
+            self.0.set(Some(e));
+        }
+        Ok(())
+    }
+
+    /// What the call returns once the common checks gave `checked`: a round that passed
+    /// them ends with the kept error, on every rank; where the algorithms differ, they may
+    /// differ only because the arguments do, so the kept error is reported instead.
+    pub(crate) fn outcome<'c>(self, checked: Result<Round<'c>>) -> Result<Round<'c>> {
+        match (checked, self.0.take()) {
+            (Ok(round), Some(e)) => Err(round.finish(Err(e)).unwrap_err()),
+            (Err(Error::Mismatch { what: "algorithm", .. }), Some(e)) => Err(e),
+            (checked, _) => checked,
+        }
     }
 }
 

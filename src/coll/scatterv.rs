@@ -35,8 +35,8 @@
 
 use super::rooted::peers;
 use super::varcount::{
-    auto_family, chain, checked, fits, judge_rooted, partition_len, partition_words, range, staged_blocks,
-    stages, Claim, Family, Given, Moves, Published, Side, AUTO_STAGE_MAX,
+    auto_family, chain, checked, fits, judge_rooted, partition_len, partition_words, published, range,
+    staged_blocks, stages, Claim, Family, Given, Moves, Published, Side, AUTO_STAGE_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::coll::scatter::ScatterAlgorithm;
@@ -46,10 +46,6 @@ use crate::transport::TransportKind;
 use crate::tune::select;
 use mpi::Count;
 use std::ops::Range;
-
-/// The code published for a rank whose algorithm could not be read: it never equals a
-/// valid one, so the others see an algorithm mismatch rather than wait for it.
-pub(crate) const BAD_CONFIG: u8 = 0xfe;
 
 /// What this rank asks for, before the arrive phase: `Auto` becomes what
 /// `ZCOLL_SCATTERV_ALGORITHM` names (if set), and everything is `Staged` on `cico`.
@@ -98,12 +94,7 @@ pub(crate) fn scatterv(
 ) -> Result<()> {
     let p = ctx.ctl.size();
     let algorithm = requested(algorithm, ctx.transport, ctx.overrides);
-    let (code, k) = match algorithm {
-        // `Auto` decides from the published counts: ranks must share the parameters.
-        Ok(ScatterAlgorithm::Auto) => (0, select::fingerprint()),
-        Ok(a) => a.code(),
-        Err(_) => (BAD_CONFIG, 0),
-    };
+    let (code, k) = published(&algorithm);
     let mut meta = Vec::new();
     let (is_root, send, send_len, recv) = match &bufs {
         ScattervBufs::Root { send, counts, displs, recv } => {
@@ -124,7 +115,7 @@ pub(crate) fn scatterv(
         recv_writable: matches!(algorithm, Ok(ScatterAlgorithm::SequentialWrite | ScatterAlgorithm::Auto))
             && !is_root,
         aux: src as u64,
-        aux2: Claim { root: is_root, elem, block: recv.len(), whole: send_len }.aux2(),
+        aux2: Claim { root: is_root, in_place: false, elem, block: recv.len(), whole: send_len }.aux2(),
     };
     let fit = fits(ctx, partition_len(p));
     // The root stages the peers' blocks, in rank order, with its arrival where they fit

@@ -73,10 +73,7 @@ impl Comm {
         algorithm: AllgatherAlgorithm,
     ) -> Result<()> {
         let (send, recv) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
-        match self.route()? {
-            Route::Node => coll::allgather::allgather(&self.ctx(), Some(send), recv, algorithm),
-            Route::Nodes(hier, parent) => hier.allgather(parent, &self.ctx(), Some(send), recv, algorithm),
-        }
+        route!(self, coll::allgather::allgather[Some(send), recv, algorithm], allgather[Some(send), recv, algorithm])
     }
 
     /// Allgather in place: every rank's block already sits at its position in `buf`
@@ -114,10 +111,7 @@ impl Comm {
         algorithm: AllgatherAlgorithm,
     ) -> Result<()> {
         let buf: &mut [u8] = bytemuck::cast_slice_mut(buf);
-        match self.route()? {
-            Route::Node => coll::allgather::allgather(&self.ctx(), None, buf, algorithm),
-            Route::Nodes(hier, parent) => hier.allgather(parent, &self.ctx(), None, buf, algorithm),
-        }
+        route!(self, coll::allgather::allgather[None, buf, algorithm], allgather[None, buf, algorithm])
     }
 
     /// Sends block `j` of `send` to rank `j`, and receives block `i` of `recv` from rank
@@ -177,9 +171,6 @@ impl Comm {
         algorithm: AlltoallAlgorithm,
     ) -> Result<()> {
         let (send, recv): (&[u8], &mut [u8]) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
-        match self.route()? {
-            Route::Node => coll::alltoall::alltoall(&self.ctx(), send, recv, algorithm),
-            Route::Nodes(hier, parent) => hier.alltoall(parent, &self.ctx(), send, recv, algorithm),
-        }
+        route!(self, coll::alltoall::alltoall[send, recv, algorithm], alltoall[send, recv, algorithm])
     }
 }

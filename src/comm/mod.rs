@@ -6,6 +6,20 @@
 //! nodes (`hier`, which itself calls rsmpi's own collective where every node is one rank),
 //! after the check that MPI may be called from this thread.
 
+/// Sends one call down [`Comm::route`]: to the node's collective `$coll`, given the node's
+/// `Ctx` and then `$node`, or to the [`Hierarchy`] method `$hier`, given the parent
+/// communicator, the `Ctx` and then `$args`. A macro rather than a function taking two
+/// closures, because both arms take the same buffers by value; it expands to the `match`
+/// on [`Route`] itself, so routing stays as cheap as writing it out.
+macro_rules! route {
+    ($comm:expr, $coll:path [$($node:expr),* $(,)?], $hier:ident [$($args:expr),* $(,)?]) => {
+        match $comm.route()? {
+            Route::Node => $coll(&$comm.ctx(), $($node),*),
+            Route::Nodes(hier, parent) => hier.$hier(parent, &$comm.ctx(), $($args),*),
+        }
+    };
+}
+
 mod all;
 pub(crate) mod exposure;
 mod info;
@@ -397,10 +411,7 @@ impl Comm {
     ///
     /// MPI 4.1, 6.3 (`MPI_Barrier`).
     pub fn barrier(&self) -> Result<()> {
-        match self.route()? {
-            Route::Node => crate::coll::barrier::barrier(&self.ctx()),
-            Route::Nodes(hier, parent) => hier.barrier(parent, &self.ctx()),
-        }
+        route!(self, crate::coll::barrier::barrier[], barrier[])
     }
 }
 

@@ -80,10 +80,7 @@ impl Comm {
         op: &O,
         a: ReduceAlgorithm,
     ) -> Result<()> {
-        match self.route()? {
-            Route::Node => coll::reduce::reduce(&self.ctx(), bufs, None, op, a),
-            Route::Nodes(hier, parent) => hier.all_reduce(parent, &self.ctx(), bufs, op, a),
-        }
+        route!(self, coll::reduce::reduce[bufs, None, op, a], all_reduce[bufs, op, a])
     }
 
     /// The inclusive prefix reduction (`MPI_Scan`, rsmpi's `scan_into`): rank `i`
@@ -286,9 +283,6 @@ impl Comm {
             Bufs::Apart(send, _) if root != self.rank() => Bufs::SendOnly(send),
             other => other,
         };
-        match self.route()? {
-            Route::Node => coll::reduce::reduce(&self.ctx(), bufs, Some((root, self.local_of(root))), op, a),
-            Route::Nodes(hier, parent) => hier.reduce(parent, &self.ctx(), bufs, root, op, a),
-        }
+        route!(self, coll::reduce::reduce[bufs, Some((root, self.local_of(root))), op, a], reduce[bufs, root, op, a])
     }
 }

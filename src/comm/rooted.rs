@@ -4,7 +4,9 @@ use super::{Comm, Route};
 use crate::coll;
 use crate::coll::bcast::BcastAlgorithm;
 use crate::coll::gather::{GatherAlgorithm, GatherBufs};
+use crate::coll::gatherv::GathervBufs;
 use crate::coll::scatter::{ScatterAlgorithm, ScatterBufs};
+use crate::coll::scatterv::ScattervBufs;
 use crate::error::Result;
 use crate::pod::Pod;
 use mpi::topology::Rank;
@@ -288,34 +290,31 @@ impl Comm {
         let bufs = GatherBufs::Root { send: None, recv: bytemuck::cast_slice_mut(buf) };
         self.gather_bytes(bufs, root, std::mem::size_of::<T>(), algorithm)
     }
+}
 
-    fn scatter_bytes(
-        &self,
-        bufs: ScatterBufs<'_>,
-        root: Rank,
-        elem: usize,
-        algorithm: ScatterAlgorithm,
-    ) -> Result<()> {
-        match self.route()? {
-            Route::Node => {
-                coll::scatter::scatter(&self.ctx(), bufs, root, self.local_of(root), elem, algorithm)
+/// Defines the byte-level entry of every rooted collective, one per row: its buffers, its
+/// algorithm, the node's collective and the [`Hierarchy`](crate::hier::Hierarchy) method.
+/// The four route alike (the node's collective also takes the root's local rank), so they
+/// are written once.
+macro_rules! rooted_entries {
+    ($($name:ident($bufs:ident, $alg:ident) => $coll:path, $hier:ident;)+) => {
+        impl Comm {$(
+            /// Routes the call with the elements of `elem` bytes; every public method of
+            /// this collective ends here.
+            pub(super) fn $name(&self, bufs: $bufs<'_>, root: Rank, elem: usize, algorithm: $alg) -> Result<()> {
+                route!(
+                    self,
+                    $coll[bufs, root, self.local_of(root), elem, algorithm],
+                    $hier[bufs, root, elem, algorithm]
+                )
             }
-            Route::Nodes(hier, parent) => hier.scatter(parent, &self.ctx(), bufs, root, elem, algorithm),
-        }
-    }
+        )+}
+    };
+}
 
-    fn gather_bytes(
-        &self,
-        bufs: GatherBufs<'_>,
-        root: Rank,
-        elem: usize,
-        algorithm: GatherAlgorithm,
-    ) -> Result<()> {
-        match self.route()? {
-            Route::Node => {
-                coll::gather::gather(&self.ctx(), bufs, root, self.local_of(root), elem, algorithm)
-            }
-            Route::Nodes(hier, parent) => hier.gather(parent, &self.ctx(), bufs, root, elem, algorithm),
-        }
-    }
+rooted_entries! {
+    scatter_bytes(ScatterBufs, ScatterAlgorithm) => coll::scatter::scatter, scatter;
+    gather_bytes(GatherBufs, GatherAlgorithm) => coll::gather::gather, gather;
+    scatterv_bytes(ScattervBufs, ScatterAlgorithm) => coll::scatterv::scatterv, scatterv;
+    gatherv_bytes(GathervBufs, GatherAlgorithm) => coll::gatherv::gatherv, gatherv;
 }

@@ -316,14 +316,11 @@ impl Comm {
     ) -> Result<()> {
         let (send, recv) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
         let elem = std::mem::size_of::<T>();
-        match self.route()? {
-            Route::Node => {
-                coll::allgatherv::allgatherv(&self.ctx(), send, recv, counts, displs, elem, algorithm)
-            }
-            Route::Nodes(hier, parent) => {
-                hier.allgatherv(parent, &self.ctx(), send, recv, counts, displs, elem, algorithm)
-            }
-        }
+        route!(
+            self,
+            coll::allgatherv::allgatherv[send, recv, counts, displs, elem, algorithm],
+            allgatherv[send, recv, counts, displs, elem, algorithm]
+        )
     }
 
     /// [`all_gather_varcount_into`](Self::all_gather_varcount_into) with the receive blocks
@@ -438,41 +435,6 @@ impl Comm {
     ) -> Result<()> {
         let (send, recv) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
         let elem = std::mem::size_of::<T>();
-        match self.route()? {
-            Route::Node => coll::alltoallv::alltoallv(&self.ctx(), send, recv, sides, elem, algorithm),
-            Route::Nodes(hier, parent) => {
-                hier.alltoallv(parent, &self.ctx(), send, recv, sides, elem, algorithm)
-            }
-        }
-    }
-
-    fn scatterv_bytes(
-        &self,
-        bufs: ScattervBufs<'_>,
-        root: Rank,
-        elem: usize,
-        algorithm: ScatterAlgorithm,
-    ) -> Result<()> {
-        match self.route()? {
-            Route::Node => {
-                coll::scatterv::scatterv(&self.ctx(), bufs, root, self.local_of(root), elem, algorithm)
-            }
-            Route::Nodes(hier, parent) => hier.scatterv(parent, &self.ctx(), bufs, root, elem, algorithm),
-        }
-    }
-
-    fn gatherv_bytes(
-        &self,
-        bufs: GathervBufs<'_>,
-        root: Rank,
-        elem: usize,
-        algorithm: GatherAlgorithm,
-    ) -> Result<()> {
-        match self.route()? {
-            Route::Node => {
-                coll::gatherv::gatherv(&self.ctx(), bufs, root, self.local_of(root), elem, algorithm)
-            }
-            Route::Nodes(hier, parent) => hier.gatherv(parent, &self.ctx(), bufs, root, elem, algorithm),
-        }
+        route!(self, coll::alltoallv::alltoallv[send, recv, sides, elem, algorithm], alltoallv[send, recv, sides, elem, algorithm])
     }
 }

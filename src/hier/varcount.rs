@@ -15,11 +15,11 @@ use crate::coll::legs::gather_to_leader;
 use crate::coll::rooted::relay;
 use crate::coll::scatter::ScatterAlgorithm;
 use crate::coll::scatterv::requested as scatterv_requested;
-use crate::coll::scatterv::{scatterv, ScattervBufs, BAD_CONFIG};
+use crate::coll::scatterv::{scatterv, ScattervBufs};
 use crate::coll::varcount::first_fault;
 use crate::coll::varcount::{
     allgatherv_cross, allgatherv_local, alltoallv_cross, alltoallv_local, bytes, judge_rooted, mpi_bytes,
-    partition_len, partition_words, range, Claim, Fault, Given, Packed, Parts, Side, Words,
+    partition_len, partition_words, range, Claim, Fault, Given, Packed, Parts, Side, Words, BAD_CONFIG,
 };
 use crate::coll::{Ctx, Kind};
 use crate::error::{Error, Result};
@@ -45,41 +45,14 @@ impl Hierarchy {
         algorithm: ScatterAlgorithm,
     ) -> Result<()> {
         let p = parent.size() as usize;
-        let me = parent.rank();
-        self.check(parent, Kind::Scatterv, root, 0)?;
-        // Every rank's claim, and the root's partition, everywhere: the node-level checks,
-        // over the whole communicator.
         let (root_send, recv) = match bufs {
             ScattervBufs::Root { send, counts, displs, recv } => (Some((send, counts, displs)), recv),
             ScattervBufs::Leaf { recv } => (None, recv),
         };
-        let mine = [
-            root_send.is_some() as i64,
-            elem as i64,
-            recv.len() as i64,
-            root_send.map_or(0, |s| s.0.len()) as i64,
-        ];
-        let mut all = vec![0i64; 4 * p];
-        parent.all_gather_into(&mine[..], &mut all[..]);
-        let claim = |q: usize| Claim {
-            root: all[4 * q] == 1,
-            elem: all[4 * q + 1] as usize,
-            block: all[4 * q + 2] as usize,
-            whole: all[4 * q + 3] as usize,
-        };
-        let mut words = vec![0u64; partition_len(p)];
-        if let Some((_, counts, displs)) = root_send {
-            words.clear();
-            partition_words(&mut words, p, counts, displs);
-        }
-        parent.process_at_rank(root).broadcast_into(&mut words[..]);
+        let whole = root_send.map(|(send, counts, displs)| (send.len(), counts, displs));
+        let RootedCounts { words, elem_root, len, total } =
+            self.rooted_counts(parent, Kind::Scatterv, root, elem, recv.len(), whole, Side::Send)?;
         let parts = Words(&words);
-        judge_rooted(p, root as usize, claim, &parts, Side::Send)
-            .map_err(|(q, f)| f.error(me, q as i32, p))?;
-        let elem_root = claim(root as usize).elem;
-        let len: Vec<usize> = (0..p).map(|r| bytes(parts.block(r).0, elem_root)).collect();
-        let total: usize = len.iter().sum();
-        mpi_count(total, me)?;
         // One rank per node: MPI's own, on the root's partition in bytes (every rank has it),
         // once every rank could read its algorithm (a bad variable fails the call everywhere).
         if let (true, Some((counts, displs))) = (self.direct(), mpi_bytes(&parts, p, elem_root)) {
@@ -137,10 +110,7 @@ impl Hierarchy {
         }
 
         // 3. Every node scatters from its leader, in bytes.
-        let size = ctx.ctl.size();
-        let ranks: Vec<usize> = (0..size).map(|l| ctx.ctl.rank_of(l) as usize).collect();
-        let counts: Vec<Count> = ranks.iter().map(|&r| layout.len[r] as Count).collect();
-        let displs: Vec<Count> = ranks.iter().map(|&r| layout.in_node(r, node).start as Count).collect();
+        let (counts, displs) = node_partition(ctx, &layout, node);
         let node_bufs = if leader {
             let n = layout.counts[node] as usize;
             ScattervBufs::Root { send: &part[..n], counts: &counts, displs: &displs, recv }
@@ -168,35 +138,14 @@ impl Hierarchy {
         algorithm: GatherAlgorithm,
     ) -> Result<()> {
         let p = parent.size() as usize;
-        let me = parent.rank();
-        self.check(parent, Kind::Gatherv, root, 0)?;
         let (send, root_recv) = match bufs {
             GathervBufs::Root { send, recv, counts, displs } => (send, Some((recv, counts, displs))),
             GathervBufs::Leaf { send } => (send, None),
         };
-        let whole = root_recv.as_ref().map_or(0, |r| r.0.len());
-        let mine = [root_recv.is_some() as i64, elem as i64, send.len() as i64, whole as i64];
-        let mut all = vec![0i64; 4 * p];
-        parent.all_gather_into(&mine[..], &mut all[..]);
-        let claim = |q: usize| Claim {
-            root: all[4 * q] == 1,
-            elem: all[4 * q + 1] as usize,
-            block: all[4 * q + 2] as usize,
-            whole: all[4 * q + 3] as usize,
-        };
-        let mut words = vec![0u64; partition_len(p)];
-        if let Some((_, counts, displs)) = &root_recv {
-            words.clear();
-            partition_words(&mut words, p, counts, displs);
-        }
-        parent.process_at_rank(root).broadcast_into(&mut words[..]);
+        let whole = root_recv.as_ref().map(|(recv, counts, displs)| (recv.len(), *counts, *displs));
+        let RootedCounts { words, elem_root, len, total } =
+            self.rooted_counts(parent, Kind::Gatherv, root, elem, send.len(), whole, Side::Recv)?;
         let parts = Words(&words);
-        judge_rooted(p, root as usize, claim, &parts, Side::Recv)
-            .map_err(|(q, f)| f.error(me, q as i32, p))?;
-        let elem_root = claim(root as usize).elem;
-        let len: Vec<usize> = (0..p).map(|r| bytes(parts.block(r).0, elem_root)).collect();
-        let total: usize = len.iter().sum();
-        mpi_count(total, me)?;
         // One rank per node: MPI's own, on the root's partition in bytes (every rank has it),
         // once every rank could read its algorithm (a bad variable fails the call everywhere).
         if let (true, Some((counts, displs))) = (self.direct(), mpi_bytes(&parts, p, elem_root)) {
@@ -221,19 +170,7 @@ impl Hierarchy {
 
         // 1. Every node gathers to its leader, in bytes, into the node's part.
         let n = layout.counts[node] as usize;
-        let mut part = if leader { scratch(ctx, n) } else { Scratch::empty() };
-        let mut result = {
-            let size = ctx.ctl.size();
-            let ranks: Vec<usize> = (0..size).map(|l| ctx.ctl.rank_of(l) as usize).collect();
-            let counts: Vec<Count> = ranks.iter().map(|&r| layout.len[r] as Count).collect();
-            let displs: Vec<Count> = ranks.iter().map(|&r| layout.in_node(r, node).start as Count).collect();
-            let node_bufs = if leader {
-                GathervBufs::Root { send, recv: &mut part[..n], counts: &counts, displs: &displs }
-            } else {
-                GathervBufs::Leaf { send }
-            };
-            gatherv(ctx, node_bufs, root, 0, 1, algorithm)
-        };
+        let (part, mut result) = gather_part(ctx, &layout, node, send, root, algorithm);
 
         // 2. The root's leader gets every node's part, packed.
         let mut full = Scratch::empty();
@@ -295,8 +232,7 @@ impl Hierarchy {
         self.check(parent, Kind::Allgatherv, 0, 0)?;
         // Every rank's send length and algorithm; then every rank judges its own numbers, and
         // the verdicts are gathered.
-        let word =
-            algorithm.requested(ctx.transport, ctx.overrides).map_or(BAD_CONFIG as u64, |a| a.code() as u64);
+        let word = algorithm_word(algorithm.requested(ctx.transport, ctx.overrides).map(|a| a.code()));
         let mut all = vec![0u64; 2 * p];
         parent.all_gather_into(&[send.len() as u64, word][..], &mut all[..]);
         let send_len = |r: usize| all[2 * r] as usize;
@@ -305,9 +241,7 @@ impl Hierarchy {
         let local = allgatherv_local(p, q, &mine, elem, recv.len(), send.len());
         let cross = if local.is_none() { allgatherv_cross(p, &mine, elem, send_len) } else { None };
         agree_faults(parent, local, cross)?;
-        if let Some(c) = (0..p).find(|&c| all[2 * c + 1] != all[1]) {
-            return Err(Error::Mismatch { rank: me, culprit: c as i32, what: "algorithm" });
-        }
+        same_algorithm(&all[1..], 2, me)?;
         algorithm.requested(ctx.transport, ctx.overrides)?;
         let total: usize = (0..p).map(send_len).sum();
         mpi_count(total, me)?;
@@ -320,21 +254,10 @@ impl Hierarchy {
         }
         let layout = Packed::new((0..p).map(send_len).collect(), |r| self.node_of(r as i32), self.nodes());
         let node = self.my_node();
-        let leader = ctx.ctl.me() == 0;
 
         // 1. Every node gathers its blocks at its leader, in bytes.
         let n = layout.counts[node] as usize;
-        let mut part = if leader { scratch(ctx, n) } else { Scratch::empty() };
-        let mut result = {
-            let ranks: Vec<usize> = (0..ctx.ctl.size()).map(|l| ctx.ctl.rank_of(l) as usize).collect();
-            let counts: Vec<Count> = ranks.iter().map(|&r| layout.len[r] as Count).collect();
-            let displs: Vec<Count> = ranks.iter().map(|&r| layout.in_node(r, node).start as Count).collect();
-            let bufs = match leader {
-                true => GathervBufs::Root { send, recv: &mut part[..n], counts: &counts, displs: &displs },
-                false => GathervBufs::Leaf { send },
-            };
-            gatherv(ctx, bufs, 0, 0, 1, GatherAlgorithm::Auto)
-        };
+        let (part, mut result) = gather_part(ctx, &layout, node, send, 0, GatherAlgorithm::Auto);
 
         // 2. The leaders exchange node parts; 3. every leader broadcasts them in its node.
         let mut full = scratch(ctx, total);
@@ -395,8 +318,7 @@ impl Hierarchy {
             Some(_) => None,
         };
         agree_faults(parent, local, cross)?;
-        let word =
-            algorithm.requested(ctx.transport, ctx.overrides).map_or(BAD_CONFIG as u64, |a| a.code() as u64);
+        let word = algorithm_word(algorithm.requested(ctx.transport, ctx.overrides).map(|a| a.code()));
         let (out_total, in_total): (u64, u64) = (row.iter().sum(), col.iter().sum());
         // Both partitions in bytes, for MPI's own when every node holds one rank.
         let direct = match (mpi_bytes(&mine_s, p, elem), mpi_bytes(&mine_r, p, elem)) {
@@ -406,9 +328,7 @@ impl Hierarchy {
         const W: usize = 4;
         let mut all = vec![0u64; W * p];
         parent.all_gather_into(&[word, out_total, in_total, direct.is_some() as u64][..], &mut all[..]);
-        if let Some(c) = (0..p).find(|&c| all[W * c] != all[0]) {
-            return Err(Error::Mismatch { rank: me, culprit: c as i32, what: "algorithm" });
-        }
+        same_algorithm(&all, W, me)?;
         algorithm.requested(ctx.transport, ctx.overrides)?;
         if let (Some(((sc, sd), (rc, rd))), true) = (direct, (0..p).all(|c| all[W * c + 3] == 1)) {
             let mut spot = Spot::new();
@@ -570,4 +490,109 @@ pub(crate) fn agree_faults(
     parent.all_gather_into(&mine[..], &mut all[..]);
     let at = |q: usize, half: usize| Fault::decode(&all[8 * q + 4 * half..8 * q + 4 * half + 4]);
     first_fault(p, |q| at(q, 0), |q| at(q, 1)).map_err(|(q, f)| f.error(parent.rank(), q as i32, p))
+}
+
+/// What the checks of a variable-count rooted call leave for the moves: the root's
+/// partition as words ([`Words`]), the root's element size, and every rank's block and
+/// their sum, in bytes.
+struct RootedCounts {
+    words: Vec<u64>,
+    elem_root: usize,
+    len: Vec<usize>,
+    total: usize,
+}
+
+impl Hierarchy {
+    /// The node-level checks of a scatterv or gatherv (`kind`), over the whole
+    /// communicator: every rank's claim (its element size `elem`, its own block of `block`
+    /// bytes and, on the root, the length of the partitioned buffer `whole` with its
+    /// `counts` and `displs`) is gathered, the root's partition is broadcast, and every rank
+    /// judges them alike, so the verdict is the same everywhere.
+    ///
+    /// # Errors
+    ///
+    /// As [`judge_rooted`] judges, for rank `parent.rank()`; `Unsupported` past an MPI count.
+    #[allow(clippy::too_many_arguments)] // the call, its root and one rank's claim
+    fn rooted_counts(
+        &self,
+        parent: &SimpleCommunicator,
+        kind: Kind,
+        root: i32,
+        elem: usize,
+        block: usize,
+        whole: Option<(usize, &[Count], &[Count])>,
+        side: Side,
+    ) -> Result<RootedCounts> {
+        let p = parent.size() as usize;
+        let me = parent.rank();
+        self.check(parent, kind, root, 0)?;
+        let mine = [whole.is_some() as i64, elem as i64, block as i64, whole.map_or(0, |w| w.0) as i64];
+        let mut all = vec![0i64; 4 * p];
+        parent.all_gather_into(&mine[..], &mut all[..]);
+        let claim = |q: usize| Claim {
+            root: all[4 * q] == 1,
+            in_place: false,
+            elem: all[4 * q + 1] as usize,
+            block: all[4 * q + 2] as usize,
+            whole: all[4 * q + 3] as usize,
+        };
+        let mut words = vec![0u64; partition_len(p)];
+        if let Some((_, counts, displs)) = whole {
+            words.clear();
+            partition_words(&mut words, p, counts, displs);
+        }
+        parent.process_at_rank(root).broadcast_into(&mut words[..]);
+        let parts = Words(&words);
+        judge_rooted(p, root as usize, claim, &parts, side).map_err(|(q, f)| f.error(me, q as i32, p))?;
+        let elem_root = claim(root as usize).elem;
+        let len: Vec<usize> = (0..p).map(|r| bytes(parts.block(r).0, elem_root)).collect();
+        let total: usize = len.iter().sum();
+        mpi_count(total, me)?;
+        Ok(RootedCounts { words, elem_root, len, total })
+    }
+}
+
+/// The node's part of `layout` as the node-level collectives take it: for every local
+/// rank, the length and the offset, in bytes, of its block inside node `node`'s part.
+fn node_partition(ctx: &Ctx<'_>, layout: &Packed, node: usize) -> (Vec<Count>, Vec<Count>) {
+    let ranks = (0..ctx.ctl.size()).map(|l| ctx.ctl.rank_of(l) as usize);
+    ranks.map(|r| (layout.len[r] as Count, layout.in_node(r, node).start as Count)).unzip()
+}
+
+/// Every node gathers its ranks' `send` at its leader, in bytes, into the node's part of
+/// `layout` (returned on the leader, empty elsewhere), with the node's gatherv rooted at
+/// `root`.
+fn gather_part(
+    ctx: &Ctx<'_>,
+    layout: &Packed,
+    node: usize,
+    send: &[u8],
+    root: i32,
+    algorithm: GatherAlgorithm,
+) -> (Scratch<u8>, Result<()>) {
+    let n = layout.counts[node] as usize;
+    let leader = ctx.ctl.me() == 0;
+    let mut part = if leader { scratch(ctx, n) } else { Scratch::empty() };
+    let (counts, displs) = node_partition(ctx, layout, node);
+    let bufs = match leader {
+        true => GathervBufs::Root { send, recv: &mut part[..n], counts: &counts, displs: &displs },
+        false => GathervBufs::Leaf { send },
+    };
+    let result = gatherv(ctx, bufs, root, 0, 1, algorithm);
+    (part, result)
+}
+
+/// The word a rank publishes for its algorithm: its code, or [`BAD_CONFIG`] where its
+/// variable could not be read.
+fn algorithm_word(requested: Result<u8>) -> u64 {
+    requested.map_or(BAD_CONFIG as u64, u64::from)
+}
+
+/// `Mismatch` (for rank `me`) naming the first rank whose algorithm word, every `stride`-th
+/// of `words`, differs from rank 0's.
+fn same_algorithm(words: &[u64], stride: usize, me: i32) -> Result<()> {
+    match words.iter().step_by(stride).position(|&w| w != words[0]) {
+        Some(c) => Err(Error::Mismatch { rank: me, culprit: c as i32, what: "algorithm" }),
+        None => Ok(()),
+    }
 }

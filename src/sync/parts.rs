@@ -99,30 +99,12 @@ impl Round<'_> {
         let me = self.me();
         if me == hub {
             assert!(parts.iter().enumerate().all(|(r, p)| r == hub || p.end <= send.len()));
-            for (g, item) in plan.items.iter().enumerate() {
-                if g >= plan.slots {
-                    let before = g - plan.slots;
-                    self.wait_ack(plan.items[before].peer, Plan::step(before))?;
-                }
-                let from = &send[parts[item.peer].start + item.offset..][..item.len];
-                // SAFETY: slot `g` lies in our area (`Plan` invariant); its consumer acked item
-                // `g - slots` (Acquire above) and nobody reads item `g` before our step below.
-                unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), area.add(plan.slot(g)), item.len) };
-                self.post_progress(Plan::step(g));
-            }
+            let consumer = |g: usize| plan.items[g].peer;
+            self.produce(&plan, area, |_| true, consumer, send, |i| parts[i.peer].start + i.offset)
         } else {
             assert_eq!(recv.len(), parts[me].len());
-            for (g, item) in plan.items.iter().enumerate().filter(|(_, i)| i.peer == me) {
-                self.wait_progress(hub, Plan::step(g))?;
-                let to = &mut recv[item.offset..][..item.len];
-                // SAFETY: the hub published item `g` with Release and we saw its step with
-                // Acquire; it refills this slot only after our ack of `g`, published below,
-                // so the bytes are stable while we copy them into our own buffer.
-                unsafe { std::ptr::copy_nonoverlapping(area.add(plan.slot(g)), to.as_mut_ptr(), item.len) };
-                self.post_ack(Plan::step(g));
-            }
+            self.consume(&plan, area, |i| i.peer == me, |_| hub, recv, |i| i.offset)
         }
-        Ok(())
     }
 
     /// Gathers parts into `hub`'s `recv` through `hub`'s staging area: local rank `r`'s
@@ -150,27 +132,63 @@ impl Round<'_> {
         let me = self.me();
         if me == hub {
             assert!(parts.iter().enumerate().all(|(r, p)| r == hub || p.end <= recv.len()));
-            for (g, item) in plan.items.iter().enumerate() {
-                self.wait_progress(item.peer, Plan::step(g))?;
-                let to = &mut recv[parts[item.peer].start + item.offset..][..item.len];
-                // SAFETY: the slot lies inside our staging area (as in `stage_scatter`); its
-                // producer published item `g` with Release and we saw the step with Acquire;
-                // no producer refills the slot before our ack of `g`, published below.
-                unsafe { std::ptr::copy_nonoverlapping(area.add(plan.slot(g)), to.as_mut_ptr(), item.len) };
-                self.post_ack(Plan::step(g));
-            }
+            self.consume(&plan, area, |_| true, |i| i.peer, recv, |i| parts[i.peer].start + i.offset)
         } else {
             assert_eq!(send.len(), parts[me].len());
-            for (g, item) in plan.items.iter().enumerate().filter(|(_, i)| i.peer == me) {
-                if g >= plan.slots {
-                    self.wait_ack(hub, Plan::step(g - plan.slots))?;
-                }
-                let from = &send[item.offset..][..item.len];
-                // SAFETY: slot `g` lies in the hub's area (`Plan` invariant); the hub acked item
-                // `g - slots` (Acquire above), and reads item `g` only after our step below.
-                unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), area.add(plan.slot(g)), item.len) };
-                self.post_progress(Plan::step(g));
+            self.produce(&plan, area, |i| i.peer == me, |_| hub, send, |i| i.offset)
+        }
+    }
+
+    /// One side of a staged move through the hub's staging area `area`, laid out by `plan`:
+    /// copies the items `mine` selects into their slots, item `g` from `send[at(item)..]`.
+    /// Before reusing a slot it waits until `consumer(g - slots)`, the consumer of the
+    /// slot's previous item, acknowledged that item; each item is published with its step.
+    fn produce(
+        &self,
+        plan: &Plan,
+        area: *mut u8,
+        mine: impl Fn(&Item) -> bool,
+        consumer: impl Fn(usize) -> usize,
+        send: &[u8],
+        at: impl Fn(&Item) -> usize,
+    ) -> Result<()> {
+        for (g, item) in plan.items.iter().enumerate().filter(|(_, i)| mine(i)) {
+            if g >= plan.slots {
+                let before = g - plan.slots;
+                self.wait_ack(consumer(before), Plan::step(before))?;
             }
+            let from = &send[at(item)..][..item.len];
+            // SAFETY: slot `g` lies in the hub's staging area (`Plan` invariant); the slot's
+            // previous item, `g - slots`, was acknowledged by its consumer (Acquire above), and
+            // the consumer of item `g` reads it only after our step below: nobody else
+            // touches the slot while we write it.
+            unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), area.add(plan.slot(g)), item.len) };
+            self.post_progress(Plan::step(g));
+        }
+        Ok(())
+    }
+
+    /// The other side of [`produce`](Self::produce): copies the items `mine` selects out of
+    /// their slots into `recv[at(item)..]`, item `g` once `producer(item)` published it, and
+    /// acknowledges each.
+    fn consume(
+        &self,
+        plan: &Plan,
+        area: *mut u8,
+        mine: impl Fn(&Item) -> bool,
+        producer: impl Fn(&Item) -> usize,
+        recv: &mut [u8],
+        at: impl Fn(&Item) -> usize,
+    ) -> Result<()> {
+        for (g, item) in plan.items.iter().enumerate().filter(|(_, i)| mine(i)) {
+            self.wait_progress(producer(item), Plan::step(g))?;
+            let to = &mut recv[at(item)..][..item.len];
+            // SAFETY: slot `g` lies in the hub's staging area (`Plan` invariant); its producer
+            // published item `g` with Release and we saw the step with Acquire; nobody
+            // refills the slot before our ack of `g`, published below, so the bytes are
+            // stable while we copy them into our own buffer.
+            unsafe { std::ptr::copy_nonoverlapping(area.add(plan.slot(g)), to.as_mut_ptr(), item.len) };
+            self.post_ack(Plan::step(g));
         }
         Ok(())
     }

@@ -67,6 +67,25 @@ struct Lists {
     free: [usize; CLASSES],
 }
 
+impl Lists {
+    /// Moves the top to `top` (at most `RESERVE`), first growing the file behind
+    /// descriptor `fd` by whole `GROW` steps if it is shorter. Returns whether it could
+    /// (`false`, and nothing changed, if the file could not grow).
+    fn raise_top(&mut self, fd: i32, top: usize) -> bool {
+        if top > self.file_len {
+            let len = top.max(self.file_len + GROW).div_ceil(GROW) * GROW;
+            let len = len.min(RESERVE);
+            // SAFETY: plain system call on our own descriptor.
+            if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
+                return false;
+            }
+            self.file_len = len;
+        }
+        self.top = top;
+        true
+    }
+}
+
 /// This process's heap.
 struct Local {
     status: AtomicU8,
@@ -174,8 +193,22 @@ fn create() -> Result<(i32, usize), Errno> {
     if fd < 0 {
         return Err(Errno::last());
     }
-    // SAFETY: a fresh shared mapping of our own file, at an address the kernel chooses;
-    // nothing else uses the range.
+    match map_reserve(fd) {
+        Ok(base) => Ok((fd, base as usize)),
+        Err(e) => {
+            // SAFETY: `fd` is ours and used nowhere else.
+            unsafe { libc::close(fd) };
+            Err(e)
+        }
+    }
+}
+
+/// Maps the whole reservation of the heap file behind `fd` (ours, or a peer's opened
+/// through `/proc`), shared and read-write, at an address the kernel chooses. The mapping
+/// stays after `fd` is closed.
+fn map_reserve(fd: i32) -> Result<*mut libc::c_void, Errno> {
+    // SAFETY: a fresh mapping at an address the kernel chooses, so it overlaps nothing of
+    // ours; `fd` is open for the call.
     let base = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
@@ -187,12 +220,9 @@ fn create() -> Result<(i32, usize), Errno> {
         )
     };
     if base == libc::MAP_FAILED {
-        let e = Errno::last();
-        // SAFETY: `fd` is ours and used nowhere else.
-        unsafe { libc::close(fd) };
-        return Err(e);
+        return Err(Errno::last());
     }
-    Ok((fd, base as usize))
+    Ok(base)
 }
 
 /// Runs in the child of every `fork` once the heap exists. The heap's mapping is shared
@@ -290,17 +320,7 @@ fn alloc(size: usize) -> Option<NonNull<u8>> {
         }
         let offset = l.top;
         let top = offset.checked_add(bytes).filter(|&t| t <= RESERVE)?;
-        if top > l.file_len {
-            let len = top.max(l.file_len + GROW).div_ceil(GROW) * GROW;
-            let len = len.min(RESERVE);
-            // SAFETY: plain system call on our own descriptor.
-            if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
-                return None;
-            }
-            l.file_len = len;
-        }
-        l.top = top;
-        Some(offset)
+        l.raise_top(fd, top).then_some(offset)
     })?;
     NonNull::new((base + offset) as *mut u8)
 }
@@ -325,17 +345,7 @@ unsafe fn grow_in_place(ptr: *mut u8, old: usize, new: usize) -> bool {
         if offset + class_bytes(from) != l.top {
             return false;
         }
-        if top > l.file_len {
-            let len = top.max(l.file_len + GROW).div_ceil(GROW) * GROW;
-            let len = len.min(RESERVE);
-            // SAFETY: plain system call on our own descriptor.
-            if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
-                return false;
-            }
-            l.file_len = len;
-        }
-        l.top = top;
-        true
+        l.raise_top(fd, top)
     })
 }
 
@@ -619,22 +629,7 @@ fn open_peer(pid: libc::pid_t, fd: i32) -> Result<std::fs::File, Errno> {
 fn map_peer(pid: libc::pid_t, fd: i32) -> Result<Mapping, Errno> {
     use std::os::fd::AsRawFd;
     let file = open_peer(pid, fd)?;
-    // SAFETY: a fresh shared mapping at an address the kernel chooses; the file stays
-    // mapped after `file` is closed.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            RESERVE,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_NORESERVE,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    if base == libc::MAP_FAILED {
-        return Err(Errno::last());
-    }
-    Ok(Mapping { base: base.cast() })
+    Ok(Mapping { base: map_reserve(file.as_raw_fd())?.cast() })
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 //! rank prints it with the node size and the permutation, so the job can be replayed.
 
 use crate::common::op_mpi;
-use crate::common::{pattern, same, Guarded};
+use crate::common::{check_barrier, pattern, same, Guarded, Layout, Rng};
 use crate::rank::Particle;
 use mpi::datatype::{Partition as MpiPartition, PartitionMut as MpiPartitionMut};
 use mpi::topology::{Color, SimpleCommunicator};
@@ -27,28 +27,6 @@ use zcoll::{
 /// `size / P`, so no rank holds more than 8 MiB): empty, one byte, odd, page-crossing,
 /// about 100 KiB, 1 MiB and odd, 8 MiB.
 const SIZES: [usize; 7] = [0, 1, 7, 4097, 100_003, (1 << 20) + 5, 8 << 20];
-
-/// A small deterministic generator (splitmix64): every rank draws the same numbers.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (0 for `n = 0`).
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-}
 
 /// The job's seed: `ZCOLL_TEST_SEED`, or a fixed one.
 fn seed() -> u64 {
@@ -553,35 +531,19 @@ impl Tester<'_> {
     /// After a barrier, every rank finds the marker file every rank wrote before it; the
     /// ranks arrive in turn (rank `r` sleeps `r` ms), in an order that interleaves nodes.
     fn barrier(&mut self) {
-        let (me, p) = (self.me, self.p);
-        let mut dir_name = [0u8; 96];
-        if me == 0 {
-            let d = std::env::temp_dir().join(format!("zcoll-hier-barrier-{}", std::process::id()));
-            std::fs::create_dir_all(&d).unwrap();
-            let s = d.to_str().unwrap().as_bytes();
-            dir_name[..s.len()].copy_from_slice(s);
-        }
-        self.mpi.process_at_rank(0).broadcast_into(&mut dir_name[..]);
-        let end = dir_name.iter().position(|&b| b == 0).unwrap();
-        let dir = std::path::PathBuf::from(std::str::from_utf8(&dir_name[..end]).unwrap());
-        for round in 0..6 {
-            // Round 0: rank r arrives r ms late; later rounds: one random late rank.
-            let late = self.root();
-            let delay = if round == 0 { me as u64 } else { 5 * u64::from(me == late) };
-            std::thread::sleep(std::time::Duration::from_millis(delay));
-            std::fs::write(dir.join(format!("{round}-{me}")), b"").unwrap();
-            self.comm.barrier().unwrap_or_else(|e| panic!("barrier round {round} rank {me}: {e}"));
-            for r in 0..p {
-                assert!(
-                    dir.join(format!("{round}-{r}")).exists(),
-                    "barrier round {round}: rank {me} passed before rank {r} arrived"
-                );
-            }
-        }
-        self.comm.barrier().unwrap();
-        if me == 0 {
-            std::fs::remove_dir_all(&dir).unwrap();
-        }
+        let me = self.me;
+        // Round 0: rank r arrives r ms late; later rounds: one random late rank.
+        let delays: Vec<u64> = (0..6)
+            .map(|round| {
+                let late = self.root();
+                if round == 0 {
+                    me as u64
+                } else {
+                    5 * u64::from(me == late)
+                }
+            })
+            .collect();
+        check_barrier(self.mpi, self.comm, "zcoll-hier-barrier", &delays);
     }
 
     /// Bad calls on the permuted communicator: the same `Err` on every rank (checked
@@ -697,31 +659,4 @@ impl Tester<'_> {
 
 fn size<T>() -> usize {
     std::mem::size_of::<T>()
-}
-
-/// Counts and displacements of blocks stored in a random order with random gaps, and the
-/// buffer length, in elements.
-#[derive(Debug)]
-struct Layout {
-    counts: Vec<Count>,
-    displs: Vec<Count>,
-    len: usize,
-}
-
-impl Layout {
-    fn placed(rng: &mut Rng, counts: Vec<Count>, gap: usize) -> Layout {
-        let p = counts.len();
-        let mut order: Vec<usize> = (0..p).collect();
-        for i in (1..p).rev() {
-            order.swap(i, rng.below(i + 1));
-        }
-        let mut displs = vec![0; p];
-        let mut at = 0;
-        for &r in &order {
-            at += rng.below(gap + 1);
-            displs[r] = at as Count;
-            at += counts[r] as usize;
-        }
-        Layout { counts, displs, len: at + rng.below(gap + 1) }
-    }
 }

@@ -10,111 +10,49 @@
 //! a failure names the seed and the step, and `ZCOLL_RANDOM_STEPS` sets the length.
 
 use crate::common::op_mpi;
-use crate::common::{mix, GUARD, GUARD_BYTE};
+use crate::common::{mix, Rng, GUARD, GUARD_BYTE};
 use mpi::datatype::{Partition as MpiPartition, PartitionMut as MpiPartitionMut};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use zcoll::op::{Builtin, Operator, UserOp};
 use zcoll::{Comm, Error, Pod};
 
-/// Records of odd and even sizes, built from arrays as users write them.
-#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
-#[repr(C)]
-struct B3 {
-    v: [u8; 3],
+/// Declares records of odd and even sizes, built from arrays as users write them (each
+/// field type one token tree: rsmpi's `Equivalence` derive reads arrays, not a `ty` fragment).
+macro_rules! records {
+    ($($name:ident { $($f:ident: $t:tt),+ })+) => {$(
+        #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
+        #[repr(C)]
+        struct $name {
+            $($f: $t),+
+        }
+    )+};
 }
 
-#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
-#[repr(C)]
-struct B5 {
-    v: [u8; 5],
-}
-
-#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
-#[repr(C)]
-struct F3 {
-    v: [f32; 3],
-}
-
-#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
-#[repr(C)]
-struct H7 {
-    v: [u16; 7],
-}
-
-#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
-#[repr(C)]
-struct D3 {
-    v: [f64; 3],
-}
-
-#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
-#[repr(C)]
-struct B33 {
-    v: [u8; 32],
-    w: u8,
-}
-
-#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
-#[repr(C)]
-struct W8 {
-    v: [u64; 8],
+records! {
+    B3 { v: [u8; 3] }
+    B5 { v: [u8; 5] }
+    F3 { v: [f32; 3] }
+    H7 { v: [u16; 7] }
+    D3 { v: [f64; 3] }
+    B33 { v: [u8; 32], w: u8 }
+    W8 { v: [u64; 8] }
 }
 
 /// Runs `$body` with `$t` the element type of index `$i` (13 of them, 1 to 64 bytes).
 macro_rules! with_type {
     ($i:expr, $t:ident => $body:expr) => {
-        match $i % 13 {
-            0 => {
-                type $t = u8;
+        with_type!(@pick $i % 13, $t, $body,
+            [0 u8, 1 u16, 2 B3, 3 u32, 4 f32, 5 B5, 6 u64, 7 f64, 8 F3, 9 H7, 10 D3, 11 B33], W8)
+    };
+    (@pick $k:expr, $t:ident, $body:expr, [$($n:literal $ty:ty),+], $last:ty) => {
+        match $k {
+            $($n => {
+                type $t = $ty;
                 $body
-            }
-            1 => {
-                type $t = u16;
-                $body
-            }
-            2 => {
-                type $t = B3;
-                $body
-            }
-            3 => {
-                type $t = u32;
-                $body
-            }
-            4 => {
-                type $t = f32;
-                $body
-            }
-            5 => {
-                type $t = B5;
-                $body
-            }
-            6 => {
-                type $t = u64;
-                $body
-            }
-            7 => {
-                type $t = f64;
-                $body
-            }
-            8 => {
-                type $t = F3;
-                $body
-            }
-            9 => {
-                type $t = H7;
-                $body
-            }
-            10 => {
-                type $t = D3;
-                $body
-            }
-            11 => {
-                type $t = B33;
-                $body
-            }
+            })+
             _ => {
-                type $t = W8;
+                type $t = $last;
                 $body
             }
         }
@@ -122,32 +60,16 @@ macro_rules! with_type {
 }
 
 /// The same random numbers on every rank.
-struct Rng(u64);
-
 impl Rng {
-    fn next(&mut self) -> u64 {
-        let z = mix(self.0);
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
-    }
-
     /// A length in bytes: mostly small, sometimes around the 32 KiB scratch, rarely MiBs.
     fn bytes(&mut self) -> usize {
         match self.below(20) {
             0 => 0,
-            1..=7 => self.below(200) as usize,
-            8..=12 => self.below(8 << 10) as usize,
-            13..=16 => (24 << 10) + self.below(24 << 10) as usize,
-            17..=18 => self.below(512 << 10) as usize,
-            _ => (1 << 20) + self.below(2 << 20) as usize,
+            1..=7 => self.below(200),
+            8..=12 => self.below(8 << 10),
+            13..=16 => (24 << 10) + self.below(24 << 10),
+            17..=18 => self.below(512 << 10),
+            _ => (1 << 20) + self.below(2 << 20),
         }
     }
 }
@@ -262,6 +184,32 @@ impl Ctx<'_> {
             self.fail(&format!("{what}: wrote outside the buffer"));
         }
     }
+
+    /// Checks a call on `buf`, which held `before`: it wrote nothing outside `buf`; a call
+    /// made `bad` is an error on every rank (the checks' verdict where this rank took part
+    /// in it, or a peer's failure) and leaves `buf` as it was, a good one succeeds. Returns
+    /// whether it succeeded, so that its result remains to be checked.
+    fn outcome<T: Pod>(
+        &self,
+        r: zcoll::Result<()>,
+        bad: bool,
+        buf: &Buf<T>,
+        before: &[u8],
+        what: &str,
+    ) -> bool {
+        self.guards(buf, what);
+        if !bad {
+            self.ok(r, what);
+            return true;
+        }
+        match r {
+            Err(Error::LengthMismatch { .. } | Error::BufferSize { .. } | Error::PeerFailed { .. }) => {}
+            Err(e) => self.fail(&format!("{what}: a bad length gave {e}")),
+            Ok(()) => self.fail(&format!("{what}: a bad length gave Ok")),
+        }
+        self.same(buf.bytes(), before, &format!("{what}: a failed call changed a buffer"));
+        false
+    }
 }
 
 pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
@@ -271,11 +219,11 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
     let mut cx = Ctx { world, comm, seed, step: 0 };
     for step in 0..steps {
         cx.step = step;
-        let kind = rng.below(14);
+        let kind = rng.below(14) as u64;
         let t = rng.below(13);
         let heap = rng.below(3) == 0;
         let bytes = rng.bytes();
-        let root = rng.below(world.size() as u64) as i32;
+        let root = rng.below(world.size() as usize) as i32;
         let bad = rng.below(12) == 0;
         let pick = rng.next();
         with_type!(t, T => {
@@ -323,13 +271,9 @@ fn moves<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: bool, bad: 
             });
             let before = buf.bytes().to_vec();
             let r = comm.broadcast_into(buf.get_mut(), root);
-            cx.guards(&buf, &what);
-            if short {
-                expect_failure(cx, r, &what);
-                cx.same(buf.bytes(), &before, &format!("{what}: a failed call changed a buffer"));
+            if !cx.outcome(r, short, &buf, &before, &what) {
                 return;
             }
-            cx.ok(r, &what);
             let mut oracle: Vec<T> =
                 (0..n).map(|i| if me == root { elem(step, root, i) } else { T::zeroed() }).collect();
             if n > 0 {
@@ -345,13 +289,9 @@ fn moves<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: bool, bad: 
                 true => comm.scatter_into_root(&send, recv.get_mut(), root),
                 false => comm.scatter_into(recv.get_mut(), root),
             };
-            cx.guards(&recv, &what);
-            if short {
-                expect_failure(cx, r, &what);
-                cx.same(recv.bytes(), &before, &format!("{what}: a failed call changed a buffer"));
+            if !cx.outcome(r, short, &recv, &before, &what) {
                 return;
             }
-            cx.ok(r, &what);
             let mut oracle = vec![T::zeroed(); n];
             if n > 0 {
                 let at = world.process_at_rank(root);
@@ -372,13 +312,9 @@ fn moves<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: bool, bad: 
                 true => comm.gather_into_root(&send, recv.get_mut(), root),
                 false => comm.gather_into(&send, root),
             };
-            cx.guards(&recv, &what);
-            if short {
-                expect_failure(cx, r, &what);
-                cx.same(recv.bytes(), &before, &format!("{what}: a failed call changed a buffer"));
+            if !cx.outcome(r, short, &recv, &before, &what) {
                 return;
             }
-            cx.ok(r, &what);
             let mut oracle = vec![T::zeroed(); if me == root { n * p } else { 0 }];
             if n > 0 {
                 let at = world.process_at_rank(root);
@@ -398,13 +334,9 @@ fn moves<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: bool, bad: 
                 true => comm.all_gather_into(&send, recv.get_mut()),
                 false => comm.all_to_all_into(&send, recv.get_mut()),
             };
-            cx.guards(&recv, &what);
-            if short {
-                expect_failure(cx, r, &what);
-                cx.same(recv.bytes(), &before, &format!("{what}: a failed call changed a buffer"));
+            if !cx.outcome(r, short, &recv, &before, &what) {
                 return;
             }
-            cx.ok(r, &what);
             let mut oracle = vec![T::zeroed(); n * p];
             if n > 0 {
                 match all {
@@ -414,16 +346,6 @@ fn moves<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: bool, bad: 
             }
             cx.same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
         }
-    }
-}
-
-/// An error on every rank: the checks' verdict where this rank took part in it, or a
-/// peer's failure.
-fn expect_failure(cx: &Ctx<'_>, r: zcoll::Result<()>, what: &str) {
-    match r {
-        Err(Error::LengthMismatch { .. } | Error::BufferSize { .. } | Error::PeerFailed { .. }) => {}
-        Err(e) => cx.fail(&format!("{what}: a bad length gave {e}")),
-        Ok(()) => cx.fail(&format!("{what}: a bad length gave Ok")),
     }
 }
 
@@ -564,9 +486,7 @@ fn reduction<T: Pod>(cx: &Ctx<'_>, n: usize, root: i32, heap: bool, bad: bool, p
         let mut recv = Buf::<T>::new(comm, heap, if me == short { n - 1 } else { n }, |i| elem(step, -1, i));
         let before = recv.bytes().to_vec();
         let r = comm.all_reduce_into(&send, recv.get_mut(), &user);
-        cx.guards(&recv, &what);
-        expect_failure(cx, r, &what);
-        cx.same(recv.bytes(), &before, &format!("{what}: a failed call changed a buffer"));
+        cx.outcome(r, true, &recv, &before, &what);
         return;
     }
     let mut recv = Buf::<T>::new(comm, heap, n, |i| elem(step, -1, i));

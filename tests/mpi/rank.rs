@@ -1,7 +1,7 @@
 //! What every rank of a test job runs. Each scenario compares zcoll's results with an
 //! oracle: rsmpi's own collective on the same input, or a value computed independently.
 
-use crate::common::{pattern, GUARD, GUARD_BYTE};
+use crate::common::{check_barrier, pattern, GUARD, GUARD_BYTE};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use zcoll::{BcastAlgorithm, Comm, Error, Pod, TransportKind};
@@ -228,36 +228,10 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
 /// After a barrier, every rank sees what every rank did before it: each rank creates a
 /// file before the barrier, and after it each rank finds all of them.
 fn barrier(world: &SimpleCommunicator, comm: &Comm) {
-    let me = world.rank();
-    let p = world.size();
-    let mut dir_name = [0u8; 64];
-    if me == 0 {
-        let d = std::env::temp_dir().join(format!("zcoll-barrier-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        let s = d.to_str().unwrap().as_bytes();
-        dir_name[..s.len()].copy_from_slice(s);
-    }
-    world.process_at_rank(0).broadcast_into(&mut dir_name[..]);
-    let end = dir_name.iter().position(|&b| b == 0).unwrap();
-    let dir = std::path::PathBuf::from(std::str::from_utf8(&dir_name[..end]).unwrap());
-    for round in 0..20 {
-        // Make the early ranks really early.
-        if (me + round) % p == 0 {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        std::fs::write(dir.join(format!("{round}-{me}")), b"").unwrap();
-        comm.barrier().unwrap();
-        for r in 0..p {
-            assert!(
-                dir.join(format!("{round}-{r}")).exists(),
-                "round {round}: rank {me} passed before rank {r} arrived"
-            );
-        }
-    }
-    comm.barrier().unwrap();
-    if me == 0 {
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
+    let (me, p) = (world.rank(), world.size());
+    // Make the early ranks really early.
+    let delays: Vec<u64> = (0..20).map(|round| if (me + round) % p == 0 { 5 } else { 0 }).collect();
+    check_barrier(world, comm, "zcoll-barrier", &delays);
 }
 
 /// A rank that made itself non-dumpable denies CMA in a job without CAP_SYS_PTRACE: the

@@ -20,33 +20,21 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
         let block: Vec<i64> = (0..n * pu).map(|i| value(me, i)).collect();
         for op in Builtin::ALL {
             let what = |c: &str| format!("{c} {op:?} n={n}");
-            let mut got = vec![7i64; n];
-            comm.scan_into(&send, &mut got, op).unwrap_or_else(|e| panic!("{}: {e}", what("scan")));
-            let mut want = vec![7i64; n];
-            if n > 0 {
-                world.scan_into(&send[..], &mut want[..], op_mpi(op));
-            }
+            let scan = |g: &mut [i64]| comm.scan_into(&send, g, op);
+            let (got, want) = both(n, 7, scan, |w| world.scan_into(&send[..], w, op_mpi(op)), &what("scan"));
             assert_eq!(got, want, "{}", what("scan"));
 
-            let mut got = vec![7i64; n];
-            comm.exclusive_scan_into(&send, &mut got, op)
-                .unwrap_or_else(|e| panic!("{}: {e}", what("exscan")));
-            let mut want = vec![7i64; n];
-            if n > 0 {
-                world.exclusive_scan_into(&send[..], &mut want[..], op_mpi(op));
-            }
+            let exscan = |g: &mut [i64]| comm.exclusive_scan_into(&send, g, op);
+            let theirs = |w: &mut [i64]| world.exclusive_scan_into(&send[..], w, op_mpi(op));
+            let (got, want) = both(n, 7, exscan, theirs, &what("exscan"));
             match me {
                 0 => assert!(got.iter().all(|&x| x == 7), "{}: rank 0's output changed", what("exscan")),
                 _ => assert_eq!(got, want, "{}", what("exscan")),
             }
 
-            let mut got = vec![7i64; n];
-            comm.reduce_scatter_block_into(&block, &mut got, op)
-                .unwrap_or_else(|e| panic!("{}: {e}", what("reduce_scatter_block")));
-            let mut want = vec![7i64; n];
-            if n > 0 {
-                world.reduce_scatter_block_into(&block[..], &mut want[..], op_mpi(op));
-            }
+            let rsb = |g: &mut [i64]| comm.reduce_scatter_block_into(&block, g, op);
+            let theirs = |w: &mut [i64]| world.reduce_scatter_block_into(&block[..], w, op_mpi(op));
+            let (got, want) = both(n, 7, rsb, theirs, &what("reduce_scatter_block"));
             assert_eq!(got, want, "{}", what("reduce_scatter_block"));
         }
 
@@ -62,29 +50,21 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
         let ours = UserOperation::associative(body);
         let mats: Vec<Mat2> = (0..n).map(|i| mat_of(me, i)).collect();
         let zero = bytemuck::Zeroable::zeroed();
-        let mut got = vec![zero; n];
-        comm.scan_into(&mats, &mut got, &ours).unwrap();
-        let mut want = vec![zero; n];
-        if n > 0 {
-            world.scan_into(&mats[..], &mut want[..], &theirs);
-        }
-        assert_eq!(got, want, "scan of the matrix product n={n}");
-        let mut got = vec![zero; n];
-        comm.exclusive_scan_into(&mats, &mut got, &ours).unwrap();
-        let mut want = vec![zero; n];
-        if n > 0 {
-            world.exclusive_scan_into(&mats[..], &mut want[..], &theirs);
-        }
+        let what = format!("scan of the matrix product n={n}");
+        let scan = |g: &mut [Mat2]| comm.scan_into(&mats, g, &ours);
+        let (got, want) = both(n, zero, scan, |w| world.scan_into(&mats[..], w, &theirs), &what);
+        assert_eq!(got, want, "{what}");
+        let exscan = |g: &mut [Mat2]| comm.exclusive_scan_into(&mats, g, &ours);
+        let mpi_exscan = |w: &mut [Mat2]| world.exclusive_scan_into(&mats[..], w, &theirs);
+        let (got, want) = both(n, zero, exscan, mpi_exscan, &format!("exclusive {what}"));
         if me > 0 {
             assert_eq!(got, want, "exclusive scan of the matrix product n={n}");
         }
         let mats_all: Vec<Mat2> = (0..n * pu).map(|i| mat_of(me, i)).collect();
-        let mut got = vec![zero; n];
-        comm.reduce_scatter_block_into(&mats_all, &mut got, &ours).unwrap();
-        let mut want = vec![zero; n];
-        if n > 0 {
-            world.reduce_scatter_block_into(&mats_all[..], &mut want[..], &theirs);
-        }
+        let rsb = |g: &mut [Mat2]| comm.reduce_scatter_block_into(&mats_all, g, &ours);
+        let mpi_rsb = |w: &mut [Mat2]| world.reduce_scatter_block_into(&mats_all[..], w, &theirs);
+        let (got, want) =
+            both(n, zero, rsb, mpi_rsb, &format!("reduce_scatter_block of the matrix product n={n}"));
         assert_eq!(got, want, "reduce_scatter_block of the matrix product n={n}");
     }
 
@@ -101,4 +81,22 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
         assert!(out.iter().all(|&x| x == 5), "a failed reduce-scatter wrote its output");
     }
     comm.barrier().unwrap();
+}
+
+/// One call on `n` outputs, every one starting as `start`, by zcoll (`ours`, which must
+/// succeed) and by rsmpi (`theirs`, not called for `n = 0`): (zcoll's, rsmpi's).
+fn both<T: Clone>(
+    n: usize,
+    start: T,
+    ours: impl FnOnce(&mut [T]) -> zcoll::Result<()>,
+    theirs: impl FnOnce(&mut [T]),
+    what: &str,
+) -> (Vec<T>, Vec<T>) {
+    let mut got = vec![start.clone(); n];
+    ours(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut want = vec![start; n];
+    if n > 0 {
+        theirs(&mut want);
+    }
+    (got, want)
 }

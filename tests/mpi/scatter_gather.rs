@@ -3,7 +3,9 @@
 //! guard bytes after every buffer; and bad calls, each the same `Err` on every rank with
 //! every buffer left as it was.
 
-use crate::common::{pattern, same, Guarded};
+use crate::common::{
+    fails_unchanged, gather_algorithms, pattern, same, scatter_algorithms, words, Attempt, Guarded,
+};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use zcoll::{Comm, Error, GatherAlgorithm, Pod, ScatterAlgorithm, TransportKind};
@@ -25,32 +27,6 @@ pub(crate) fn run(scenario: &str, world: &SimpleCommunicator, comm: &Comm) {
 enum Variant {
     Separate,
     InPlace,
-}
-
-fn scatter_algorithms(p: u32) -> Vec<ScatterAlgorithm> {
-    let mut all =
-        vec![ScatterAlgorithm::Auto, ScatterAlgorithm::ParallelRead, ScatterAlgorithm::SequentialWrite];
-    for k in [2, 3, 4, p] {
-        let a = ScatterAlgorithm::ThrottledRead { k };
-        if !all.contains(&a) {
-            all.push(a);
-        }
-    }
-    all.push(ScatterAlgorithm::Staged);
-    all
-}
-
-fn gather_algorithms(p: u32) -> Vec<GatherAlgorithm> {
-    let mut all =
-        vec![GatherAlgorithm::Auto, GatherAlgorithm::ParallelWrite, GatherAlgorithm::SequentialRead];
-    for k in [2, 3, 4, p] {
-        let a = GatherAlgorithm::ThrottledWrite { k };
-        if !all.contains(&a) {
-            all.push(a);
-        }
-    }
-    all.push(GatherAlgorithm::Staged);
-    all
 }
 
 /// The cases of one job: (block in elements, root, variant), for u8 blocks of
@@ -80,30 +56,43 @@ fn word_cases(p: i32) -> Vec<(usize, i32)> {
 
 fn scatter(world: &SimpleCommunicator, comm: &Comm) {
     let p = world.size();
-    let mut seed = 1000;
-    for algo in scatter_algorithms(p as u32) {
-        for (n, root, variant) in byte_cases(p) {
-            seed += 1;
-            check_scatter::<u8>(world, comm, n, root, algo, variant, seed);
-        }
-        for (n, root) in word_cases(p) {
-            seed += 1;
-            check_scatter::<u32>(world, comm, n, root, algo, Variant::Separate, seed);
-        }
-    }
+    every_case(
+        p,
+        1000,
+        scatter_algorithms(&[2, 3, 4, p as u32]),
+        |n, root, algo, variant, seed| check_scatter::<u8>(world, comm, n, root, algo, variant, seed),
+        |n, root, algo, seed| check_scatter::<u32>(world, comm, n, root, algo, Variant::Separate, seed),
+    );
 }
 
 fn gather(world: &SimpleCommunicator, comm: &Comm) {
     let p = world.size();
-    let mut seed = 2000;
-    for algo in gather_algorithms(p as u32) {
+    every_case(
+        p,
+        2000,
+        gather_algorithms(&[2, 3, 4, p as u32]),
+        |n, root, algo, variant, seed| check_gather::<u8>(world, comm, n, root, algo, variant, seed),
+        |n, root, algo, seed| check_gather::<u32>(world, comm, n, root, algo, Variant::Separate, seed),
+    );
+}
+
+/// For every algorithm of `algos`, every byte case (`bytes`, u8 blocks) and every word
+/// case (`words`, u32 blocks), each with the next seed after `seed`.
+fn every_case<A: Copy>(
+    p: i32,
+    mut seed: u64,
+    algos: Vec<A>,
+    bytes: impl Fn(usize, i32, A, Variant, u64),
+    words: impl Fn(usize, i32, A, u64),
+) {
+    for algo in algos {
         for (n, root, variant) in byte_cases(p) {
             seed += 1;
-            check_gather::<u8>(world, comm, n, root, algo, variant, seed);
+            bytes(n, root, algo, variant, seed);
         }
         for (n, root) in word_cases(p) {
             seed += 1;
-            check_gather::<u32>(world, comm, n, root, algo, Variant::Separate, seed);
+            words(n, root, algo, seed);
         }
     }
 }
@@ -201,9 +190,6 @@ fn check_gather<T: Pod>(
     recv.guard(&what);
 }
 
-/// A call on the two buffers of an error case: (send, receive).
-type Attempt<'a> = &'a dyn Fn(&mut [u32], &mut [u32]) -> zcoll::Result<()>;
-
 /// Every bad call is the same `Err` on every rank, and leaves every buffer as it was.
 fn errors(world: &SimpleCommunicator, comm: &Comm) {
     let me = world.rank();
@@ -211,22 +197,13 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
     let pu = p as usize;
     let n = 1000usize;
     let last = p - 1;
-    // u32 elements, so that element counts (BufferSize) differ from byte counts.
-    let fill = |len: usize, salt: u64| -> Vec<u32> {
-        (0..len)
-            .map(|i| u32::from_le_bytes([0, 1, 2, 3].map(|j| pattern(salt + me as u64, 4 * i + j))))
-            .collect()
-    };
+    let fill = |len: usize, salt: u64| words(me, len, salt);
     let single_node_cma = comm.info().nodes == 1 && comm.info().transport == TransportKind::Cma;
 
     // Every call below fails on fresh buffers of the given lengths (send, receive), which
     // must be as filled afterwards.
-    let case = |label: &str, send_len: usize, recv_len: usize, call: Attempt<'_>, want: Error| {
-        let (send0, recv0) = (fill(send_len, 1), fill(recv_len, 2));
-        let (mut send, mut recv) = (send0.clone(), recv0.clone());
-        let e = call(&mut send, &mut recv).expect_err(label);
-        assert_eq!(e, want, "{label}: rank {me}");
-        assert!(send == send0 && recv == recv0, "{label}: a failed call changed a buffer on rank {me}");
+    let case = |label: &str, send_len, recv_len, call: Attempt<'_>, want| {
+        fails_unchanged(me, label, send_len, recv_len, call, want)
     };
 
     // A root outside the communicator, given alike by everyone.

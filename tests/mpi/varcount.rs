@@ -4,7 +4,10 @@
 //! bytes after every buffer; and bad calls, each the same `Err` on every rank with every
 //! buffer left as it was.
 
-use crate::common::{mix, pattern, same, Guarded};
+use crate::common::{
+    fails_unchanged, gather_algorithms, pattern, same, scatter_algorithms, words, Attempt, Guarded, Layout,
+    Rng,
+};
 use crate::rank::Particle;
 use mpi::datatype::{Partition as MpiPartition, PartitionMut as MpiPartitionMut};
 use mpi::topology::SimpleCommunicator;
@@ -30,59 +33,12 @@ pub(crate) fn run(scenario: &str, world: &SimpleCommunicator, comm: &Comm) {
     }
 }
 
-/// A small deterministic generator (splitmix64): every rank draws the same numbers.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let z = mix(self.0);
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z
-    }
-
-    /// A number in `0..n` (0 for `n = 0`).
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-}
-
-/// A partition of a buffer among `p` ranks: counts, displacements, and the buffer length,
-/// all in elements.
-#[derive(Clone, Debug)]
-struct Layout {
-    counts: Vec<Count>,
-    displs: Vec<Count>,
-    len: usize,
-}
-
 impl Layout {
     /// `p` blocks of up to `max` elements (a quarter of them empty), stored in a random
     /// order with random gaps of up to `gap` elements before each and after the last.
     fn random(rng: &mut Rng, p: usize, max: usize, gap: usize) -> Layout {
         let counts = random_counts(rng, p, max);
         Layout::placed(rng, counts, gap)
-    }
-
-    /// Blocks of `counts` stored in a random order with random gaps of up to `gap`
-    /// elements before each and after the last.
-    fn placed(rng: &mut Rng, counts: Vec<Count>, gap: usize) -> Layout {
-        let p = counts.len();
-        let mut order: Vec<usize> = (0..p).collect();
-        for i in (1..p).rev() {
-            order.swap(i, rng.below(i + 1));
-        }
-        let mut displs = vec![0; p];
-        let mut at = 0;
-        for &r in &order {
-            at += rng.below(gap + 1);
-            displs[r] = at as Count;
-            at += counts[r] as usize;
-        }
-        Layout { counts, displs, len: at + rng.below(gap + 1) }
     }
 
     /// Blocks of `counts` end to end in rank order.
@@ -100,32 +56,6 @@ impl Layout {
 /// `p` counts of up to `max` elements, a quarter of them zero.
 fn random_counts(rng: &mut Rng, p: usize, max: usize) -> Vec<Count> {
     (0..p).map(|_| if rng.below(4) == 0 { 0 } else { 1 + rng.below(max) as Count }).collect()
-}
-
-fn scatter_algorithms(p: u32) -> Vec<ScatterAlgorithm> {
-    let mut all =
-        vec![ScatterAlgorithm::Auto, ScatterAlgorithm::ParallelRead, ScatterAlgorithm::SequentialWrite];
-    for k in [1, 2, p] {
-        let a = ScatterAlgorithm::ThrottledRead { k };
-        if !all.contains(&a) {
-            all.push(a);
-        }
-    }
-    all.push(ScatterAlgorithm::Staged);
-    all
-}
-
-fn gather_algorithms(p: u32) -> Vec<GatherAlgorithm> {
-    let mut all =
-        vec![GatherAlgorithm::Auto, GatherAlgorithm::ParallelWrite, GatherAlgorithm::SequentialRead];
-    for k in [1, 2, p] {
-        let a = GatherAlgorithm::ThrottledWrite { k };
-        if !all.contains(&a) {
-            all.push(a);
-        }
-    }
-    all.push(GatherAlgorithm::Staged);
-    all
 }
 
 /// The layouts of one job: tiny, small and large blocks (across the 8 KiB threshold of
@@ -156,11 +86,11 @@ fn rooted(world: &SimpleCommunicator, comm: &Comm) {
         // Every root for the small layouts, two for the large ones.
         let roots: Vec<i32> = if i == 2 || i == 4 { vec![0, p - 1] } else { (0..p).collect() };
         for &root in &roots {
-            for algo in scatter_algorithms(p as u32) {
+            for algo in scatter_algorithms(&[1, 2, p as u32]) {
                 seed += 1;
                 check_scatterv::<u8>(world, comm, &layout, root, algo, seed);
             }
-            for algo in gather_algorithms(p as u32) {
+            for algo in gather_algorithms(&[1, 2, p as u32]) {
                 seed += 1;
                 check_gatherv::<u8>(world, comm, &layout, root, algo, seed);
             }
@@ -419,30 +349,18 @@ fn check_alltoallv<T: Pod>(
     send.unchanged(mine, &what);
 }
 
-/// A call on the two buffers of an error case: (send, receive).
-type Attempt<'a> = &'a dyn Fn(&mut [u32], &mut [u32]) -> zcoll::Result<()>;
-
 /// Every bad call is the same `Err` on every rank, and leaves every buffer as it was.
 fn errors(world: &SimpleCommunicator, comm: &Comm) {
     let me = world.rank();
     let p = world.size();
     let pu = p as usize;
     let last = p - 1;
-    // u32 elements, so that element counts (BufferSize) differ from byte counts.
-    let fill = |len: usize, salt: u64| -> Vec<u32> {
-        (0..len)
-            .map(|i| u32::from_le_bytes([0, 1, 2, 3].map(|j| pattern(salt + me as u64, 4 * i + j))))
-            .collect()
-    };
+    let fill = |len: usize, salt: u64| words(me, len, salt);
     let single_node_cma = comm.info().nodes == 1 && comm.info().transport == TransportKind::Cma;
     // Each call fails on fresh buffers of the given lengths (send, receive), which must be
     // as filled afterwards.
-    let case = |label: &str, send_len: usize, recv_len: usize, call: Attempt<'_>, want: Error| {
-        let (send0, recv0) = (fill(send_len, 1), fill(recv_len, 2));
-        let (mut send, mut recv) = (send0.clone(), recv0.clone());
-        let e = call(&mut send, &mut recv).expect_err(label);
-        assert_eq!(e, want, "{label}: rank {me}");
-        assert!(send == send0 && recv == recv0, "{label}: a failed call changed a buffer on rank {me}");
+    let case = |label: &str, send_len, recv_len, call: Attempt<'_>, want| {
+        fails_unchanged(me, label, send_len, recv_len, call, want)
     };
     // Rank r's block is r + 2 elements, end to end.
     let good = Layout::packed((0..p).map(|r| r + 2).collect());

@@ -1,12 +1,14 @@
 //! Publishing and judging partitions: the faults every rank finds alike in the
 //! published counts and displacements, before any byte moves.
 
-use crate::coll::rooted::ROLE;
+use crate::coll::algorithm::{self, Algorithm};
+pub(crate) use crate::coll::rooted::Claim;
+use crate::coll::rooted::{Judged, ROLE};
 use crate::coll::{check_staged, Ctx};
 use crate::error::{Error, Result};
 use crate::sync::{Call, Round};
+use crate::tune::select;
 use mpi::Count;
-use std::cell::Cell;
 use std::ops::Range;
 
 /// Which buffer a partition cuts.
@@ -262,29 +264,21 @@ pub(crate) fn check_partition(
     Ok(())
 }
 
-/// What one rank of a rooted variable-count call says, as the checks see it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Claim {
-    /// It called the root's method.
-    pub(crate) root: bool,
-    /// Its element size.
-    pub(crate) elem: usize,
-    /// Its own block (receive buffer of a scatterv, send buffer of a gatherv), in bytes.
-    pub(crate) block: usize,
-    /// The root's partitioned buffer (send of a scatterv, receive of a gatherv), in bytes.
-    pub(crate) whole: usize,
-}
+/// The code published for a rank whose algorithm could not be read: it never equals a
+/// valid one, so the others see an algorithm mismatch rather than wait for it.
+pub(crate) const BAD_CONFIG: u8 = 0xfe;
 
-impl Claim {
-    /// The flags and element size, as published in `Call::aux2`.
-    pub(crate) fn aux2(&self) -> u64 {
-        self.root as u64 | (self.elem as u64) << 8
-    }
-
-    /// The claim in a call record, with the block and buffer lengths `measure` picks.
-    pub(crate) fn from_call(c: &Call, measure: fn(&Call) -> (usize, usize)) -> Claim {
-        let (block, whole) = measure(c);
-        Claim { root: c.aux2 & 1 == 1, elem: (c.aux2 >> 8) as usize, block, whole }
+/// The algorithm code and parameter a variable-count call publishes for what it
+/// `requested`. `Auto` decides after the checks, from every rank's counts and the profile,
+/// so it publishes the profile's fingerprint as its parameter: ranks with different
+/// profiles then fail the check. A rank whose variable could not be read publishes
+/// [`BAD_CONFIG`].
+pub(crate) fn published<A: Algorithm>(requested: &Result<A>) -> (u8, u32) {
+    match requested.as_ref().map(|&a| algorithm::wire(a)) {
+        // Code 0 is `Auto`.
+        Ok((0, _)) => (0, select::fingerprint()),
+        Ok(wire) => wire,
+        Err(_) => (BAD_CONFIG, 0),
     }
 }
 
@@ -413,7 +407,7 @@ pub(crate) fn checked<'c>(
     rooted: bool,
     judge: impl Fn(&Round<'_>) -> Result<()>,
 ) -> Result<Round<'c>> {
-    let judged = Cell::new(None);
+    let judged = Judged::default();
     let parts = if meta.is_some() { parts } else { &[] };
     let checked = check_staged(ctx, call, meta.unwrap_or(&[]), parts, rooted, |r| {
         let verdict = match meta {
@@ -427,17 +421,9 @@ pub(crate) fn checked<'c>(
                 ),
             }),
         };
-        if let Err(e) = verdict {
-            judged.set(Some(e));
-        }
-        Ok(())
+        judged.keep(verdict)
     });
-    match (checked, judged.take()) {
-        (Ok(round), Some(e)) => Err(round.finish(Err(e)).unwrap_err()),
-        // The algorithms may differ only because the arguments do: report those.
-        (Err(Error::Mismatch { what: "algorithm", .. }), Some(e)) => Err(e),
-        (checked, _) => checked,
-    }
+    judged.outcome(checked)
 }
 
 /// The largest payload a rank of a rooted variable-count call whose algorithm is `Auto`
@@ -546,7 +532,7 @@ mod tests {
     #[test]
     fn rooted_judge_names_the_culprit() {
         let claims = |blocks: [usize; 3], root: usize, whole: usize| {
-            move |q: usize| Claim { root: q == root, elem: 2, block: blocks[q], whole }
+            move |q: usize| Claim { root: q == root, in_place: false, elem: 2, block: blocks[q], whole }
         };
         let parts = given(&[1, 0, 3], &[3, 9, 0]);
         assert_eq!(judge_rooted(3, 1, claims([2, 0, 6], 1, 8), &parts, Side::Send), Ok(()));

@@ -464,11 +464,14 @@ fn method(w: &mut String, pairs: usize) {
     );
     let _ = writeln!(
         w,
-        "- **Noise.** The load average before each run is logged above. On a shared machine, \
-         small sizes repeat within a few percent, while from a few MiB up single runs can wander \
-         by up to 2x; the range after the ratio against the faster library shows how far the \
-         pairs disagreed. Cells near 1.0 need a quiet machine and more pairs \
-         (`ZCOLL_COMPARE_RUNS`) before they mean anything.\n"
+        "- **Noise.** The load average before each run is logged above, because load moves \
+         every time, small sizes included: on the shared 2-core development machine, \
+         between load average 2 and 13, the 8-byte broadcast went from 0.23 to 0.85 µs for \
+         zcoll and from 0.16 to 0.46 µs for Open MPI in the same jobs, and from a few MiB up single runs wander by up to 2x even at moderate load. \
+         The range after the ratio against the faster library shows how far the pairs \
+         disagreed. A run with a load average above the number of cores says little; cells \
+         near 1.0 need a quiet machine and more pairs (`ZCOLL_COMPARE_RUNS`) before they mean \
+         anything.\n"
     );
 }
 

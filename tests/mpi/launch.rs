@@ -5,6 +5,10 @@
 //! which dispatches to the scenario. A failing assertion in a rank aborts the whole job
 //! (`MPI_Abort`), so a failure is a non-zero exit here, never a hang; a job that runs past
 //! its time limit is killed and fails the test.
+//!
+//! `ZCOLL_MPI=openmpi` or `mpich` names the launcher (`mpiexec.openmpi`, `mpiexec.mpich`),
+//! as in `scripts/mpiexec`; unset, it is the default `mpiexec`. The test binary must be
+//! built against the same library (`scripts/with-mpich cargo test ...` for MPICH).
 
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -24,10 +28,20 @@ pub(crate) struct Job<'a> {
     pub(crate) without_ptrace: bool,
 }
 
+/// The launcher `ZCOLL_MPI` names, or the default `mpiexec`.
+fn launcher() -> &'static str {
+    match std::env::var("ZCOLL_MPI").as_deref() {
+        Ok("openmpi") => "mpiexec.openmpi",
+        Ok("mpich") => "mpiexec.mpich",
+        Ok("") | Err(_) => "mpiexec",
+        Ok(other) => panic!("ZCOLL_MPI={other}: must be openmpi or mpich"),
+    }
+}
+
 fn open_mpi() -> bool {
     static IS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *IS.get_or_init(|| {
-        Command::new("mpiexec")
+        Command::new(launcher())
             .arg("--version")
             .output()
             .map(|o| {
@@ -46,10 +60,10 @@ impl Job<'_> {
         let exe = std::env::current_exe().expect("the test binary's path");
         let mut cmd = if self.without_ptrace {
             let mut c = Command::new("setpriv");
-            c.args(["--bounding-set=-sys_ptrace", "mpiexec"]);
+            c.args(["--bounding-set=-sys_ptrace", launcher()]);
             c
         } else {
-            Command::new("mpiexec")
+            Command::new(launcher())
         };
         cmd.args(["-n", &self.np.to_string()]);
         if open_mpi() {
@@ -71,8 +85,8 @@ impl Job<'_> {
         let err_path = out_path.with_extension("err");
         cmd.stdout(Stdio::from(std::fs::File::create(&out_path).unwrap()))
             .stderr(Stdio::from(std::fs::File::create(&err_path).unwrap()));
-        let what = format!("mpiexec -n {} {} {:?}", self.np, self.scenario, self.env);
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: cannot start mpiexec: {e}"));
+        let what = format!("{} -n {} {} {:?}", launcher(), self.np, self.scenario, self.env);
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: cannot start {}: {e}", launcher()));
         let start = Instant::now();
         let status = loop {
             if let Some(status) = child.try_wait().unwrap() {

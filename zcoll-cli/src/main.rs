@@ -2,13 +2,14 @@
 //!
 //! Run it under the MPI launcher: `mpiexec -n 4 zcoll info`, or
 //! `mpiexec -n 2 zcoll bench --coll all --sizes 8:64M --csv bench.csv --plot bench.svg`,
-//! or `mpiexec -n 2 zcoll tune --plot model.svg`.
+//! or `mpiexec -n 2 zcoll tune --plot model.svg`. `zcoll report DIR` (no MPI) turns what
+//! `scripts/compare` measured into the Markdown comparison with Open MPI and MPICH.
 
 use clap::{Parser, Subcommand};
 use mpi::traits::*;
 use std::process::ExitCode;
 use zcoll::ZeroCopy;
-use zcoll_cli::{bench, tune};
+use zcoll_cli::{bench, report, tune};
 
 /// `zcoll bench --buffers global` measures `Vec`s in the shared heap: this allocator
 /// serves them from it while the benchmark says so, from the system allocator otherwise.
@@ -32,6 +33,9 @@ enum Command {
     /// Measure this node, fit the cost model and write the profile zcoll then uses; or,
     /// with --predict, print what the model chooses for a node of any size (no MPI).
     Tune(TuneArgs),
+    /// Write the comparison against Open MPI and MPICH (Markdown, SVG) from the directory
+    /// `scripts/compare` filled (no MPI, no mpiexec).
+    Report(report::ReportArgs),
 }
 
 #[derive(clap::Args)]
@@ -73,10 +77,10 @@ struct TuneArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Command::Tune(args) = &cli.command {
-        if args.predict {
-            return predict(args);
-        }
+    match &cli.command {
+        Command::Tune(args) if args.predict => return predict(args),
+        Command::Report(args) => return write_report(args),
+        _ => {}
     }
     let Some(universe) = mpi::initialize() else {
         eprintln!("zcoll: MPI was already initialized");
@@ -99,6 +103,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Tune(args) => return calibrate(&world, &comm, &args),
+        Command::Report(_) => unreachable!("handled before MPI starts"),
     }
     ExitCode::SUCCESS
 }
@@ -132,6 +137,24 @@ fn calibrate(world: &mpi::topology::SimpleCommunicator, comm: &zcoll::Comm, args
         println!("# written to {}", path.display());
     }
     ExitCode::SUCCESS
+}
+
+/// Writes the report to --output, or prints it.
+fn write_report(args: &report::ReportArgs) -> ExitCode {
+    let written = report::run(args).and_then(|md| match &args.output {
+        Some(path) => std::fs::write(path, md).map_err(|e| format!("--output {}: {e}", path.display())),
+        None => {
+            print!("{md}");
+            Ok(())
+        }
+    });
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("zcoll report: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Prints the model's choice and predicted time per collective and size.

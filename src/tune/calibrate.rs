@@ -253,8 +253,13 @@ pub(crate) fn fit_rounds(p: &mut Params, notes: &mut Vec<String>, rounds: &Round
         )),
     }
     let params = *p;
-    let readers = rounds.p.saturating_sub(1).max(1);
-    let copy = |n: f64| params.transfer(n as usize, readers) + extra * params.flag;
+    // The direct read's data movement and its rounds' flags beyond two ranks, as the
+    // model prices them, come off; what is left is the two-rank constant.
+    let ranks = rounds.p.max(2);
+    let copy = |n: f64| {
+        params.moving(super::Algo::BcastDirectRead, ranks, n as usize) + params.sync(false, ranks)
+            - params.sync_copy
+    };
     match fit::constant(&rounds.copy, copy) {
         Some(c) if c > 0.0 => {
             p.sync_copy = c;

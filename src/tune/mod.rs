@@ -7,8 +7,9 @@
 pub(crate) mod calibrate;
 pub mod fit;
 pub mod model;
+pub mod paper;
 pub mod profile;
 pub mod select;
 
-pub use model::{Algo, CrossSocket, Params};
+pub use model::{Algo, CrossSocket, Flags, Params};
 pub use profile::{Machine, Profile};

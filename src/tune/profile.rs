@@ -82,11 +82,13 @@ impl Profile {
     ///
     /// `Error::Config` naming what is missing or malformed.
     pub fn from_toml(text: &str) -> Result<Profile> {
-        toml::from_str(text).map_err(|e| Error::Config {
+        let profile: Profile = toml::from_str(text).map_err(|e| Error::Config {
             name: "profile",
             value: e.to_string(),
             expected: "a zcoll profile ([machine] and [params] tables)",
-        })
+        })?;
+        profile.params.check()?;
+        Ok(profile)
     }
 
     /// Where this machine's profile is read from and written to.
@@ -133,6 +135,54 @@ impl Profile {
     }
 }
 
+impl Params {
+    /// Checks what the model needs of the parameters: every one finite, the costs of a
+    /// call, a byte, a page and a flag not negative, a positive page, and `node_beta`
+    /// not negative. `a` and `b` (`gamma(c) = a c^2 + b c`, as the paper's Table IV
+    /// writes it: `0.11 p^2 + 1.6 p` is `a = 0.11`, `b = 1.6`) need only be finite: a
+    /// calibration on an oversubscribed node may fit a negative `a`, and its profile
+    /// must read back.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Config` naming the first parameter out of range.
+    pub fn check(&self) -> Result<()> {
+        let bad = |what: &str, v: f64| Error::Config {
+            name: "profile",
+            value: format!("{what} = {v}"),
+            expected: "finite parameters, non-negative costs and s > 0",
+        };
+        let costs = [
+            ("alpha", self.alpha),
+            ("beta", self.beta),
+            ("l", self.l),
+            ("memcpy_beta", self.memcpy_beta),
+            ("flag", self.flag),
+            ("node_beta", self.node_beta.unwrap_or(0.0)),
+        ];
+        if let Some((what, v)) = costs.into_iter().find(|(_, v)| !(v.is_finite() && *v >= 0.0)) {
+            return Err(bad(what, v));
+        }
+        let finite = [
+            ("a (gamma(c) = a c^2 + b c)", self.a),
+            ("b (gamma(c) = a c^2 + b c)", self.b),
+            ("sync_copy", self.sync_copy),
+            ("sync_staged", self.sync_staged),
+            ("write_beta", self.write_beta.unwrap_or(0.0)),
+        ];
+        if let Some((what, v)) = finite.into_iter().find(|(_, v)| !v.is_finite()) {
+            return Err(bad(what, v));
+        }
+        if !(self.s.is_finite() && self.s > 0.0) {
+            return Err(bad("s", self.s));
+        }
+        if self.sockets == Some(0) {
+            return Err(bad("sockets", 0.0));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +207,33 @@ mod tests {
         std::fs::write(&path, "[machine]\ncpu = 1\n").unwrap();
         assert!(matches!(Profile::load(&path), Err(Error::Config { name: "profile", .. })));
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_papers_profiles_parse_and_bad_parameters_are_named() {
+        for text in [
+            include_str!("../../profiles/knl-68c.toml"),
+            include_str!("../../profiles/broadwell-28c.toml"),
+            include_str!("../../profiles/power8-20c.toml"),
+        ] {
+            let p = Profile::from_toml(text).unwrap();
+            assert!(p.params.node_beta.is_none() && p.params.sockets.is_some(), "{}", p.machine.cpu);
+        }
+        // Table IV's Broadwell gamma, 0.18 c^2 + 0.83 c, read as a and b.
+        let bdw = Profile::from_toml(include_str!("../../profiles/broadwell-28c.toml")).unwrap().params;
+        assert_eq!((bdw.a, bdw.b), (0.18, 0.83));
+        // A profile written before node_beta and sockets existed still reads.
+        let old = Profile { machine: Machine::this(), params: Params::DEFAULT, notes: vec![] }.to_toml();
+        assert!(!old.contains("node_beta"));
+        assert_eq!(Profile::from_toml(&old).unwrap().params, Params::DEFAULT);
+        // Out of range: named in the error.
+        let text = old.replace("alpha = ", "alpha = -");
+        let e = Profile::from_toml(&text).unwrap_err().to_string();
+        assert!(e.contains("alpha"), "{e}");
+        let text = old.replace("a = 0.4", "a = nan");
+        let e = Profile::from_toml(&text).unwrap_err().to_string();
+        assert!(e.contains("gamma"), "{e}");
+        // A calibration may fit a negative a: still read back.
+        assert!(Profile::from_toml(&old.replace("a = 0.4", "a = -0.4")).is_ok());
     }
 }

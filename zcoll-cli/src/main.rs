@@ -46,13 +46,15 @@ struct TuneArgs {
     /// Where to write the profile (default: $ZCOLL_PROFILE, else the user's config dir).
     #[arg(long)]
     output: Option<std::path::PathBuf>,
-    /// Print the model's choices instead of measuring: needs --params and --p.
+    /// Print the model's choices instead of measuring (no MPI); with --plot, draw every
+    /// candidate's predicted latency against the size.
     #[arg(long)]
     predict: bool,
-    /// A profile (TOML) whose parameters to plan with.
+    /// A profile (TOML) whose parameters to plan with [default: this machine's profile,
+    /// else the built-in parameters; the output says which].
     #[arg(long, requires = "predict")]
     params: Option<std::path::PathBuf>,
-    /// Ranks per node to plan for.
+    /// Ranks per node to plan for [default: the profile's cores, or this machine's].
     #[arg(long = "p", requires = "predict")]
     ranks: Option<usize>,
     /// Sizes to plan for, in bytes (per block, or the message for bcast and allreduce).
@@ -64,8 +66,9 @@ struct TuneArgs {
     single_copy: bool,
     /// After calibrating, time a few algorithms (as `zcoll bench` does) and draw their
     /// latency against the model's prediction with the fitted parameters (SVG, log-log);
-    /// the comparison is printed as a table too.
-    #[arg(long, value_name = "FILE.svg", conflicts_with = "predict")]
+    /// the comparison is printed as a table too. With --predict: draw the prediction of
+    /// every candidate, one panel per collective.
+    #[arg(long, value_name = "FILE.svg")]
     plot: Option<std::path::PathBuf>,
     /// The sizes of --plot, as `zcoll bench --sizes` reads them.
     #[arg(long, default_value = "8:16M:4", requires = "plot")]
@@ -157,35 +160,17 @@ fn write_report(args: &report::ReportArgs) -> ExitCode {
     }
 }
 
-/// Prints the model's choice and predicted time per collective and size.
+/// Prints the model's choice and predicted time per collective and size, and with
+/// `--plot` draws every candidate's prediction.
 fn predict(args: &TuneArgs) -> ExitCode {
-    let (Some(path), Some(p)) = (&args.params, args.ranks) else {
-        eprintln!("zcoll tune --predict: needs --params FILE and --p N");
-        return ExitCode::FAILURE;
-    };
-    let profile = match zcoll::tune::Profile::load(path) {
-        Ok(profile) => profile,
+    let plot = args.plot.as_deref().map(|file| (file, args.plot_sizes.as_str()));
+    match tune::predict(args.params.as_deref(), args.ranks, &args.sizes, args.single_copy, plot) {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("zcoll tune --predict: {e}");
-            return ExitCode::FAILURE;
+            ExitCode::FAILURE
         }
-    };
-    println!("# {} ({} cores), {p} ranks per node", profile.machine.cpu, profile.machine.cores);
-    if args.single_copy {
-        println!("# single-copy algorithms only (no staging)");
     }
-    println!("{:<10} {:>10}  {:<28} {:>12}", "coll", "bytes", "algorithm", "predicted_us");
-    let keep = |a: zcoll::tune::Algo| !(args.single_copy && a.is_staged());
-    for c in zcoll::tune::select::plan_among(&profile.params, p, &args.sizes, keep) {
-        println!(
-            "{:<10} {:>10}  {:<28} {:>12.2}",
-            c.coll.name(),
-            c.bytes,
-            format!("{:?}", c.algo),
-            c.seconds * 1e6
-        );
-    }
-    ExitCode::SUCCESS
 }
 
 /// Every node leader sends its node's description to rank 0, which prints them in order.

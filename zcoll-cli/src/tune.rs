@@ -1,5 +1,7 @@
 //! `zcoll tune --plot`: the model's prediction, with the parameters just fitted, against
-//! the latency the real collectives take (the model-validation figure of the CMA paper).
+//! the latency the real collectives take (the model-validation figure of the CMA paper);
+//! and `zcoll tune --predict`: what the model chooses on a node of any size, printed and,
+//! with `--plot`, drawn (every candidate's predicted latency against the size).
 //!
 //! The measurements are `zcoll bench`'s ([`bench::measure`]): the same timing loop, the
 //! same checks, the median of the per-iteration maximum over ranks. This module only
@@ -11,7 +13,8 @@ use crate::plot::{Panel, Series, Style};
 use crate::stats;
 use clap::Parser;
 use std::fmt::Write as _;
-use zcoll::tune::{Algo, Params};
+use zcoll::tune::select::{self, Coll};
+use zcoll::tune::{Algo, Flags, Params, Profile};
 
 /// The algorithms `--plot` times, per collective, by `zcoll bench`'s names: the paper's
 /// scatter trio, the broadcast read patterns, an allgather ring against recursive
@@ -232,6 +235,123 @@ pub fn plot(
     Ok(())
 }
 
+/// The parameters `zcoll tune --predict` plans with, and a sentence saying where they
+/// come from: the profile at `path`, else the one zcoll itself would use on this machine
+/// (its profile, keyed by CPU, core count and kernel, or the built-in defaults).
+///
+/// # Errors
+///
+/// A profile at `path` that cannot be read or is out of range.
+pub fn predict_params(path: Option<&std::path::Path>) -> Result<(Params, String), String> {
+    match path {
+        Some(path) => {
+            let profile = Profile::load(path).map_err(|e| e.to_string())?;
+            let m = &profile.machine;
+            Ok((profile.params, format!("{} ({} cores), profile {}", m.cpu, m.cores, path.display())))
+        }
+        None => {
+            let (params, source) = select::active();
+            Ok((*params, format!("this machine's parameters: {source}")))
+        }
+    }
+}
+
+/// The model's choice and predicted time per collective and size on `p` ranks, as
+/// `zcoll tune --predict` prints it, with the rounds' cost and the structure of flags the
+/// model would prefer.
+pub fn predict_table(params: &Params, p: usize, sizes: &[usize], single_copy: bool) -> String {
+    let mut out = format!("{:<10} {:>10}  {:<28} {:>12}", "coll", "bytes", "algorithm", "predicted_us");
+    let keep = |a: Algo| !(single_copy && a.is_staged());
+    for c in select::plan_among(params, p, sizes, keep) {
+        let _ = write!(
+            out,
+            "\n{:<10} {:>10}  {:<28} {:>12.2}",
+            c.coll.name(),
+            c.bytes,
+            format!("{:?}", c.algo),
+            c.seconds * 1e6
+        );
+    }
+    let flat = params.sync(false, p) * 1e6;
+    let _ = write!(out, "\n# rounds of a single-copy call: {flat:.2} us with flat flags (what zcoll runs)");
+    if let best @ Flags::Tree(k) = params.sync_structure(p) {
+        let _ = write!(
+            out,
+            "; a tree of flags of fan-in {k} would take {:.2} us (modelled, not implemented)",
+            params.sync_with(false, p, best) * 1e6
+        );
+    }
+    out
+}
+
+/// One panel per collective: every candidate's predicted latency on `p` ranks against
+/// the size, one line each, so that the choice can be seen where the lines cross.
+pub fn predict_panels(
+    params: &Params,
+    p: usize,
+    sizes: &[usize],
+    single_copy: bool,
+    source: &str,
+) -> Vec<Panel> {
+    Coll::ALL
+        .into_iter()
+        .map(|coll| {
+            let series = select::candidates(coll, p)
+                .into_iter()
+                .filter(|a| !(single_copy && a.is_staged()))
+                .enumerate()
+                .map(|(i, algo)| Series {
+                    label: format!("{algo:?}"),
+                    points: sizes.iter().map(|&n| (n as f64, params.predict(algo, p, n) * 1e6)).collect(),
+                    style: if algo.is_staged() { Style::Dashed } else { Style::Line },
+                    color: Some(i),
+                })
+                .collect();
+            Panel {
+                title: format!("{}, {p} ranks: the model's prediction ({source})", coll.name()),
+                y_label: "predicted latency (µs)".into(),
+                series,
+            }
+        })
+        .collect()
+}
+
+/// `zcoll tune --predict`: prints the plan for `p` ranks (default: the profile's cores)
+/// with the profile at `path` or this machine's parameters, and with `plot` draws every
+/// candidate's prediction at `plot_sizes` to that SVG file.
+///
+/// # Errors
+///
+/// An unreadable profile, bad sizes, or a plot that cannot be written.
+pub fn predict(
+    path: Option<&std::path::Path>,
+    p: Option<usize>,
+    sizes: &[usize],
+    single_copy: bool,
+    plot: Option<(&std::path::Path, &str)>,
+) -> Result<(), String> {
+    let (params, source) = predict_params(path)?;
+    let p = match (p, path) {
+        (Some(p), _) => p,
+        (None, Some(path)) => Profile::load(path).map_err(|e| e.to_string())?.machine.cores,
+        (None, None) => zcoll::tune::Machine::this().cores,
+    };
+    println!("# {source}");
+    println!(
+        "# {p} ranks per node{}",
+        if single_copy { "; single-copy algorithms only (no staging)" } else { "" }
+    );
+    println!("{}", predict_table(&params, p, sizes, single_copy));
+    if let Some((file, plot_sizes)) = plot {
+        let sizes = stats::parse_sizes(plot_sizes)?;
+        let short = path.map_or("this machine".to_owned(), |f| f.display().to_string());
+        let svg = super::plot::svg(&predict_panels(&params, p, &sizes, single_copy, &short));
+        std::fs::write(file, svg).map_err(|e| format!("--plot {}: {e}", file.display()))?;
+        println!("# plot written to {}", file.display());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,5 +424,44 @@ mod tests {
         assert_eq!((s[2].label.as_str(), s[2].color), ("staged: measured", Some(1)));
         assert_eq!(s[1].points, [(4096.0, points[0].predicted), (1048576.0, points[1].predicted)]);
         assert!(panels[1].title.starts_with("bcast, 2 ranks"));
+    }
+
+    #[test]
+    fn predict_prints_the_plan_and_draws_every_candidate() {
+        let params = Params { flag: 0.2e-6, ..Params::DEFAULT };
+        let text = predict_table(&params, 64, &[8, 1 << 20], false);
+        // A header, two sizes per collective, the rounds' line.
+        assert_eq!(text.lines().count(), 1 + 2 * Coll::ALL.len() + 1, "{text}");
+        let first: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
+        let (algo, t) = params.best(&select::candidates(Coll::Bcast, 64), 64, 8).unwrap();
+        assert_eq!(first, ["bcast", "8", &format!("{algo:?}"), &format!("{:.2}", t * 1e6)]);
+        // 64 ranks, flat: sync_copy + 2 phases x 62 flags = 1.5 + 24.8 us; a binary tree
+        // of 6 levels reads 12 flags a phase: 1.5 + 2 x 11 x 0.2 = 5.9 us.
+        let rounds = text.lines().last().unwrap();
+        assert!(rounds.contains("26.30 us with flat flags"), "{rounds}");
+        assert!(rounds.contains("would take"), "{rounds}");
+        let one = predict_table(&params, 64, &[8], true);
+        assert!(!one.contains("Staged"), "{one}");
+
+        let panels = predict_panels(&params, 8, &[8, 4096], false, "test");
+        assert_eq!(panels.len(), Coll::ALL.len());
+        let scatter = &panels[1];
+        assert!(scatter.title.starts_with("scatter, 8 ranks"));
+        assert_eq!(scatter.series.len(), select::candidates(Coll::Scatter, 8).len());
+        let staged = scatter.series.iter().find(|s| s.label == "ScatterStaged").unwrap();
+        assert_eq!(staged.style, Style::Dashed);
+        assert_eq!(staged.points[1], (4096.0, params.predict(Algo::ScatterStaged, 8, 4096) * 1e6));
+    }
+
+    #[test]
+    fn predict_reads_a_profile_or_says_it_uses_this_machines() {
+        let (_, source) = predict_params(None).unwrap();
+        assert!(source.starts_with("this machine's parameters: "), "{source}");
+        assert!(source.contains("profile") || source.contains("built-in defaults"), "{source}");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../profiles/broadwell-28c.toml");
+        let (params, source) = predict_params(Some(std::path::Path::new(path))).unwrap();
+        assert_eq!((params.alpha, params.l), (0.98e-6, 0.11e-6));
+        assert!(source.contains("28 cores"), "{source}");
+        assert!(predict_params(Some(std::path::Path::new("/nonexistent.toml"))).is_err());
     }
 }

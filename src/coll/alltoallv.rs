@@ -217,15 +217,24 @@ fn one_phase(ctx: &Ctx<'_>, round: &Round<'_>, algorithm: AlltoallvAlgorithm) ->
     let out = |s: usize| (0..p).filter(|&d| d != s).map(|d| pairs[s * p + d]).sum::<usize>();
     let cap = (algorithm == AlltoallvAlgorithm::Auto).then(|| auto_cap(p));
     let mean = (0..p).map(out).sum::<usize>() / (p * (p - 1));
-    let staged = cap.is_none() || auto_stages(select::Coll::Alltoall, mean, p, ALLTOALLV_STAGED_MAX);
+    let staged = cap.is_none() || auto_stages(select::Coll::Alltoall, mean, p, ONE_PHASE_STAGED_MAX);
     (staged && (0..p).all(|s| stages(ctx, cap, 2 * partition_len(p), out(s)))).then_some(pairs)
 }
 
+/// The mean block between distinct ranks from which `Auto` never moves an alltoallv in
+/// one phase. Far above [`ALLTOALLV_STAGED_MAX`], the limit of the multi-phase staged
+/// exchange: one phase costs about what the fixed-size staged alltoall costs (at 2 ranks,
+/// 0.7 us at 4 KiB and 1.2 us at 16 KiB, where reading every block with a single copy
+/// took 2.8 and 3.5 us). Past it, or where a rank's blocks do not fit half its staging
+/// area beside its counts, the single copies win.
+const ONE_PHASE_STAGED_MAX: usize = 32 * 1024;
+
 /// The most bytes a rank of an `Auto` alltoallv on `p` ranks stages for its peers with
-/// its arrival: what `Auto` stages at most on average ([`ALLTOALLV_STAGED_MAX`] a pair),
-/// so that a call `Auto` moves with single copies rarely stages in vain.
+/// its arrival: what `Auto` moves in one phase at most on average
+/// ([`ONE_PHASE_STAGED_MAX`] a pair), so that a call `Auto` moves with single copies
+/// rarely stages in vain.
 fn auto_cap(p: usize) -> usize {
-    ALLTOALLV_STAGED_MAX * p.saturating_sub(1)
+    ONE_PHASE_STAGED_MAX * p.saturating_sub(1)
 }
 
 /// Moves the blocks of a checked alltoallv.

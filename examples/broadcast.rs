@@ -11,6 +11,8 @@ use mpi::traits::*;
 use zcoll::ZeroCopy;
 
 fn main() -> Result<(), zcoll::Error> {
+    // `RUST_LOG=zcoll=debug` prints which transport and algorithms zcoll chose, and why.
+    env_logger::init();
     let universe = mpi::initialize().expect("MPI initializes once");
     let world = universe.world();
     let comm = world.zero_copy()?;

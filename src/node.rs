@@ -101,6 +101,7 @@ impl NodeComm {
         }
         let heap = links.heap.is_some();
         ctl.set_links(links);
+        log::debug!("rank {rank}: local rank {me} of {}, transport {transport}: {reason}", pids.len());
         Ok(NodeComm { comm, ctl, transport, reason, heap })
     }
 }

@@ -79,12 +79,27 @@ pub(crate) fn resolve<A: Algorithm>(
     transport: TransportKind,
     model: impl FnOnce() -> A,
 ) -> Result<A> {
-    let chosen = match is_auto(a) {
-        true => env.choice(var)?.unwrap_or_else(model),
-        false => a,
+    let (chosen, why) = match is_auto(a) {
+        false => (a, "named by the call"),
+        true => match env.choice(var)? {
+            Some(set) => (set, "from the environment"),
+            None => (model(), "the cost model's choice"),
+        },
     };
     check(chosen)?;
-    Ok(if transport == TransportKind::Cico || is_auto(chosen) { chosen.on_cico() } else { chosen })
+    let cico = transport == TransportKind::Cico || is_auto(chosen);
+    let resolved = if cico { chosen.on_cico() } else { chosen };
+    log::debug!("{var}: {} ({why}{})", describe(resolved), if cico { ", copy-in/copy-out" } else { "" });
+    Ok(resolved)
+}
+
+/// `a`'s name with its parameter, as `ZCOLL_<COLL>_ALGORITHM` would hold it.
+fn describe<A: Algorithm>(a: A) -> String {
+    let name = A::NAMES[entry(a)].1;
+    match a.param() {
+        Some(p) => format!("{name}:{p}"),
+        None => name.to_string(),
+    }
 }
 
 /// What a variable-count collective asks for before its arrive phase, where `Auto` is
@@ -105,7 +120,9 @@ pub(crate) fn requested<A: Algorithm>(
         false => a,
     };
     check(chosen)?;
-    Ok(if transport == TransportKind::Cico { staged() } else { chosen })
+    let resolved = if transport == TransportKind::Cico { staged() } else { chosen };
+    log::debug!("{var}: {} (auto decides after the checks, from every rank's counts)", describe(resolved));
+    Ok(resolved)
 }
 
 /// The entry of `a`'s variant in `A::NAMES`, whatever its parameter.

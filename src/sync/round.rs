@@ -80,6 +80,15 @@ impl<'c> Round<'c> {
         self.ctl.slot(r).call[(self.epoch % 2) as usize][FLAGS].load(Ordering::Relaxed)
     }
 
+    /// Whether every rank reaches local rank `r`'s send buffer (or, with `recv`, its
+    /// receive buffer) with loads and stores: the node maps every peer's address space
+    /// (XPMEM), or its shared heaps and `r` published the buffer as lying in its heap. The
+    /// same answer on every rank, from `r`'s published flags and the node's links.
+    pub(crate) fn loads(&self, r: usize, recv: bool) -> bool {
+        let flag = if recv { FLAG_RECV_HEAP } else { FLAG_SEND_HEAP };
+        self.ctl.links.xpmem.is_some() || (self.ctl.links.heap.is_some() && self.flags(r) & flag != 0)
+    }
+
     /// The exposure local rank `r`'s call uses (0 for none).
     pub(crate) fn exposure_of(&self, r: usize) -> u64 {
         self.flags(r) >> EXPOSURE_SHIFT

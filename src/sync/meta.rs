@@ -3,11 +3,11 @@
 //!
 //! A call record has a few words; a variable-count call has two per rank. A rank writes
 //! its metadata words at the start of the half of its **own staging area** that the round
-//! stages in, before it arrives ([`Control::begin_staged`], whose payload may follow
-//! the words); its peers read them
-//! after the arrive phase ([`Round::meta`]). The half is idle then (see `begin_staged`),
-//! and nobody touches another rank's staging area outside a round. The arrive flag's Release (and the readers' Acquire in `begin`) orders
-//! the words before every peer's reads, exactly as it orders the call record.
+//! stages in, before it arrives ([`Control::begin_staged`], whose payload may follow the
+//! words); its peers read them after the arrive phase ([`Round::meta`]). The half is idle
+//! then (see `begin_staged`), and nobody touches another rank's staging area outside a
+//! round. The arrival's Release (and the readers' Acquire in `begin`) orders the words
+//! before every peer's reads, exactly as it orders the call record.
 //!
 //! The words stay valid for the whole round unless their owner stages data through its
 //! area in the same round. Then the owner must first know that every peer has finished

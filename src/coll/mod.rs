@@ -26,6 +26,7 @@ pub(crate) mod scatterv;
 pub(crate) mod varcount;
 
 use crate::error::{Error, Result};
+pub(crate) use crate::sync::Kind;
 use crate::sync::{Call, Control, Round};
 use crate::transport::TransportKind;
 pub(crate) use algorithm::Overrides;
@@ -41,31 +42,6 @@ pub(crate) struct Ctx<'a> {
     pub(crate) comm_size: i32,
     /// The algorithm variables, as they were when the `Comm` was built.
     pub(crate) overrides: &'a Overrides,
-}
-
-/// The collectives, as published in a call record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub(crate) enum Kind {
-    Barrier = 1,
-    Bcast = 2,
-    Reduce = 7,
-    Allreduce = 8,
-    Probe = 15,
-    Scan = 16,
-    Exscan = 17,
-    ReduceScatterBlock = 18,
-    Scatter = 3,
-    Gather = 4,
-    Scatterv = 9,
-    Gatherv = 10,
-    Allgatherv = 11,
-    Alltoallv = 12,
-    Allgather = 5,
-    Alltoall = 6,
-    /// Registering an exposure, and withdrawing it.
-    Expose = 20,
-    Withdraw = 21,
 }
 
 /// Packs a collective, its algorithm and the algorithm's parameter into `Call::op`.

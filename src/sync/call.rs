@@ -19,7 +19,7 @@ pub(crate) const PRIVATE: u64 = 1 << 63;
 /// both that a rank arrived and what it called; the addresses (which a private call does
 /// not publish, and which only the copies read) and the status come after.
 pub(super) const STAMP: usize = 0;
-const OP: usize = 1;
+pub(super) const OP: usize = 1;
 const ROOT: usize = 2;
 const SEND_LEN: usize = 3;
 const RECV_LEN: usize = 4;
@@ -32,6 +32,84 @@ pub(super) const STATUS: usize = 10;
 /// Words in a call record.
 pub(super) const WORDS: usize = 11;
 const _: () = assert!(AUX2 < 8, "the verdict's words share the stamp's cache line");
+
+/// The collectives, as published in the low byte of a call record's [`Call::op`]. They
+/// live here, with the record, so that a long wait can name the call it is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Kind {
+    Barrier = 1,
+    Bcast = 2,
+    Reduce = 7,
+    Allreduce = 8,
+    Probe = 15,
+    Scan = 16,
+    Exscan = 17,
+    ReduceScatterBlock = 18,
+    Scatter = 3,
+    Gather = 4,
+    Scatterv = 9,
+    Gatherv = 10,
+    Allgatherv = 11,
+    Alltoallv = 12,
+    Allgather = 5,
+    Alltoall = 6,
+    /// Registering an exposure, and withdrawing it.
+    Expose = 20,
+    Withdraw = 21,
+}
+
+impl Kind {
+    /// The collective's name, as the hang report prints it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Barrier => "barrier",
+            Kind::Bcast => "bcast",
+            Kind::Reduce => "reduce",
+            Kind::Allreduce => "allreduce",
+            Kind::Probe => "probe",
+            Kind::Scan => "scan",
+            Kind::Exscan => "exscan",
+            Kind::ReduceScatterBlock => "reduce_scatter_block",
+            Kind::Scatter => "scatter",
+            Kind::Gather => "gather",
+            Kind::Scatterv => "scatterv",
+            Kind::Gatherv => "gatherv",
+            Kind::Allgatherv => "allgatherv",
+            Kind::Alltoallv => "alltoallv",
+            Kind::Allgather => "allgather",
+            Kind::Alltoall => "alltoall",
+            Kind::Expose => "expose",
+            Kind::Withdraw => "withdraw",
+        }
+    }
+
+    /// The collective whose code is the low byte of `op`, if any.
+    pub(crate) fn of(op: u64) -> Option<Kind> {
+        [
+            Kind::Barrier,
+            Kind::Bcast,
+            Kind::Reduce,
+            Kind::Allreduce,
+            Kind::Probe,
+            Kind::Scan,
+            Kind::Exscan,
+            Kind::ReduceScatterBlock,
+            Kind::Scatter,
+            Kind::Gather,
+            Kind::Scatterv,
+            Kind::Gatherv,
+            Kind::Allgatherv,
+            Kind::Alltoallv,
+            Kind::Allgather,
+            Kind::Alltoall,
+            Kind::Expose,
+            Kind::Withdraw,
+        ]
+        .into_iter()
+        .find(|k| *k as u64 == op & 0xff)
+    }
+}
 
 /// What a rank publishes when it arrives at a collective.
 ///

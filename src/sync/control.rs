@@ -1,7 +1,7 @@
 //! [`Control`]: one rank's view of the node's segment, and the start and end of every
 //! round (arrive, publish the call, settle what a private round owes, agree on the end).
 
-use super::call::{EXPOSURE_SHIFT, FLAG_RECV_HEAP, FLAG_SEND_HEAP, PRIVATE, STAMP, STATUS};
+use super::call::{Kind, EXPOSURE_SHIFT, FLAG_RECV_HEAP, FLAG_SEND_HEAP, OP, PRIVATE, STAMP, STATUS};
 use super::layout::{Line, Slot, MAGIC, PAGE, SCRATCH_HALF};
 use super::wait::{self, Peer, WaitPolicy};
 use super::{fifo, Call, Round};
@@ -228,23 +228,34 @@ impl Control {
         wait::wait_until_any_saying(&self.policy, &[self.peer(r)], ready, &|| self.standing(r))
     }
 
-    /// Where local rank `r` stands against this rank's current round, for the report of a
-    /// long wait: whether it has entered the round at all.
+    /// Where the node stands against this rank's current round, for the report of a long
+    /// wait on local rank `r`: the collective and its sequence number on the node, every
+    /// rank that has not entered it yet, and where `r` is.
     pub(super) fn standing(&self, r: usize) -> String {
-        let (epoch, slot) = (self.epoch.get(), self.slot(r));
+        let epoch = self.epoch.get();
+        let own = self.slot(self.me).call[(epoch % 2) as usize][OP].load(Ordering::Relaxed);
+        let name = Kind::of(own).map_or("an unknown collective", Kind::name);
+        let outside: Vec<i32> = (0..self.size())
+            .filter(|&q| self.slot(q).arrive.load(Ordering::Relaxed) < epoch)
+            .map(|q| self.ranks[q])
+            .collect();
+        let (slot, rank) = (self.slot(r), self.ranks[r]);
         let (arrived, done) = (slot.arrive.load(Ordering::Relaxed), slot.done.load(Ordering::Relaxed));
-        let rank = self.ranks[r];
-        if arrived < epoch {
+        let at_r = if arrived < epoch {
             format!(
-                "this rank is in collective call {epoch} of its node, which rank {rank} has not \
-                 entered (it finished call {done}): rank {rank} is computing, blocked outside \
-                 zcoll, or in a collective on another communicator"
+                "rank {rank} has not entered it (it finished call {done}): it is computing, \
+                 blocked outside zcoll, or in a collective on another communicator"
             )
         } else if done < epoch {
-            format!("rank {rank} is inside collective call {epoch} too, still moving its data")
+            format!("rank {rank} is inside it too, still moving its data")
         } else {
-            format!("rank {rank} has finished collective call {epoch}")
-        }
+            format!("rank {rank} has finished it")
+        };
+        let outside = match outside.as_slice() {
+            [] => String::from("every rank has entered it"),
+            ranks => format!("ranks not yet in it: {ranks:?}"),
+        };
+        format!("in {name}, collective call {epoch} of the node; {outside}; {at_r}")
     }
 
     /// Starts a collective: publishes `call` and waits until every local rank has arrived.

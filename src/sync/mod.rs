@@ -60,7 +60,7 @@ mod tests;
 pub(crate) mod wait;
 
 use call::STATUS;
-pub(crate) use call::{Call, PRIVATE};
+pub(crate) use call::{Call, Kind, PRIVATE};
 pub(crate) use control::{Control, Registration};
 pub(crate) use exchange::Span;
 pub(crate) use layout::SCRATCH_HALF;

@@ -29,11 +29,11 @@ pub(crate) struct WaitPolicy {
     /// [`fit_to`]: WaitPolicy::fit_to
     pub(crate) yield_override: Option<Duration>,
     /// Say on standard error what a wait waits for once it has lasted this long, and again
-    /// each time its length doubles (`ZCOLL_HANG_REPORT`, seconds; `None`: never).
+    /// each time its length doubles (`ZCOLL_WARN_AFTER`, seconds; `None`: never).
     pub(crate) report_after: Option<Duration>,
 }
 
-/// How long a wait lasts before it says what it waits for, unless `ZCOLL_HANG_REPORT`
+/// How long a wait lasts before it says what it waits for, unless `ZCOLL_WARN_AFTER`
 /// says otherwise: long enough that a rank computing or writing a file while the others
 /// wait in a collective stays quiet, short enough that a stuck job explains itself.
 const REPORT_AFTER: Duration = Duration::from_secs(60);
@@ -71,13 +71,13 @@ impl WaitPolicy {
             },
             Err(_) => None,
         };
-        let report_after = match std::env::var("ZCOLL_HANG_REPORT") {
+        let report_after = match std::env::var("ZCOLL_WARN_AFTER") {
             Ok(v) => match v.trim().parse::<f64>() {
                 Ok(0.0) => None,
                 Ok(s) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
                 _ => {
                     return Err(Error::Config {
-                        name: "ZCOLL_HANG_REPORT",
+                        name: "ZCOLL_WARN_AFTER",
                         value: v,
                         expected: "a number of seconds (0: never report)",
                     })
@@ -215,7 +215,10 @@ pub(crate) fn wait_until_any_saying(
             return Ok(());
         }
         if let Some(after) = report.filter(|&after| yielding.elapsed() >= after) {
-            eprintln!("{}", hang_report(peers, yielding.elapsed(), &state()));
+            // One write of the whole line: the lines of ranks that report at once (and
+            // share the launcher's standard error) stay whole.
+            let line = hang_report(peers, yielding.elapsed(), &state()) + "\n";
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             report = Some(after * 2);
         }
         if let Some(peer) = peers.get(turn % peers.len().max(1)) {
@@ -250,7 +253,7 @@ fn hang_report(peers: &[Peer], waited: Duration, state: &str) -> String {
     let state = if state.is_empty() { String::new() } else { format!("; {state}") };
     format!(
         "zcoll: rank {me} has waited {:.0} s for {awaited}{state} (ZCOLL_TIMEOUT=s makes such a wait \
-         an error, ZCOLL_HANG_REPORT=0 silences this)",
+         an error, ZCOLL_WARN_AFTER=0 silences this)",
         waited.as_secs_f64()
     )
 }

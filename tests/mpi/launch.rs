@@ -56,6 +56,11 @@ impl Job<'_> {
     /// Runs the job and returns its standard output; panics with everything it printed
     /// if it fails or runs past five minutes.
     pub(crate) fn run(&self) -> String {
+        self.output().0
+    }
+
+    /// [`run`](Self::run), returning the job's standard output and standard error.
+    pub(crate) fn output(&self) -> (String, String) {
         let _one = JOBS.lock().unwrap_or_else(|e| e.into_inner());
         let exe = std::env::current_exe().expect("the test binary's path");
         let mut cmd = if self.without_ptrace {
@@ -109,7 +114,7 @@ impl Job<'_> {
         let _ = std::fs::remove_file(&out_path);
         let _ = std::fs::remove_file(&err_path);
         match status {
-            Some(s) if s.success() && stdout.matches("ZCOLL-RANK-OK").count() == self.np => stdout,
+            Some(s) if s.success() && stdout.matches("ZCOLL-RANK-OK").count() == self.np => (stdout, stderr),
             Some(s) => panic!("{what} failed ({s}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}"),
             None => {
                 panic!("{what} ran past 300 s and was killed:\n--- stdout\n{stdout}\n--- stderr\n{stderr}")

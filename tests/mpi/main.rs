@@ -23,6 +23,30 @@ mod varcount;
 
 use launch::{mpirun, Job};
 
+/// A rank that waits longer than `ZCOLL_WARN_AFTER` says, in one line on standard error,
+/// which collective it is in, that call's number on the node and the ranks it still waits
+/// for; with `ZCOLL_WARN_AFTER=0` nothing is said.
+#[test]
+fn warn_after_np3() {
+    let job = |after| {
+        Job { np: 3, scenario: "warn-after", env: &[("ZCOLL_WARN_AFTER", after)], ..Job::default() }
+            .output()
+            .1
+    };
+    let stderr = job("0.5");
+    for r in 0..2 {
+        let said = stderr.lines().any(|l| {
+            l.starts_with(&format!("zcoll: rank {r} has waited "))
+                && l.contains("in bcast, collective call ")
+                && l.contains("ranks not yet in it: [2]")
+        });
+        assert!(said, "rank {r} did not say what it waits for:\n{stderr}");
+    }
+    assert!(!stderr.contains("zcoll: rank 2 has waited"), "the late rank waited for nobody:\n{stderr}");
+    let quiet = job("0");
+    assert!(!quiet.contains("has waited"), "ZCOLL_WARN_AFTER=0 still reported:\n{quiet}");
+}
+
 /// Every job allocates its large buffers in the shared heap: those of the `heap` scenario
 /// and, as a stress test of the allocator, everyone else's.
 #[global_allocator]

@@ -67,6 +67,7 @@ pub(crate) fn main() {
         "bcast" => bcast(&world, &comm),
         "errors" => errors(&world, &comm),
         "barrier" => barrier(&world, &comm),
+        "warn-after" => warn_after(&world, &comm),
         "reduce" => crate::reduce::reduce(&world, &comm),
         "faults" => crate::faults::run(&world, &comm),
         "empty" => crate::empty::run(&world, &comm),
@@ -232,6 +233,20 @@ fn barrier(world: &SimpleCommunicator, comm: &Comm) {
     // Make the early ranks really early.
     let delays: Vec<u64> = (0..20).map(|round| if (me + round) % p == 0 { 5 } else { 0 }).collect();
     check_barrier(world, comm, "zcoll-barrier", &delays);
+}
+
+/// The last rank enters a broadcast 2.5 s after the others, which wait for it: with
+/// `ZCOLL_WARN_AFTER` short, each of them says on standard error what it waits for (the
+/// test reads those lines); the broadcast then gives rsmpi's result.
+fn warn_after(world: &SimpleCommunicator, comm: &Comm) {
+    let (me, p) = (world.rank(), world.size());
+    let mut data: Vec<u64> = (0..1000).map(|i| if me == 0 { i * 3 + 1 } else { 0 }).collect();
+    if me == p - 1 {
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+    }
+    comm.broadcast_into(&mut data[..], 0).unwrap();
+    assert!(data.iter().enumerate().all(|(i, &x)| x == i as u64 * 3 + 1), "the late broadcast's data");
+    comm.barrier().unwrap();
 }
 
 /// A rank that made itself non-dumpable denies CMA in a job without CAP_SYS_PTRACE: the

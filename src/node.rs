@@ -6,6 +6,7 @@ use crate::segment::Segment;
 use crate::sync::wait::{self, WaitPolicy};
 use crate::sync::Control;
 use crate::transport::{cma, heap, xpmem, Links, TransportKind};
+use crate::tune::Flags;
 use mpi::collective::SystemOperation;
 use mpi::topology::{Color, Communicator, SimpleCommunicator};
 use mpi::traits::*;
@@ -56,6 +57,28 @@ impl Split {
     }
 }
 
+/// `ZCOLL_ARRIVAL`: how the rounds of a node await arrivals, `flat` or `tree:k`; unset or
+/// `auto`, the cost model's choice for the node's size (`Params::sync_structure`).
+///
+/// # Errors
+///
+/// `Error::Config` for any other value, or a fan-in below 2.
+pub(crate) fn arrival_from_env() -> Result<Option<Flags>> {
+    let Ok(v) = std::env::var("ZCOLL_ARRIVAL") else { return Ok(None) };
+    match v.trim() {
+        "auto" => Ok(None),
+        "flat" => Ok(Some(Flags::Flat)),
+        tree => match tree.strip_prefix("tree:").map(str::parse::<usize>) {
+            Some(Ok(k)) if k >= 2 => Ok(Some(Flags::Tree(k))),
+            _ => Err(Error::Config {
+                name: "ZCOLL_ARRIVAL",
+                value: v,
+                expected: "flat, tree:k (k >= 2) or auto",
+            }),
+        },
+    }
+}
+
 impl NodeComm {
     /// Splits `parent` into nodes and sets up this rank's node. Collective over `parent`.
     ///
@@ -63,7 +86,15 @@ impl NodeComm {
     ///
     /// On every rank of the node when any of them fails: the segment cannot be created or
     /// mapped, or `ZCOLL_TRANSPORT` asks for what the node cannot do or disagrees.
-    pub(crate) fn new(parent: &SimpleCommunicator, split: Split, policy: WaitPolicy) -> Result<NodeComm> {
+    ///
+    /// `arrival` is how the rounds await arrivals (`None`: the cost model decides for the
+    /// node's size, the same on every rank).
+    pub(crate) fn new(
+        parent: &SimpleCommunicator,
+        split: Split,
+        policy: WaitPolicy,
+        arrival: Option<Flags>,
+    ) -> Result<NodeComm> {
         let rank = parent.rank();
         let comm = match split {
             Split::Shared => parent.split_shared(rank),
@@ -101,6 +132,26 @@ impl NodeComm {
         }
         let heap = links.heap.is_some();
         ctl.set_links(links);
+        let arrival = arrival.unwrap_or_else(|| crate::tune::select::active().0.sync_structure(pids.len()));
+        // Ranks that await arrivals differently would wait for flags nobody posts: the
+        // node must agree (every rank reads the same profile and variable, unless a job
+        // sets them per rank).
+        let code = match arrival {
+            Flags::Flat => 1,
+            Flags::Tree(k) => k as u64,
+        };
+        let (mut lo, mut hi) = (0u64, 0u64);
+        comm.all_reduce_into(&code, &mut lo, SystemOperation::min());
+        comm.all_reduce_into(&code, &mut hi, SystemOperation::max());
+        if lo != hi {
+            return Err(Error::Config {
+                name: "ZCOLL_ARRIVAL",
+                value: arrival.to_string(),
+                expected: "the same value (and the same profile) on every rank of a node",
+            });
+        }
+        ctl.set_arrival(arrival);
+        log::debug!("rank {rank}: arrivals awaited {arrival:?}");
         log::debug!("rank {rank}: local rank {me} of {}, transport {transport}: {reason}", pids.len());
         Ok(NodeComm { comm, ctl, transport, reason, heap })
     }

@@ -48,6 +48,10 @@ pub struct Info {
     pub tuning: String,
     /// Which path the collectives take across nodes (the same on every rank).
     pub inter_node: InterNode,
+    /// How a collective's rounds await the arrival of the node's ranks: every rank polls
+    /// every other (`flat`), or a tree of flags of fan-in `k` (`tree:k`), as the cost
+    /// model chose for the node's size or `ZCOLL_ARRIVAL` asked.
+    pub arrival: crate::tune::Flags,
 }
 
 /// How the collectives of a [`Comm`] cross nodes: [`Info::inter_node`].
@@ -123,6 +127,7 @@ impl fmt::Display for Info {
             self.stage_bytes / 1024
         )?;
         writeln!(f, "  inter-node {}", self.inter_node)?;
+        writeln!(f, "  arrivals   {}", self.arrival)?;
         write!(f, "  tuning     {}", self.tuning)
     }
 }

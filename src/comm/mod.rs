@@ -235,17 +235,19 @@ impl Comm {
         let parent = comm.duplicate();
         let split = Split::from_env();
         let policy = WaitPolicy::from_env();
+        let arrival = crate::node::arrival_from_env();
         // Every rank takes part in the splits even with a bad variable, so none is left
         // waiting; the error is reported after.
         let node = NodeComm::new(
             &parent,
             split.clone().unwrap_or(Split::Shared),
             policy.clone().unwrap_or_default(),
+            arrival.clone().unwrap_or_default(),
         );
         // Every node must hear of a failure on another before the next collective step
         // (the hierarchy's splits), or it would wait there for ever.
-        let set_up = match (&split, &policy, &node) {
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Err(e.clone()),
+        let set_up = match (&split, &policy, &arrival, &node) {
+            (Err(e), ..) | (_, Err(e), ..) | (.., Err(e), _) | (.., Err(e)) => Err(e.clone()),
             _ => Ok(()),
         };
         crate::hier::agree(&parent, set_up)?;
@@ -273,6 +275,7 @@ impl Comm {
                 Split::Shared => None,
             },
             tuning: crate::tune::select::active().1.clone(),
+            arrival: node.ctl.arrival(),
             inter_node: match (hier.nodes(), hier.direct()) {
                 (1, _) => InterNode::OneNode,
                 (_, true) => InterNode::DirectMpi,

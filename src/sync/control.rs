@@ -8,6 +8,7 @@ use super::{fifo, Call, Round};
 use crate::error::{Error, Result};
 use crate::segment::Segment;
 use crate::transport::{heap, Links, Read, RemoteBuf, TransportKind};
+use crate::tune::Flags;
 use std::cell::{Cell, RefCell, RefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -29,6 +30,9 @@ pub(crate) struct Control {
     /// area of its epoch's parity only (see `begin_staged`).
     pub(super) owed_staged: Cell<bool>,
     pub(super) policy: WaitPolicy,
+    /// How a round's arrivals are awaited: every rank polls every other (`Flat`), or up a
+    /// tree of fan-in `k` and down from its root (`Tree(k)`). See [`Control::begin`].
+    pub(super) arrival: Flags,
     /// This rank's position in the node's Bcast FIFO.
     pub(super) bcast_cursor: fifo::Cursor,
     /// This rank's position in its own point-to-point FIFO.
@@ -103,6 +107,7 @@ impl Control {
             owed: Cell::new(0),
             owed_staged: Cell::new(false),
             policy,
+            arrival: Flags::Flat,
             bcast_cursor: fifo::Cursor::default(),
             p2p_cursor: fifo::Cursor::default(),
             scratch: RefCell::new(vec![Line([0; 64]); 2 * SCRATCH_HALF / 64]),
@@ -258,29 +263,92 @@ impl Control {
         format!("in {name}, collective call {epoch} of the node; {outside}; {at_r}")
     }
 
+    /// Sets how the rounds await arrivals (the node decides once, the same on every rank).
+    pub(crate) fn set_arrival(&mut self, how: Flags) {
+        self.arrival = how;
+    }
+
+    /// How the rounds await arrivals.
+    pub(crate) fn arrival(&self) -> Flags {
+        self.arrival
+    }
+
     /// Starts a collective: publishes `call` and waits until every local rank has arrived.
+    ///
+    /// Flat, each rank polls every other rank's stamp: `p - 1` cache lines per rank. With
+    /// a tree of fan-in `k` (local rank `r`'s children are `k r + 1 ..= k r + k`), each
+    /// rank waits for its children's `gathered`, then publishes its own (its subtree has
+    /// arrived), and every rank but the root waits for the root's, which says that the
+    /// whole node has: `k` lines per level up and one down. Either way a rank that
+    /// returns `Ok` has seen, through a chain of Release stores and Acquire loads, every
+    /// rank's call record of this round and everything each rank did before arriving.
     ///
     /// # Errors
     ///
-    /// `PeerDied` or `Timeout` while waiting for an arrival.
+    /// `PeerDied` or `Timeout` while waiting for an arrival; with a tree, `PeerFailed`
+    /// naming the awaited rank when it gave up (a rank below it died or timed out).
     pub(crate) fn begin(&self, call: &Call) -> Result<Round<'_>> {
         let mut round = self.publish(call, 0);
-        let (epoch, mine) = (round.epoch, self.slot(self.me));
-        let parity = (epoch % 2) as usize;
-        for r in 0..self.size() {
-            if let Err(e) = self.wait_ge(r, |s| &s.call[parity][STAMP], epoch) {
-                // We arrived, so a peer may already be copying: we cannot wait for it (the
-                // wait just failed), so say we failed and are done, without waiting.
-                round.finished = true;
-                round.guard(&e);
-                mine.call[(epoch % 2) as usize][STATUS].store(1, Ordering::Relaxed);
-                mine.done.store(epoch, Ordering::Release);
-                return Err(e);
+        let epoch = round.epoch;
+        let arrived = match self.arrival {
+            Flags::Tree(k) if self.size() > 2 => self.gather_arrivals(epoch, k.max(2)),
+            _ => {
+                let parity = (epoch % 2) as usize;
+                (0..self.size()).try_for_each(|r| self.wait_ge(r, |s| &s.call[parity][STAMP], epoch))
             }
+        };
+        if let Err(e) = arrived {
+            // We arrived, so a peer may already be copying: we cannot wait for it (the
+            // wait just failed), so say we failed and are done, without waiting. With a
+            // tree, `done` without `gathered` is also how the ranks above and below us
+            // learn that we gave up.
+            round.finished = true;
+            round.guard(&e);
+            let mine = self.slot(self.me);
+            mine.call[(epoch % 2) as usize][STATUS].store(1, Ordering::Relaxed);
+            mine.done.store(epoch, Ordering::Release);
+            return Err(e);
         }
         // Every rank arrived here only after posting `done` of the round before.
         self.owed.set(0);
         Ok(round)
+    }
+
+    /// The tree of [`begin`](Control::begin): up through this rank's children, then down
+    /// from the root.
+    fn gather_arrivals(&self, epoch: u64, k: usize) -> Result<()> {
+        let first = self.me * k + 1;
+        for child in first..(first + k).min(self.size()) {
+            self.wait_gathered(child, epoch)?;
+        }
+        // Release: our record, and (through our Acquire loads of the children's) every
+        // record of our subtree, are visible to whoever sees this.
+        self.slot(self.me).gathered.store(epoch, Ordering::Release);
+        match self.me {
+            0 => Ok(()),
+            _ => self.wait_gathered(0, epoch),
+        }
+    }
+
+    /// Waits until local rank `r` says that its subtree has arrived at `epoch`, or until
+    /// it gave up on `epoch` (its `done` without its `gathered`: a rank below it died or
+    /// timed out, or its own wait failed), which fails this rank's arrival too.
+    fn wait_gathered(&self, r: usize, epoch: u64) -> Result<()> {
+        let slot = self.slot(r);
+        let gathered = || slot.gathered.load(Ordering::Acquire) >= epoch;
+        let mut gave_up = false;
+        let ready = || {
+            gathered() || {
+                gave_up = slot.done.load(Ordering::Acquire) >= epoch;
+                gave_up
+            }
+        };
+        wait::wait_until_any_saying(&self.policy, &[self.peer(r)], ready, &|| self.standing(r))?;
+        // `gathered` is posted before `done`: look at it once more.
+        match gave_up && !gathered() {
+            true => Err(Error::PeerFailed { rank: self.ranks[self.me], peer: self.ranks[r] }),
+            false => Ok(()),
+        }
     }
 
     /// Starts round `epoch + 1`: clears the first `board` words of this rank's staging area

@@ -9,7 +9,7 @@ use crossbeam_utils::CachePadded;
 use std::sync::atomic::AtomicU64;
 
 /// Identifies the layout below; a rank built from another version refuses the segment.
-pub(super) const MAGIC: u64 = 0x7a63_6f6c_6c5f_0002;
+pub(super) const MAGIC: u64 = 0x7a63_6f6c_6c5f_0003;
 
 /// The segment's header, at offset 0.
 #[repr(C)]
@@ -24,6 +24,9 @@ pub(super) struct Head {
 #[repr(C)]
 pub(crate) struct Slot {
     pub(super) arrive: CachePadded<AtomicU64>,
+    /// With a tree of arrivals: the last round in which this rank's whole subtree had
+    /// arrived (the root's: the whole node). See `Control::begin`.
+    pub(super) gathered: CachePadded<AtomicU64>,
     pub(super) done: CachePadded<AtomicU64>,
     pub(super) progress: CachePadded<AtomicU64>,
     pub(super) ack: CachePadded<AtomicU64>,

@@ -7,6 +7,7 @@ use super::wait::WaitPolicy;
 use super::*;
 use crate::error::{Error, Result};
 use crate::segment::Segment;
+use crate::tune::Flags;
 use std::sync::atomic::Ordering;
 
 /// `n` controls over one segment, as `n` ranks of one node would see it; each is
@@ -60,45 +61,89 @@ fn a_foreign_layout_is_refused() {
     assert!(matches!(err, Error::Segment { rank: 1, op: "layout check", .. }));
 }
 
+/// Every round shows every rank every rank's call, and a failure on one rank reaches
+/// every rank, whether arrivals are awaited flat or up and down trees of several fan-ins
+/// (with full and partial last levels).
 #[test]
 fn rounds_exchange_calls_and_agree_on_failure() {
-    let n = 4;
-    let outcomes: Vec<_> = std::thread::scope(|s| {
-        let hs: Vec<_> = node(n, 8192)
-            .into_iter()
-            .map(|ctl| {
-                s.spawn(move || {
-                    let mut seen = Vec::new();
-                    for round in 0..200u64 {
-                        let call = Call { op: 7, root: ctl.me() as i64, aux: round, ..Call::default() };
-                        let r = ctl.begin(&call).unwrap();
-                        for p in 0..n {
-                            let c = r.call(p);
-                            assert_eq!((c.op, c.root, c.aux), (7, p as i64, round));
+    for (n, arrival) in
+        [(4, Flags::Flat), (4, Flags::Tree(2)), (7, Flags::Tree(2)), (9, Flags::Tree(3)), (6, Flags::Tree(4))]
+    {
+        let outcomes: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = node(n, 8192)
+                .into_iter()
+                .map(|mut ctl| {
+                    ctl.set_arrival(arrival);
+                    s.spawn(move || {
+                        let mut seen = Vec::new();
+                        for round in 0..200u64 {
+                            let call = Call { op: 7, root: ctl.me() as i64, aux: round, ..Call::default() };
+                            let r = ctl.begin(&call).unwrap();
+                            for p in 0..n {
+                                let c = r.call(p);
+                                assert_eq!((c.op, c.root, c.aux), (7, p as i64, round), "{arrival}");
+                            }
+                            // Rank 2 fails every tenth round; everyone must hear of it.
+                            let mine = if round % 10 == 0 && ctl.me() == 2 {
+                                Err(Error::Unsupported { rank: 2, what: "test".into() })
+                            } else {
+                                Ok(())
+                            };
+                            seen.push(r.finish(mine));
                         }
-                        // Rank 2 fails every tenth round; everyone must hear of it.
-                        let mine = if round % 10 == 0 && ctl.me() == 2 {
-                            Err(Error::Unsupported { rank: 2, what: "test".into() })
-                        } else {
-                            Ok(())
-                        };
-                        seen.push(r.finish(mine));
-                    }
-                    seen
+                        seen
+                    })
                 })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (me, seen) in outcomes.iter().enumerate() {
+            for (round, outcome) in seen.iter().enumerate() {
+                match (round % 10 == 0, me == 2, outcome) {
+                    (false, _, Ok(())) => {}
+                    (true, true, Err(Error::Unsupported { .. })) => {}
+                    (true, false, Err(Error::PeerFailed { rank, peer: 2 })) => assert_eq!(*rank, me as i32),
+                    other => panic!("{arrival}: rank {me} of {n}, round {round}: {other:?}"),
+                }
+            }
+        }
+    }
+}
+
+/// A rank that dies before it arrives, in a tree of arrivals where it stands for a
+/// subtree: its parent finds it dead, gives up, and the failure climbs to the root and
+/// comes down to every rank, each of which returns an error within two seconds.
+#[test]
+fn a_tree_of_arrivals_hears_of_a_rank_that_never_arrives() {
+    let n = 7;
+    let (mut child, name, pids) = spawn_peer(n, "never-arrives");
+    let len = Control::segment_len(n, 8192);
+    let policy = WaitPolicy { timeout: Some(std::time::Duration::from_secs(60)), ..WaitPolicy::default() };
+    let start = std::time::Instant::now();
+    let outcomes: Vec<(usize, Result<()>)> = std::thread::scope(|s| {
+        let hs: Vec<_> = [0]
+            .into_iter()
+            .chain(2..n)
+            .map(|r| {
+                let seg = Segment::open(r as i32, &name, len).unwrap();
+                let mut ctl =
+                    Control::new(seg, r, (0..n as i32).collect(), pids.clone(), 8192, policy, false).unwrap();
+                // Local rank 1 is the parent of 3 and 4; 0 of 1 and 2.
+                ctl.set_arrival(Flags::Tree(2));
+                s.spawn(move || (r, ctl.begin(&Call::default()).map(drop)))
             })
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    for (me, seen) in outcomes.iter().enumerate() {
-        for (round, outcome) in seen.iter().enumerate() {
-            match (round % 10 == 0, me == 2, outcome) {
-                (false, _, Ok(())) => {}
-                (true, true, Err(Error::Unsupported { .. })) => {}
-                (true, false, Err(Error::PeerFailed { rank, peer: 2 })) => assert_eq!(*rank, me as i32),
-                other => panic!("rank {me} round {round}: {other:?}"),
-            }
-        }
+    assert!(start.elapsed() < std::time::Duration::from_secs(2), "{:?}", start.elapsed());
+    Segment::unlink(&name);
+    assert!(child.wait().unwrap().success());
+    for (r, outcome) in outcomes {
+        let want = match r {
+            0 => Error::PeerDied { rank: 0, peer: 1, pid: pids[1] },
+            _ => Error::PeerFailed { rank: r as i32, peer: 0 },
+        };
+        assert_eq!(outcome, Err(want), "local rank {r}");
     }
 }
 
@@ -117,6 +162,9 @@ fn dying_peer() {
     pids[1] = std::process::id() as libc::pid_t;
     let ranks = (0..n as i32).collect();
     let ctl = Control::new(seg, 1, ranks, pids, 8192, WaitPolicy::default(), false).unwrap();
+    if std::env::var("ZCOLL_TEST_PEER").as_deref() == Ok("never-arrives") {
+        std::process::exit(0);
+    }
     let round = ctl.begin(&Call::default()).unwrap();
     std::mem::forget(round);
     std::process::exit(0);
@@ -125,6 +173,12 @@ fn dying_peer() {
 /// Starts `dying_peer` as local rank 1 of `n` over a new segment; returns the child,
 /// the segment's name and the pids every rank uses (the child's at 1, ours elsewhere).
 fn spawn_dying_peer(n: usize) -> (std::process::Child, String, Vec<libc::pid_t>) {
+    spawn_peer(n, "dies-mid-round")
+}
+
+/// [`spawn_dying_peer`], the peer doing `what`: `dies-mid-round` (arrives, then exits)
+/// or `never-arrives` (exits before it arrives).
+fn spawn_peer(n: usize, what: &str) -> (std::process::Child, String, Vec<libc::pid_t>) {
     let len = Control::segment_len(n, 8192);
     let (seg, name) = Segment::create(0, len).unwrap();
     let me = std::process::id() as libc::pid_t;
@@ -135,6 +189,7 @@ fn spawn_dying_peer(n: usize) -> (std::process::Child, String, Vec<libc::pid_t>)
         .args(["--exact", "sync::tests::dying_peer", "--ignored", "--test-threads=1"])
         .env("ZCOLL_TEST_SEGMENT", &name)
         .env("ZCOLL_TEST_RANKS", n.to_string())
+        .env("ZCOLL_TEST_PEER", what)
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();

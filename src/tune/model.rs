@@ -33,21 +33,24 @@
 //!
 //! Every call also pays its round protocol (publish the call, check every rank's, and
 //! for a call that exposes buffers, wait for every rank's `done`), whatever it moves.
-//! The protocol is flat: in each phase every rank reads every other rank's flag, `p - 1`
-//! cache lines, so
+//! A round has one or two phases: the arrival (with the check), and for the single-copy
+//! algorithms the finish. Flat, every rank reads every other rank's flag in a phase,
+//! `p - 1` cache lines; a tree of flags of fan-in `k` ([`Flags::Tree`]) costs
+//! `L(p, k) = ceil(log_k p) k` lines instead (a parent reads its `k - 1` children per level
+//! up, a child its parent per level down). The node awaits arrivals with the structure
+//! [`Params::sync_structure`] finds cheaper for its size; the finish stays flat (a rank
+//! that leaves a round early cannot stand for a subtree). So
 //!
 //! ```text
-//! T_sync(p) = sync + phases * (p - 2) * flag
+//! T_sync(p) = sync + (A(p) - 1) * flag + [single copy] (p - 2) * flag,
+//! A(p) = min(p - 1, min over k = 2..8 of L(p, k))
 //! ```
 //!
 //! with `sync` measured on two ranks (where a phase reads one flag), `sync_copy` for the
-//! single-copy algorithms (two phases: the arrival and check, then the finish) and
-//! `sync_staged` for the copy-in/copy-out ones (a private round: one phase). It is what
-//! moves the crossover from copy-in/copy-out to the single copy: without it, a 4 KiB
-//! single copy looks cheaper than it is by the second phase. A tree of flags of fan-in
-//! `k` would cost `ceil(log_k p)` levels up (a parent reads its `k - 1` children) and as
-//! many down (a child reads its parent) per phase ([`Flags::Tree`]); the code does not
-//! implement it yet, and [`Params::sync_structure`] says when it would pay.
+//! single-copy algorithms and `sync_staged` for the copy-in/copy-out ones (a private
+//! round: the arrival only). It is what moves the crossover from copy-in/copy-out to the
+//! single copy: without it, a 4 KiB single copy looks cheaper than it is by the second
+//! phase.
 //!
 //! Every algorithm's cost is written from its schedule: what runs in parallel costs
 //! the slowest of its transfers, what runs in sequence adds up, and a step that waits for
@@ -107,12 +110,22 @@ pub struct Params {
 /// The structure of a round's flags on `p` ranks (see the [module](self) docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flags {
-    /// Every rank reads every other rank's flag: `p - 1` lines per rank and phase (what
-    /// the code implements).
+    /// Every rank reads every other rank's flag: `p - 1` lines per rank and phase.
     Flat,
     /// A tree of fan-in `k`: `ceil(log_k p)` levels up, a parent reading its `k - 1`
-    /// children, and as many down. Modelled only: the code has no tree of flags yet.
+    /// children, and as many down. The code builds it for the arrival phase
+    /// (`Info::arrival`); the completion phase stays flat.
     Tree(usize),
+}
+
+impl std::fmt::Display for Flags {
+    /// `flat`, or `tree:k`: the form `ZCOLL_ARRIVAL` takes.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Flags::Flat => f.write_str("flat"),
+            Flags::Tree(k) => write!(f, "tree:{k}"),
+        }
+    }
 }
 
 /// How pinning contends across the sockets of a node (see the [module](self) docs).
@@ -250,11 +263,27 @@ impl Params {
         n.div_ceil(chunk).saturating_sub(1) as f64 * self.alpha + self.copy(n, d, 1, share, write)
     }
 
-    /// The round protocol of one call on `p` ranks, as the code runs it (flat):
-    /// `sync_staged` or `sync_copy`, plus `(p - 2)` flags per phase (two phases for a
-    /// single-copy call, one for a staged one).
+    /// The round protocol of one call on `p` ranks, as the code runs it: `sync_staged` or
+    /// `sync_copy`, plus the flags the arrival reads beyond two ranks' one, arranged as
+    /// [`sync_structure`](Params::sync_structure) picks (which the node uses), plus for a
+    /// single-copy call a flat finish: `p - 2` more flags.
     pub fn sync(&self, staged: bool, p: usize) -> f64 {
-        self.sync_with(staged, p, Flags::Flat)
+        let base = if staged { self.sync_staged } else { self.sync_copy };
+        if p <= 2 {
+            return base;
+        }
+        let arrival = self.flag_lines(p, self.sync_structure(p)) - 1.0;
+        let finish = if staged { 0.0 } else { self.flag_lines(p, Flags::Flat) - 1.0 };
+        base + (arrival + finish) * self.flag
+    }
+
+    /// The flag lines one rank reads in one phase on `p` ranks arranged as `how`.
+    fn flag_lines(&self, p: usize, how: Flags) -> f64 {
+        match how {
+            Flags::Flat => (p - 1) as f64,
+            // Up: a parent reads its k - 1 children per level; down: one read per level.
+            Flags::Tree(k) => (ceil_log(p, k) * k.max(2)) as f64,
+        }
     }
 
     /// The round protocol of one call on `p` ranks with the flags arranged as `how`:
@@ -265,16 +294,12 @@ impl Params {
         if p <= 2 {
             return base;
         }
-        let per_phase = match how {
-            Flags::Flat => (p - 1) as f64,
-            // Up: a parent reads its k - 1 children per level; down: one read per level.
-            Flags::Tree(k) => (ceil_log(p, k) * k.max(2)) as f64,
-        };
-        base + phases * (per_phase - 1.0) * self.flag
+        base + phases * (self.flag_lines(p, how) - 1.0) * self.flag
     }
 
-    /// The cheaper structure of flags for a single-copy round on `p` ranks: flat, or a
-    /// tree with the best fan-in from 2 to 8. Only [`Flags::Flat`] is implemented.
+    /// The cheaper structure of flags for a round on `p` ranks: flat, or a tree with the
+    /// best fan-in from 2 to 8 (flat on a tie). The node awaits arrivals this way
+    /// (`ZCOLL_ARRIVAL` overrides).
     pub fn sync_structure(&self, p: usize) -> Flags {
         [Flags::Flat]
             .into_iter()
@@ -704,11 +729,16 @@ mod tests {
     fn every_call_pays_its_round_protocol() {
         let n = 8192;
         let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
-        // Two ranks: the measured constant alone; each peer beyond adds a flag per phase
-        // (two phases for a single copy, one for a staged call).
+        // Two ranks: the measured constant alone. Beyond, the arrival reads the lines of
+        // the cheaper structure (on 8 ranks a binary tree: 3 levels of 2 lines, 6, five
+        // beyond two ranks' one) and a single copy's finish one flag per peer beyond the
+        // first (flat: 6).
         assert!(close(P.sync(false, 2), 2e-6) && close(P.sync(true, 2), 1e-6));
-        assert!(close(P.sync(false, 8), 2e-6 + 2.0 * 6.0 * 1e-7));
-        assert!(close(P.sync(true, 8), 1e-6 + 6.0 * 1e-7));
+        assert_eq!(P.sync_structure(8), Flags::Tree(2));
+        assert!(close(P.sync(false, 8), 2e-6 + (5.0 + 6.0) * 1e-7));
+        assert!(close(P.sync(true, 8), 1e-6 + 5.0 * 1e-7));
+        assert_eq!(P.sync_structure(5), Flags::Flat);
+        assert!(close(P.sync(false, 5), 2e-6 + 2.0 * 3.0 * 1e-7));
         for (algo, p) in [(Algo::ScatterParallelRead, 8), (Algo::AllgatherRing, 5), (Algo::BcastStaged, 3)] {
             let want = P.sync(algo.is_staged(), p) + P.moving(algo, p, n);
             assert!(close(P.predict(algo, p, n), want), "{algo:?}");
@@ -861,9 +891,12 @@ mod tests {
         let knl =
             Params { alpha: 1.43e-6, beta: 1.0 / 3.29e9, l: 0.25e-6, a: 0.11, b: 1.6, flag: 0.2e-6, ..BDW };
         assert!(us(knl.moving(Algo::ScatterThrottledRead(8), 68, 4096), 9.0 * 7.634985 + 1.6));
-        // The flat rounds of 68 ranks: 2 phases of 66 flags beyond two ranks:
-        // 0.75 + 2 x 66 x 0.2 = 27.15 us.
-        assert!(us(knl.sync(false, 68), 27.15));
+        // The rounds of 68 ranks: the arrival up and down a tree of fan-in 3 (4 levels of
+        // 3 lines: 12, 11 beyond two ranks), the finish flat (66 beyond):
+        // 0.75 + (11 + 66) x 0.2 = 16.15 us; flat in both phases it would be 27.15 us.
+        assert_eq!(knl.sync_structure(68), Flags::Tree(3));
+        assert!(us(knl.sync(false, 68), 16.15));
+        assert!(us(knl.sync_with(false, 68, Flags::Flat), 27.15));
     }
 
     #[test]

@@ -84,13 +84,15 @@ at! {
     bcast_vnodes_np8_k1: 8, "bcast", ["ZCOLL_NODE_SIZE" => "1", "ZCOLL_TRANSPORT" => "cico"];
     errors_np1: 1, "errors", [];
     errors_np2: 2, "errors", [];
-    errors_np5: 5, "errors", [];
-    errors_np8: 8, "errors", [];
+    errors_np5: 5, "errors", ["ZCOLL_EXPECT_ARRIVAL" => "flat"];
+    errors_np8: 8, "errors", ["ZCOLL_EXPECT_ARRIVAL" => "tree:2"];
+    errors_flat_np8: 8, "errors", ["ZCOLL_ARRIVAL" => "flat", "ZCOLL_EXPECT_ARRIVAL" => "flat"];
     errors_cico_np3: 3, "errors", ["ZCOLL_TRANSPORT" => "cico"];
     errors_vnodes_np8_k3: 8, "errors", ["ZCOLL_NODE_SIZE" => "3"];
     bad_env_yield_np2: 2, "bad-env", ["ZCOLL_TEST_BAD_VAR" => "ZCOLL_YIELD_US", "ZCOLL_YIELD_US" => "fast"];
     bad_env_timeout_np3: 3, "bad-env", ["ZCOLL_TEST_BAD_VAR" => "ZCOLL_TIMEOUT", "ZCOLL_TIMEOUT" => "-1"];
     bad_env_node_size_np3: 3, "bad-env", ["ZCOLL_TEST_BAD_VAR" => "ZCOLL_NODE_SIZE", "ZCOLL_NODE_SIZE" => "0"];
+    bad_env_arrival_np3: 3, "bad-env", ["ZCOLL_TEST_BAD_VAR" => "ZCOLL_ARRIVAL", "ZCOLL_ARRIVAL" => "tree:1"];
     setup_fails_vnodes_np4_k2: 4, "setup-fails", ["ZCOLL_NODE_SIZE" => "2"];
     setup_fails_vnodes_np5_k2: 5, "setup-fails", ["ZCOLL_NODE_SIZE" => "2"];
     empty_np1: 1, "empty", [];
@@ -135,9 +137,12 @@ at! {
     // Beyond the 8 ranks above, oversubscribing 2 cores: with the default seed, the
     // first 72 steps call all 14 kinds of collective at 16 and at 32 ranks (blocks up to
     // 3 MB); about 10 s per job here.
-    random_np16: 16, "random", ["ZCOLL_RANDOM_STEPS" => "72"];
-    random_np32: 32, "random", ["ZCOLL_RANDOM_STEPS" => "72"];
-    random_vnodes_np32_k8: 32, "random", ["ZCOLL_RANDOM_STEPS" => "72", "ZCOLL_NODE_SIZE" => "8"];
+    random_np16: 16, "random", ["ZCOLL_RANDOM_STEPS" => "72", "ZCOLL_EXPECT_ARRIVAL" => "tree:2"];
+    random_np32: 32, "random", ["ZCOLL_RANDOM_STEPS" => "72", "ZCOLL_EXPECT_ARRIVAL" => "tree:2"];
+    random_vnodes_np32_k8: 32, "random", ["ZCOLL_RANDOM_STEPS" => "72", "ZCOLL_NODE_SIZE" => "8", "ZCOLL_EXPECT_ARRIVAL" => "tree:2"];
+    random_tree_np9_k4: 9, "random", ["ZCOLL_RANDOM_STEPS" => "72", "ZCOLL_ARRIVAL" => "tree:4", "ZCOLL_EXPECT_ARRIVAL" => "tree:4"];
+    errors_tree_np16_k4: 16, "errors", ["ZCOLL_ARRIVAL" => "tree:4", "ZCOLL_EXPECT_ARRIVAL" => "tree:4"];
+    errors_tree_np32_k3: 32, "errors", ["ZCOLL_ARRIVAL" => "tree:3", "ZCOLL_EXPECT_ARRIVAL" => "tree:3"];
     faults_np3: 3, "faults", [];
     faults_np5: 5, "faults", [];
     barrier_np1: 1, "barrier", [];

@@ -100,6 +100,9 @@ fn expectations(world: &SimpleCommunicator, comm: &Comm) {
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         assert!(!maps.contains(&lib), "{lib} was loaded although ZCOLL_TRANSPORT rules XPMEM out");
     }
+    if let Ok(arrival) = std::env::var("ZCOLL_EXPECT_ARRIVAL") {
+        assert_eq!(info.arrival.to_string(), arrival, "{info}");
+    }
     if let Ok(reason) = std::env::var("ZCOLL_EXPECT_REASON") {
         assert!(info.reason.contains(&reason), "reason {:?} lacks {reason:?}", info.reason);
     }

@@ -272,15 +272,18 @@ pub fn predict_table(params: &Params, p: usize, sizes: &[usize], single_copy: bo
             c.seconds * 1e6
         );
     }
-    let flat = params.sync(false, p) * 1e6;
-    let _ = write!(out, "\n# rounds of a single-copy call: {flat:.2} us with flat flags (what zcoll runs)");
-    if let best @ Flags::Tree(k) = params.sync_structure(p) {
-        let _ = write!(
+    let runs = params.sync(false, p) * 1e6;
+    let flat = params.sync_with(false, p, Flags::Flat) * 1e6;
+    let _ = write!(out, "\n# rounds of a single-copy call: {runs:.2} us as zcoll runs them (arrivals ");
+    let _ = match params.sync_structure(p) {
+        best @ Flags::Tree(k) => write!(
             out,
-            "; a tree of flags of fan-in {k} would take {:.2} us (modelled, not implemented)",
+            "up and down a tree of fan-in {k}, finish flat); flat in both phases {flat:.2} us; the tree in \
+             both {:.2} us (modelled: the finish is not built as a tree)",
             params.sync_with(false, p, best) * 1e6
-        );
-    }
+        ),
+        Flags::Flat => write!(out, "flat, finish flat)"),
+    };
     out
 }
 

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use mpi::traits::*;
 use std::process::ExitCode;
 use zcoll::ZeroCopy;
+use zcoll_cli::progress::Progress;
 use zcoll_cli::{bench, report, tune};
 
 /// `zcoll bench --buffers global` measures `Vec`s in the shared heap: this allocator
@@ -80,6 +81,7 @@ struct TuneArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    zcoll_cli::progress::allow_bars();
     match &cli.command {
         Command::Tune(args) if args.predict => return predict(args),
         Command::Report(args) => return write_report(args),
@@ -114,7 +116,13 @@ fn main() -> ExitCode {
 /// Calibrates the node of rank 0 and writes its profile there; with `--plot`, times a
 /// few algorithms on every rank and compares them with the fitted model first.
 fn calibrate(world: &mpi::topology::SimpleCommunicator, comm: &zcoll::Comm, args: &TuneArgs) -> ExitCode {
-    let profile = match comm.calibrate(args.reps) {
+    // The calibration is one library call of minutes: a spinner (or a line at its start
+    // and end) on rank 0 says it runs; --plot's timing shows its own progress.
+    let progress = Progress::spinner("zcoll tune", comm.rank() == 0);
+    progress.set_message(&format!("calibrating this node, {} repetitions per point", args.reps));
+    let calibrated = comm.calibrate(args.reps);
+    progress.finish();
+    let profile = match calibrated {
         Err(e) => {
             eprintln!("zcoll tune: {e}");
             return ExitCode::FAILURE;

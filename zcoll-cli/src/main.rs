@@ -4,6 +4,10 @@
 //! `mpiexec -n 2 zcoll bench --coll all --sizes 8:64M --csv bench.csv --plot bench.svg`,
 //! or `mpiexec -n 2 zcoll tune --plot model.svg`. `zcoll report DIR` (no MPI) turns what
 //! `scripts/compare` measured into the Markdown comparison with Open MPI and MPICH.
+//!
+//! zcoll's log records (the transport and algorithm decisions at debug level, every
+//! fallback at warn level) go to standard error under `ZCOLL_LOG` or, if that is unset,
+//! `RUST_LOG`, in env_logger's syntax: `ZCOLL_LOG=zcoll=debug mpiexec -n 2 zcoll bench`.
 
 use clap::{Parser, Subcommand};
 use mpi::traits::*;
@@ -82,6 +86,11 @@ struct TuneArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     zcoll_cli::progress::allow_bars();
+    // ZCOLL_LOG first, then RUST_LOG (an empty value counts as unset); errors only when
+    // neither is set.
+    let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+    let filter = var("ZCOLL_LOG").or_else(|| var("RUST_LOG")).unwrap_or_default();
+    env_logger::Builder::new().parse_filters(&filter).init();
     match &cli.command {
         Command::Tune(args) if args.predict => return predict(args),
         Command::Report(args) => return write_report(args),

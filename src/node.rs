@@ -406,9 +406,19 @@ fn choose_transport(
             (Err(_), Ok(_)) => {
                 Ok((TransportKind::Cma, others(&cma_why), Links { heap: Some(peer_heaps()), xpmem: None }))
             }
-            (Err(_), Err(_)) => Ok((TransportKind::Cma, others(&cma_why), Links::default())),
+            (Err(_), Err(h)) => {
+                if me == 0 {
+                    log::warn!("heap buffers fall back to cma ({h})");
+                }
+                Ok((TransportKind::Cma, others(&cma_why), Links::default()))
+            }
         },
-        (_, Some(_)) => Ok((TransportKind::Cico, others(&cma_why), Links::default())),
+        (_, Some(why)) => {
+            if me == 0 {
+                log::warn!("cma refused ({why}): the node falls back to copy-in/copy-out (cico)");
+            }
+            Ok((TransportKind::Cico, others(&cma_why), Links::default()))
+        }
     }
 }
 

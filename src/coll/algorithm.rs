@@ -79,16 +79,25 @@ pub(crate) fn resolve<A: Algorithm>(
     transport: TransportKind,
     model: impl FnOnce() -> A,
 ) -> Result<A> {
-    let (chosen, why) = match is_auto(a) {
-        false => (a, "named by the call"),
+    let (chosen, why, named) = match is_auto(a) {
+        false => (a, "named by the call", true),
         true => match env.choice(var)? {
-            Some(set) => (set, "from the environment"),
-            None => (model(), "the cost model's choice"),
+            Some(set) => (set, "from the environment", true),
+            None => (model(), "the cost model's choice", false),
         },
     };
     check(chosen)?;
     let cico = transport == TransportKind::Cico || is_auto(chosen);
     let resolved = if cico { chosen.on_cico() } else { chosen };
+    // A fallback: what the call or the environment named cannot run here (the model's
+    // choice on a `cico` node is not one: `Auto` means staged there).
+    if cico && named && !is_auto(chosen) && entry(resolved) != entry(chosen) {
+        log::warn!(
+            "{var}: {} ({why}) cannot run on a cico node: runs as {}",
+            describe(chosen),
+            describe(resolved)
+        );
+    }
     log::debug!("{var}: {} ({why}{})", describe(resolved), if cico { ", copy-in/copy-out" } else { "" });
     Ok(resolved)
 }
@@ -121,6 +130,9 @@ pub(crate) fn requested<A: Algorithm>(
     };
     check(chosen)?;
     let resolved = if transport == TransportKind::Cico { staged() } else { chosen };
+    if transport == TransportKind::Cico && !is_auto(chosen) && entry(resolved) != entry(chosen) {
+        log::warn!("{var}: {} cannot run on a cico node: runs as {}", describe(chosen), describe(resolved));
+    }
     log::debug!("{var}: {} (auto decides after the checks, from every rank's counts)", describe(resolved));
     Ok(resolved)
 }

@@ -147,6 +147,7 @@ at! {
     faults_np5: 5, "faults", [];
     barrier_np1: 1, "barrier", [];
     barrier_np2: 2, "barrier", [];
+    barrier_np3: 3, "barrier", [];
     barrier_np5: 5, "barrier", [];
     barrier_np8: 8, "barrier", [];
     barrier_vnodes_np8_k3: 8, "barrier", ["ZCOLL_NODE_SIZE" => "3"];

@@ -12,6 +12,7 @@
 
 use crate::colls::{self, Buffers, Collective, Env};
 use crate::plot::{self, Panel, Series, Style};
+use crate::progress::Progress;
 use crate::stats::{self, Imbalance, Summary};
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
@@ -246,7 +247,8 @@ pub fn run(world: &SimpleCommunicator, comm: &Comm, args: &BenchArgs) -> Result<
 
 /// Times what `args` asks for on every rank of `world` and returns the rows (complete on
 /// rank 0, empty elsewhere); with `print`, rank 0 prints the header and every row as it
-/// is measured. [`run`] without the summary and the files: the timing `zcoll tune
+/// is measured. Rank 0 shows the progress on standard error ([`Progress`]: a bar on a
+/// terminal, a plain line every few seconds otherwise). [`run`] without the summary and the files: the timing `zcoll tune
 /// --plot` shares.
 ///
 /// # Errors
@@ -267,18 +269,22 @@ pub fn measure(
     }
     let mut rows = Vec::new();
     let mut seq = 0u64;
+    let points: usize = plan.colls.iter().map(|(c, _)| if c.sized() { plan.sizes.len() } else { 1 }).sum();
+    let mut progress = Progress::new("zcoll bench", (points * args.buffers.len()) as u64, me == 0);
     for &buffers in &args.buffers {
         let env = Env { world, comm, root: args.root, buffers };
         // What `global` measures: the process's `Vec`s in the shared heap, as far as its
         // global allocator can put them there (see `crate::alloc`).
         crate::alloc::share_large_allocations(buffers == Buffers::Global);
-        measure_buffers(env, &plan, args, print, &transport, &mut seq, &mut rows);
+        measure_buffers(env, &plan, args, print, &transport, &mut seq, &mut rows, &mut progress);
         crate::alloc::share_large_allocations(false);
     }
+    progress.finish();
     Ok(rows)
 }
 
 /// [`measure`] with one kind of buffers.
+#[allow(clippy::too_many_arguments)] // the loop's whole state, each named
 fn measure_buffers(
     env: Env<'_>,
     plan: &Plan,
@@ -287,6 +293,7 @@ fn measure_buffers(
     transport: &str,
     seq: &mut u64,
     rows: &mut Vec<Row>,
+    progress: &mut Progress,
 ) {
     let world = env.world;
     let (me, np) = (world.rank(), world.size() as usize);
@@ -295,12 +302,15 @@ fn measure_buffers(
         for size in sizes {
             let iters = args.iters.unwrap_or_else(|| stats::default_iters(size)).max(1);
             let warmup = args.warmup.unwrap_or_else(|| stats::default_warmup(iters));
+            let point = format!("{} {} {}", env.buffers, coll.name(), stats::format_size(size));
+            progress.set_message(&point);
             let mut imps = vec![Imp::Mpi];
             imps.extend(algos.iter().map(|&a| Imp::Zcoll(a)));
             if coll.sized() {
                 imps.push(Imp::Memcpy);
             }
             let (times, traffic) = time_one(env, coll, size, &imps, iters, warmup, plan.imbalance, seq);
+            progress.inc(&point);
             // Every rank's single-copy bytes, by transport, summed at rank 0.
             let root = world.process_at_rank(0);
             let mut moved_sum = vec![0u64; traffic.len()];
@@ -346,7 +356,7 @@ fn measure_buffers(
                     memcpy,
                 };
                 if print {
-                    println!("{}", table_row(&row));
+                    progress.println(&table_row(&row));
                 }
                 rows.push(row);
             }

@@ -1,8 +1,8 @@
 //! What the `zcoll` command runs, as a library that the criterion benches and the MPI-job
 //! tests of `zcoll` share with it: the table of collectives (`colls`), the benchmark loop
 //! and its output (`bench`, `stats`, `plot`), the comparison report from `scripts/compare`'s
-//! files (`report`), the model check of `zcoll tune` (`tune`), and the switchable global
-//! allocator behind `--buffers global` (`alloc`).
+//! files (`report`), the model check of `zcoll tune` (`tune`), the progress of long runs
+//! (`progress`), and the switchable global allocator behind `--buffers global` (`alloc`).
 //!
 //! Adding a collective to every benchmark is adding an entry to [`colls::ALL`].
 
@@ -13,6 +13,7 @@ pub mod alloc;
 pub mod bench;
 pub mod colls;
 pub mod plot;
+pub mod progress;
 pub mod report;
 pub mod stats;
 pub mod tune;

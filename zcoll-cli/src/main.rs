@@ -4,11 +4,16 @@
 //! `mpiexec -n 2 zcoll bench --coll all --sizes 8:64M --csv bench.csv --plot bench.svg`,
 //! or `mpiexec -n 2 zcoll tune --plot model.svg`. `zcoll report DIR` (no MPI) turns what
 //! `scripts/compare` measured into the Markdown comparison with Open MPI and MPICH.
+//!
+//! zcoll's log records (the transport and algorithm decisions at debug level, every
+//! fallback at warn level) go to standard error under `ZCOLL_LOG` or, if that is unset,
+//! `RUST_LOG`, in env_logger's syntax: `ZCOLL_LOG=zcoll=debug mpiexec -n 2 zcoll bench`.
 
 use clap::{Parser, Subcommand};
 use mpi::traits::*;
 use std::process::ExitCode;
 use zcoll::ZeroCopy;
+use zcoll_cli::progress::Progress;
 use zcoll_cli::{bench, report, tune};
 
 /// `zcoll bench --buffers global` measures `Vec`s in the shared heap: this allocator
@@ -80,6 +85,12 @@ struct TuneArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    zcoll_cli::progress::allow_bars();
+    // ZCOLL_LOG first, then RUST_LOG (an empty value counts as unset); errors only when
+    // neither is set.
+    let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+    let filter = var("ZCOLL_LOG").or_else(|| var("RUST_LOG")).unwrap_or_default();
+    env_logger::Builder::new().parse_filters(&filter).init();
     match &cli.command {
         Command::Tune(args) if args.predict => return predict(args),
         Command::Report(args) => return write_report(args),
@@ -114,7 +125,13 @@ fn main() -> ExitCode {
 /// Calibrates the node of rank 0 and writes its profile there; with `--plot`, times a
 /// few algorithms on every rank and compares them with the fitted model first.
 fn calibrate(world: &mpi::topology::SimpleCommunicator, comm: &zcoll::Comm, args: &TuneArgs) -> ExitCode {
-    let profile = match comm.calibrate(args.reps) {
+    // The calibration is one library call of minutes: a spinner (or a line at its start
+    // and end) on rank 0 says it runs; --plot's timing shows its own progress.
+    let progress = Progress::spinner("zcoll tune", comm.rank() == 0);
+    progress.set_message(&format!("calibrating this node, {} repetitions per point", args.reps));
+    let calibrated = comm.calibrate(args.reps);
+    progress.finish();
+    let profile = match calibrated {
         Err(e) => {
             eprintln!("zcoll tune: {e}");
             return ExitCode::FAILURE;

@@ -196,7 +196,7 @@ impl Round<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::node;
+    use super::super::tests::on_node;
     use super::super::Call;
     use super::*;
 
@@ -223,55 +223,47 @@ mod tests {
     fn staged_scatter_and_gather_deliver_every_byte() {
         let n = 4;
         let sizes = [0usize, 1, 63, 4095, 4097, 3 * 4096 + 5, 40_000];
-        std::thread::scope(|s| {
-            for ctl in node(n, 8192) {
-                s.spawn(move || {
-                    for (i, &block) in sizes.iter().enumerate() {
-                        let hub = i % n;
-                        let me = ctl.me();
-                        let len = |r: usize| block + (r == 2) as usize * 7;
-                        let mut parts = Vec::new();
-                        let mut at = 0;
-                        for r in 0..n {
-                            parts.push(at..at + len(r));
-                            at += len(r);
-                        }
-                        let byte = |r: usize, j: usize| (j * 13 + r * 101 + i) as u8;
-                        let whole: Vec<u8> =
-                            (0..n).flat_map(|r| (0..len(r)).map(move |j| byte(r, j))).collect();
+        on_node(n, |ctl| {
+            for (i, &block) in sizes.iter().enumerate() {
+                let hub = i % n;
+                let me = ctl.me();
+                let len = |r: usize| block + (r == 2) as usize * 7;
+                let mut parts = Vec::new();
+                let mut at = 0;
+                for r in 0..n {
+                    parts.push(at..at + len(r));
+                    at += len(r);
+                }
+                let byte = |r: usize, j: usize| (j * 13 + r * 101 + i) as u8;
+                let whole: Vec<u8> = (0..n).flat_map(|r| (0..len(r)).map(move |j| byte(r, j))).collect();
 
-                        let mut mine = vec![0xEE; len(me)];
-                        let round = ctl.begin(&Call::default()).unwrap();
-                        let send: &[u8] = if me == hub { &whole } else { &[] };
-                        let moved = round.stage_scatter(hub, &parts, send, &mut mine);
-                        round.finish(moved).unwrap();
-                        if me != hub {
-                            assert!(
-                                mine.iter().enumerate().all(|(j, &b)| b == byte(me, j)),
-                                "scatter {block}"
-                            );
-                        }
+                let mut mine = vec![0xEE; len(me)];
+                let round = ctl.begin(&Call::default()).unwrap();
+                let send: &[u8] = if me == hub { &whole } else { &[] };
+                let moved = round.stage_scatter(hub, &parts, send, &mut mine);
+                round.finish(moved).unwrap();
+                if me != hub {
+                    assert!(mine.iter().enumerate().all(|(j, &b)| b == byte(me, j)), "scatter {block}");
+                }
 
-                        let mut back = vec![0xEE; at];
-                        let round = ctl.begin(&Call::default()).unwrap();
-                        let moved = if me == hub {
-                            round.stage_gather(hub, &parts, &[], &mut back)
+                let mut back = vec![0xEE; at];
+                let round = ctl.begin(&Call::default()).unwrap();
+                let moved = if me == hub {
+                    round.stage_gather(hub, &parts, &[], &mut back)
+                } else {
+                    round.stage_gather(hub, &parts, &mine, &mut [])
+                };
+                round.finish(moved).unwrap();
+                if me == hub {
+                    for r in 0..n {
+                        let got = &back[parts[r].clone()];
+                        if r == hub {
+                            assert!(got.iter().all(|&b| b == 0xEE), "the hub's part was written");
                         } else {
-                            round.stage_gather(hub, &parts, &mine, &mut [])
-                        };
-                        round.finish(moved).unwrap();
-                        if me == hub {
-                            for r in 0..n {
-                                let got = &back[parts[r].clone()];
-                                if r == hub {
-                                    assert!(got.iter().all(|&b| b == 0xEE), "the hub's part was written");
-                                } else {
-                                    assert!(got.iter().enumerate().all(|(j, &b)| b == byte(r, j)), "gather");
-                                }
-                            }
+                            assert!(got.iter().enumerate().all(|(j, &b)| b == byte(r, j)), "gather");
                         }
                     }
-                });
+                }
             }
         });
     }

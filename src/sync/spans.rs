@@ -161,7 +161,7 @@ impl Round<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::node;
+    use super::super::tests::on_node;
     use super::super::Call;
     use super::*;
 
@@ -199,34 +199,28 @@ mod tests {
             _ => 20_000 + s,
         };
         let byte = |s: usize, d: usize, i: usize| (s * 31 + d * 7 + i * 13 + i / 997) as u8;
-        std::thread::scope(|sc| {
-            for ctl in node(n, 8192) {
-                sc.spawn(move || {
-                    let me = ctl.me();
-                    for round in 0..6 {
-                        let len = |s: usize, d: usize| len(s, d, round);
-                        // Blocks packed in destination order in send, source order in recv.
-                        let offsets = |f: &dyn Fn(usize) -> usize| {
-                            (0..n)
-                                .scan(0, |at, r| Some(std::mem::replace(at, *at + f(r))))
-                                .collect::<Vec<_>>()
-                        };
-                        let sends = offsets(&|d| len(me, d));
-                        let recvs = offsets(&|s| len(s, me));
-                        let send: Vec<u8> =
-                            (0..n).flat_map(|d| (0..len(me, d)).map(move |i| byte(me, d, i))).collect();
-                        let total: usize = (0..n).map(|s| len(s, me)).sum();
-                        let mut recv = vec![0xEEu8; total];
-                        let r = ctl.begin(&Call::default()).unwrap();
-                        let moved = r.stage_spans(len, &send, |d| sends[d], &mut recv, |s| recvs[s]);
-                        r.finish(moved).unwrap();
-                        for s in (0..n).filter(|&s| s != me) {
-                            for i in 0..len(s, me) {
-                                assert_eq!(recv[recvs[s] + i], byte(s, me, i), "round {round} from {s}");
-                            }
-                        }
+        on_node(n, |ctl| {
+            let me = ctl.me();
+            for round in 0..6 {
+                let len = |s: usize, d: usize| len(s, d, round);
+                // Blocks packed in destination order in send, source order in recv.
+                let offsets = |f: &dyn Fn(usize) -> usize| {
+                    (0..n).scan(0, |at, r| Some(std::mem::replace(at, *at + f(r)))).collect::<Vec<_>>()
+                };
+                let sends = offsets(&|d| len(me, d));
+                let recvs = offsets(&|s| len(s, me));
+                let send: Vec<u8> =
+                    (0..n).flat_map(|d| (0..len(me, d)).map(move |i| byte(me, d, i))).collect();
+                let total: usize = (0..n).map(|s| len(s, me)).sum();
+                let mut recv = vec![0xEEu8; total];
+                let r = ctl.begin(&Call::default()).unwrap();
+                let moved = r.stage_spans(len, &send, |d| sends[d], &mut recv, |s| recvs[s]);
+                r.finish(moved).unwrap();
+                for s in (0..n).filter(|&s| s != me) {
+                    for i in 0..len(s, me) {
+                        assert_eq!(recv[recvs[s] + i], byte(s, me, i), "round {round} from {s}");
                     }
-                });
+                }
             }
         });
     }

@@ -27,12 +27,12 @@
 //! rank order when the nodes do not hold consecutive ranks), and the root's leader hands
 //! the whole buffer to the root through the node if it is not the root itself.
 
+use super::algorithm::Algorithm;
 use super::rooted::{blocks, peers, rooted_check, throttled, Claim, Measure, DEFAULT_K};
 use super::staged_private;
 use super::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::sync::{Call, Round};
-use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
 
 /// How [`Comm::gather_into_root_with`](crate::Comm::gather_into_root_with) and its
@@ -66,50 +66,25 @@ pub enum GatherAlgorithm {
     Staged,
 }
 
-impl GatherAlgorithm {
-    /// Every algorithm that moves data (all but `Auto`), throttled write with `k = 4`.
-    pub const ALL: [GatherAlgorithm; 4] = [
-        GatherAlgorithm::ParallelWrite,
-        GatherAlgorithm::SequentialRead,
-        GatherAlgorithm::ThrottledWrite { k: DEFAULT_K },
-        GatherAlgorithm::Staged,
-    ];
-
-    /// The algorithm code and parameter published in the call.
-    pub(crate) fn code(self) -> (u8, u32) {
-        super::algorithm::wire(self)
-    }
-
-    /// The algorithm a gather of `block` bytes from each of `ranks` ranks uses on
-    /// `transport`, once `Auto` and `ZCOLL_GATHER_ALGORITHM` are resolved. Single-copy
-    /// algorithms run as `Staged` on the `cico` transport.
-    pub(crate) fn resolve(
-        self,
-        block: usize,
-        ranks: usize,
-        transport: TransportKind,
-        env: &super::Overrides,
-    ) -> Result<GatherAlgorithm> {
-        super::algorithm::resolve(self, "ZCOLL_GATHER_ALGORITHM", env, transport, || {
-            match select::choose(select::Coll::Gather, block, ranks) {
-                Algo::GatherStaged => GatherAlgorithm::Staged,
-                Algo::GatherSequentialRead => GatherAlgorithm::SequentialRead,
-                Algo::GatherThrottledWrite(k) => GatherAlgorithm::ThrottledWrite { k: k as u32 },
-                _ => GatherAlgorithm::ParallelWrite,
-            }
-        })
-    }
-}
-
 super::algorithm::vocabulary! {
-GatherAlgorithm: "auto, parallel-write, sequential-read, throttled-write[:k] or staged",
+GatherAlgorithm("ZCOLL_GATHER_ALGORITHM"): "auto, parallel-write, sequential-read, throttled-write[:k] or staged",
 [
     Auto => "auto",
     ParallelWrite => "parallel-write",
     SequentialRead => "sequential-read",
     ThrottledWrite { k: DEFAULT_K } => "throttled-write",
     Staged => "staged",
-]}
+]
+    /// The model's choice for blocks of `block` bytes from each of `ranks` ranks.
+    fn model(block: usize, ranks: usize) -> GatherAlgorithm {
+        match select::choose(select::Coll::Gather, block, ranks) {
+            Algo::GatherStaged => GatherAlgorithm::Staged,
+            Algo::GatherSequentialRead => GatherAlgorithm::SequentialRead,
+            Algo::GatherThrottledWrite(k) => GatherAlgorithm::ThrottledWrite { k: k as u32 },
+            _ => GatherAlgorithm::ParallelWrite,
+        }
+    }
+}
 
 /// What a rank passes to a node-level gather.
 #[derive(Debug)]
@@ -163,7 +138,7 @@ pub(crate) fn gather(
     let size = ctx.ctl.size();
     let block = bufs.block(size);
     let algorithm = algorithm.resolve(block, size, ctx.transport, ctx.overrides);
-    let (code, k) = algorithm.as_ref().map(|a| a.code()).unwrap_or((0, 0));
+    let (code, k) = algorithm.as_ref().map(|a| a.wire()).unwrap_or((0, 0));
     let is_root = matches!(bufs, GatherBufs::Root { .. });
     let in_place = matches!(bufs, GatherBufs::Root { send: None, .. });
     let (send, recv, recv_len) = match &bufs {

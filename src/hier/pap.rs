@@ -2,6 +2,7 @@
 //! eager round per node (see the module docs of `pap`).
 
 use super::{Hierarchy, Nodes};
+use crate::coll::algorithm::Algorithm;
 use crate::coll::alltoall::AlltoallAlgorithm;
 use crate::coll::pap::packets::{Packets, Run, Src};
 use crate::coll::pap::{TO_OUTBOX, TO_RECV, TO_SCATTER};

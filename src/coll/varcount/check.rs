@@ -345,17 +345,19 @@ pub(crate) fn allgatherv_local(
     })
 }
 
-/// The fault of rank `q` of an allgatherv against its partners: its count for every rank
-/// `r` against `send_len(r)`.
-pub(crate) fn allgatherv_cross(
+/// The fault of a rank against its partners: its count for every rank `r` (in `parts`,
+/// its partition of what it receives) against the bytes `r` sends it, `sent(r)`. In an
+/// allgatherv `sent(r)` is `r`'s send length; in an alltoallv, `r`'s send count for
+/// this rank.
+pub(crate) fn cross_fault(
     p: usize,
     parts: &impl Parts,
     elem: usize,
-    send_len: impl Fn(usize) -> usize,
+    sent: impl Fn(usize) -> usize,
 ) -> Option<Fault> {
     (0..p).find_map(|r| {
         let found = bytes(parts.block(r).0, elem);
-        (found != send_len(r)).then(|| Fault::Length { expected: send_len(r), found })
+        (found != sent(r)).then(|| Fault::Length { expected: sent(r), found })
     })
 }
 
@@ -376,20 +378,6 @@ pub(crate) fn alltoallv_local(
             let (expected, found) = (bytes(send.block(q).0, elem), bytes(recv.block(q).0, elem));
             (expected != found).then_some(Fault::Length { expected, found })
         })
-}
-
-/// The fault of rank `r` of an alltoallv as a receiver: its receive count for every rank
-/// `q` against the bytes `q` sends it, `sent(q)`.
-pub(crate) fn alltoallv_cross(
-    p: usize,
-    recv: &impl Parts,
-    elem: usize,
-    sent: impl Fn(usize) -> usize,
-) -> Option<Fault> {
-    (0..p).find_map(|q| {
-        let found = bytes(recv.block(q).0, elem);
-        (found != sent(q)).then(|| Fault::Length { expected: sent(q), found })
-    })
 }
 
 /// [`check_staged`] with a judge that may fail with any error (reported after the

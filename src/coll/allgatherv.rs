@@ -32,8 +32,8 @@
 
 use super::algorithm::Algorithm;
 use super::varcount::{
-    allgatherv_local, auto_stages, checked, cross_fault, first_fault, fits, partition_len, partition_words,
-    published, range, stages, Given, Published, ALLGATHERV_STAGED_MAX,
+    allgatherv_local, auto_stages, checked, cross_fault, elem_of, first_fault, fits, partition_len,
+    partition_words, published, range, stages, Given, Published, ALLGATHERV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
@@ -75,11 +75,6 @@ AllgathervAlgorithm("ZCOLL_ALLGATHERV_ALGORITHM"): "auto, ring-source-read, ring
     RingSourceWrite => "ring-source-write",
     Staged => "staged",
 ]}
-
-/// The element size a call published.
-fn elem_of(c: &Call) -> usize {
-    c.aux2 as usize
-}
 
 /// Allgatherv among the ranks of the node: `send` lands at `recv[counts[me]` elements from
 /// `displs[me]]` of the caller, and at the block for this rank of every other rank's

@@ -32,7 +32,7 @@
 
 use super::algorithm::Algorithm;
 use super::varcount::{
-    alltoallv_local, auto_stages, bytes, checked, cross_fault, first_fault, fits, partition_len,
+    alltoallv_local, auto_stages, bytes, checked, cross_fault, elem_of, first_fault, fits, partition_len,
     partition_words, published, range, staged_blocks, stages, Given, Parts, Published, ALLTOALLV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
@@ -93,11 +93,6 @@ impl Sides<'_> {
     pub(crate) fn recv(&self) -> Given<'_> {
         Given { counts: self.recv_counts, displs: self.recv_displs }
     }
-}
-
-/// The element size a call published.
-fn elem_of(c: &Call) -> usize {
-    c.aux2 as usize
 }
 
 /// Alltoallv among the ranks of the node, the partitions with one entry per local rank.

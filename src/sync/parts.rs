@@ -29,14 +29,45 @@ struct Item {
     len: usize,
 }
 
+/// A staging area of `stage_bytes` cut into `slots` slots of `chunk` bytes, for items of
+/// at most `longest` bytes: `chunk` is `longest` rounded up to a cache line but at most half
+/// the area, so short items all fit at once and long ones go through at least two slots
+/// in turn. The staged scatter and gather here and the staged spans (`spans`) cut their
+/// areas alike.
+///
+/// Invariant: `slots * chunk <= stage_bytes`, so an item of at most `chunk` bytes at
+/// `slot(k)` lies inside the area.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Slots {
+    pub(super) chunk: usize,
+    pub(super) slots: usize,
+}
+
+impl Slots {
+    pub(super) fn new(stage_bytes: usize, longest: usize) -> Slots {
+        let chunk = longest.max(1).next_multiple_of(64).min(stage_bytes / 2);
+        Slots { chunk, slots: stage_bytes / chunk }
+    }
+
+    /// The byte offset in the area of the slot of the `k`-th item through it.
+    pub(super) fn slot(&self, k: usize) -> usize {
+        (k % self.slots) * self.chunk
+    }
+}
+
+/// The step number the `k`-th item a rank produces (or consumes) is published (or
+/// acknowledged) with.
+pub(super) fn step(k: usize) -> u32 {
+    u32::try_from(k + 1).expect("fewer than 2^32 staged chunks in one round")
+}
+
 /// The schedule both sides of a staged scatter or gather compute alike.
 ///
-/// Invariant: `slots * chunk <= stage_bytes` and every item's `len <= chunk`, so the bytes
-/// of item `g` at `slot(g)` lie inside the staging area.
+/// Invariant: every item's `len <= area.chunk`, so the bytes of item `g` at
+/// `area.slot(g)` lie inside the staging area ([`Slots`]).
 #[derive(Debug)]
 struct Plan {
-    chunk: usize,
-    slots: usize,
+    area: Slots,
     items: Vec<Item>,
 }
 
@@ -48,8 +79,8 @@ impl Plan {
         // a list: this runs per call, and small parts need no allocation but `items`).
         let peers = || (1..size).map(|i| (hub + i) % size).map(|r| (r, len(r)));
         let longest = peers().map(|(_, n)| n).max().unwrap_or(0);
-        let chunk = longest.max(1).next_multiple_of(64).min(stage_bytes / 2);
-        let slots = stage_bytes / chunk;
+        let area = Slots::new(stage_bytes, longest);
+        let chunk = area.chunk;
         let mut items = Vec::with_capacity(size.saturating_sub(1) * longest.div_ceil(chunk));
         for j in 0..longest.div_ceil(chunk) {
             let offset = j * chunk;
@@ -59,17 +90,7 @@ impl Plan {
                 len: (n - offset).min(chunk),
             }));
         }
-        Plan { chunk, slots, items }
-    }
-
-    /// The byte offset in the staging area of item `g`'s slot.
-    fn slot(&self, g: usize) -> usize {
-        (g % self.slots) * self.chunk
-    }
-
-    /// The step number item `g` is published and acknowledged with.
-    fn step(g: usize) -> u32 {
-        u32::try_from(g + 1).expect("fewer than 2^32 staged chunks in one round")
+        Plan { area, items }
     }
 }
 
@@ -153,17 +174,17 @@ impl Round<'_> {
         at: impl Fn(&Item) -> usize,
     ) -> Result<()> {
         for (g, item) in plan.items.iter().enumerate().filter(|(_, i)| mine(i)) {
-            if g >= plan.slots {
-                let before = g - plan.slots;
-                self.wait_ack(consumer(before), Plan::step(before))?;
+            if g >= plan.area.slots {
+                let before = g - plan.area.slots;
+                self.wait_ack(consumer(before), step(before))?;
             }
             let from = &send[at(item)..][..item.len];
             // SAFETY: slot `g` lies in the hub's staging area (`Plan` invariant); the slot's
             // previous item, `g - slots`, was acknowledged by its consumer (Acquire above), and
             // the consumer of item `g` reads it only after our step below: nobody else
             // touches the slot while we write it.
-            unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), area.add(plan.slot(g)), item.len) };
-            self.post_progress(Plan::step(g));
+            unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), area.add(plan.area.slot(g)), item.len) };
+            self.post_progress(step(g));
         }
         Ok(())
     }
@@ -181,14 +202,14 @@ impl Round<'_> {
         at: impl Fn(&Item) -> usize,
     ) -> Result<()> {
         for (g, item) in plan.items.iter().enumerate().filter(|(_, i)| mine(i)) {
-            self.wait_progress(producer(item), Plan::step(g))?;
+            self.wait_progress(producer(item), step(g))?;
             let to = &mut recv[at(item)..][..item.len];
             // SAFETY: slot `g` lies in the hub's staging area (`Plan` invariant); its producer
             // published item `g` with Release and we saw the step with Acquire; nobody
             // refills the slot before our ack of `g`, published below, so the bytes are
             // stable while we copy them into our own buffer.
-            unsafe { std::ptr::copy_nonoverlapping(area.add(plan.slot(g)), to.as_mut_ptr(), item.len) };
-            self.post_ack(Plan::step(g));
+            unsafe { std::ptr::copy_nonoverlapping(area.add(plan.area.slot(g)), to.as_mut_ptr(), item.len) };
+            self.post_ack(step(g));
         }
         Ok(())
     }
@@ -205,13 +226,13 @@ mod tests {
         // 3 ranks, hub 1, parts of 10_000 and 3 bytes, a 8 KiB area: 4 KiB chunks.
         let lens = [10_000, 0, 3];
         let plan = Plan::new(8192, 3, 1, |r| lens[r]);
-        assert_eq!((plan.chunk, plan.slots), (4096, 2));
+        assert_eq!(plan.area, Slots { chunk: 4096, slots: 2 });
         let peers: Vec<(usize, usize, usize)> =
             plan.items.iter().map(|i| (i.peer, i.offset, i.len)).collect();
         assert_eq!(peers, [(2, 0, 3), (0, 0, 4096), (0, 4096, 4096), (0, 8192, 1808)]);
         // Small parts share the area: one slot each, no wait.
         let plan = Plan::new(65536, 8, 0, |_| 100);
-        assert_eq!((plan.chunk, plan.slots, plan.items.len()), (128, 512, 7));
+        assert_eq!((plan.area, plan.items.len()), (Slots { chunk: 128, slots: 512 }, 7));
         // Nothing to move.
         assert!(Plan::new(8192, 4, 0, |_| 0).items.is_empty());
         assert!(Plan::new(8192, 1, 0, |_| 5).items.is_empty());

@@ -282,6 +282,11 @@ pub(crate) fn published<A: Algorithm>(requested: &Result<A>) -> (u8, u32) {
     }
 }
 
+/// The element size an allgatherv or alltoallv call published (in `aux2`).
+pub(crate) fn elem_of(c: &Call) -> usize {
+    c.aux2 as usize
+}
+
 /// The checks of a rooted variable-count call over `p` ranks whose root is `root`: the
 /// roles, the root's partition (of its `side` buffer), and every rank's block against the
 /// root's count for it. A pure function: every rank reaches the same verdict.

@@ -32,7 +32,7 @@ use super::rooted::{blocks, peers, rooted_check, throttled, Claim, Measure, DEFA
 use super::staged_private;
 use super::{op, Ctx, Kind};
 use crate::error::Result;
-use crate::sync::{Call, Round};
+use crate::sync::{Call, Round, Toward};
 use crate::tune::{select, Algo};
 
 /// How [`Comm::gather_into_root_with`](crate::Comm::gather_into_root_with) and its
@@ -222,7 +222,7 @@ fn collect(
         GatherAlgorithm::SequentialRead => {
             peers(dst, size).try_for_each(|r| round.read_send(r, 0, &mut recv[r * block..(r + 1) * block]))
         }
-        GatherAlgorithm::Staged => round.stage_gather(dst, &blocks(size, block), &[], recv),
+        GatherAlgorithm::Staged => round.stage_parts(Toward::Hub, dst, &blocks(size, block), &[], recv),
         _ => Ok(()),
     }
 }
@@ -240,7 +240,9 @@ fn contribute(
     match algorithm {
         GatherAlgorithm::ParallelWrite => write(),
         GatherAlgorithm::ThrottledWrite { k } => throttled(round, dst, k, write),
-        GatherAlgorithm::Staged => round.stage_gather(dst, &blocks(round.size(), block), send, &mut []),
+        GatherAlgorithm::Staged => {
+            round.stage_parts(Toward::Hub, dst, &blocks(round.size(), block), send, &mut [])
+        }
         _ => Ok(()),
     }
 }

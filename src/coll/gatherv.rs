@@ -35,7 +35,7 @@ use super::varcount::{
 use super::{op, Ctx, Kind};
 use crate::coll::gather::GatherAlgorithm;
 use crate::error::Result;
-use crate::sync::{Call, Round};
+use crate::sync::{Call, Round, Toward};
 use crate::transport::TransportKind;
 use crate::tune::select;
 use mpi::Count;
@@ -196,7 +196,7 @@ fn collect(
     }
     if moves.staging() {
         round.reclaim_meta()?;
-        round.stage_gather(dst, &moves.staged, &[], recv)?;
+        round.stage_parts(Toward::Hub, dst, &moves.staged, &[], recv)?;
     }
     Ok(())
 }
@@ -213,7 +213,7 @@ fn contribute(
     if !moves.staged[me].is_empty() {
         // The root's counts sit where our bytes go until every rank has read them.
         round.wait_meta_reclaimed(dst)?;
-        return round.stage_gather(dst, &moves.staged, send, &mut []);
+        return round.stage_parts(Toward::Hub, dst, &moves.staged, send, &mut []);
     }
     chain(round, &moves.direct, moves.k, || round.write_recv(send, dst, blocks[me].start))
 }

@@ -50,7 +50,7 @@ use super::rooted::{blocks, peers, rooted_check, throttled, Claim, Measure, DEFA
 use super::staged_private;
 use super::{op, Ctx, Kind};
 use crate::error::Result;
-use crate::sync::{Call, Round};
+use crate::sync::{Call, Round, Toward};
 use crate::tune::{select, Algo};
 
 /// How [`Comm::scatter_into_root_with`](crate::Comm::scatter_into_root_with) and its
@@ -219,7 +219,9 @@ fn move_blocks(
                 ScatterAlgorithm::SequentialWrite => {
                     peers(src, size).try_for_each(|r| round.write_recv(&send[part(r)], r, 0))
                 }
-                ScatterAlgorithm::Staged => round.stage_scatter(src, &blocks(size, block), send, &mut []),
+                ScatterAlgorithm::Staged => {
+                    round.stage_parts(Toward::Peers, src, &blocks(size, block), send, &mut [])
+                }
                 _ => Ok(()),
             };
             // The root's own block last: no peer waits for it, and copied first it
@@ -235,7 +237,9 @@ fn move_blocks(
             match algorithm {
                 ScatterAlgorithm::ParallelRead => read(recv),
                 ScatterAlgorithm::ThrottledRead { k } => throttled(round, src, k, || read(recv)),
-                ScatterAlgorithm::Staged => round.stage_scatter(src, &blocks(size, block), &[], recv),
+                ScatterAlgorithm::Staged => {
+                    round.stage_parts(Toward::Peers, src, &blocks(size, block), &[], recv)
+                }
                 _ => Ok(()),
             }
         }

@@ -41,7 +41,7 @@ use super::varcount::{
 use super::{op, Ctx, Kind};
 use crate::coll::scatter::ScatterAlgorithm;
 use crate::error::Result;
-use crate::sync::{Call, Round};
+use crate::sync::{Call, Round, Toward};
 use crate::transport::TransportKind;
 use crate::tune::select;
 use mpi::Count;
@@ -194,12 +194,12 @@ fn move_blocks(
             }
             if moves.staging() {
                 round.reclaim_meta()?;
-                round.stage_scatter(src, &moves.staged, send, &mut [])?;
+                round.stage_parts(Toward::Peers, src, &moves.staged, send, &mut [])?;
             }
             Ok(())
         }
         ScattervBufs::Leaf { recv } if !moves.staged[me].is_empty() => {
-            round.stage_scatter(src, &moves.staged, &[], recv)
+            round.stage_parts(Toward::Peers, src, &moves.staged, &[], recv)
         }
         ScattervBufs::Leaf { recv } => {
             chain(round, &moves.direct, moves.k, || round.read_send(src, blocks[me].start, recv))

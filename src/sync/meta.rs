@@ -89,7 +89,7 @@ impl Round<'_> {
 #[cfg(test)]
 mod tests {
     use super::super::tests::on_node;
-    use super::super::Call;
+    use super::super::{Call, Toward};
 
     /// Every rank publishes words that depend on the round, reads every peer's, then the
     /// owner of the round stages over its area once the others released it: the words of
@@ -115,10 +115,11 @@ mod tests {
                 let moved = if me == owner {
                     let whole = vec![round as u8; 3000 * n];
                     let parts: Vec<_> = (0..n).map(|q| q * 3000..(q + 1) * 3000).collect();
-                    r.reclaim_meta().and_then(|()| r.stage_scatter(owner, &parts, &whole, &mut []))
+                    r.reclaim_meta()
+                        .and_then(|()| r.stage_parts(Toward::Peers, owner, &parts, &whole, &mut []))
                 } else {
                     let parts: Vec<_> = (0..n).map(|q| q * 3000..(q + 1) * 3000).collect();
-                    r.stage_scatter(owner, &parts, &[], &mut mine)
+                    r.stage_parts(Toward::Peers, owner, &parts, &[], &mut mine)
                 };
                 r.finish(moved).unwrap();
                 if me != owner {

@@ -94,44 +94,23 @@ impl Plan {
     }
 }
 
-impl Round<'_> {
-    /// Scatters parts of `hub`'s `send` through `hub`'s staging area: local rank `r` receives
-    /// `send[parts[r]]` into its `recv`. Every local rank calls it with the same `parts` (one
-    /// range per local rank; `parts[hub]` is ignored). On the hub `recv` is unused; on the
+/// Which way [`Round::stage_parts`] moves the parts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Toward {
+    /// From the hub to every other rank: a scatter. Local rank `r` receives
+    /// `send[parts[r]]` of the hub into its `recv`; on the hub `recv` is unused, on the
     /// others `send` is unused and `recv` has `parts[me].len()` bytes.
-    ///
-    /// # Errors
-    ///
-    /// `PeerDied` or `Timeout` while waiting.
-    ///
-    /// # Panics
-    ///
-    /// If the buffers do not match `parts` (the callers check the lengths first).
-    pub(crate) fn stage_scatter(
-        &self,
-        hub: usize,
-        parts: &[Range<usize>],
-        send: &[u8],
-        recv: &mut [u8],
-    ) -> Result<()> {
-        assert_eq!(parts.len(), self.size());
-        let plan = Plan::new(self.ctl.stage_bytes(), self.size(), hub, |r| parts[r].len());
-        let area = self.ctl.stage(hub);
-        let me = self.me();
-        if me == hub {
-            assert!(parts.iter().enumerate().all(|(r, p)| r == hub || p.end <= send.len()));
-            let consumer = |g: usize| plan.items[g].peer;
-            self.produce(&plan, area, |_| true, consumer, send, |i| parts[i.peer].start + i.offset)
-        } else {
-            assert_eq!(recv.len(), parts[me].len());
-            self.consume(&plan, area, |i| i.peer == me, |_| hub, recv, |i| i.offset)
-        }
-    }
+    Peers,
+    /// From every other rank to the hub: a gather. Local rank `r`'s `send` lands in
+    /// `recv[parts[r]]` of the hub; on the hub `send` is unused and `recv[parts[hub]]` is
+    /// left alone, on the others `recv` is unused and `send` has `parts[me].len()` bytes.
+    Hub,
+}
 
-    /// Gathers parts into `hub`'s `recv` through `hub`'s staging area: local rank `r`'s
-    /// `send` lands in `recv[parts[r]]`. Every local rank calls it with the same `parts`; on
-    /// the hub `send` is unused and `recv[parts[hub]]` is left alone; on the others `recv`
-    /// is unused and `send` has `parts[me].len()` bytes.
+impl Round<'_> {
+    /// Moves parts between `hub` and every other local rank through `hub`'s staging area,
+    /// as `toward` says. Every local rank calls it with the same `toward` and `parts` (one
+    /// range per local rank, in the hub's buffer; `parts[hub]` is ignored).
     ///
     /// # Errors
     ///
@@ -140,8 +119,9 @@ impl Round<'_> {
     /// # Panics
     ///
     /// If the buffers do not match `parts` (the callers check the lengths first).
-    pub(crate) fn stage_gather(
+    pub(crate) fn stage_parts(
         &self,
+        toward: Toward,
         hub: usize,
         parts: &[Range<usize>],
         send: &[u8],
@@ -151,12 +131,27 @@ impl Round<'_> {
         let plan = Plan::new(self.ctl.stage_bytes(), self.size(), hub, |r| parts[r].len());
         let area = self.ctl.stage(hub);
         let me = self.me();
-        if me == hub {
-            assert!(parts.iter().enumerate().all(|(r, p)| r == hub || p.end <= recv.len()));
-            self.consume(&plan, area, |_| true, |i| i.peer, recv, |i| parts[i.peer].start + i.offset)
-        } else {
-            assert_eq!(send.len(), parts[me].len());
-            self.produce(&plan, area, |i| i.peer == me, |_| hub, send, |i| i.offset)
+        // The hub moves every item, at its peer's part of its buffer; a peer its own items,
+        // at their offset in its part.
+        let (at_hub, at_peer) = (|i: &Item| parts[i.peer].start + i.offset, |i: &Item| i.offset);
+        let fits = |len: usize| parts.iter().enumerate().all(|(r, p)| r == hub || p.end <= len);
+        match (toward, me == hub) {
+            (Toward::Peers, true) => {
+                assert!(fits(send.len()));
+                self.produce(&plan, area, |_| true, |g| plan.items[g].peer, send, at_hub)
+            }
+            (Toward::Peers, false) => {
+                assert_eq!(recv.len(), parts[me].len());
+                self.consume(&plan, area, |i| i.peer == me, |_| hub, recv, at_peer)
+            }
+            (Toward::Hub, true) => {
+                assert!(fits(recv.len()));
+                self.consume(&plan, area, |_| true, |i| i.peer, recv, at_hub)
+            }
+            (Toward::Hub, false) => {
+                assert_eq!(send.len(), parts[me].len());
+                self.produce(&plan, area, |i| i.peer == me, |_| hub, send, at_peer)
+            }
         }
     }
 
@@ -261,7 +256,7 @@ mod tests {
                 let mut mine = vec![0xEE; len(me)];
                 let round = ctl.begin(&Call::default()).unwrap();
                 let send: &[u8] = if me == hub { &whole } else { &[] };
-                let moved = round.stage_scatter(hub, &parts, send, &mut mine);
+                let moved = round.stage_parts(Toward::Peers, hub, &parts, send, &mut mine);
                 round.finish(moved).unwrap();
                 if me != hub {
                     assert!(mine.iter().enumerate().all(|(j, &b)| b == byte(me, j)), "scatter {block}");
@@ -270,9 +265,9 @@ mod tests {
                 let mut back = vec![0xEE; at];
                 let round = ctl.begin(&Call::default()).unwrap();
                 let moved = if me == hub {
-                    round.stage_gather(hub, &parts, &[], &mut back)
+                    round.stage_parts(Toward::Hub, hub, &parts, &[], &mut back)
                 } else {
-                    round.stage_gather(hub, &parts, &mine, &mut [])
+                    round.stage_parts(Toward::Hub, hub, &parts, &mine, &mut [])
                 };
                 round.finish(moved).unwrap();
                 if me == hub {

@@ -136,16 +136,13 @@ pub(crate) fn gather(
     algorithm: GatherAlgorithm,
 ) -> Result<()> {
     let size = ctx.ctl.size();
-    let block = bufs.block(size);
+    let claim = bufs.claim(size, elem);
+    let block = claim.block;
     let algorithm = algorithm.resolve(block, size, ctx.transport, ctx.overrides);
     let (code, k) = algorithm.as_ref().map(|a| a.wire()).unwrap_or((0, 0));
-    let is_root = matches!(bufs, GatherBufs::Root { .. });
-    let in_place = matches!(bufs, GatherBufs::Root { send: None, .. });
-    let (send, recv, recv_len) = match &bufs {
-        GatherBufs::Root { send, recv } => {
-            (send.map_or(0, |s| s.as_ptr() as usize), recv.as_ptr() as usize, recv.len())
-        }
-        GatherBufs::Leaf { send } => (send.as_ptr() as usize, 0, 0),
+    let (send, recv) = match &bufs {
+        GatherBufs::Root { send, recv } => (send.map_or(0, |s| s.as_ptr() as usize), recv.as_ptr() as usize),
+        GatherBufs::Leaf { send } => (send.as_ptr() as usize, 0),
     };
     // Only the root of a (throttled) parallel write lets peers write into its buffer.
     let written =
@@ -156,10 +153,10 @@ pub(crate) fn gather(
         send,
         send_len: block,
         recv,
-        recv_len,
-        recv_writable: written && is_root,
+        recv_len: claim.whole,
+        recv_writable: written && claim.root,
         aux: dst as u64,
-        aux2: Claim { root: is_root, in_place, block, whole: recv_len, elem }.aux2(),
+        aux2: claim.aux2(),
     };
     let measure = Measure { block: |c| c.send_len, whole: |c| c.recv_len, which: "receive" };
     // A staged gather whose block fits in the staging area travels with the arrivals: one

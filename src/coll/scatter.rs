@@ -157,28 +157,27 @@ pub(crate) fn scatter(
     algorithm: ScatterAlgorithm,
 ) -> Result<()> {
     let size = ctx.ctl.size();
-    let block = bufs.block(size);
+    let claim = bufs.claim(size, elem);
+    let block = claim.block;
     let algorithm = algorithm.resolve(block, size, ctx.transport, ctx.overrides);
     let (code, k) = algorithm.as_ref().map(|a| a.wire()).unwrap_or((0, 0));
-    let is_root = matches!(bufs, ScatterBufs::Root { .. });
-    let in_place = matches!(bufs, ScatterBufs::Root { recv: None, .. });
-    let (send, send_len, recv) = match &bufs {
+    let (send, recv) = match &bufs {
         ScatterBufs::Root { send, recv } => {
-            (send.as_ptr() as usize, send.len(), recv.as_ref().map_or(0, |r| r.as_ptr() as usize))
+            (send.as_ptr() as usize, recv.as_ref().map_or(0, |r| r.as_ptr() as usize))
         }
-        ScatterBufs::Leaf { recv } => (0, 0, recv.as_ptr() as usize),
+        ScatterBufs::Leaf { recv } => (0, recv.as_ptr() as usize),
     };
     let call = Call {
         op: op(Kind::Scatter, code, k) | staged_private(algorithm == Ok(ScatterAlgorithm::Staged)),
         root: root as i64,
         send,
-        send_len,
+        send_len: claim.whole,
         recv,
         recv_len: block,
         // Only the receivers of a sequential write let a peer write into their buffer.
-        recv_writable: algorithm == Ok(ScatterAlgorithm::SequentialWrite) && !is_root,
+        recv_writable: algorithm == Ok(ScatterAlgorithm::SequentialWrite) && !claim.root,
         aux: src as u64,
-        aux2: Claim { root: is_root, in_place, block, whole: send_len, elem }.aux2(),
+        aux2: claim.aux2(),
     };
     let measure = Measure { block: |c| c.recv_len, whole: |c| c.send_len, which: "send" };
     // A staged scatter whose blocks all fit in the staging area travels with the root's

@@ -316,6 +316,25 @@ pub(crate) fn judge_rooted(
     Ok(())
 }
 
+/// [`judge_rooted`] over the records of a round whose root, local rank `root`, published
+/// its partition of its `side` buffer: every rank's block is the length of its buffer on
+/// the other side, the root's whole buffer the one on `side`.
+///
+/// # Errors
+///
+/// The first fault, as the error this rank reports.
+pub(crate) fn judge_round(r: &Round<'_>, root: usize, side: Side) -> Result<()> {
+    let parts = Published { round: r, owner: root, at: 0 };
+    let claim = |q| {
+        Claim::from_call(&r.call(q), |c| match side {
+            Side::Recv => (c.send_len, c.recv_len),
+            Side::Send => (c.recv_len, c.send_len),
+        })
+    };
+    judge_rooted(r.size(), root, claim, &parts, side)
+        .map_err(|(q, f)| f.error(r.rank_of(r.me()), r.rank_of(q), r.size()))
+}
+
 /// The verdict of an exchange over `p` ranks: the first rank with a fault of its own
 /// (`local`), else the first rank whose numbers disagree with its partners' (`cross`,
 /// asked only when no rank has a local fault). A pure function of what every rank sees.

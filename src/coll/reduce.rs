@@ -67,6 +67,14 @@ pub enum ReduceAlgorithm {
 }
 
 impl ReduceAlgorithm {
+    /// The cost model's choice for the reduction `coll` of `len` bytes on `p` ranks.
+    fn chosen(coll: select::Coll, len: usize, p: usize) -> ReduceAlgorithm {
+        match select::choose(coll, len, p).is_staged() {
+            true => ReduceAlgorithm::Staged,
+            false => ReduceAlgorithm::Partitioned,
+        }
+    }
+
     /// [`Algorithm::resolve`] with the variable and model of a reduce (`var` is
     /// [`REDUCE_VAR`]) or an allreduce.
     fn resolve_as(
@@ -77,13 +85,8 @@ impl ReduceAlgorithm {
         transport: TransportKind,
         env: &super::Overrides,
     ) -> Result<ReduceAlgorithm> {
-        super::algorithm::resolve(self, var, env, transport, || {
-            let coll = if var == REDUCE_VAR { select::Coll::Reduce } else { select::Coll::Allreduce };
-            match select::choose(coll, len, p).is_staged() {
-                true => ReduceAlgorithm::Staged,
-                false => ReduceAlgorithm::Partitioned,
-            }
-        })
+        let coll = if var == REDUCE_VAR { select::Coll::Reduce } else { select::Coll::Allreduce };
+        super::algorithm::resolve(self, var, env, transport, || ReduceAlgorithm::chosen(coll, len, p))
     }
 }
 
@@ -93,7 +96,12 @@ ReduceAlgorithm("ZCOLL_REDUCE_ALGORITHM"): "auto, partitioned or staged",
     Auto => "auto",
     Partitioned => "partitioned",
     Staged => "staged",
-]}
+]
+    /// The model's choice for a reduce to a root (an allreduce's: `resolve_as`).
+    fn model(len: usize, p: usize) -> ReduceAlgorithm {
+        ReduceAlgorithm::chosen(select::Coll::Reduce, len, p)
+    }
+}
 
 /// The variable that sets what `Auto` means for a reduce to a root.
 const REDUCE_VAR: &str = <ReduceAlgorithm as Algorithm>::VAR;

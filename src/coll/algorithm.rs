@@ -13,6 +13,10 @@ use std::fmt;
 
 /// An algorithm enum: `Auto` and the algorithms of one collective.
 pub(crate) trait Algorithm: Copy + Sized + 'static {
+    /// The variable that sets what `Auto` means (`ZCOLL_<COLL>_ALGORITHM`); a collective
+    /// that shares the enum of another (gatherv, allreduce) passes its own to [`resolve`]
+    /// or [`requested`].
+    const VAR: &'static str;
     /// What its variable may hold, for `Error::Config`.
     const EXPECTED: &'static str;
     /// Every variant with its name, `Auto` first; a variant that takes a parameter (a
@@ -38,6 +42,48 @@ pub(crate) trait Algorithm: Copy + Sized + 'static {
     /// undecided): the copy-in/copy-out algorithm, `staged`.
     fn on_cico(self) -> Self {
         staged()
+    }
+
+    /// The cost model's choice for a call of `n` bytes (as the collective measures a
+    /// call: a block, or the whole buffer) on `p` ranks of a node. `Auto` (which runs
+    /// `staged`) for a collective whose `Auto` is decided after the checks, from every
+    /// rank's counts.
+    fn model(_n: usize, _p: usize) -> Self {
+        Self::NAMES[0].0
+    }
+
+    /// [`resolve`] with [`Algorithm::VAR`] and [`Algorithm::model`]: the algorithm a call of
+    /// `n` bytes on `p` ranks uses on `transport`.
+    ///
+    /// # Errors
+    ///
+    /// As [`resolve`].
+    #[inline]
+    fn resolve(self, n: usize, p: usize, transport: TransportKind, env: &Overrides) -> Result<Self> {
+        resolve(self, Self::VAR, env, transport, || Self::model(n, p))
+    }
+
+    /// [`requested`] with [`Algorithm::VAR`]: what this rank asks for before the arrive
+    /// phase of a variable-count collective.
+    ///
+    /// # Errors
+    ///
+    /// As [`resolve`].
+    #[inline]
+    fn requested(self, transport: TransportKind, env: &Overrides) -> Result<Self> {
+        requested(self, Self::VAR, env, transport)
+    }
+
+    /// The code of the variant in the call record (`Auto` is 0).
+    #[inline]
+    fn code(self) -> u8 {
+        code(self)
+    }
+
+    /// The code and the parameter (0 for none), as a call record carries them.
+    #[inline]
+    fn wire(self) -> (u8, u32) {
+        wire(self)
     }
 }
 
@@ -181,18 +227,26 @@ pub(crate) fn parse<A: Algorithm>(s: &str) -> std::result::Result<A, ()> {
     }
 }
 
-/// Declares an algorithm enum's vocabulary: what its variable may hold, and every variant
-/// (`Auto` first) with its name; a variant with a parameter is listed with the value its
-/// bare name stands for (`ThrottledRead { k: 4 }`, `RingNeighbor(1)`). Generates the
-/// [`Algorithm`] table (and its `param`/`with_param` for such variants), `name`,
-/// `Display` and `FromStr`; anything after the list goes into the `Algorithm` impl.
+/// Declares an algorithm enum's vocabulary: its variable, what the variable may hold, and
+/// every variant (`Auto` first) with its name; a variant with a parameter is listed with
+/// the value its bare name stands for (`ThrottledRead { k: 4 }`, `RingNeighbor(1)`).
+/// Generates the [`Algorithm`] table (and its `param`/`with_param` for such variants),
+/// `ALL`, `name`, `Display` and `FromStr`; anything after the list goes into the
+/// `Algorithm` impl (the collective's `model`, for one).
 macro_rules! vocabulary {
     (
-        $ty:ident: $expected:literal,
-        [$($v:ident $({ $f:ident: $d:expr })? $(($t:expr))? => $n:literal),+ $(,)?]
+        $ty:ident($var:literal): $expected:literal,
+        [
+            Auto => "auto",
+            $($v:ident $({ $f:ident: $d:expr })? $(($t:expr))? => $n:literal),+ $(,)?
+        ]
         $($extra:tt)*
     ) => {
         impl $ty {
+            /// Every algorithm that moves data (all but `Auto`), in the order of their codes;
+            /// one that takes a parameter at the value its bare name stands for.
+            pub const ALL: [$ty; [$($n),+].len()] = [$($ty::$v $({ $f: $d })? $(($t))?),+];
+
             /// The name used by the environment variables and the benchmarks (without a
             /// parameter).
             pub fn name(self) -> &'static str {
@@ -214,8 +268,10 @@ macro_rules! vocabulary {
         }
 
         impl $crate::coll::algorithm::Algorithm for $ty {
+            const VAR: &'static str = $var;
             const EXPECTED: &'static str = $expected;
-            const NAMES: &'static [(Self, &'static str)] = &[$(($ty::$v $({ $f: $d })? $(($t))?, $n)),+];
+            const NAMES: &'static [(Self, &'static str)] =
+                &[($ty::Auto, "auto"), $(($ty::$v $({ $f: $d })? $(($t))?, $n)),+];
 
             #[allow(unreachable_patterns)] // an enum without parameters has only `_`
             fn param(self) -> Option<u32> {
@@ -319,7 +375,9 @@ mod tests {
     };
 
     /// Every enum's table starts with `Auto`, names each variant once, lists exactly its
-    /// `ALL` after `Auto`, and every name reads back as the variant it names.
+    /// `ALL` after `Auto`, every name (and every parameter from the least up) reads back
+    /// as the variant it names and nothing else does, and on `cico` every variant asks for
+    /// `staged`.
     fn table_is_whole<A: Algorithm + PartialEq + fmt::Debug + fmt::Display + Default>(all: &[A]) {
         assert_eq!(A::NAMES[0].0, A::default(), "Auto first");
         assert_eq!(A::NAMES[0].1, "auto");
@@ -329,17 +387,25 @@ mod tests {
             assert_eq!((name(a), code(a) as usize), (n, i));
             assert_eq!(parse::<A>(&a.to_string()), Ok(a), "{a}");
             assert_eq!(parse::<A>(n), Ok(a), "{n}");
+            for bad in [format!("{n}:"), format!("{n}:x"), n[..n.len() - 1].to_string()] {
+                assert_eq!(parse::<A>(&bad), Err(()), "{bad}");
+            }
             match a.param() {
                 Some(_) => {
                     let least = a.min_param();
                     assert!(least >= 1);
                     assert_eq!(parse::<A>(&format!("{n}:{least}")), Ok(a.with_param(least)));
                     assert_eq!(parse::<A>(&format!("{n}:{}", least - 1)), Err(()), "{n} below its least");
+                    let more = a.with_param(least + 16);
+                    assert_eq!(parse::<A>(&more.to_string()), Ok(more), "{more}");
                 }
                 None => assert_eq!(parse::<A>(&format!("{n}:7")), Err(()), "{n} takes no parameter"),
             }
+            let none = Overrides::default();
+            assert_eq!(a.requested(TransportKind::Cico, &none).map(name), Ok("staged"), "{a} on cico");
         }
         assert_eq!(parse::<A>("no-such-algorithm"), Err(()));
+        assert_eq!(parse::<A>(""), Err(()));
         assert!(A::NAMES.iter().all(|(_, n)| A::EXPECTED.contains(n)), "{}", A::EXPECTED);
     }
 
@@ -353,5 +419,20 @@ mod tests {
         table_is_whole(&AllgathervAlgorithm::ALL);
         table_is_whole(&AlltoallvAlgorithm::ALL);
         table_is_whole(&ReduceAlgorithm::ALL);
+    }
+
+    #[test]
+    fn every_variable_is_read() {
+        let vars = [
+            BcastAlgorithm::VAR,
+            ScatterAlgorithm::VAR,
+            GatherAlgorithm::VAR,
+            AllgatherAlgorithm::VAR,
+            AlltoallAlgorithm::VAR,
+            AllgathervAlgorithm::VAR,
+            AlltoallvAlgorithm::VAR,
+            ReduceAlgorithm::VAR,
+        ];
+        assert!(vars.iter().all(|v| ALGORITHM_VARS.contains(v)), "{vars:?}");
     }
 }

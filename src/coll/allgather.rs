@@ -50,11 +50,11 @@
 //! leaders pack and unpack through scratch buffers: `k n` bytes for the node's blocks and
 //! `p n` for the exchange.
 
+use super::algorithm::Algorithm;
 use super::staged_private;
 use super::{all_equal, check, check_staged, op, BadLength, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::sync::{Call, Round};
-use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
 
 /// How [`Comm::all_gather_into_with`](crate::Comm::all_gather_into_with) moves the data.
@@ -91,20 +91,6 @@ pub enum AllgatherAlgorithm {
 }
 
 impl AllgatherAlgorithm {
-    /// Every algorithm that moves data (all but `Auto`), the ring with `j = 1`.
-    pub const ALL: [AllgatherAlgorithm; 6] = [
-        AllgatherAlgorithm::RingNeighbor(1),
-        AllgatherAlgorithm::RingSourceRead,
-        AllgatherAlgorithm::RingSourceWrite,
-        AllgatherAlgorithm::RecursiveDoubling,
-        AllgatherAlgorithm::Bruck,
-        AllgatherAlgorithm::Staged,
-    ];
-
-    pub(crate) fn code(self) -> u8 {
-        super::algorithm::code(self)
-    }
-
     /// The op word a call with this algorithm publishes (the ring's `j` included, so that
     /// ranks with different `j` disagree).
     pub(crate) fn op(self) -> u64 {
@@ -114,31 +100,10 @@ impl AllgatherAlgorithm {
         };
         op(Kind::Allgather, self.code(), j)
     }
-
-    /// The algorithm a call with blocks of `n` bytes uses on `transport`, after `Auto` and
-    /// the environment override are resolved. Single-copy algorithms fall back to
-    /// `Staged` where the transport cannot do single copies.
-    pub(crate) fn resolve(
-        self,
-        n: usize,
-        p: usize,
-        transport: TransportKind,
-        env: &super::Overrides,
-    ) -> Result<AllgatherAlgorithm> {
-        super::algorithm::resolve(self, "ZCOLL_ALLGATHER_ALGORITHM", env, transport, || match select::choose(
-            select::Coll::Allgather,
-            n,
-            p,
-        ) {
-            Algo::AllgatherStaged => AllgatherAlgorithm::Staged,
-            Algo::AllgatherRecursiveDoubling => AllgatherAlgorithm::RecursiveDoubling,
-            _ => AllgatherAlgorithm::RingSourceRead,
-        })
-    }
 }
 
 super::algorithm::vocabulary! {
-AllgatherAlgorithm: "auto, ring-neighbor[:j], ring-source-read, ring-source-write, recursive-doubling, bruck or staged",
+AllgatherAlgorithm("ZCOLL_ALLGATHER_ALGORITHM"): "auto, ring-neighbor[:j], ring-source-read, ring-source-write, recursive-doubling, bruck or staged",
 [
     Auto => "auto",
     RingNeighbor(1) => "ring-neighbor",
@@ -147,7 +112,16 @@ AllgatherAlgorithm: "auto, ring-neighbor[:j], ring-source-read, ring-source-writ
     RecursiveDoubling => "recursive-doubling",
     Bruck => "bruck",
     Staged => "staged",
-]}
+]
+    /// The model's choice for blocks of `n` bytes on `p` ranks.
+    fn model(n: usize, p: usize) -> AllgatherAlgorithm {
+        match select::choose(select::Coll::Allgather, n, p) {
+            Algo::AllgatherStaged => AllgatherAlgorithm::Staged,
+            Algo::AllgatherRecursiveDoubling => AllgatherAlgorithm::RecursiveDoubling,
+            _ => AllgatherAlgorithm::RingSourceRead,
+        }
+    }
+}
 
 /// The lengths of an exchange: every rank's send is `send(first)` bytes and its receive
 /// buffer `recv(first)`, where `first` is rank 0's send length.
@@ -353,21 +327,7 @@ fn bruck(round: &Round<'_>, send: Option<&[u8]>, recv: &mut [u8], n: usize) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_round_trip() {
-        for a in std::iter::once(AllgatherAlgorithm::Auto)
-            .chain(AllgatherAlgorithm::ALL)
-            .chain([AllgatherAlgorithm::RingNeighbor(7)])
-        {
-            assert_eq!(a.to_string().parse(), Ok(a), "{a}");
-        }
-        for bad in ["ring-neighbor:0", "ring-neighbor:x", "bruck:2", "ring", ""] {
-            assert_eq!(bad.parse::<AllgatherAlgorithm>(), Err(()), "{bad}");
-        }
-        let codes: std::collections::HashSet<u8> = AllgatherAlgorithm::ALL.iter().map(|a| a.code()).collect();
-        assert_eq!(codes.len(), AllgatherAlgorithm::ALL.len());
-    }
+    use crate::transport::TransportKind;
 
     #[test]
     fn cico_takes_the_staged_path_and_auto_asks_the_model() {

@@ -30,14 +30,14 @@
 //! broadcasts the packed result in its node, and every rank unpacks it into its partition.
 //! Every rank holds a scratch copy of all blocks for that last step.
 
+use super::algorithm::Algorithm;
 use super::varcount::{
-    allgatherv_cross, allgatherv_local, auto_stages, checked, first_fault, fits, partition_len,
+    allgatherv_local, auto_stages, checked, cross_fault, elem_of, first_fault, fits, partition_len,
     partition_words, published, range, stages, Given, Published, ALLGATHERV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::sync::{Call, Round};
-use crate::transport::TransportKind;
 use crate::tune::select;
 use mpi::Count;
 
@@ -67,42 +67,14 @@ pub enum AllgathervAlgorithm {
     Staged,
 }
 
-impl AllgathervAlgorithm {
-    /// Every algorithm that moves data (all but `Auto`).
-    pub const ALL: [AllgathervAlgorithm; 3] = [
-        AllgathervAlgorithm::RingSourceRead,
-        AllgathervAlgorithm::RingSourceWrite,
-        AllgathervAlgorithm::Staged,
-    ];
-
-    pub(crate) fn code(self) -> u8 {
-        super::algorithm::code(self)
-    }
-
-    /// What this rank asks for, before the arrive phase: `Auto` becomes what
-    /// `ZCOLL_ALLGATHERV_ALGORITHM` names (if set), and everything is `Staged` on `cico`.
-    pub(crate) fn requested(
-        self,
-        transport: TransportKind,
-        env: &super::Overrides,
-    ) -> Result<AllgathervAlgorithm> {
-        super::algorithm::requested(self, "ZCOLL_ALLGATHERV_ALGORITHM", env, transport)
-    }
-}
-
 super::algorithm::vocabulary! {
-AllgathervAlgorithm: "auto, ring-source-read, ring-source-write or staged",
+AllgathervAlgorithm("ZCOLL_ALLGATHERV_ALGORITHM"): "auto, ring-source-read, ring-source-write or staged",
 [
     Auto => "auto",
     RingSourceRead => "ring-source-read",
     RingSourceWrite => "ring-source-write",
     Staged => "staged",
 ]}
-
-/// The element size a call published.
-fn elem_of(c: &Call) -> usize {
-    c.aux2 as usize
-}
 
 /// Allgatherv among the ranks of the node: `send` lands at `recv[counts[me]` elements from
 /// `displs[me]]` of the caller, and at the block for this rank of every other rank's
@@ -126,18 +98,9 @@ pub(crate) fn allgatherv(
     let (code, k) = published(&algorithm);
     let mut meta = Vec::new();
     partition_words(&mut meta, p, counts, displs);
-    let call = Call {
-        op: op(Kind::Allgatherv, code, k),
-        root: 0,
-        send: send.as_ptr() as usize,
-        send_len: send.len(),
-        recv: recv.as_mut_ptr() as usize,
-        recv_len: recv.len(),
-        // Only the ring-source writers let peers write into the receive buffers.
-        recv_writable: algorithm == Ok(AllgathervAlgorithm::RingSourceWrite),
-        aux: 0,
-        aux2: elem as u64,
-    };
+    // Only the ring-source writers let peers write into the receive buffers.
+    let writable = algorithm == Ok(AllgathervAlgorithm::RingSourceWrite);
+    let call = Call { aux2: elem as u64, ..Call::new(op(Kind::Allgatherv, code, k), send, recv, writable) };
     let fit = fits(ctx, partition_len(p));
     // The block travels with the arrival where it fits and may be staged (`one_phase`).
     let cap = (algorithm == Ok(AllgathervAlgorithm::Auto)).then_some(ALLGATHERV_STAGED_MAX);
@@ -155,7 +118,7 @@ pub(crate) fn allgatherv(
         first_fault(
             p,
             |q| allgatherv_local(p, q, &parts(q), elem_of(&call(q)), call(q).recv_len, send_len(q)),
-            |q| allgatherv_cross(p, &parts(q), elem_of(&call(q)), send_len),
+            |q| cross_fault(p, &parts(q), elem_of(&call(q)), send_len),
         )
         .map_err(|(q, f)| f.error(r.rank_of(r.me()), r.rank_of(q), p))
     })?;
@@ -250,22 +213,5 @@ fn exchange(
             round.read_send(src, 0, &mut recv[at(src)])
         }),
         _ => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_round_trip_and_cico_stages() {
-        for a in std::iter::once(AllgathervAlgorithm::Auto).chain(AllgathervAlgorithm::ALL) {
-            assert_eq!(a.to_string().parse(), Ok(a));
-            assert_eq!(
-                a.requested(TransportKind::Cico, &crate::coll::Overrides::default()),
-                Ok(AllgathervAlgorithm::Staged)
-            );
-        }
-        assert_eq!("bruck".parse::<AllgathervAlgorithm>(), Err(()));
     }
 }

@@ -46,12 +46,12 @@
 //! two scratch buffers of `k p n` bytes each (`k` ranks on the node), so that nodes need
 //! not hold consecutive ranks.
 
+use super::algorithm::Algorithm;
 use super::allgather::lengths;
 use super::staged_private;
 use super::{check, check_staged, op, Ctx, Kind};
 use crate::error::Result;
 use crate::sync::{Call, Round, Span};
-use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
 
 /// How [`Comm::all_to_all_into_with`](crate::Comm::all_to_all_into_with) moves the data.
@@ -93,22 +93,6 @@ pub enum AlltoallAlgorithm {
 }
 
 impl AlltoallAlgorithm {
-    /// Every algorithm that moves data (all but `Auto`).
-    pub const ALL: [AlltoallAlgorithm; 8] = [
-        AlltoallAlgorithm::Pairwise,
-        AlltoallAlgorithm::PairwiseWrite,
-        AlltoallAlgorithm::Bruck,
-        AlltoallAlgorithm::Staged,
-        AlltoallAlgorithm::PapWrite,
-        AlltoallAlgorithm::PapRead,
-        AlltoallAlgorithm::PapStaged,
-        AlltoallAlgorithm::PapShmDirect,
-    ];
-
-    pub(crate) fn code(self) -> u8 {
-        super::algorithm::code(self)
-    }
-
     /// Whether this is one of the arrival-aware algorithms (`coll::pap`).
     /// How PAP-Direct moves the blocks of an arrival-aware algorithm inside a node
     /// (`PapShmDirect` writes, as `PapWrite` does); `Read` for any other.
@@ -130,28 +114,10 @@ impl AlltoallAlgorithm {
                 | AlltoallAlgorithm::PapShmDirect
         )
     }
-
-    /// The algorithm a call with blocks of `n` bytes uses on `transport`, after `Auto` and
-    /// the environment override are resolved. Single-copy algorithms fall back to
-    /// `Staged` where the transport cannot do single copies.
-    pub(crate) fn resolve(
-        self,
-        n: usize,
-        p: usize,
-        transport: TransportKind,
-        env: &super::Overrides,
-    ) -> Result<AlltoallAlgorithm> {
-        super::algorithm::resolve(self, "ZCOLL_ALLTOALL_ALGORITHM", env, transport, || {
-            match select::choose(select::Coll::Alltoall, n, p) {
-                Algo::AlltoallStaged => AlltoallAlgorithm::Staged,
-                _ => AlltoallAlgorithm::Pairwise,
-            }
-        })
-    }
 }
 
 super::algorithm::vocabulary! {
-AlltoallAlgorithm: "auto, pairwise, pairwise-write, bruck, staged, pap-write, pap-read, pap-staged or pap-shm-direct",
+AlltoallAlgorithm("ZCOLL_ALLTOALL_ALGORITHM"): "auto, pairwise, pairwise-write, bruck, staged, pap-write, pap-read, pap-staged or pap-shm-direct",
 [
     Auto => "auto",
     Pairwise => "pairwise",
@@ -163,6 +129,14 @@ AlltoallAlgorithm: "auto, pairwise, pairwise-write, bruck, staged, pap-write, pa
     PapStaged => "pap-staged",
     PapShmDirect => "pap-shm-direct",
 ]
+    /// The model's choice for blocks of `n` bytes on `p` ranks.
+    fn model(n: usize, p: usize) -> AlltoallAlgorithm {
+        match select::choose(select::Coll::Alltoall, n, p) {
+            Algo::AlltoallStaged => AlltoallAlgorithm::Staged,
+            _ => AlltoallAlgorithm::Pairwise,
+        }
+    }
+
     fn on_cico(self) -> Self {
         // The arrival-aware ones keep their protocol, through the FIFOs.
         match self.arrival_aware() {
@@ -194,18 +168,9 @@ pub(crate) fn alltoall(
         _ => {}
     }
     let code = algorithm.as_ref().map_or(0, |a| a.code());
-    let call = Call {
-        op: op(Kind::Alltoall, code, 0) | staged_private(algorithm == Ok(AlltoallAlgorithm::Staged)),
-        root: 0,
-        send: send.as_ptr() as usize,
-        send_len: send.len(),
-        recv: recv.as_mut_ptr() as usize,
-        recv_len: recv.len(),
-        // Only the pairwise writers let peers write into the receive buffers.
-        recv_writable: algorithm == Ok(AlltoallAlgorithm::PairwiseWrite),
-        aux: 0,
-        aux2: 0,
-    };
+    let word = op(Kind::Alltoall, code, 0) | staged_private(algorithm == Ok(AlltoallAlgorithm::Staged));
+    // Only the pairwise writers let peers write into the receive buffers.
+    let call = Call::new(word, send, recv, algorithm == Ok(AlltoallAlgorithm::PairwiseWrite));
     let check_lengths = |r: &Round<'_>| {
         let whole = |first: usize| first / r.size() * r.size();
         lengths(r, whole, whole)
@@ -308,14 +273,7 @@ fn bruck(round: &Round<'_>, send: &[u8], recv: &mut [u8], n: usize) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_round_trip() {
-        for a in std::iter::once(AlltoallAlgorithm::Auto).chain(AlltoallAlgorithm::ALL) {
-            assert_eq!(a.to_string().parse(), Ok(a), "{a}");
-        }
-        assert_eq!("pairwise:2".parse::<AlltoallAlgorithm>(), Err(()));
-    }
+    use crate::transport::TransportKind;
 
     #[test]
     fn cico_takes_the_staged_path() {

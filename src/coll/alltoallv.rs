@@ -30,14 +30,14 @@
 //! unpacks into its partition. That costs a scratch copy of the outgoing and of the
 //! incoming blocks at every rank, and four at the leaders.
 
+use super::algorithm::Algorithm;
 use super::varcount::{
-    alltoallv_cross, alltoallv_local, auto_stages, bytes, checked, first_fault, fits, partition_len,
+    alltoallv_local, auto_stages, bytes, checked, cross_fault, elem_of, first_fault, fits, partition_len,
     partition_words, published, range, staged_blocks, stages, Given, Parts, Published, ALLTOALLV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::sync::{Call, Round};
-use crate::transport::TransportKind;
 use crate::tune::select;
 use mpi::Count;
 
@@ -67,28 +67,8 @@ pub enum AlltoallvAlgorithm {
     Staged,
 }
 
-impl AlltoallvAlgorithm {
-    /// Every algorithm that moves data (all but `Auto`).
-    pub const ALL: [AlltoallvAlgorithm; 3] =
-        [AlltoallvAlgorithm::Pairwise, AlltoallvAlgorithm::PairwiseWrite, AlltoallvAlgorithm::Staged];
-
-    pub(crate) fn code(self) -> u8 {
-        super::algorithm::code(self)
-    }
-
-    /// What this rank asks for, before the arrive phase: `Auto` becomes what
-    /// `ZCOLL_ALLTOALLV_ALGORITHM` names (if set), and everything is `Staged` on `cico`.
-    pub(crate) fn requested(
-        self,
-        transport: TransportKind,
-        env: &super::Overrides,
-    ) -> Result<AlltoallvAlgorithm> {
-        super::algorithm::requested(self, "ZCOLL_ALLTOALLV_ALGORITHM", env, transport)
-    }
-}
-
 super::algorithm::vocabulary! {
-AlltoallvAlgorithm: "auto, pairwise, pairwise-write or staged",
+AlltoallvAlgorithm("ZCOLL_ALLTOALLV_ALGORITHM"): "auto, pairwise, pairwise-write or staged",
 [
     Auto => "auto",
     Pairwise => "pairwise",
@@ -115,11 +95,6 @@ impl Sides<'_> {
     }
 }
 
-/// The element size a call published.
-fn elem_of(c: &Call) -> usize {
-    c.aux2 as usize
-}
-
 /// Alltoallv among the ranks of the node, the partitions with one entry per local rank.
 ///
 /// # Errors
@@ -140,18 +115,9 @@ pub(crate) fn alltoallv(
     let mut meta = Vec::new();
     partition_words(&mut meta, p, sides.send_counts, sides.send_displs);
     partition_words(&mut meta, p, sides.recv_counts, sides.recv_displs);
-    let call = Call {
-        op: op(Kind::Alltoallv, code, k),
-        root: 0,
-        send: send.as_ptr() as usize,
-        send_len: send.len(),
-        recv: recv.as_mut_ptr() as usize,
-        recv_len: recv.len(),
-        // Only the pairwise writers let peers write into the receive buffers.
-        recv_writable: algorithm == Ok(AlltoallvAlgorithm::PairwiseWrite),
-        aux: 0,
-        aux2: elem as u64,
-    };
+    // Only the pairwise writers let peers write into the receive buffers.
+    let writable = algorithm == Ok(AlltoallvAlgorithm::PairwiseWrite);
+    let call = Call { aux2: elem as u64, ..Call::new(op(Kind::Alltoallv, code, k), send, recv, writable) };
     let fit = fits(ctx, 2 * partition_len(p));
     // The blocks for the peers travel with the arrival, in rank order, where they fit and
     // may be staged (see `one_phase`).
@@ -172,7 +138,7 @@ pub(crate) fn alltoallv(
         first_fault(
             p,
             |q| alltoallv_local(p, q, &sends(q), &recvs(q), elem(q), lens(q)),
-            |dst| alltoallv_cross(p, &recvs(dst), elem(dst), |q| bytes(sends(q).block(dst).0, elem(q))),
+            |dst| cross_fault(p, &recvs(dst), elem(dst), |q| bytes(sends(q).block(dst).0, elem(q))),
         )
         .map_err(|(q, f)| f.error(r.rank_of(r.me()), r.rank_of(q), p))
     })?;
@@ -307,22 +273,5 @@ fn exchange(
             round.read_send(src, from[src], &mut recv[inn(src)])
         }),
         AlltoallvAlgorithm::Staged => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_round_trip_and_cico_stages() {
-        for a in std::iter::once(AlltoallvAlgorithm::Auto).chain(AlltoallvAlgorithm::ALL) {
-            assert_eq!(a.to_string().parse(), Ok(a));
-            assert_eq!(
-                a.requested(TransportKind::Cico, &crate::coll::Overrides::default()),
-                Ok(AlltoallvAlgorithm::Staged)
-            );
-        }
-        assert_eq!("bruck".parse::<AlltoallvAlgorithm>(), Err(()));
     }
 }

@@ -40,6 +40,7 @@
 //!   chunk, as soon as it arrives, from the root or from any reader that already holds
 //!   the chunk, so a late non-root delays nobody (see `coll::pap`).
 
+use super::algorithm::Algorithm;
 use super::pap::{compatible, settle};
 use super::{all_equal, check, check_staged, from_inline, inline_word, op, Ctx, Kind, INLINE_BYTES};
 use crate::error::Result;
@@ -124,55 +125,10 @@ impl BcastAlgorithm {
             _ => DEFAULT_CHUNK as usize,
         }
     }
-
-    /// Every algorithm that moves data (all but `Auto`), k-nomial with its default radix.
-    pub const ALL: [BcastAlgorithm; 8] = [
-        BcastAlgorithm::DirectRead,
-        BcastAlgorithm::DirectWrite,
-        BcastAlgorithm::KnomialRead { k: DEFAULT_RADIX },
-        BcastAlgorithm::ScatterAllgather,
-        BcastAlgorithm::Pipelined { chunk: DEFAULT_CHUNK },
-        BcastAlgorithm::Fifo,
-        BcastAlgorithm::Staged,
-        BcastAlgorithm::ArrivalAware,
-    ];
-
-    /// The algorithm the cost model chose; its copy-in/copy-out choice is the Bcast FIFO
-    /// while the message fits in the ring, the staging pipeline beyond.
-    fn from_model(a: Algo, len: usize) -> BcastAlgorithm {
-        match a {
-            Algo::BcastDirectWrite => BcastAlgorithm::DirectWrite,
-            Algo::BcastKnomial(k) => BcastAlgorithm::KnomialRead { k: k as u32 },
-            Algo::BcastScatterAllgather => BcastAlgorithm::ScatterAllgather,
-            Algo::BcastStaged if (FIFO_MIN_BYTES..=FIFO_MAX_BYTES).contains(&len) => BcastAlgorithm::Fifo,
-            Algo::BcastStaged => BcastAlgorithm::Staged,
-            _ => BcastAlgorithm::DirectRead,
-        }
-    }
-
-    /// The code and parameter published in the call record.
-    pub(crate) fn code(self) -> (u8, u32) {
-        super::algorithm::wire(self)
-    }
-
-    /// The algorithm a call of `len` bytes on a node of `p` ranks uses on `transport`,
-    /// after `Auto` and the environment override are resolved. Single-copy algorithms
-    /// fall back to `Staged` where the transport cannot do single copies.
-    pub(crate) fn resolve(
-        self,
-        len: usize,
-        p: usize,
-        transport: TransportKind,
-        env: &super::Overrides,
-    ) -> Result<BcastAlgorithm> {
-        super::algorithm::resolve(self, "ZCOLL_BCAST_ALGORITHM", env, transport, || {
-            BcastAlgorithm::from_model(select::choose(select::Coll::Bcast, len, p), len)
-        })
-    }
 }
 
 super::algorithm::vocabulary! {
-    BcastAlgorithm: "auto, direct-read, direct-write, knomial-read[:k], scatter-allgather, pipelined[:bytes], fifo, staged or arrival-aware",
+    BcastAlgorithm("ZCOLL_BCAST_ALGORITHM"): "auto, direct-read, direct-write, knomial-read[:k], scatter-allgather, pipelined[:bytes], fifo, staged or arrival-aware",
     [
         Auto => "auto",
         DirectRead => "direct-read",
@@ -184,6 +140,19 @@ super::algorithm::vocabulary! {
         Staged => "staged",
         ArrivalAware => "arrival-aware",
     ]
+    /// The cost model's choice for `len` bytes on `p` ranks; its copy-in/copy-out choice
+    /// is the Bcast FIFO while the message fits in the ring, the staging pipeline beyond.
+    fn model(len: usize, p: usize) -> BcastAlgorithm {
+        match select::choose(select::Coll::Bcast, len, p) {
+            Algo::BcastDirectWrite => BcastAlgorithm::DirectWrite,
+            Algo::BcastKnomial(k) => BcastAlgorithm::KnomialRead { k: k as u32 },
+            Algo::BcastScatterAllgather => BcastAlgorithm::ScatterAllgather,
+            Algo::BcastStaged if (FIFO_MIN_BYTES..=FIFO_MAX_BYTES).contains(&len) => BcastAlgorithm::Fifo,
+            Algo::BcastStaged => BcastAlgorithm::Staged,
+            _ => BcastAlgorithm::DirectRead,
+        }
+    }
+
     fn min_param(self) -> u32 {
         match self {
             BcastAlgorithm::Pipelined { .. } => PAGE as u32,
@@ -231,7 +200,7 @@ pub(crate) fn bcast(
         (true, _, _) => Ok(BcastAlgorithm::Staged),
         (false, transport, a) => a.resolve(buf.len(), ctx.ctl.size(), transport, ctx.overrides),
     };
-    let (code, param) = algorithm.as_ref().map(|a| a.code()).unwrap_or((0, 0));
+    let (code, param) = algorithm.as_ref().map(|a| a.wire()).unwrap_or((0, 0));
     if algorithm == Ok(BcastAlgorithm::ArrivalAware) {
         return arrival_aware(ctx, buf, root, src, op(Kind::Bcast, code, param));
     }
@@ -246,15 +215,10 @@ pub(crate) fn bcast(
     let prestaged = private && algorithm == Ok(BcastAlgorithm::Staged) && len <= ctx.ctl.one_phase_bytes();
     let inline = prestaged && len <= INLINE_BYTES;
     let call = Call {
-        op: op(Kind::Bcast, code, param) | if private { PRIVATE } else { 0 },
         root: root as i64,
-        send: buf.as_ptr() as usize,
-        send_len: len,
-        recv: buf.as_mut_ptr() as usize,
-        recv_len: len,
-        recv_writable: written,
         aux: src as u64,
         aux2: if inline && ctx.ctl.me() == src { inline_word(buf) } else { 0 },
+        ..Call::in_place(op(Kind::Bcast, code, param) | if private { PRIVATE } else { 0 }, buf, written)
     };
     let lengths = |r: &Round<'_>| {
         let expected = r.call(src.min(r.size() - 1)).send_len;
@@ -416,17 +380,7 @@ pub(crate) const BCAST_CHUNK: usize = 256 * 1024;
 
 fn arrival_aware(ctx: &Ctx<'_>, buf: &mut [u8], root: i32, src: usize, word: u64) -> Result<()> {
     let len = buf.len();
-    let call = Call {
-        op: word,
-        root: root as i64,
-        send: buf.as_ptr() as usize,
-        send_len: len,
-        recv: buf.as_mut_ptr() as usize,
-        recv_len: len,
-        recv_writable: false,
-        aux: src as u64,
-        aux2: 0,
-    };
+    let call = Call { root: root as i64, aux: src as u64, ..Call::in_place(word, buf, false) };
     let round = ctx.ctl.begin_eager(&call, 0)?;
     let valid_root = (0..ctx.comm_size).contains(&root);
     let moved = if round.me() == src || round.size() == 1 || len == 0 || !valid_root {

@@ -27,12 +27,12 @@
 //! rank order when the nodes do not hold consecutive ranks), and the root's leader hands
 //! the whole buffer to the root through the node if it is not the root itself.
 
+use super::algorithm::Algorithm;
 use super::rooted::{blocks, peers, rooted_check, throttled, Claim, Measure, DEFAULT_K};
 use super::staged_private;
 use super::{op, Ctx, Kind};
 use crate::error::Result;
-use crate::sync::{Call, Round};
-use crate::transport::TransportKind;
+use crate::sync::{Call, Round, Toward};
 use crate::tune::{select, Algo};
 
 /// How [`Comm::gather_into_root_with`](crate::Comm::gather_into_root_with) and its
@@ -66,50 +66,25 @@ pub enum GatherAlgorithm {
     Staged,
 }
 
-impl GatherAlgorithm {
-    /// Every algorithm that moves data (all but `Auto`), throttled write with `k = 4`.
-    pub const ALL: [GatherAlgorithm; 4] = [
-        GatherAlgorithm::ParallelWrite,
-        GatherAlgorithm::SequentialRead,
-        GatherAlgorithm::ThrottledWrite { k: DEFAULT_K },
-        GatherAlgorithm::Staged,
-    ];
-
-    /// The algorithm code and parameter published in the call.
-    pub(crate) fn code(self) -> (u8, u32) {
-        super::algorithm::wire(self)
-    }
-
-    /// The algorithm a gather of `block` bytes from each of `ranks` ranks uses on
-    /// `transport`, once `Auto` and `ZCOLL_GATHER_ALGORITHM` are resolved. Single-copy
-    /// algorithms run as `Staged` on the `cico` transport.
-    pub(crate) fn resolve(
-        self,
-        block: usize,
-        ranks: usize,
-        transport: TransportKind,
-        env: &super::Overrides,
-    ) -> Result<GatherAlgorithm> {
-        super::algorithm::resolve(self, "ZCOLL_GATHER_ALGORITHM", env, transport, || {
-            match select::choose(select::Coll::Gather, block, ranks) {
-                Algo::GatherStaged => GatherAlgorithm::Staged,
-                Algo::GatherSequentialRead => GatherAlgorithm::SequentialRead,
-                Algo::GatherThrottledWrite(k) => GatherAlgorithm::ThrottledWrite { k: k as u32 },
-                _ => GatherAlgorithm::ParallelWrite,
-            }
-        })
-    }
-}
-
 super::algorithm::vocabulary! {
-GatherAlgorithm: "auto, parallel-write, sequential-read, throttled-write[:k] or staged",
+GatherAlgorithm("ZCOLL_GATHER_ALGORITHM"): "auto, parallel-write, sequential-read, throttled-write[:k] or staged",
 [
     Auto => "auto",
     ParallelWrite => "parallel-write",
     SequentialRead => "sequential-read",
     ThrottledWrite { k: DEFAULT_K } => "throttled-write",
     Staged => "staged",
-]}
+]
+    /// The model's choice for blocks of `block` bytes from each of `ranks` ranks.
+    fn model(block: usize, ranks: usize) -> GatherAlgorithm {
+        match select::choose(select::Coll::Gather, block, ranks) {
+            Algo::GatherStaged => GatherAlgorithm::Staged,
+            Algo::GatherSequentialRead => GatherAlgorithm::SequentialRead,
+            Algo::GatherThrottledWrite(k) => GatherAlgorithm::ThrottledWrite { k: k as u32 },
+            _ => GatherAlgorithm::ParallelWrite,
+        }
+    }
+}
 
 /// What a rank passes to a node-level gather.
 #[derive(Debug)]
@@ -161,16 +136,13 @@ pub(crate) fn gather(
     algorithm: GatherAlgorithm,
 ) -> Result<()> {
     let size = ctx.ctl.size();
-    let block = bufs.block(size);
+    let claim = bufs.claim(size, elem);
+    let block = claim.block;
     let algorithm = algorithm.resolve(block, size, ctx.transport, ctx.overrides);
-    let (code, k) = algorithm.as_ref().map(|a| a.code()).unwrap_or((0, 0));
-    let is_root = matches!(bufs, GatherBufs::Root { .. });
-    let in_place = matches!(bufs, GatherBufs::Root { send: None, .. });
-    let (send, recv, recv_len) = match &bufs {
-        GatherBufs::Root { send, recv } => {
-            (send.map_or(0, |s| s.as_ptr() as usize), recv.as_ptr() as usize, recv.len())
-        }
-        GatherBufs::Leaf { send } => (send.as_ptr() as usize, 0, 0),
+    let (code, k) = algorithm.as_ref().map(|a| a.wire()).unwrap_or((0, 0));
+    let (send, recv) = match &bufs {
+        GatherBufs::Root { send, recv } => (send.map_or(0, |s| s.as_ptr() as usize), recv.as_ptr() as usize),
+        GatherBufs::Leaf { send } => (send.as_ptr() as usize, 0),
     };
     // Only the root of a (throttled) parallel write lets peers write into its buffer.
     let written =
@@ -181,10 +153,10 @@ pub(crate) fn gather(
         send,
         send_len: block,
         recv,
-        recv_len,
-        recv_writable: written && is_root,
+        recv_len: claim.whole,
+        recv_writable: written && claim.root,
         aux: dst as u64,
-        aux2: Claim { root: is_root, in_place, block, whole: recv_len, elem }.aux2(),
+        aux2: claim.aux2(),
     };
     let measure = Measure { block: |c| c.send_len, whole: |c| c.recv_len, which: "receive" };
     // A staged gather whose block fits in the staging area travels with the arrivals: one
@@ -247,7 +219,7 @@ fn collect(
         GatherAlgorithm::SequentialRead => {
             peers(dst, size).try_for_each(|r| round.read_send(r, 0, &mut recv[r * block..(r + 1) * block]))
         }
-        GatherAlgorithm::Staged => round.stage_gather(dst, &blocks(size, block), &[], recv),
+        GatherAlgorithm::Staged => round.stage_parts(Toward::Hub, dst, &blocks(size, block), &[], recv),
         _ => Ok(()),
     }
 }
@@ -265,7 +237,9 @@ fn contribute(
     match algorithm {
         GatherAlgorithm::ParallelWrite => write(),
         GatherAlgorithm::ThrottledWrite { k } => throttled(round, dst, k, write),
-        GatherAlgorithm::Staged => round.stage_gather(dst, &blocks(round.size(), block), send, &mut []),
+        GatherAlgorithm::Staged => {
+            round.stage_parts(Toward::Hub, dst, &blocks(round.size(), block), send, &mut [])
+        }
         _ => Ok(()),
     }
 }

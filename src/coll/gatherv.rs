@@ -29,13 +29,13 @@
 
 use super::rooted::peers;
 use super::varcount::{
-    auto_family, chain, checked, fits, judge_rooted, partition_len, partition_words, published, range,
-    stages, Claim, Family, Moves, Published, Side, AUTO_STAGE_MAX,
+    auto_family, chain, checked, fits, judge_round, partition_len, partition_words, published, root_blocks,
+    stages, Claim, Family, Moves, Side, AUTO_STAGE_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::coll::gather::GatherAlgorithm;
 use crate::error::Result;
-use crate::sync::{Call, Round};
+use crate::sync::{Call, Round, Toward};
 use crate::transport::TransportKind;
 use crate::tune::select;
 use mpi::Count;
@@ -125,20 +125,10 @@ pub(crate) fn gatherv(
         }
         _ => &[],
     };
-    let mut round = checked(ctx, call, fit.then_some(&meta[..]), staged, true, |r| {
-        let parts = Published { round: r, owner: dst, at: 0 };
-        let claim = |q| Claim::from_call(&r.call(q), |c| (c.send_len, c.recv_len));
-        judge_rooted(r.size(), dst, claim, &parts, Side::Recv)
-            .map_err(|(q, f)| f.error(r.rank_of(r.me()), r.rank_of(q), r.size()))
-    })?;
+    let mut round =
+        checked(ctx, call, fit.then_some(&meta[..]), staged, true, |r| judge_round(r, dst, Side::Recv))?;
     let (blocks, moves) = match algorithm {
-        Ok(a) => {
-            let parts = Published { round: &round, owner: dst, at: 0 };
-            let elem = Claim::from_call(&round.call(dst), |_| (0, 0)).elem;
-            let blocks: Vec<Range<usize>> = (0..p).map(|r| range(&parts, r, elem)).collect();
-            let moves = Moves::new(family(a, &blocks, dst), p, dst, |r| blocks[r].clone());
-            (blocks, moves)
-        }
+        Ok(a) => root_blocks(&round, dst, |blocks| family(a, blocks, dst)),
         Err(e) => return round.finish(Err(e)),
     };
     if one_phase(ctx, &round, &moves, dst, cap) {
@@ -196,7 +186,7 @@ fn collect(
     }
     if moves.staging() {
         round.reclaim_meta()?;
-        round.stage_gather(dst, &moves.staged, &[], recv)?;
+        round.stage_parts(Toward::Hub, dst, &moves.staged, &[], recv)?;
     }
     Ok(())
 }
@@ -213,7 +203,7 @@ fn contribute(
     if !moves.staged[me].is_empty() {
         // The root's counts sit where our bytes go until every rank has read them.
         round.wait_meta_reclaimed(dst)?;
-        return round.stage_gather(dst, &moves.staged, send, &mut []);
+        return round.stage_parts(Toward::Hub, dst, &moves.staged, send, &mut []);
     }
     chain(round, &moves.direct, moves.k, || round.write_recv(send, dst, blocks[me].start))
 }

@@ -31,6 +31,7 @@
 //! Both fold in rank order for a non-commutative operator, and every allreduce result
 //! element is computed once, by one rank, so all ranks hold bitwise the same result.
 
+use super::algorithm::Algorithm;
 use super::{check, check_staged, from_inline, inline_word, typed_op, BadLength, Ctx, Kind, INLINE_BYTES};
 use crate::error::{Error, Result};
 use crate::op::Operator;
@@ -66,14 +67,17 @@ pub enum ReduceAlgorithm {
 }
 
 impl ReduceAlgorithm {
-    /// Every algorithm that moves data (all but `Auto`).
-    pub const ALL: [ReduceAlgorithm; 2] = [ReduceAlgorithm::Partitioned, ReduceAlgorithm::Staged];
-
-    pub(crate) fn code(self) -> u8 {
-        super::algorithm::code(self)
+    /// The cost model's choice for the reduction `coll` of `len` bytes on `p` ranks.
+    fn chosen(coll: select::Coll, len: usize, p: usize) -> ReduceAlgorithm {
+        match select::choose(coll, len, p).is_staged() {
+            true => ReduceAlgorithm::Staged,
+            false => ReduceAlgorithm::Partitioned,
+        }
     }
 
-    fn resolve(
+    /// [`Algorithm::resolve`] with the variable and model of a reduce (`var` is
+    /// [`REDUCE_VAR`]) or an allreduce.
+    fn resolve_as(
         self,
         var: &'static str,
         len: usize,
@@ -81,26 +85,26 @@ impl ReduceAlgorithm {
         transport: TransportKind,
         env: &super::Overrides,
     ) -> Result<ReduceAlgorithm> {
-        super::algorithm::resolve(self, var, env, transport, || {
-            let coll = if var == REDUCE_VAR { select::Coll::Reduce } else { select::Coll::Allreduce };
-            match select::choose(coll, len, p).is_staged() {
-                true => ReduceAlgorithm::Staged,
-                false => ReduceAlgorithm::Partitioned,
-            }
-        })
+        let coll = if var == REDUCE_VAR { select::Coll::Reduce } else { select::Coll::Allreduce };
+        super::algorithm::resolve(self, var, env, transport, || ReduceAlgorithm::chosen(coll, len, p))
     }
 }
 
 super::algorithm::vocabulary! {
-ReduceAlgorithm: "auto, partitioned or staged",
+ReduceAlgorithm("ZCOLL_REDUCE_ALGORITHM"): "auto, partitioned or staged",
 [
     Auto => "auto",
     Partitioned => "partitioned",
     Staged => "staged",
-]}
+]
+    /// The model's choice for a reduce to a root (an allreduce's: `resolve_as`).
+    fn model(len: usize, p: usize) -> ReduceAlgorithm {
+        ReduceAlgorithm::chosen(select::Coll::Reduce, len, p)
+    }
+}
 
 /// The variable that sets what `Auto` means for a reduce to a root.
-const REDUCE_VAR: &str = "ZCOLL_REDUCE_ALGORITHM";
+const REDUCE_VAR: &str = <ReduceAlgorithm as Algorithm>::VAR;
 
 /// A rank's buffers in a reduction.
 pub(crate) enum Bufs<'a, T> {
@@ -201,7 +205,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         _ => (Kind::Allreduce, "ZCOLL_ALLREDUCE_ALGORITHM"),
     };
     let requested = algorithm;
-    let algorithm = algorithm.resolve(var, n * size, ctx.ctl.size(), ctx.transport, ctx.overrides);
+    let algorithm = algorithm.resolve_as(var, n * size, ctx.ctl.size(), ctx.transport, ctx.overrides);
     let code = algorithm.as_ref().map(|a| a.code()).unwrap_or(0);
     let (send, recv, recv_len) = match &mut bufs {
         Bufs::Apart(s, r) => (s.as_ptr() as usize, r.as_mut_ptr() as usize, std::mem::size_of_val(*r)),

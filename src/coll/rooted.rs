@@ -5,7 +5,7 @@
 
 use super::{check, check_staged, op, BadLength, Ctx, Kind};
 use crate::error::{Error, Result};
-use crate::sync::{Call, Round};
+use crate::sync::{Call, Round, Toward};
 use crate::transport::TransportKind;
 use std::cell::Cell;
 use std::ops::Range;
@@ -237,7 +237,7 @@ pub(crate) fn relay(
             let mut parts = vec![0..0; round.size()];
             parts[to] = 0..round.call(from).send_len;
             let recv = if me == to { recv } else { &mut [] };
-            round.stage_scatter(from, &parts, send, recv)
+            round.stage_parts(Toward::Peers, from, &parts, send, recv)
         }
         _ if me == to => round.read_send(from, 0, recv),
         _ => Ok(()),

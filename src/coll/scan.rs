@@ -56,17 +56,9 @@ pub(crate) fn scan<T: Pod, O: Operator<T>>(
         Which::Exscan => Kind::Exscan,
         Which::ReduceScatterBlock => Kind::ReduceScatterBlock,
     };
-    let call = crate::sync::Call {
-        op: typed_op::<T>(kind, 0, (oper.code() as u32) | (size.min(0xffff) as u32) << 16),
-        root: 0,
-        send: send.as_ptr() as usize,
-        send_len: std::mem::size_of_val(send),
-        recv: recv.as_mut_ptr() as usize,
-        recv_len: std::mem::size_of_val(recv),
-        recv_writable: false,
-        aux: 0,
-        aux2: 0,
-    };
+    let word = typed_op::<T>(kind, 0, (oper.code() as u32) | (size.min(0xffff) as u32) << 16);
+    let call =
+        crate::sync::Call::new(word, bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv), false);
     let round = check(ctx, call, false, |r| {
         let first = r.call(0).send_len;
         for q in 0..r.size() {

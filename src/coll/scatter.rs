@@ -45,12 +45,12 @@
 //! blocks node by node in a scratch buffer when the ranks are not in node order (and sends
 //! the user's buffer as it is when they are).
 
+use super::algorithm::Algorithm;
 use super::rooted::{blocks, peers, rooted_check, throttled, Claim, Measure, DEFAULT_K};
 use super::staged_private;
 use super::{op, Ctx, Kind};
 use crate::error::Result;
-use crate::sync::{Call, Round};
-use crate::transport::TransportKind;
+use crate::sync::{Call, Round, Toward};
 use crate::tune::{select, Algo};
 
 /// How [`Comm::scatter_into_root_with`](crate::Comm::scatter_into_root_with) and its
@@ -86,50 +86,25 @@ pub enum ScatterAlgorithm {
     Staged,
 }
 
-impl ScatterAlgorithm {
-    /// Every algorithm that moves data (all but `Auto`), throttled read with `k = 4`.
-    pub const ALL: [ScatterAlgorithm; 4] = [
-        ScatterAlgorithm::ParallelRead,
-        ScatterAlgorithm::SequentialWrite,
-        ScatterAlgorithm::ThrottledRead { k: DEFAULT_K },
-        ScatterAlgorithm::Staged,
-    ];
-
-    /// The algorithm code and parameter published in the call.
-    pub(crate) fn code(self) -> (u8, u32) {
-        super::algorithm::wire(self)
-    }
-
-    /// The algorithm a scatter of `block` bytes to each of `ranks` ranks uses on
-    /// `transport`, once `Auto` and `ZCOLL_SCATTER_ALGORITHM` are resolved. Single-copy
-    /// algorithms run as `Staged` on the `cico` transport.
-    pub(crate) fn resolve(
-        self,
-        block: usize,
-        ranks: usize,
-        transport: TransportKind,
-        env: &super::Overrides,
-    ) -> Result<ScatterAlgorithm> {
-        super::algorithm::resolve(self, "ZCOLL_SCATTER_ALGORITHM", env, transport, || {
-            match select::choose(select::Coll::Scatter, block, ranks) {
-                Algo::ScatterStaged => ScatterAlgorithm::Staged,
-                Algo::ScatterSequentialWrite => ScatterAlgorithm::SequentialWrite,
-                Algo::ScatterThrottledRead(k) => ScatterAlgorithm::ThrottledRead { k: k as u32 },
-                _ => ScatterAlgorithm::ParallelRead,
-            }
-        })
-    }
-}
-
 super::algorithm::vocabulary! {
-ScatterAlgorithm: "auto, parallel-read, sequential-write, throttled-read[:k] or staged",
+ScatterAlgorithm("ZCOLL_SCATTER_ALGORITHM"): "auto, parallel-read, sequential-write, throttled-read[:k] or staged",
 [
     Auto => "auto",
     ParallelRead => "parallel-read",
     SequentialWrite => "sequential-write",
     ThrottledRead { k: DEFAULT_K } => "throttled-read",
     Staged => "staged",
-]}
+]
+    /// The model's choice for blocks of `block` bytes to each of `ranks` ranks.
+    fn model(block: usize, ranks: usize) -> ScatterAlgorithm {
+        match select::choose(select::Coll::Scatter, block, ranks) {
+            Algo::ScatterStaged => ScatterAlgorithm::Staged,
+            Algo::ScatterSequentialWrite => ScatterAlgorithm::SequentialWrite,
+            Algo::ScatterThrottledRead(k) => ScatterAlgorithm::ThrottledRead { k: k as u32 },
+            _ => ScatterAlgorithm::ParallelRead,
+        }
+    }
+}
 
 /// What a rank passes to a node-level scatter.
 #[derive(Debug)]
@@ -182,28 +157,27 @@ pub(crate) fn scatter(
     algorithm: ScatterAlgorithm,
 ) -> Result<()> {
     let size = ctx.ctl.size();
-    let block = bufs.block(size);
+    let claim = bufs.claim(size, elem);
+    let block = claim.block;
     let algorithm = algorithm.resolve(block, size, ctx.transport, ctx.overrides);
-    let (code, k) = algorithm.as_ref().map(|a| a.code()).unwrap_or((0, 0));
-    let is_root = matches!(bufs, ScatterBufs::Root { .. });
-    let in_place = matches!(bufs, ScatterBufs::Root { recv: None, .. });
-    let (send, send_len, recv) = match &bufs {
+    let (code, k) = algorithm.as_ref().map(|a| a.wire()).unwrap_or((0, 0));
+    let (send, recv) = match &bufs {
         ScatterBufs::Root { send, recv } => {
-            (send.as_ptr() as usize, send.len(), recv.as_ref().map_or(0, |r| r.as_ptr() as usize))
+            (send.as_ptr() as usize, recv.as_ref().map_or(0, |r| r.as_ptr() as usize))
         }
-        ScatterBufs::Leaf { recv } => (0, 0, recv.as_ptr() as usize),
+        ScatterBufs::Leaf { recv } => (0, recv.as_ptr() as usize),
     };
     let call = Call {
         op: op(Kind::Scatter, code, k) | staged_private(algorithm == Ok(ScatterAlgorithm::Staged)),
         root: root as i64,
         send,
-        send_len,
+        send_len: claim.whole,
         recv,
         recv_len: block,
         // Only the receivers of a sequential write let a peer write into their buffer.
-        recv_writable: algorithm == Ok(ScatterAlgorithm::SequentialWrite) && !is_root,
+        recv_writable: algorithm == Ok(ScatterAlgorithm::SequentialWrite) && !claim.root,
         aux: src as u64,
-        aux2: Claim { root: is_root, in_place, block, whole: send_len, elem }.aux2(),
+        aux2: claim.aux2(),
     };
     let measure = Measure { block: |c| c.recv_len, whole: |c| c.send_len, which: "send" };
     // A staged scatter whose blocks all fit in the staging area travels with the root's
@@ -244,7 +218,9 @@ fn move_blocks(
                 ScatterAlgorithm::SequentialWrite => {
                     peers(src, size).try_for_each(|r| round.write_recv(&send[part(r)], r, 0))
                 }
-                ScatterAlgorithm::Staged => round.stage_scatter(src, &blocks(size, block), send, &mut []),
+                ScatterAlgorithm::Staged => {
+                    round.stage_parts(Toward::Peers, src, &blocks(size, block), send, &mut [])
+                }
                 _ => Ok(()),
             };
             // The root's own block last: no peer waits for it, and copied first it
@@ -260,7 +236,9 @@ fn move_blocks(
             match algorithm {
                 ScatterAlgorithm::ParallelRead => read(recv),
                 ScatterAlgorithm::ThrottledRead { k } => throttled(round, src, k, || read(recv)),
-                ScatterAlgorithm::Staged => round.stage_scatter(src, &blocks(size, block), &[], recv),
+                ScatterAlgorithm::Staged => {
+                    round.stage_parts(Toward::Peers, src, &blocks(size, block), &[], recv)
+                }
                 _ => Ok(()),
             }
         }
@@ -272,23 +250,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_round_trip() {
-        for a in std::iter::once(ScatterAlgorithm::Auto)
-            .chain(ScatterAlgorithm::ALL)
-            .chain([ScatterAlgorithm::ThrottledRead { k: 1 }, ScatterAlgorithm::ThrottledRead { k: 17 }])
-        {
-            assert_eq!(a.to_string().parse(), Ok(a));
-        }
-        for bad in ["", "throttled-read:0", "throttled-read:", "throttled-read:x", "staged:2", "parallel"] {
-            assert_eq!(bad.parse::<ScatterAlgorithm>(), Err(()), "{bad:?}");
-        }
-    }
-
-    #[test]
     fn defaults_follow_size_ranks_and_transport() {
         use crate::coll::Overrides;
+        use crate::transport::TransportKind::*;
         use ScatterAlgorithm::*;
-        use TransportKind::*;
         let none = Overrides::default();
         // The model chooses on CMA nodes (tune::select's tests cover its choices); a cico
         // node always stages.

@@ -35,13 +35,13 @@
 
 use super::rooted::peers;
 use super::varcount::{
-    auto_family, chain, checked, fits, judge_rooted, partition_len, partition_words, published, range,
-    staged_blocks, stages, Claim, Family, Given, Moves, Published, Side, AUTO_STAGE_MAX,
+    auto_family, chain, checked, fits, judge_round, partition_len, partition_words, published, root_blocks,
+    staged_blocks, stages, Claim, Family, Given, Moves, Side, AUTO_STAGE_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::coll::scatter::ScatterAlgorithm;
 use crate::error::Result;
-use crate::sync::{Call, Round};
+use crate::sync::{Call, Round, Toward};
 use crate::transport::TransportKind;
 use crate::tune::select;
 use mpi::Count;
@@ -133,20 +133,10 @@ pub(crate) fn scatterv(
             staged.clear();
         }
     }
-    let mut round = checked(ctx, call, fit.then_some(&meta[..]), &staged, true, |r| {
-        let parts = Published { round: r, owner: src, at: 0 };
-        let claim = |q| Claim::from_call(&r.call(q), |c| (c.recv_len, c.send_len));
-        judge_rooted(r.size(), src, claim, &parts, Side::Send)
-            .map_err(|(q, f)| f.error(r.rank_of(r.me()), r.rank_of(q), r.size()))
-    })?;
+    let mut round =
+        checked(ctx, call, fit.then_some(&meta[..]), &staged, true, |r| judge_round(r, src, Side::Send))?;
     let (blocks, moves) = match algorithm {
-        Ok(a) => {
-            let parts = Published { round: &round, owner: src, at: 0 };
-            let elem = Claim::from_call(&round.call(src), |_| (0, 0)).elem;
-            let blocks: Vec<Range<usize>> = (0..p).map(|r| range(&parts, r, elem)).collect();
-            let moves = Moves::new(family(a, &blocks, src), p, src, |r| blocks[r].clone());
-            (blocks, moves)
-        }
+        Ok(a) => root_blocks(&round, src, |blocks| family(a, blocks, src)),
         Err(e) => return round.finish(Err(e)),
     };
     if one_phase(ctx, &moves, &blocks, src, cap) {
@@ -194,12 +184,12 @@ fn move_blocks(
             }
             if moves.staging() {
                 round.reclaim_meta()?;
-                round.stage_scatter(src, &moves.staged, send, &mut [])?;
+                round.stage_parts(Toward::Peers, src, &moves.staged, send, &mut [])?;
             }
             Ok(())
         }
         ScattervBufs::Leaf { recv } if !moves.staged[me].is_empty() => {
-            round.stage_scatter(src, &moves.staged, &[], recv)
+            round.stage_parts(Toward::Peers, src, &moves.staged, &[], recv)
         }
         ScattervBufs::Leaf { recv } => {
             chain(round, &moves.direct, moves.k, || round.read_send(src, blocks[me].start, recv))

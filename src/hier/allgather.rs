@@ -2,6 +2,7 @@
 //! rsmpi, broadcast in every node.
 
 use super::{agree_shape, prefix, too_big, Hierarchy, Nodes};
+use crate::coll::algorithm::Algorithm;
 use crate::coll::allgather::AllgatherAlgorithm;
 use crate::coll::bcast::{bcast, BcastAlgorithm};
 use crate::coll::legs::gather_to_leader;

@@ -3,6 +3,7 @@
 
 use super::{agree_shape, mpi_count, prefix, too_big, Hierarchy, Nodes};
 use crate::alloc::Scratch;
+use crate::coll::algorithm::Algorithm;
 use crate::coll::alltoall::AlltoallAlgorithm;
 use crate::coll::legs::{gather_to_leader, scatter_from_leader};
 use crate::coll::{op, Ctx, Kind};

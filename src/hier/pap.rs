@@ -2,9 +2,10 @@
 //! eager round per node (see the module docs of `pap`).
 
 use super::{Hierarchy, Nodes};
+use crate::coll::algorithm::Algorithm;
 use crate::coll::alltoall::AlltoallAlgorithm;
 use crate::coll::pap::packets::{Packets, Run, Src};
-use crate::coll::pap::{TO_OUTBOX, TO_RECV, TO_SCATTER};
+use crate::coll::pap::{serve_arrived, TO_OUTBOX, TO_RECV, TO_SCATTER};
 use crate::coll::{op, Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::sync::{Call, Round};
@@ -264,13 +265,7 @@ impl NodeLeg<'_, '_> {
     fn local_reads(&self, pending: &mut Vec<usize>, recv: &mut [u8]) -> Result<bool> {
         let (n, me, round) = (self.layout.n, self.me(), self.round);
         let g_me = self.global(me);
-        let mut i = 0;
-        while i < pending.len() {
-            let a = pending[i];
-            if !round.arrived(a) {
-                i += 1;
-                continue;
-            }
+        serve_arrived(round, pending, |a| {
             if !self.agrees(a) {
                 return Ok(false);
             }
@@ -280,9 +275,8 @@ impl NodeLeg<'_, '_> {
             } else {
                 round.read_send(a, g_me * n, &mut recv[g * n..(g + 1) * n])?;
             }
-            pending.remove(i);
-        }
-        Ok(true)
+            Ok(true)
+        })
     }
 
     /// Copies this rank's blocks from source node `s` out of the leader's inbox: `region`

@@ -3,6 +3,7 @@
 
 use super::Hierarchy;
 use crate::alloc::Scratch;
+use crate::coll::algorithm::Algorithm;
 use crate::coll::gather::{gather, GatherAlgorithm, GatherBufs};
 use crate::coll::rooted::{judge, relay, Claim, Layout};
 use crate::coll::scatter::{scatter, ScatterAlgorithm, ScatterBufs};

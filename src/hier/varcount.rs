@@ -4,6 +4,7 @@
 
 use super::{mpi_count, scratch, Hierarchy, Nodes};
 use crate::alloc::Scratch;
+use crate::coll::algorithm::Algorithm;
 use crate::coll::allgatherv::AllgathervAlgorithm;
 use crate::coll::alltoallv::AlltoallvAlgorithm;
 use crate::coll::alltoallv::Sides;
@@ -18,8 +19,8 @@ use crate::coll::scatterv::requested as scatterv_requested;
 use crate::coll::scatterv::{scatterv, ScattervBufs};
 use crate::coll::varcount::first_fault;
 use crate::coll::varcount::{
-    allgatherv_cross, allgatherv_local, alltoallv_cross, alltoallv_local, bytes, judge_rooted, mpi_bytes,
-    partition_len, partition_words, range, Claim, Fault, Given, Packed, Parts, Side, Words, BAD_CONFIG,
+    allgatherv_local, alltoallv_local, bytes, cross_fault, judge_rooted, mpi_bytes, partition_len,
+    partition_words, range, Claim, Fault, Given, Packed, Parts, Side, Words, BAD_CONFIG,
 };
 use crate::coll::{Ctx, Kind};
 use crate::error::{Error, Result};
@@ -239,7 +240,7 @@ impl Hierarchy {
         let mine = Given { counts, displs };
         let q = me as usize;
         let local = allgatherv_local(p, q, &mine, elem, recv.len(), send.len());
-        let cross = if local.is_none() { allgatherv_cross(p, &mine, elem, send_len) } else { None };
+        let cross = if local.is_none() { cross_fault(p, &mine, elem, send_len) } else { None };
         agree_faults(parent, local, cross)?;
         same_algorithm(&all[1..], 2, me)?;
         algorithm.requested(ctx.transport, ctx.overrides)?;
@@ -314,7 +315,7 @@ impl Hierarchy {
         let mut col = vec![0u64; p];
         parent.all_to_all_into(&row[..], &mut col[..]);
         let cross = match local {
-            None => alltoallv_cross(p, &mine_r, elem, |q| col[q] as usize),
+            None => cross_fault(p, &mine_r, elem, |q| col[q] as usize),
             Some(_) => None,
         };
         agree_faults(parent, local, cross)?;

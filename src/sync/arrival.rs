@@ -158,7 +158,7 @@ impl Round<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::node;
+    use super::super::tests::on_node;
     use super::*;
     use crate::error::Error;
 
@@ -168,37 +168,33 @@ mod tests {
     #[test]
     fn eager_rounds_see_arrivals_as_they_happen() {
         let n = 4;
-        std::thread::scope(|s| {
-            for ctl in node(n, 8192) {
-                s.spawn(move || {
-                    for round in 0..30u64 {
-                        let me = ctl.me();
-                        // Rank (round % n) is late.
-                        if me == (round as usize) % n {
-                            std::thread::sleep(std::time::Duration::from_millis(3));
-                        }
-                        let call = Call { op: 9, aux: round, ..Call::default() };
-                        let r = ctl.begin_eager(&call, 4).unwrap();
-                        assert!(r.arrived(me));
-                        let mut seen = vec![false; n];
-                        seen[me] = true;
-                        while !seen.iter().all(|&x| x) {
-                            r.wait_for(|| (0..n).any(|q| !seen[q] && r.arrived(q))).unwrap();
-                            let now: Vec<usize> = (0..n).filter(|&q| !seen[q] && r.arrived(q)).collect();
-                            for q in now {
-                                assert_eq!(r.call(q).aux, round);
-                                r.complete(q);
-                                seen[q] = true;
-                            }
-                        }
-                        r.post_board(me % 4);
-                        let next = (me + 1) % n;
-                        r.wait_for(|| r.board(next, next % 4)).unwrap();
-                        r.wait_completions(n as u64 - 1).unwrap();
-                        assert_eq!(r.completions(), n as u64 - 1);
-                        r.finish(Ok(())).unwrap();
+        on_node(n, |ctl| {
+            for round in 0..30u64 {
+                let me = ctl.me();
+                // Rank (round % n) is late.
+                if me == (round as usize) % n {
+                    std::thread::sleep(std::time::Duration::from_millis(3));
+                }
+                let call = Call { op: 9, aux: round, ..Call::default() };
+                let r = ctl.begin_eager(&call, 4).unwrap();
+                assert!(r.arrived(me));
+                let mut seen = vec![false; n];
+                seen[me] = true;
+                while !seen.iter().all(|&x| x) {
+                    r.wait_for(|| (0..n).any(|q| !seen[q] && r.arrived(q))).unwrap();
+                    let now: Vec<usize> = (0..n).filter(|&q| !seen[q] && r.arrived(q)).collect();
+                    for q in now {
+                        assert_eq!(r.call(q).aux, round);
+                        r.complete(q);
+                        seen[q] = true;
                     }
-                });
+                }
+                r.post_board(me % 4);
+                let next = (me + 1) % n;
+                r.wait_for(|| r.board(next, next % 4)).unwrap();
+                r.wait_completions(n as u64 - 1).unwrap();
+                assert_eq!(r.completions(), n as u64 - 1);
+                r.finish(Ok(())).unwrap();
             }
         });
     }
@@ -208,34 +204,30 @@ mod tests {
     #[test]
     fn a_failed_peer_ends_the_wait_for_its_completion() {
         let n = 3;
-        std::thread::scope(|s| {
-            for ctl in node(n, 8192) {
-                s.spawn(move || {
-                    for round in 0..20u32 {
-                        let r = ctl.begin_eager(&Call::default(), 0).unwrap();
-                        let me = ctl.me();
-                        let outcome = if round % 2 == 0 && me == 2 {
-                            Err(Error::Unsupported { rank: 2, what: "test".into() })
-                        } else if me == 0 {
-                            let waited = r.wait_completions(n as u64 - 1);
-                            if round % 2 == 0 {
-                                assert_eq!(waited, Err(Error::PeerFailed { rank: 0, peer: 2 }));
-                            } else {
-                                assert_eq!(waited, Ok(()));
-                                assert_eq!(r.completions(), n as u64 - 1);
-                            }
-                            Ok(())
-                        } else {
-                            // A completion is for the owner's current round: only after
-                            // seeing it arrive.
-                            r.wait_for(|| r.arrived(0)).unwrap();
-                            r.complete(0);
-                            Ok(())
-                        };
-                        let end = r.finish(outcome);
-                        assert_eq!(end.is_err(), round % 2 == 0);
+        on_node(n, |ctl| {
+            for round in 0..20u32 {
+                let r = ctl.begin_eager(&Call::default(), 0).unwrap();
+                let me = ctl.me();
+                let outcome = if round % 2 == 0 && me == 2 {
+                    Err(Error::Unsupported { rank: 2, what: "test".into() })
+                } else if me == 0 {
+                    let waited = r.wait_completions(n as u64 - 1);
+                    if round % 2 == 0 {
+                        assert_eq!(waited, Err(Error::PeerFailed { rank: 0, peer: 2 }));
+                    } else {
+                        assert_eq!(waited, Ok(()));
+                        assert_eq!(r.completions(), n as u64 - 1);
                     }
-                });
+                    Ok(())
+                } else {
+                    // A completion is for the owner's current round: only after
+                    // seeing it arrive.
+                    r.wait_for(|| r.arrived(0)).unwrap();
+                    r.complete(0);
+                    Ok(())
+                };
+                let end = r.finish(outcome);
+                assert_eq!(end.is_err(), round % 2 == 0);
             }
         });
     }
@@ -244,28 +236,23 @@ mod tests {
     #[test]
     fn handles_of_a_peer_not_yet_arrived_are_empty() {
         let gate = std::sync::Barrier::new(2);
-        std::thread::scope(|s| {
-            for ctl in node(2, 8192) {
-                let gate = &gate;
-                s.spawn(move || {
-                    let buf = [7u8 + ctl.me() as u8; 32];
-                    let call = Call { send: buf.as_ptr() as usize, send_len: 32, ..Call::default() };
-                    let mut out = [0u8; 1];
-                    if ctl.me() == 1 {
-                        gate.wait();
-                    }
-                    let r = ctl.begin_eager(&call, 0).unwrap();
-                    if ctl.me() == 0 {
-                        assert!(!r.arrived(1));
-                        assert!(crate::transport::cma::read(&r.remote_send(1), 0, &mut out).is_err());
-                        gate.wait();
-                        r.wait_for(|| r.arrived(1)).unwrap();
-                        crate::transport::cma::read(&r.remote_send(1), 31, &mut out).unwrap();
-                        assert_eq!(out, [8]);
-                    }
-                    r.finish(Ok(())).unwrap();
-                });
+        on_node(2, |ctl| {
+            let buf = [7u8 + ctl.me() as u8; 32];
+            let call = Call { send: buf.as_ptr() as usize, send_len: 32, ..Call::default() };
+            let mut out = [0u8; 1];
+            if ctl.me() == 1 {
+                gate.wait();
             }
+            let r = ctl.begin_eager(&call, 0).unwrap();
+            if ctl.me() == 0 {
+                assert!(!r.arrived(1));
+                assert!(crate::transport::cma::read(&r.remote_send(1), 0, &mut out).is_err());
+                gate.wait();
+                r.wait_for(|| r.arrived(1)).unwrap();
+                crate::transport::cma::read(&r.remote_send(1), 31, &mut out).unwrap();
+                assert_eq!(out, [8]);
+            }
+            r.finish(Ok(())).unwrap();
         });
     }
 }

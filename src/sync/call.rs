@@ -133,6 +133,29 @@ pub(crate) struct Call {
 }
 
 impl Call {
+    /// The call of a rank that publishes `send` and `recv`, peers allowed to write into
+    /// `recv` if `recv_writable` (its address comes from a unique borrow); `root`, `aux`
+    /// and `aux2` are 0, for the caller to set.
+    #[inline]
+    pub(crate) fn new(op: u64, send: &[u8], recv: &mut [u8], recv_writable: bool) -> Call {
+        Call {
+            op,
+            send: send.as_ptr() as usize,
+            send_len: send.len(),
+            recv: recv.as_mut_ptr() as usize,
+            recv_len: recv.len(),
+            recv_writable,
+            ..Call::default()
+        }
+    }
+
+    /// [`Call::new`] for a rank whose one buffer `buf` is both what it sends and where it
+    /// receives (a broadcast's).
+    #[inline]
+    pub(crate) fn in_place(op: u64, buf: &mut [u8], recv_writable: bool) -> Call {
+        Call { send: buf.as_ptr() as usize, send_len: buf.len(), ..Call::new(op, &[], buf, recv_writable) }
+    }
+
     /// Writes the call into `record` (not its stamp nor its status), with `flags` as the
     /// flag word; a private call's addresses are written as 0.
     pub(super) fn store(&self, record: &[AtomicU64; WORDS], flags: u64) {

@@ -77,7 +77,7 @@ impl Round<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::node;
+    use super::super::tests::on_node;
     use super::super::Call;
 
     /// Readers follow a counter that grows chunk by chunk, and the owner learns when all
@@ -85,27 +85,23 @@ mod tests {
     #[test]
     fn readers_follow_the_counter_and_the_owner_learns_completion() {
         let n = 3;
-        std::thread::scope(|s| {
-            for ctl in node(n, 8192) {
-                s.spawn(move || {
-                    for round in 0..100u32 {
-                        let owner = (round % n as u32) as usize;
-                        let round_ = ctl.begin(&Call::default()).unwrap();
-                        let chunks = 1 + round % 7;
-                        if ctl.me() == owner {
-                            for c in 1..=chunks {
-                                round_.post_ready(c);
-                            }
-                            round_.wait_completions(n as u64 - 1).unwrap();
-                        } else {
-                            for c in 1..=chunks {
-                                round_.wait_ready(owner, c).unwrap();
-                            }
-                            round_.complete(owner);
-                        }
-                        round_.finish(Ok(())).unwrap();
+        on_node(n, |ctl| {
+            for round in 0..100u32 {
+                let owner = (round % n as u32) as usize;
+                let round_ = ctl.begin(&Call::default()).unwrap();
+                let chunks = 1 + round % 7;
+                if ctl.me() == owner {
+                    for c in 1..=chunks {
+                        round_.post_ready(c);
                     }
-                });
+                    round_.wait_completions(n as u64 - 1).unwrap();
+                } else {
+                    for c in 1..=chunks {
+                        round_.wait_ready(owner, c).unwrap();
+                    }
+                    round_.complete(owner);
+                }
+                round_.finish(Ok(())).unwrap();
             }
         });
     }

@@ -199,7 +199,7 @@ impl Round<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::node;
+    use super::super::tests::on_node;
     use super::super::Call;
     use super::Span;
 
@@ -211,25 +211,21 @@ mod tests {
     fn staged_allgather_delivers_every_block() {
         let n = 4;
         let sizes = [0usize, 1, 4095, 4096, 4097, 8192 * 2 + 5, 30_001];
-        std::thread::scope(|s| {
-            for ctl in node(n, 8192) {
-                s.spawn(move || {
-                    for &len in &sizes {
-                        let me = ctl.me();
-                        let mut recv = vec![0xAAu8; n * len + 1];
-                        for i in 0..len {
-                            recv[me * len + i] = byte(me, 0, i);
-                        }
-                        let round = ctl.begin(&Call::default()).unwrap();
-                        let moved = round.stage_allgather(&mut recv[..n * len], len);
-                        round.finish(moved).unwrap();
-                        for r in 0..n {
-                            let block = &recv[r * len..(r + 1) * len];
-                            assert!(block.iter().enumerate().all(|(i, &b)| b == byte(r, 0, i)), "len {len}");
-                        }
-                        assert_eq!(recv[n * len], 0xAA);
-                    }
-                });
+        on_node(n, |ctl| {
+            for &len in &sizes {
+                let me = ctl.me();
+                let mut recv = vec![0xAAu8; n * len + 1];
+                for i in 0..len {
+                    recv[me * len + i] = byte(me, 0, i);
+                }
+                let round = ctl.begin(&Call::default()).unwrap();
+                let moved = round.stage_allgather(&mut recv[..n * len], len);
+                round.finish(moved).unwrap();
+                for r in 0..n {
+                    let block = &recv[r * len..(r + 1) * len];
+                    assert!(block.iter().enumerate().all(|(i, &b)| b == byte(r, 0, i)), "len {len}");
+                }
+                assert_eq!(recv[n * len], 0xAA);
             }
         });
     }
@@ -237,52 +233,47 @@ mod tests {
     #[test]
     fn staged_pairwise_is_an_alltoall_a_gather_and_a_scatter() {
         let n = 3;
-        std::thread::scope(|s| {
-            for ctl in node(n, 8192) {
-                s.spawn(move || {
-                    let me = ctl.me();
-                    for len in [0usize, 1, 4096, 4097, 20_000] {
-                        // Alltoall: block dst of our send goes to block me of dst's recv.
-                        let send: Vec<u8> =
-                            (0..n * len).map(|i| byte(me, i / len.max(1), i % len.max(1))).collect();
-                        let mut recv = vec![0u8; n * len];
-                        let round = ctl.begin(&Call::default()).unwrap();
-                        let span = |src: usize, dst: usize| Span { len, from: dst * len, to: src * len };
-                        let moved = round.stage_pairwise(&send, &mut recv, span);
-                        round.finish(moved).unwrap();
-                        for src in (0..n).filter(|&r| r != me) {
-                            for i in 0..len {
-                                assert_eq!(recv[src * len + i], byte(src, me, i), "alltoall len {len}");
+        on_node(n, |ctl| {
+            let me = ctl.me();
+            for len in [0usize, 1, 4096, 4097, 20_000] {
+                // Alltoall: block dst of our send goes to block me of dst's recv.
+                let send: Vec<u8> = (0..n * len).map(|i| byte(me, i / len.max(1), i % len.max(1))).collect();
+                let mut recv = vec![0u8; n * len];
+                let round = ctl.begin(&Call::default()).unwrap();
+                let span = |src: usize, dst: usize| Span { len, from: dst * len, to: src * len };
+                let moved = round.stage_pairwise(&send, &mut recv, span);
+                round.finish(moved).unwrap();
+                for src in (0..n).filter(|&r| r != me) {
+                    for i in 0..len {
+                        assert_eq!(recv[src * len + i], byte(src, me, i), "alltoall len {len}");
+                    }
+                }
+                // Gather to rank 1 and scatter from rank 2, with 2 len bytes per rank.
+                for root in [1usize, 2] {
+                    let gather = root == 1;
+                    let big = 2 * len;
+                    let send: Vec<u8> = (0..n * big).map(|i| byte(me, root, i)).collect();
+                    let mut recv = vec![0u8; n * big];
+                    let span = |src: usize, dst: usize| match (gather, src == root, dst == root) {
+                        (true, _, true) => Span { len: big, from: 0, to: src * big },
+                        (false, true, _) => Span { len: big, from: dst * big, to: 0 },
+                        _ => Span::default(),
+                    };
+                    let round = ctl.begin(&Call::default()).unwrap();
+                    let moved = round.stage_pairwise(&send, &mut recv, span);
+                    round.finish(moved).unwrap();
+                    if gather && me == root {
+                        for src in (0..n).filter(|&r| r != root) {
+                            for i in 0..big {
+                                assert_eq!(recv[src * big + i], byte(src, root, i));
                             }
                         }
-                        // Gather to rank 1 and scatter from rank 2, with 2 len bytes per rank.
-                        for root in [1usize, 2] {
-                            let gather = root == 1;
-                            let big = 2 * len;
-                            let send: Vec<u8> = (0..n * big).map(|i| byte(me, root, i)).collect();
-                            let mut recv = vec![0u8; n * big];
-                            let span = |src: usize, dst: usize| match (gather, src == root, dst == root) {
-                                (true, _, true) => Span { len: big, from: 0, to: src * big },
-                                (false, true, _) => Span { len: big, from: dst * big, to: 0 },
-                                _ => Span::default(),
-                            };
-                            let round = ctl.begin(&Call::default()).unwrap();
-                            let moved = round.stage_pairwise(&send, &mut recv, span);
-                            round.finish(moved).unwrap();
-                            if gather && me == root {
-                                for src in (0..n).filter(|&r| r != root) {
-                                    for i in 0..big {
-                                        assert_eq!(recv[src * big + i], byte(src, root, i));
-                                    }
-                                }
-                            } else if !gather && me != root {
-                                for (i, &b) in recv[..big].iter().enumerate() {
-                                    assert_eq!(b, byte(root, root, me * big + i));
-                                }
-                            }
+                    } else if !gather && me != root {
+                        for (i, &b) in recv[..big].iter().enumerate() {
+                            assert_eq!(b, byte(root, root, me * big + i));
                         }
                     }
-                });
+                }
             }
         });
     }

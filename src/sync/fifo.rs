@@ -326,7 +326,7 @@ impl Round<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::node;
+    use super::super::tests::on_node;
     use super::*;
 
     /// Every message reaches every reader exactly once and in order, over many laps of
@@ -335,26 +335,22 @@ mod tests {
     fn bcast_fifo_delivers_everything_in_order_across_many_laps() {
         let n = 4;
         let messages = 40 * BCAST_SLOTS as u64;
-        std::thread::scope(|s| {
-            for ctl in node(n, 8192) {
-                s.spawn(move || {
-                    let fifo = ctl.bcast_fifo();
-                    let cursor = Cursor::default();
-                    let mut buf = vec![0u8; BCAST_PAYLOAD];
-                    // Rank 0 writes everything, as fast as the ring allows.
-                    for m in 0..messages {
-                        if ctl.me() == 0 {
-                            let len = (m as usize * 37) % BCAST_PAYLOAD;
-                            let data: Vec<u8> = (0..len).map(|i| (i as u64 ^ m) as u8).collect();
-                            fifo.push(1, m, &data, Some(&cursor)).unwrap();
-                        } else {
-                            let h = fifo.pop(&cursor, &mut buf).unwrap();
-                            assert_eq!((h.meta, h.writer, h.stream), (m, 0, 1));
-                            assert_eq!(h.len, (m as usize * 37) % BCAST_PAYLOAD);
-                            assert!(buf[..h.len].iter().enumerate().all(|(i, &b)| b == (i as u64 ^ m) as u8));
-                        }
-                    }
-                });
+        on_node(n, |ctl| {
+            let fifo = ctl.bcast_fifo();
+            let cursor = Cursor::default();
+            let mut buf = vec![0u8; BCAST_PAYLOAD];
+            // Rank 0 writes everything, as fast as the ring allows.
+            for m in 0..messages {
+                if ctl.me() == 0 {
+                    let len = (m as usize * 37) % BCAST_PAYLOAD;
+                    let data: Vec<u8> = (0..len).map(|i| (i as u64 ^ m) as u8).collect();
+                    fifo.push(1, m, &data, Some(&cursor)).unwrap();
+                } else {
+                    let h = fifo.pop(&cursor, &mut buf).unwrap();
+                    assert_eq!((h.meta, h.writer, h.stream), (m, 0, 1));
+                    assert_eq!(h.len, (m as usize * 37) % BCAST_PAYLOAD);
+                    assert!(buf[..h.len].iter().enumerate().all(|(i, &b)| b == (i as u64 ^ m) as u8));
+                }
             }
         });
     }
@@ -365,36 +361,32 @@ mod tests {
     fn bcast_fifo_multiplexes_streams_from_changing_writers() {
         let n = 3;
         let rounds = 200u64;
-        std::thread::scope(|s| {
-            for ctl in node(n, 8192) {
-                s.spawn(move || {
-                    let fifo = ctl.bcast_fifo();
-                    let cursor = Cursor::default();
-                    let mut buf = [0u8; 16];
-                    let mut next = [0u64; 2];
-                    for round in 0..rounds {
-                        let writer = (round % n as u64) as usize;
-                        // The writer sends one packet on each stream; the order of the
-                        // streams alternates.
-                        if ctl.me() == writer {
-                            for stream in [round % 2, 1 - round % 2] {
-                                fifo.push(stream as u32, round, &round.to_le_bytes(), Some(&cursor)).unwrap();
-                            }
-                        } else {
-                            for _ in 0..2 {
-                                let h = fifo.pop(&cursor, &mut buf).unwrap();
-                                assert_ne!(h.writer, ctl.me());
-                                let stream = h.stream as usize;
-                                assert_eq!(h.meta, next[stream]);
-                                assert_eq!(u64::from_le_bytes(buf[..8].try_into().unwrap()), round);
-                                next[stream] += 1;
-                            }
-                        }
-                        if ctl.me() == writer {
-                            next = [round + 1; 2];
-                        }
+        on_node(n, |ctl| {
+            let fifo = ctl.bcast_fifo();
+            let cursor = Cursor::default();
+            let mut buf = [0u8; 16];
+            let mut next = [0u64; 2];
+            for round in 0..rounds {
+                let writer = (round % n as u64) as usize;
+                // The writer sends one packet on each stream; the order of the
+                // streams alternates.
+                if ctl.me() == writer {
+                    for stream in [round % 2, 1 - round % 2] {
+                        fifo.push(stream as u32, round, &round.to_le_bytes(), Some(&cursor)).unwrap();
                     }
-                });
+                } else {
+                    for _ in 0..2 {
+                        let h = fifo.pop(&cursor, &mut buf).unwrap();
+                        assert_ne!(h.writer, ctl.me());
+                        let stream = h.stream as usize;
+                        assert_eq!(h.meta, next[stream]);
+                        assert_eq!(u64::from_le_bytes(buf[..8].try_into().unwrap()), round);
+                        next[stream] += 1;
+                    }
+                }
+                if ctl.me() == writer {
+                    next = [round + 1; 2];
+                }
             }
         });
     }
@@ -405,51 +397,43 @@ mod tests {
     fn p2p_fifo_keeps_each_writers_order() {
         let n = 4;
         let per_writer = 30 * P2P_SLOTS as u64;
-        std::thread::scope(|s| {
-            for ctl in node(n, 8192) {
-                s.spawn(move || {
-                    if ctl.me() == 0 {
-                        let fifo = ctl.p2p_fifo(0);
-                        let cursor = Cursor::default();
-                        let mut next = vec![0u64; n];
-                        let mut buf = [0u8; 8];
-                        for _ in 0..per_writer * (n as u64 - 1) {
-                            let h = fifo.pop(&cursor, &mut buf).unwrap();
-                            assert_eq!(h.meta, next[h.writer]);
-                            assert_eq!(u64::from_le_bytes(buf), h.meta * 1000 + h.writer as u64);
-                            next[h.writer] += 1;
-                        }
-                        assert!(next[1..].iter().all(|&c| c == per_writer));
-                    } else {
-                        let fifo = ctl.p2p_fifo(0);
-                        for m in 0..per_writer {
-                            let v = m * 1000 + ctl.me() as u64;
-                            fifo.push(0, m, &v.to_le_bytes(), None).unwrap();
-                        }
-                    }
-                });
+        on_node(n, |ctl| {
+            if ctl.me() == 0 {
+                let fifo = ctl.p2p_fifo(0);
+                let cursor = Cursor::default();
+                let mut next = vec![0u64; n];
+                let mut buf = [0u8; 8];
+                for _ in 0..per_writer * (n as u64 - 1) {
+                    let h = fifo.pop(&cursor, &mut buf).unwrap();
+                    assert_eq!(h.meta, next[h.writer]);
+                    assert_eq!(u64::from_le_bytes(buf), h.meta * 1000 + h.writer as u64);
+                    next[h.writer] += 1;
+                }
+                assert!(next[1..].iter().all(|&c| c == per_writer));
+            } else {
+                let fifo = ctl.p2p_fifo(0);
+                for m in 0..per_writer {
+                    let v = m * 1000 + ctl.me() as u64;
+                    fifo.push(0, m, &v.to_le_bytes(), None).unwrap();
+                }
             }
         });
     }
 
     #[test]
     fn a_packet_too_large_for_the_buffer_is_an_error_and_is_consumed() {
-        std::thread::scope(|s| {
-            for ctl in node(2, 8192) {
-                s.spawn(move || {
-                    let fifo = ctl.p2p_fifo(1);
-                    if ctl.me() == 0 {
-                        fifo.push(0, 1, &[7u8; 100], None).unwrap();
-                        fifo.push(0, 2, &[8u8; 10], None).unwrap();
-                    } else {
-                        let cursor = Cursor::default();
-                        let mut small = [0u8; 50];
-                        assert!(matches!(fifo.pop(&cursor, &mut small), Err(Error::Unsupported { .. })));
-                        let h = fifo.pop(&cursor, &mut small).unwrap();
-                        assert_eq!((h.meta, h.len), (2, 10));
-                        assert_eq!(&small[..10], &[8u8; 10]);
-                    }
-                });
+        on_node(2, |ctl| {
+            let fifo = ctl.p2p_fifo(1);
+            if ctl.me() == 0 {
+                fifo.push(0, 1, &[7u8; 100], None).unwrap();
+                fifo.push(0, 2, &[8u8; 10], None).unwrap();
+            } else {
+                let cursor = Cursor::default();
+                let mut small = [0u8; 50];
+                assert!(matches!(fifo.pop(&cursor, &mut small), Err(Error::Unsupported { .. })));
+                let h = fifo.pop(&cursor, &mut small).unwrap();
+                assert_eq!((h.meta, h.len), (2, 10));
+                assert_eq!(&small[..10], &[8u8; 10]);
             }
         });
     }

@@ -88,8 +88,8 @@ impl Round<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::node;
-    use super::super::Call;
+    use super::super::tests::on_node;
+    use super::super::{Call, Toward};
 
     /// Every rank publishes words that depend on the round, reads every peer's, then the
     /// owner of the round stages over its area once the others released it: the words of
@@ -98,37 +98,33 @@ mod tests {
     fn metadata_is_read_before_the_owner_reuses_its_area() {
         let n = 4;
         let words = 8192 / 2 / 8;
-        std::thread::scope(|s| {
-            for ctl in node(n, 8192) {
-                s.spawn(move || {
-                    let me = ctl.me();
-                    for round in 0..200u64 {
-                        let owner = (round % n as u64) as usize;
-                        let len = 1 + (round as usize * 37) % words;
-                        let meta: Vec<u64> =
-                            (0..len as u64).map(|i| round << 40 | (me as u64) << 32 | i).collect();
-                        let r = ctl.begin_staged(&Call::default(), &meta, &[]).unwrap();
-                        for peer in 0..n {
-                            for i in [0, len / 2, len - 1] {
-                                assert_eq!(r.meta(peer, i), round << 40 | (peer as u64) << 32 | i as u64);
-                            }
-                        }
-                        r.release_meta();
-                        let mut mine = vec![0u8; 3000];
-                        let moved = if me == owner {
-                            let whole = vec![round as u8; 3000 * n];
-                            let parts: Vec<_> = (0..n).map(|q| q * 3000..(q + 1) * 3000).collect();
-                            r.reclaim_meta().and_then(|()| r.stage_scatter(owner, &parts, &whole, &mut []))
-                        } else {
-                            let parts: Vec<_> = (0..n).map(|q| q * 3000..(q + 1) * 3000).collect();
-                            r.stage_scatter(owner, &parts, &[], &mut mine)
-                        };
-                        r.finish(moved).unwrap();
-                        if me != owner {
-                            assert!(mine.iter().all(|&b| b == round as u8));
-                        }
+        on_node(n, |ctl| {
+            let me = ctl.me();
+            for round in 0..200u64 {
+                let owner = (round % n as u64) as usize;
+                let len = 1 + (round as usize * 37) % words;
+                let meta: Vec<u64> = (0..len as u64).map(|i| round << 40 | (me as u64) << 32 | i).collect();
+                let r = ctl.begin_staged(&Call::default(), &meta, &[]).unwrap();
+                for peer in 0..n {
+                    for i in [0, len / 2, len - 1] {
+                        assert_eq!(r.meta(peer, i), round << 40 | (peer as u64) << 32 | i as u64);
                     }
-                });
+                }
+                r.release_meta();
+                let mut mine = vec![0u8; 3000];
+                let moved = if me == owner {
+                    let whole = vec![round as u8; 3000 * n];
+                    let parts: Vec<_> = (0..n).map(|q| q * 3000..(q + 1) * 3000).collect();
+                    r.reclaim_meta()
+                        .and_then(|()| r.stage_parts(Toward::Peers, owner, &parts, &whole, &mut []))
+                } else {
+                    let parts: Vec<_> = (0..n).map(|q| q * 3000..(q + 1) * 3000).collect();
+                    r.stage_parts(Toward::Peers, owner, &parts, &[], &mut mine)
+                };
+                r.finish(moved).unwrap();
+                if me != owner {
+                    assert!(mine.iter().all(|&b| b == round as u8));
+                }
             }
         });
     }

@@ -64,5 +64,6 @@ pub(crate) use call::{Call, Kind, PRIVATE};
 pub(crate) use control::{Control, Registration};
 pub(crate) use exchange::Span;
 pub(crate) use layout::SCRATCH_HALF;
+pub(crate) use parts::Toward;
 pub(crate) use round::Round;
 use round::{reached, stamp};

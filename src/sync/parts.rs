@@ -29,14 +29,45 @@ struct Item {
     len: usize,
 }
 
+/// A staging area of `stage_bytes` cut into `slots` slots of `chunk` bytes, for items of
+/// at most `longest` bytes: `chunk` is `longest` rounded up to a cache line but at most half
+/// the area, so short items all fit at once and long ones go through at least two slots
+/// in turn. The staged scatter and gather here and the staged spans (`spans`) cut their
+/// areas alike.
+///
+/// Invariant: `slots * chunk <= stage_bytes`, so an item of at most `chunk` bytes at
+/// `slot(k)` lies inside the area.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Slots {
+    pub(super) chunk: usize,
+    pub(super) slots: usize,
+}
+
+impl Slots {
+    pub(super) fn new(stage_bytes: usize, longest: usize) -> Slots {
+        let chunk = longest.max(1).next_multiple_of(64).min(stage_bytes / 2);
+        Slots { chunk, slots: stage_bytes / chunk }
+    }
+
+    /// The byte offset in the area of the slot of the `k`-th item through it.
+    pub(super) fn slot(&self, k: usize) -> usize {
+        (k % self.slots) * self.chunk
+    }
+}
+
+/// The step number the `k`-th item a rank produces (or consumes) is published (or
+/// acknowledged) with.
+pub(super) fn step(k: usize) -> u32 {
+    u32::try_from(k + 1).expect("fewer than 2^32 staged chunks in one round")
+}
+
 /// The schedule both sides of a staged scatter or gather compute alike.
 ///
-/// Invariant: `slots * chunk <= stage_bytes` and every item's `len <= chunk`, so the bytes
-/// of item `g` at `slot(g)` lie inside the staging area.
+/// Invariant: every item's `len <= area.chunk`, so the bytes of item `g` at
+/// `area.slot(g)` lie inside the staging area ([`Slots`]).
 #[derive(Debug)]
 struct Plan {
-    chunk: usize,
-    slots: usize,
+    area: Slots,
     items: Vec<Item>,
 }
 
@@ -48,8 +79,8 @@ impl Plan {
         // a list: this runs per call, and small parts need no allocation but `items`).
         let peers = || (1..size).map(|i| (hub + i) % size).map(|r| (r, len(r)));
         let longest = peers().map(|(_, n)| n).max().unwrap_or(0);
-        let chunk = longest.max(1).next_multiple_of(64).min(stage_bytes / 2);
-        let slots = stage_bytes / chunk;
+        let area = Slots::new(stage_bytes, longest);
+        let chunk = area.chunk;
         let mut items = Vec::with_capacity(size.saturating_sub(1) * longest.div_ceil(chunk));
         for j in 0..longest.div_ceil(chunk) {
             let offset = j * chunk;
@@ -59,58 +90,27 @@ impl Plan {
                 len: (n - offset).min(chunk),
             }));
         }
-        Plan { chunk, slots, items }
-    }
-
-    /// The byte offset in the staging area of item `g`'s slot.
-    fn slot(&self, g: usize) -> usize {
-        (g % self.slots) * self.chunk
-    }
-
-    /// The step number item `g` is published and acknowledged with.
-    fn step(g: usize) -> u32 {
-        u32::try_from(g + 1).expect("fewer than 2^32 staged chunks in one round")
+        Plan { area, items }
     }
 }
 
-impl Round<'_> {
-    /// Scatters parts of `hub`'s `send` through `hub`'s staging area: local rank `r` receives
-    /// `send[parts[r]]` into its `recv`. Every local rank calls it with the same `parts` (one
-    /// range per local rank; `parts[hub]` is ignored). On the hub `recv` is unused; on the
+/// Which way [`Round::stage_parts`] moves the parts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Toward {
+    /// From the hub to every other rank: a scatter. Local rank `r` receives
+    /// `send[parts[r]]` of the hub into its `recv`; on the hub `recv` is unused, on the
     /// others `send` is unused and `recv` has `parts[me].len()` bytes.
-    ///
-    /// # Errors
-    ///
-    /// `PeerDied` or `Timeout` while waiting.
-    ///
-    /// # Panics
-    ///
-    /// If the buffers do not match `parts` (the callers check the lengths first).
-    pub(crate) fn stage_scatter(
-        &self,
-        hub: usize,
-        parts: &[Range<usize>],
-        send: &[u8],
-        recv: &mut [u8],
-    ) -> Result<()> {
-        assert_eq!(parts.len(), self.size());
-        let plan = Plan::new(self.ctl.stage_bytes(), self.size(), hub, |r| parts[r].len());
-        let area = self.ctl.stage(hub);
-        let me = self.me();
-        if me == hub {
-            assert!(parts.iter().enumerate().all(|(r, p)| r == hub || p.end <= send.len()));
-            let consumer = |g: usize| plan.items[g].peer;
-            self.produce(&plan, area, |_| true, consumer, send, |i| parts[i.peer].start + i.offset)
-        } else {
-            assert_eq!(recv.len(), parts[me].len());
-            self.consume(&plan, area, |i| i.peer == me, |_| hub, recv, |i| i.offset)
-        }
-    }
+    Peers,
+    /// From every other rank to the hub: a gather. Local rank `r`'s `send` lands in
+    /// `recv[parts[r]]` of the hub; on the hub `send` is unused and `recv[parts[hub]]` is
+    /// left alone, on the others `recv` is unused and `send` has `parts[me].len()` bytes.
+    Hub,
+}
 
-    /// Gathers parts into `hub`'s `recv` through `hub`'s staging area: local rank `r`'s
-    /// `send` lands in `recv[parts[r]]`. Every local rank calls it with the same `parts`; on
-    /// the hub `send` is unused and `recv[parts[hub]]` is left alone; on the others `recv`
-    /// is unused and `send` has `parts[me].len()` bytes.
+impl Round<'_> {
+    /// Moves parts between `hub` and every other local rank through `hub`'s staging area,
+    /// as `toward` says. Every local rank calls it with the same `toward` and `parts` (one
+    /// range per local rank, in the hub's buffer; `parts[hub]` is ignored).
     ///
     /// # Errors
     ///
@@ -119,8 +119,9 @@ impl Round<'_> {
     /// # Panics
     ///
     /// If the buffers do not match `parts` (the callers check the lengths first).
-    pub(crate) fn stage_gather(
+    pub(crate) fn stage_parts(
         &self,
+        toward: Toward,
         hub: usize,
         parts: &[Range<usize>],
         send: &[u8],
@@ -130,12 +131,27 @@ impl Round<'_> {
         let plan = Plan::new(self.ctl.stage_bytes(), self.size(), hub, |r| parts[r].len());
         let area = self.ctl.stage(hub);
         let me = self.me();
-        if me == hub {
-            assert!(parts.iter().enumerate().all(|(r, p)| r == hub || p.end <= recv.len()));
-            self.consume(&plan, area, |_| true, |i| i.peer, recv, |i| parts[i.peer].start + i.offset)
-        } else {
-            assert_eq!(send.len(), parts[me].len());
-            self.produce(&plan, area, |i| i.peer == me, |_| hub, send, |i| i.offset)
+        // The hub moves every item, at its peer's part of its buffer; a peer its own items,
+        // at their offset in its part.
+        let (at_hub, at_peer) = (|i: &Item| parts[i.peer].start + i.offset, |i: &Item| i.offset);
+        let fits = |len: usize| parts.iter().enumerate().all(|(r, p)| r == hub || p.end <= len);
+        match (toward, me == hub) {
+            (Toward::Peers, true) => {
+                assert!(fits(send.len()));
+                self.produce(&plan, area, |_| true, |g| plan.items[g].peer, send, at_hub)
+            }
+            (Toward::Peers, false) => {
+                assert_eq!(recv.len(), parts[me].len());
+                self.consume(&plan, area, |i| i.peer == me, |_| hub, recv, at_peer)
+            }
+            (Toward::Hub, true) => {
+                assert!(fits(recv.len()));
+                self.consume(&plan, area, |_| true, |i| i.peer, recv, at_hub)
+            }
+            (Toward::Hub, false) => {
+                assert_eq!(send.len(), parts[me].len());
+                self.produce(&plan, area, |i| i.peer == me, |_| hub, send, at_peer)
+            }
         }
     }
 
@@ -153,17 +169,17 @@ impl Round<'_> {
         at: impl Fn(&Item) -> usize,
     ) -> Result<()> {
         for (g, item) in plan.items.iter().enumerate().filter(|(_, i)| mine(i)) {
-            if g >= plan.slots {
-                let before = g - plan.slots;
-                self.wait_ack(consumer(before), Plan::step(before))?;
+            if g >= plan.area.slots {
+                let before = g - plan.area.slots;
+                self.wait_ack(consumer(before), step(before))?;
             }
             let from = &send[at(item)..][..item.len];
             // SAFETY: slot `g` lies in the hub's staging area (`Plan` invariant); the slot's
             // previous item, `g - slots`, was acknowledged by its consumer (Acquire above), and
             // the consumer of item `g` reads it only after our step below: nobody else
             // touches the slot while we write it.
-            unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), area.add(plan.slot(g)), item.len) };
-            self.post_progress(Plan::step(g));
+            unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), area.add(plan.area.slot(g)), item.len) };
+            self.post_progress(step(g));
         }
         Ok(())
     }
@@ -181,14 +197,14 @@ impl Round<'_> {
         at: impl Fn(&Item) -> usize,
     ) -> Result<()> {
         for (g, item) in plan.items.iter().enumerate().filter(|(_, i)| mine(i)) {
-            self.wait_progress(producer(item), Plan::step(g))?;
+            self.wait_progress(producer(item), step(g))?;
             let to = &mut recv[at(item)..][..item.len];
             // SAFETY: slot `g` lies in the hub's staging area (`Plan` invariant); its producer
             // published item `g` with Release and we saw the step with Acquire; nobody
             // refills the slot before our ack of `g`, published below, so the bytes are
             // stable while we copy them into our own buffer.
-            unsafe { std::ptr::copy_nonoverlapping(area.add(plan.slot(g)), to.as_mut_ptr(), item.len) };
-            self.post_ack(Plan::step(g));
+            unsafe { std::ptr::copy_nonoverlapping(area.add(plan.area.slot(g)), to.as_mut_ptr(), item.len) };
+            self.post_ack(step(g));
         }
         Ok(())
     }
@@ -196,7 +212,7 @@ impl Round<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::node;
+    use super::super::tests::on_node;
     use super::super::Call;
     use super::*;
 
@@ -205,13 +221,13 @@ mod tests {
         // 3 ranks, hub 1, parts of 10_000 and 3 bytes, a 8 KiB area: 4 KiB chunks.
         let lens = [10_000, 0, 3];
         let plan = Plan::new(8192, 3, 1, |r| lens[r]);
-        assert_eq!((plan.chunk, plan.slots), (4096, 2));
+        assert_eq!(plan.area, Slots { chunk: 4096, slots: 2 });
         let peers: Vec<(usize, usize, usize)> =
             plan.items.iter().map(|i| (i.peer, i.offset, i.len)).collect();
         assert_eq!(peers, [(2, 0, 3), (0, 0, 4096), (0, 4096, 4096), (0, 8192, 1808)]);
         // Small parts share the area: one slot each, no wait.
         let plan = Plan::new(65536, 8, 0, |_| 100);
-        assert_eq!((plan.chunk, plan.slots, plan.items.len()), (128, 512, 7));
+        assert_eq!((plan.area, plan.items.len()), (Slots { chunk: 128, slots: 512 }, 7));
         // Nothing to move.
         assert!(Plan::new(8192, 4, 0, |_| 0).items.is_empty());
         assert!(Plan::new(8192, 1, 0, |_| 5).items.is_empty());
@@ -223,55 +239,47 @@ mod tests {
     fn staged_scatter_and_gather_deliver_every_byte() {
         let n = 4;
         let sizes = [0usize, 1, 63, 4095, 4097, 3 * 4096 + 5, 40_000];
-        std::thread::scope(|s| {
-            for ctl in node(n, 8192) {
-                s.spawn(move || {
-                    for (i, &block) in sizes.iter().enumerate() {
-                        let hub = i % n;
-                        let me = ctl.me();
-                        let len = |r: usize| block + (r == 2) as usize * 7;
-                        let mut parts = Vec::new();
-                        let mut at = 0;
-                        for r in 0..n {
-                            parts.push(at..at + len(r));
-                            at += len(r);
-                        }
-                        let byte = |r: usize, j: usize| (j * 13 + r * 101 + i) as u8;
-                        let whole: Vec<u8> =
-                            (0..n).flat_map(|r| (0..len(r)).map(move |j| byte(r, j))).collect();
+        on_node(n, |ctl| {
+            for (i, &block) in sizes.iter().enumerate() {
+                let hub = i % n;
+                let me = ctl.me();
+                let len = |r: usize| block + (r == 2) as usize * 7;
+                let mut parts = Vec::new();
+                let mut at = 0;
+                for r in 0..n {
+                    parts.push(at..at + len(r));
+                    at += len(r);
+                }
+                let byte = |r: usize, j: usize| (j * 13 + r * 101 + i) as u8;
+                let whole: Vec<u8> = (0..n).flat_map(|r| (0..len(r)).map(move |j| byte(r, j))).collect();
 
-                        let mut mine = vec![0xEE; len(me)];
-                        let round = ctl.begin(&Call::default()).unwrap();
-                        let send: &[u8] = if me == hub { &whole } else { &[] };
-                        let moved = round.stage_scatter(hub, &parts, send, &mut mine);
-                        round.finish(moved).unwrap();
-                        if me != hub {
-                            assert!(
-                                mine.iter().enumerate().all(|(j, &b)| b == byte(me, j)),
-                                "scatter {block}"
-                            );
-                        }
+                let mut mine = vec![0xEE; len(me)];
+                let round = ctl.begin(&Call::default()).unwrap();
+                let send: &[u8] = if me == hub { &whole } else { &[] };
+                let moved = round.stage_parts(Toward::Peers, hub, &parts, send, &mut mine);
+                round.finish(moved).unwrap();
+                if me != hub {
+                    assert!(mine.iter().enumerate().all(|(j, &b)| b == byte(me, j)), "scatter {block}");
+                }
 
-                        let mut back = vec![0xEE; at];
-                        let round = ctl.begin(&Call::default()).unwrap();
-                        let moved = if me == hub {
-                            round.stage_gather(hub, &parts, &[], &mut back)
+                let mut back = vec![0xEE; at];
+                let round = ctl.begin(&Call::default()).unwrap();
+                let moved = if me == hub {
+                    round.stage_parts(Toward::Hub, hub, &parts, &[], &mut back)
+                } else {
+                    round.stage_parts(Toward::Hub, hub, &parts, &mine, &mut [])
+                };
+                round.finish(moved).unwrap();
+                if me == hub {
+                    for r in 0..n {
+                        let got = &back[parts[r].clone()];
+                        if r == hub {
+                            assert!(got.iter().all(|&b| b == 0xEE), "the hub's part was written");
                         } else {
-                            round.stage_gather(hub, &parts, &mine, &mut [])
-                        };
-                        round.finish(moved).unwrap();
-                        if me == hub {
-                            for r in 0..n {
-                                let got = &back[parts[r].clone()];
-                                if r == hub {
-                                    assert!(got.iter().all(|&b| b == 0xEE), "the hub's part was written");
-                                } else {
-                                    assert!(got.iter().enumerate().all(|(j, &b)| b == byte(r, j)), "gather");
-                                }
-                            }
+                            assert!(got.iter().enumerate().all(|(j, &b)| b == byte(r, j)), "gather");
                         }
                     }
-                });
+                }
             }
         });
     }

@@ -22,6 +22,7 @@
 //! (`stage_pairwise` of the exchanges is cheaper to schedule, but it relies on every pair
 //! carrying the same number of chunks, which variable counts do not give.)
 
+use super::parts::{step, Slots};
 use super::Round;
 use crate::error::Result;
 
@@ -41,12 +42,11 @@ struct Item {
 
 /// The schedule every rank computes alike.
 ///
-/// Invariant: `slots * chunk <= stage_bytes` and every item's `len <= chunk`, so item `g`
-/// at its slot lies inside its producer's staging area.
+/// Invariant: every item's `len <= area.chunk`, so item `g` at its slot lies inside its
+/// producer's staging area ([`Slots`]).
 #[derive(Debug)]
 struct Schedule {
-    chunk: usize,
-    slots: usize,
+    area: Slots,
     items: Vec<Item>,
 }
 
@@ -55,8 +55,8 @@ impl Schedule {
         let lens: Vec<usize> =
             (0..p * p).map(|i| if i / p == i % p { 0 } else { len(i / p, i % p) }).collect();
         let longest = lens.iter().copied().max().unwrap_or(0);
-        let chunk = longest.max(1).next_multiple_of(64).min(stage_bytes / 2);
-        let slots = stage_bytes / chunk;
+        let area = Slots::new(stage_bytes, longest);
+        let chunk = area.chunk;
         let (mut produced, mut consumed) = (vec![0; p], vec![0; p]);
         let mut items = Vec::new();
         for j in 0..longest.div_ceil(chunk) {
@@ -80,18 +80,8 @@ impl Schedule {
                 }
             }
         }
-        Schedule { chunk, slots, items }
+        Schedule { area, items }
     }
-
-    /// The byte offset, in its producer's area, of the slot of the item it produced `k`-th.
-    fn slot(&self, k: usize) -> usize {
-        (k % self.slots) * self.chunk
-    }
-}
-
-/// The step number of the `k`-th item a rank produces or consumes.
-fn step(k: usize) -> u32 {
-    u32::try_from(k + 1).expect("fewer than 2^32 staged chunks in one round")
 }
 
 impl Round<'_> {
@@ -128,15 +118,17 @@ impl Round<'_> {
         for item in &plan.items {
             if item.src == me {
                 let k = item.produced;
-                if k >= plan.slots {
-                    let before = &plan.items[mine[k - plan.slots]];
+                if k >= plan.area.slots {
+                    let before = &plan.items[mine[k - plan.area.slots]];
                     self.wait_ack(before.dst, step(before.consumed))?;
                 }
                 let piece = &send[from(item.dst) + item.offset..][..item.len];
                 // SAFETY: slot `k` lies in our own area (`Schedule` invariant); the consumer
                 // of the item it held last acknowledged it (Acquire above), and nobody reads
                 // the slot again before we publish step `k + 1` below.
-                unsafe { std::ptr::copy_nonoverlapping(piece.as_ptr(), area.add(plan.slot(k)), item.len) };
+                unsafe {
+                    std::ptr::copy_nonoverlapping(piece.as_ptr(), area.add(plan.area.slot(k)), item.len)
+                };
                 self.post_progress(step(k));
             } else if item.dst == me {
                 self.wait_progress(item.src, step(item.produced))?;
@@ -147,7 +139,7 @@ impl Round<'_> {
                 // published below, so the bytes are stable while we copy them.
                 unsafe {
                     std::ptr::copy_nonoverlapping(
-                        theirs.add(plan.slot(item.produced)),
+                        theirs.add(plan.area.slot(item.produced)),
                         out.as_mut_ptr(),
                         item.len,
                     )
@@ -161,7 +153,7 @@ impl Round<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::node;
+    use super::super::tests::on_node;
     use super::super::Call;
     use super::*;
 
@@ -175,7 +167,7 @@ mod tests {
             _ => 0,
         };
         let plan = Schedule::new(8192, 3, len);
-        assert_eq!((plan.chunk, plan.slots), (4096, 2));
+        assert_eq!(plan.area, Slots { chunk: 4096, slots: 2 });
         let got: Vec<_> =
             plan.items.iter().map(|i| (i.src, i.dst, i.offset, i.len, i.produced, i.consumed)).collect();
         // Chunk 0 by step 1 (0->1, 1->2), step 2 (2->1), then chunk 1 (0->1).
@@ -199,34 +191,28 @@ mod tests {
             _ => 20_000 + s,
         };
         let byte = |s: usize, d: usize, i: usize| (s * 31 + d * 7 + i * 13 + i / 997) as u8;
-        std::thread::scope(|sc| {
-            for ctl in node(n, 8192) {
-                sc.spawn(move || {
-                    let me = ctl.me();
-                    for round in 0..6 {
-                        let len = |s: usize, d: usize| len(s, d, round);
-                        // Blocks packed in destination order in send, source order in recv.
-                        let offsets = |f: &dyn Fn(usize) -> usize| {
-                            (0..n)
-                                .scan(0, |at, r| Some(std::mem::replace(at, *at + f(r))))
-                                .collect::<Vec<_>>()
-                        };
-                        let sends = offsets(&|d| len(me, d));
-                        let recvs = offsets(&|s| len(s, me));
-                        let send: Vec<u8> =
-                            (0..n).flat_map(|d| (0..len(me, d)).map(move |i| byte(me, d, i))).collect();
-                        let total: usize = (0..n).map(|s| len(s, me)).sum();
-                        let mut recv = vec![0xEEu8; total];
-                        let r = ctl.begin(&Call::default()).unwrap();
-                        let moved = r.stage_spans(len, &send, |d| sends[d], &mut recv, |s| recvs[s]);
-                        r.finish(moved).unwrap();
-                        for s in (0..n).filter(|&s| s != me) {
-                            for i in 0..len(s, me) {
-                                assert_eq!(recv[recvs[s] + i], byte(s, me, i), "round {round} from {s}");
-                            }
-                        }
+        on_node(n, |ctl| {
+            let me = ctl.me();
+            for round in 0..6 {
+                let len = |s: usize, d: usize| len(s, d, round);
+                // Blocks packed in destination order in send, source order in recv.
+                let offsets = |f: &dyn Fn(usize) -> usize| {
+                    (0..n).scan(0, |at, r| Some(std::mem::replace(at, *at + f(r)))).collect::<Vec<_>>()
+                };
+                let sends = offsets(&|d| len(me, d));
+                let recvs = offsets(&|s| len(s, me));
+                let send: Vec<u8> =
+                    (0..n).flat_map(|d| (0..len(me, d)).map(move |i| byte(me, d, i))).collect();
+                let total: usize = (0..n).map(|s| len(s, me)).sum();
+                let mut recv = vec![0xEEu8; total];
+                let r = ctl.begin(&Call::default()).unwrap();
+                let moved = r.stage_spans(len, &send, |d| sends[d], &mut recv, |s| recvs[s]);
+                r.finish(moved).unwrap();
+                for s in (0..n).filter(|&s| s != me) {
+                    for i in 0..len(s, me) {
+                        assert_eq!(recv[recvs[s] + i], byte(s, me, i), "round {round} from {s}");
                     }
-                });
+                }
             }
         });
     }

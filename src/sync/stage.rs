@@ -213,7 +213,7 @@ impl Round<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::node;
+    use super::super::tests::{node, on_node};
     use super::super::{Call, PRIVATE};
     use std::time::Duration;
 
@@ -250,30 +250,25 @@ mod tests {
     #[test]
     fn private_broadcasts_and_metadata_rounds_never_mix() {
         let n = 3;
-        std::thread::scope(|s| {
-            for ctl in node(n, 8192) {
-                s.spawn(move || {
-                    let me = ctl.me();
-                    for i in 0..300usize {
-                        let root = i % n;
-                        let len = 1 + (i * 4099) % 20_000;
-                        let fill = |j: usize| (j * 13 + i) as u8;
-                        let mut buf: Vec<u8> =
-                            if me == root { (0..len).map(fill).collect() } else { vec![0; len] };
-                        let round = ctl.begin(&Call { op: PRIVATE, ..Call::default() }).unwrap();
-                        let moved = round.stage_bcast(root, &mut buf);
-                        round.finish(moved).unwrap();
-                        assert!(buf.iter().enumerate().all(|(j, &b)| b == fill(j)), "round {i}");
-                        if i % 3 == 2 {
-                            let meta: Vec<u64> = (0..512).map(|w| (i << 20 | me << 16 | w) as u64).collect();
-                            let r = ctl.begin_staged(&Call::default(), &meta, &[]).unwrap();
-                            for peer in 0..n {
-                                assert_eq!(r.meta(peer, 511), (i << 20 | peer << 16 | 511) as u64);
-                            }
-                            r.finish(Ok(())).unwrap();
-                        }
+        on_node(n, |ctl| {
+            let me = ctl.me();
+            for i in 0..300usize {
+                let root = i % n;
+                let len = 1 + (i * 4099) % 20_000;
+                let fill = |j: usize| (j * 13 + i) as u8;
+                let mut buf: Vec<u8> = if me == root { (0..len).map(fill).collect() } else { vec![0; len] };
+                let round = ctl.begin(&Call { op: PRIVATE, ..Call::default() }).unwrap();
+                let moved = round.stage_bcast(root, &mut buf);
+                round.finish(moved).unwrap();
+                assert!(buf.iter().enumerate().all(|(j, &b)| b == fill(j)), "round {i}");
+                if i % 3 == 2 {
+                    let meta: Vec<u64> = (0..512).map(|w| (i << 20 | me << 16 | w) as u64).collect();
+                    let r = ctl.begin_staged(&Call::default(), &meta, &[]).unwrap();
+                    for peer in 0..n {
+                        assert_eq!(r.meta(peer, 511), (i << 20 | peer << 16 | 511) as u64);
                     }
-                });
+                    r.finish(Ok(())).unwrap();
+                }
             }
         });
     }
@@ -285,41 +280,33 @@ mod tests {
     #[test]
     fn one_phase_rounds_read_what_was_staged_for_them() {
         let n = 3;
-        std::thread::scope(|s| {
-            for ctl in node(n, 8192) {
-                s.spawn(move || {
-                    let me = ctl.me();
-                    let byte = |i: usize, r: usize, j: usize| (i * 7 + r * 31 + j) as u8;
-                    for i in 0..400usize {
-                        let len = 1 + (i * 613) % 4096;
-                        let mine: Vec<u8> = (0..len).map(|j| byte(i, me, j)).collect();
-                        let call = Call { op: PRIVATE, send_len: len, ..Call::default() };
-                        let round =
-                            ctl.begin_staged(&call, &[], &[&mine[..len / 2], &mine[len / 2..]]).unwrap();
-                        for r in 0..n {
-                            let mut got = vec![0u8; len];
-                            round.read_staged(r, 0, &mut got);
-                            assert!(got.iter().enumerate().all(|(j, &b)| b == byte(i, r, j)), "round {i}");
-                        }
-                        round.finish(Ok(())).unwrap();
-                        if i % 5 == 3 {
-                            let mut buf = if me == 0 { mine.clone() } else { vec![0; len] };
-                            let round = ctl.begin(&call).unwrap();
-                            let moved = round.stage_bcast(0, &mut buf);
-                            round.finish(moved).unwrap();
-                            assert!(buf.iter().enumerate().all(|(j, &b)| b == byte(i, 0, j)));
-                        }
-                        if i % 7 == 5 {
-                            let meta: Vec<u64> = (0..512).map(|w| (i << 20 | me << 16 | w) as u64).collect();
-                            let r = ctl.begin_staged(&Call::default(), &meta, &[]).unwrap();
-                            assert_eq!(
-                                r.meta((me + 1) % n, 511),
-                                (i << 20 | ((me + 1) % n) << 16 | 511) as u64
-                            );
-                            r.finish(Ok(())).unwrap();
-                        }
-                    }
-                });
+        on_node(n, |ctl| {
+            let me = ctl.me();
+            let byte = |i: usize, r: usize, j: usize| (i * 7 + r * 31 + j) as u8;
+            for i in 0..400usize {
+                let len = 1 + (i * 613) % 4096;
+                let mine: Vec<u8> = (0..len).map(|j| byte(i, me, j)).collect();
+                let call = Call { op: PRIVATE, send_len: len, ..Call::default() };
+                let round = ctl.begin_staged(&call, &[], &[&mine[..len / 2], &mine[len / 2..]]).unwrap();
+                for r in 0..n {
+                    let mut got = vec![0u8; len];
+                    round.read_staged(r, 0, &mut got);
+                    assert!(got.iter().enumerate().all(|(j, &b)| b == byte(i, r, j)), "round {i}");
+                }
+                round.finish(Ok(())).unwrap();
+                if i % 5 == 3 {
+                    let mut buf = if me == 0 { mine.clone() } else { vec![0; len] };
+                    let round = ctl.begin(&call).unwrap();
+                    let moved = round.stage_bcast(0, &mut buf);
+                    round.finish(moved).unwrap();
+                    assert!(buf.iter().enumerate().all(|(j, &b)| b == byte(i, 0, j)));
+                }
+                if i % 7 == 5 {
+                    let meta: Vec<u64> = (0..512).map(|w| (i << 20 | me << 16 | w) as u64).collect();
+                    let r = ctl.begin_staged(&Call::default(), &meta, &[]).unwrap();
+                    assert_eq!(r.meta((me + 1) % n, 511), (i << 20 | ((me + 1) % n) << 16 | 511) as u64);
+                    r.finish(Ok(())).unwrap();
+                }
             }
         });
     }
@@ -328,22 +315,18 @@ mod tests {
     fn staged_broadcast_delivers_every_byte_for_odd_sizes() {
         let n = 3;
         let sizes = [0usize, 1, 4095, 4096, 4097, 8192 * 3 + 5, 100_000];
-        std::thread::scope(|s| {
-            for ctl in node(n, 8192) {
-                s.spawn(move || {
-                    for (i, &len) in sizes.iter().enumerate() {
-                        let root = i % n;
-                        let mut buf: Vec<u8> = if ctl.me() == root {
-                            (0..len).map(|j| (j * 31 + i) as u8).collect()
-                        } else {
-                            vec![0xAA; len]
-                        };
-                        let round = ctl.begin(&Call::default()).unwrap();
-                        let moved = round.stage_bcast(root, &mut buf);
-                        round.finish(moved).unwrap();
-                        assert!(buf.iter().enumerate().all(|(j, &b)| b == (j * 31 + i) as u8), "len {len}");
-                    }
-                });
+        on_node(n, |ctl| {
+            for (i, &len) in sizes.iter().enumerate() {
+                let root = i % n;
+                let mut buf: Vec<u8> = if ctl.me() == root {
+                    (0..len).map(|j| (j * 31 + i) as u8).collect()
+                } else {
+                    vec![0xAA; len]
+                };
+                let round = ctl.begin(&Call::default()).unwrap();
+                let moved = round.stage_bcast(root, &mut buf);
+                round.finish(moved).unwrap();
+                assert!(buf.iter().enumerate().all(|(j, &b)| b == (j * 31 + i) as u8), "len {len}");
             }
         });
     }

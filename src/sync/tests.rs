@@ -31,6 +31,17 @@ pub(super) fn node(n: usize, stage_bytes: usize) -> Vec<Control> {
         .collect()
 }
 
+/// Runs `rank` for each of `n` ranks of one node (staging areas of 8 KiB), each on its own
+/// thread with its own `Control`, and returns once every rank returned.
+pub(super) fn on_node(n: usize, rank: impl Fn(Control) + Sync) {
+    let rank = &rank;
+    std::thread::scope(|s| {
+        for ctl in node(n, 8192) {
+            s.spawn(move || rank(ctl));
+        }
+    });
+}
+
 #[test]
 fn step_stamps_survive_epoch_wrap_around() {
     for e in [1u64, 7, u32::MAX as u64 - 1, u32::MAX as u64, 1 << 32, (1 << 40) + 5] {

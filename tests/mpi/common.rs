@@ -185,6 +185,14 @@ pub(crate) fn gather_algorithms(ks: &[u32]) -> Vec<GatherAlgorithm> {
     algorithms(&[Auto, ParallelWrite, SequentialRead], ks, |k| ThrottledWrite { k }, Staged)
 }
 
+/// The scatter algorithm rank `me` asks for where the ranks disagree on it (the last rank
+/// `last` a sequential write, every other a parallel read), and the error every rank
+/// must get for it.
+pub(crate) fn disagreeing_scatter(me: i32, last: i32) -> (ScatterAlgorithm, Error) {
+    let algo = if me == last { ScatterAlgorithm::SequentialWrite } else { ScatterAlgorithm::ParallelRead };
+    (algo, Error::Mismatch { rank: me, culprit: last, what: "algorithm" })
+}
+
 /// `first`, then `throttled(k)` for each `k` of `ks` not listed yet, then `last`.
 fn algorithms<A: Copy + PartialEq>(first: &[A], ks: &[u32], throttled: impl Fn(u32) -> A, last: A) -> Vec<A> {
     let mut all = first.to_vec();

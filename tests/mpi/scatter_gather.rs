@@ -4,7 +4,8 @@
 //! every buffer left as it was.
 
 use crate::common::{
-    fails_unchanged, gather_algorithms, pattern, same, scatter_algorithms, words, Attempt, Guarded,
+    disagreeing_scatter, fails_unchanged, gather_algorithms, pattern, same, scatter_algorithms, words,
+    Attempt, Guarded,
 };
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -319,9 +320,7 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
 
         if single_node_cma {
             // Ranks choose different algorithms.
-            let want = Error::Mismatch { rank: me, culprit: last, what: "algorithm" };
-            let algo =
-                if me == last { ScatterAlgorithm::SequentialWrite } else { ScatterAlgorithm::ParallelRead };
+            let (algo, want) = disagreeing_scatter(me, last);
             case(
                 "scatter algorithm disagreement",
                 if is_root { pu * n } else { 0 },

@@ -5,8 +5,8 @@
 //! buffer left as it was.
 
 use crate::common::{
-    fails_unchanged, gather_algorithms, pattern, same, scatter_algorithms, words, Attempt, Guarded, Layout,
-    Rng,
+    disagreeing_scatter, fails_unchanged, gather_algorithms, pattern, same, scatter_algorithms, words,
+    Attempt, Guarded, Layout, Rng,
 };
 use crate::rank::Particle;
 use mpi::datatype::{Partition as MpiPartition, PartitionMut as MpiPartitionMut};
@@ -516,9 +516,7 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
             want,
         );
         if single_node_cma {
-            let want = Error::Mismatch { rank: me, culprit: last, what: "algorithm" };
-            let algo =
-                if me == last { ScatterAlgorithm::SequentialWrite } else { ScatterAlgorithm::ParallelRead };
+            let (algo, want) = disagreeing_scatter(me, last);
             case(
                 "scatterv algorithm disagreement",
                 whole,

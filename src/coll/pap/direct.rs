@@ -2,7 +2,7 @@
 //! have arrived (see the module docs of `pap`).
 
 use super::packets::{Packets, Run, Src};
-use super::{compatible, self_ok, settle, Mode, TO_RECV};
+use super::{compatible, self_ok, serve_arrived, settle, Mode, TO_RECV};
 use crate::coll::allgather::lengths;
 use crate::coll::{op, Ctx, Kind};
 use crate::error::Result;
@@ -62,16 +62,9 @@ fn direct(round: &Round<'_>, send: &[u8], recv: &mut [u8], n: usize, write: bool
     let mut pending: Vec<usize> = (1..p).map(|i| (me + i) % p).collect();
     let landed = |round: &Round<'_>| !write || round.completions() >= p as u64 - 1;
     loop {
-        let mut i = 0;
-        while i < pending.len() {
-            let q = pending[i];
-            if !round.arrived(q) {
-                i += 1;
-                continue;
-            }
+        let agreed = serve_arrived(round, &mut pending, |q| {
             if !compatible(&mine, &round.call(q)) {
-                // The verdict names the culprit; nothing more moves.
-                return Ok(());
+                return Ok(false);
             }
             if write {
                 round.write_recv(&send[q * n..(q + 1) * n], q, me * n)?;
@@ -79,7 +72,11 @@ fn direct(round: &Round<'_>, send: &[u8], recv: &mut [u8], n: usize, write: bool
             } else {
                 round.read_send(q, me * n, &mut recv[q * n..(q + 1) * n])?;
             }
-            pending.remove(i);
+            Ok(true)
+        })?;
+        if !agreed {
+            // The verdict names the culprit; nothing more moves.
+            return Ok(());
         }
         if pending.is_empty() && landed(round) {
             return Ok(());

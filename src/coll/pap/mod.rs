@@ -134,6 +134,35 @@ fn self_ok(call: &Call, p: usize) -> bool {
     call.send_len == call.recv_len && call.send_len % p == 0
 }
 
+/// Serves every peer in `pending` that has arrived, in order, and drops it from `pending`
+/// once served; peers not there yet stay for a later pass. `serve` returns `Ok(false)`
+/// for a peer it will not touch (its call disagrees), which ends the pass with
+/// `Ok(false)`: the verdict names the culprit, and nothing more moves.
+///
+/// # Errors
+///
+/// `serve`'s first error.
+#[inline]
+pub(crate) fn serve_arrived(
+    round: &Round<'_>,
+    pending: &mut Vec<usize>,
+    mut serve: impl FnMut(usize) -> Result<bool>,
+) -> Result<bool> {
+    let mut i = 0;
+    while i < pending.len() {
+        let q = pending[i];
+        if !round.arrived(q) {
+            i += 1;
+            continue;
+        }
+        if !serve(q)? {
+            return Ok(false);
+        }
+        pending.remove(i);
+    }
+    Ok(true)
+}
+
 /// Whether two ranks may exchange data: the same collective, algorithm, root, aux words
 /// and lengths. An equivalence relation among self-consistent calls.
 pub(crate) fn compatible(a: &Call, b: &Call) -> bool {

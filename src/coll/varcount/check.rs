@@ -282,6 +282,11 @@ pub(crate) fn published<A: Algorithm>(requested: &Result<A>) -> (u8, u32) {
     }
 }
 
+/// The element size an allgatherv or alltoallv call published (in `aux2`).
+pub(crate) fn elem_of(c: &Call) -> usize {
+    c.aux2 as usize
+}
+
 /// The checks of a rooted variable-count call over `p` ranks whose root is `root`: the
 /// roles, the root's partition (of its `side` buffer), and every rank's block against the
 /// root's count for it. A pure function: every rank reaches the same verdict.
@@ -309,6 +314,25 @@ pub(crate) fn judge_rooted(
         }
     }
     Ok(())
+}
+
+/// [`judge_rooted`] over the records of a round whose root, local rank `root`, published
+/// its partition of its `side` buffer: every rank's block is the length of its buffer on
+/// the other side, the root's whole buffer the one on `side`.
+///
+/// # Errors
+///
+/// The first fault, as the error this rank reports.
+pub(crate) fn judge_round(r: &Round<'_>, root: usize, side: Side) -> Result<()> {
+    let parts = Published { round: r, owner: root, at: 0 };
+    let claim = |q| {
+        Claim::from_call(&r.call(q), |c| match side {
+            Side::Recv => (c.send_len, c.recv_len),
+            Side::Send => (c.recv_len, c.send_len),
+        })
+    };
+    judge_rooted(r.size(), root, claim, &parts, side)
+        .map_err(|(q, f)| f.error(r.rank_of(r.me()), r.rank_of(q), r.size()))
 }
 
 /// The verdict of an exchange over `p` ranks: the first rank with a fault of its own
@@ -345,17 +369,19 @@ pub(crate) fn allgatherv_local(
     })
 }
 
-/// The fault of rank `q` of an allgatherv against its partners: its count for every rank
-/// `r` against `send_len(r)`.
-pub(crate) fn allgatherv_cross(
+/// The fault of a rank against its partners: its count for every rank `r` (in `parts`,
+/// its partition of what it receives) against the bytes `r` sends it, `sent(r)`. In an
+/// allgatherv `sent(r)` is `r`'s send length; in an alltoallv, `r`'s send count for
+/// this rank.
+pub(crate) fn cross_fault(
     p: usize,
     parts: &impl Parts,
     elem: usize,
-    send_len: impl Fn(usize) -> usize,
+    sent: impl Fn(usize) -> usize,
 ) -> Option<Fault> {
     (0..p).find_map(|r| {
         let found = bytes(parts.block(r).0, elem);
-        (found != send_len(r)).then(|| Fault::Length { expected: send_len(r), found })
+        (found != sent(r)).then(|| Fault::Length { expected: sent(r), found })
     })
 }
 
@@ -376,20 +402,6 @@ pub(crate) fn alltoallv_local(
             let (expected, found) = (bytes(send.block(q).0, elem), bytes(recv.block(q).0, elem));
             (expected != found).then_some(Fault::Length { expected, found })
         })
-}
-
-/// The fault of rank `r` of an alltoallv as a receiver: its receive count for every rank
-/// `q` against the bytes `q` sends it, `sent(q)`.
-pub(crate) fn alltoallv_cross(
-    p: usize,
-    recv: &impl Parts,
-    elem: usize,
-    sent: impl Fn(usize) -> usize,
-) -> Option<Fault> {
-    (0..p).find_map(|q| {
-        let found = bytes(recv.block(q).0, elem);
-        (found != sent(q)).then(|| Fault::Length { expected: sent(q), found })
-    })
 }
 
 /// [`check_staged`] with a judge that may fail with any error (reported after the

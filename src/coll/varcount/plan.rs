@@ -1,6 +1,7 @@
 //! How a variable-count call moves its bytes: the choice of `Auto`, the throttled chain
 //! over the ranks that move bytes, and the layout of packed node parts.
 
+use super::{range, Claim, Published};
 use crate::error::Result;
 use crate::sync::Round;
 use crate::tune::{select, Algo};
@@ -107,6 +108,22 @@ pub(crate) enum Family {
     Direct(usize),
     /// The root copies every block, one after the other.
     ByRoot,
+}
+
+/// The blocks of a checked rooted call, as byte ranges in the buffer of its root, local
+/// rank `root`, from the partition the root published; and how the family `family`
+/// picks for them moves them.
+pub(crate) fn root_blocks(
+    round: &Round<'_>,
+    root: usize,
+    family: impl FnOnce(&[Range<usize>]) -> Family,
+) -> (Vec<Range<usize>>, Moves) {
+    let p = round.size();
+    let parts = Published { round, owner: root, at: 0 };
+    let elem = Claim::from_call(&round.call(root), |_| (0, 0)).elem;
+    let blocks: Vec<Range<usize>> = (0..p).map(|r| range(&parts, r, elem)).collect();
+    let moves = Moves::new(family(&blocks), p, root, |r| blocks[r].clone());
+    (blocks, moves)
 }
 
 impl Moves {

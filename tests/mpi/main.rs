@@ -7,9 +7,11 @@ mod bench;
 mod common;
 mod empty;
 mod exchange;
+mod fault_matrix;
 mod faults;
 mod heap;
 mod hier;
+mod isolation;
 mod launch;
 mod pap;
 mod random;
@@ -114,6 +116,8 @@ at! {
     random_np16: 16, "random", ["ZCOLL_RANDOM_STEPS" => "72"];
     random_np32: 32, "random", ["ZCOLL_RANDOM_STEPS" => "72"];
     random_vnodes_np32_k8: 32, "random", ["ZCOLL_RANDOM_STEPS" => "72", "ZCOLL_NODE_SIZE" => "8"];
+    // The soak's short version (scripts/soak runs 10^6 calls at 2, 3 and 8 ranks).
+    soak_np3: 3, "soak", ["ZCOLL_RANDOM_STEPS" => "10000"];
     faults_np3: 3, "faults", [];
     faults_np5: 5, "faults", [];
     barrier_np1: 1, "barrier", [];

@@ -28,7 +28,9 @@ fn describe(buf: &[u8]) -> Vec<(String, String)> {
     let heap_fd = std::fs::read_dir("/proc/self/fd")
         .unwrap()
         .flatten()
-        .find(|e| std::fs::read_link(e.path()).is_ok_and(|t| t.to_string_lossy().starts_with("/memfd:zcoll-heap")))
+        .find(|e| {
+            std::fs::read_link(e.path()).is_ok_and(|t| t.to_string_lossy().starts_with("/memfd:zcoll-heap"))
+        })
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .expect("the heap's memfd among this process's descriptors");
     vec![
@@ -80,9 +82,10 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
             println!("ISOLATION {l}");
         }
         for what in ["segment-name", "segment-map", "heap-fd", "cma"] {
-            let line = lines.iter().find(|l| l.starts_with(&format!("PROBE {what} "))).unwrap_or_else(|| {
-                panic!("the probe did not report {what}:\n{stdout}\n{stderr}")
-            });
+            let line = lines
+                .iter()
+                .find(|l| l.starts_with(&format!("PROBE {what} ")))
+                .unwrap_or_else(|| panic!("the probe did not report {what}:\n{stdout}\n{stderr}"));
             let refused = match what {
                 // Unlinked once every rank mapped it; while it exists, 0600 refuses.
                 "segment-name" => line.ends_with(" ENOENT") || line.ends_with(" EACCES"),

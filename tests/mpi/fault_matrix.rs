@@ -515,6 +515,12 @@ fn run_limited(mut cmd: std::process::Command, limit: Duration, what: &str) -> S
             break true;
         }
         if start.elapsed() > limit {
+            // SIGTERM first: mpiexec then removes its ranks' shared-memory files.
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            std::thread::sleep(Duration::from_secs(2));
             let _ = child.kill();
             let _ = child.wait();
             break false;

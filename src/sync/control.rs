@@ -355,6 +355,8 @@ impl Control {
     /// (see `arrival`), notes where this rank's completion counter stands, writes `call`
     /// and publishes the arrival. Nothing is awaited.
     pub(super) fn publish(&self, call: &Call, board: usize) -> Round<'_> {
+        #[cfg(feature = "fault-injection")]
+        crate::fault::at(crate::fault::Phase::Arrive);
         let epoch = self.epoch.get() + 1;
         self.epoch.set(epoch);
         let mine = self.slot(self.me);

@@ -214,6 +214,8 @@ impl<'c> Round<'c> {
         copy: impl FnOnce() -> std::result::Result<(), crate::error::Errno>,
     ) -> Result<()> {
         #[cfg(feature = "fault-injection")]
+        crate::fault::at(crate::fault::Phase::Copy);
+        #[cfg(feature = "fault-injection")]
         if crate::fault::copy_fails() {
             return Err(self.transport_error(kind, write, peer, crate::error::Errno::EIO));
         }
@@ -340,6 +342,8 @@ impl<'c> Round<'c> {
 
     /// Publishes that this rank has completed `step` of this round.
     pub(crate) fn post_progress(&self, step: u32) {
+        #[cfg(feature = "fault-injection")]
+        crate::fault::at(crate::fault::Phase::Copy);
         self.ctl.slot(self.ctl.me).progress.store(stamp(self.epoch, step), Ordering::Release);
     }
 
@@ -381,6 +385,8 @@ impl<'c> Round<'c> {
     /// A second step counter, for ranks that are producer and consumer in one round:
     /// `progress` counts what a rank produced, `ack` what it consumed.
     pub(crate) fn post_ack(&self, step: u32) {
+        #[cfg(feature = "fault-injection")]
+        crate::fault::at(crate::fault::Phase::Copy);
         self.ctl.slot(self.ctl.me).ack.store(stamp(self.epoch, step), Ordering::Release);
     }
 
@@ -400,6 +406,8 @@ impl<'c> Round<'c> {
     ///
     /// This rank's own error, `PeerFailed`, `PeerDied` or `Timeout`.
     pub(crate) fn finish(mut self, result: Result<()>) -> Result<()> {
+        #[cfg(feature = "fault-injection")]
+        crate::fault::at(crate::fault::Phase::Finish);
         self.finished = true;
         if self.quiet && !self.eager && result.is_ok() {
             // A private round: nothing of ours is reachable, and every rank reached the

@@ -87,6 +87,8 @@ impl Round<'_> {
     pub(crate) fn read_staged(&self, r: usize, offset: usize, dst: &mut [u8]) {
         let half = self.ctl.one_phase_bytes();
         assert!(self.staged && offset.checked_add(dst.len()).is_some_and(|end| end <= half));
+        #[cfg(feature = "fault-injection")]
+        crate::fault::at(crate::fault::Phase::Copy);
         let at = (self.epoch % 2) as usize * half + offset;
         // SAFETY: the range lies in half `epoch % 2` of `r`'s staging area (asserted above).
         // `r` wrote it before its arrival (Release), which `begin` saw (Acquire), and leaves

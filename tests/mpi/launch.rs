@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// One job at a time: the machines have two cores and the jobs oversubscribe them.
-static JOBS: Mutex<()> = Mutex::new(());
+pub(crate) static JOBS: Mutex<()> = Mutex::new(());
 
 /// How a job is started.
 #[derive(Default)]

@@ -7,9 +7,11 @@ mod bench;
 mod common;
 mod empty;
 mod exchange;
+mod fault_matrix;
 mod faults;
 mod heap;
 mod hier;
+mod isolation;
 mod launch;
 mod pap;
 mod random;
@@ -143,6 +145,8 @@ at! {
     random_tree_np9_k4: 9, "random", ["ZCOLL_RANDOM_STEPS" => "72", "ZCOLL_ARRIVAL" => "tree:4", "ZCOLL_EXPECT_ARRIVAL" => "tree:4"];
     errors_tree_np16_k4: 16, "errors", ["ZCOLL_ARRIVAL" => "tree:4", "ZCOLL_EXPECT_ARRIVAL" => "tree:4"];
     errors_tree_np32_k3: 32, "errors", ["ZCOLL_ARRIVAL" => "tree:3", "ZCOLL_EXPECT_ARRIVAL" => "tree:3"];
+    // The soak's short version (scripts/soak runs 10^6 calls at 2, 3 and 8 ranks).
+    soak_np3: 3, "soak", ["ZCOLL_RANDOM_STEPS" => "10000"];
     faults_np3: 3, "faults", [];
     faults_np5: 5, "faults", [];
     barrier_np1: 1, "barrier", [];

@@ -8,6 +8,14 @@
 //!
 //! Every rank draws the same sequence from `ZCOLL_RANDOM_SEED` (a fixed default in CI);
 //! a failure names the seed and the step, and `ZCOLL_RANDOM_STEPS` sets the length.
+//!
+//! The same sequence is the soak (scenario `soak`, `scripts/soak`): mostly small sizes, a
+//! third kind of buffer (a `Vec` large enough in capacity that the `ShmAlloc` global
+//! allocator of this binary serves it from the shared heap), a thread that churns
+//! `ShmAlloc` allocations meanwhile and checks its own bytes, and every mismatch counted
+//! rather than fatal, so that the end prints `<N> calls, <M> mismatches` (a call being
+//! one step: one collective drawn at random, checked against its oracle; reduction and
+//! scan steps check several variants of theirs).
 
 use crate::common::op_mpi;
 use crate::common::{mix, Rng, GUARD, GUARD_BYTE};
@@ -61,6 +69,17 @@ macro_rules! with_type {
 
 /// The same random numbers on every rank.
 impl Rng {
+    /// The soak's length in bytes: a few hundred bytes mostly, sometimes kilobytes,
+    /// rarely up to 64 KiB, so that a million steps take minutes.
+    fn small_bytes(&mut self) -> usize {
+        match self.below(20) {
+            0 => 0,
+            1..=12 => self.below(256),
+            13..=18 => self.below(8 << 10),
+            _ => (16 << 10) + self.below(48 << 10),
+        }
+    }
+
     /// A length in bytes: mostly small, sometimes around the 32 KiB scratch, rarely MiBs.
     fn bytes(&mut self) -> usize {
         match self.below(20) {
@@ -72,6 +91,19 @@ impl Rng {
             _ => (1 << 20) + self.below(2 << 20),
         }
     }
+}
+
+/// Where a step's buffers live.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    /// A `Vec` of its own size (small ones from the system allocator, under the 64 KiB
+    /// threshold of this binary's `ShmAlloc`).
+    Vec,
+    /// `comm.alloc`: the shared heap.
+    Heap,
+    /// A `Vec` with room for at least 64 KiB, which the global `ShmAlloc` serves from the
+    /// shared heap whatever the length used (the soak only).
+    Global,
 }
 
 /// A buffer of `n` elements between guard bytes, in a `Vec` or in the shared heap.
@@ -87,12 +119,17 @@ enum Store<T: Pod> {
 }
 
 impl<T: Pod> Buf<T> {
-    fn new(comm: &Comm, heap: bool, n: usize, fill: impl Fn(usize) -> T) -> Buf<T> {
+    fn new(comm: &Comm, heap: Kind, n: usize, fill: impl Fn(usize) -> T) -> Buf<T> {
         let pre = GUARD.div_ceil(std::mem::size_of::<T>());
         let total = pre + n + pre;
         let mut store = match heap {
-            true => Store::Heap(comm.alloc::<T>(total).expect("comm.alloc")),
-            false => Store::Vec(vec![T::zeroed(); total]),
+            Kind::Heap => Store::Heap(comm.alloc::<T>(total).expect("comm.alloc")),
+            Kind::Vec => Store::Vec(vec![T::zeroed(); total]),
+            Kind::Global => {
+                let mut v = Vec::with_capacity(total.max((64 << 10) / std::mem::size_of::<T>() + 1));
+                v.resize(total, T::zeroed());
+                Store::Vec(v)
+            }
         };
         let all = match &mut store {
             Store::Vec(v) => &mut v[..],
@@ -151,9 +188,30 @@ struct Ctx<'a> {
     comm: &'a Comm,
     seed: u64,
     step: u64,
+    /// The soak: a mismatch is counted here (with its first few reported), not fatal.
+    soak: Option<std::cell::Cell<u64>>,
 }
 
 impl Ctx<'_> {
+    /// Counts a mismatch in the soak (and says what it was, for the first ten); fails
+    /// the job otherwise.
+    fn mismatch(&self, what: &str) {
+        match &self.soak {
+            Some(count) => {
+                count.set(count.get() + 1);
+                if count.get() <= 10 {
+                    eprintln!(
+                        "soak step {} (seed {}, rank {}): {what}",
+                        self.step,
+                        self.seed,
+                        self.world.rank()
+                    );
+                }
+            }
+            None => self.fail(what),
+        }
+    }
+
     fn fail(&self, what: &str) -> ! {
         panic!(
             "random step {} (seed {}, rank {}): {what}; rerun with ZCOLL_RANDOM_SEED={}",
@@ -166,22 +224,22 @@ impl Ctx<'_> {
 
     fn same(&self, got: &[u8], want: &[u8], what: &str) {
         if got.len() != want.len() {
-            self.fail(&format!("{what}: {} bytes, rsmpi {}", got.len(), want.len()));
+            return self.mismatch(&format!("{what}: {} bytes, rsmpi {}", got.len(), want.len()));
         }
         if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
-            self.fail(&format!("{what}: differs from the oracle at byte {i} of {}", got.len()));
+            self.mismatch(&format!("{what}: differs from the oracle at byte {i} of {}", got.len()));
         }
     }
 
     fn ok(&self, r: zcoll::Result<()>, what: &str) {
         if let Err(e) = r {
-            self.fail(&format!("{what}: {e}"));
+            self.mismatch(&format!("{what}: {e}"));
         }
     }
 
     fn guards<T: Pod>(&self, b: &Buf<T>, what: &str) {
         if !b.guard_ok() {
-            self.fail(&format!("{what}: wrote outside the buffer"));
+            self.mismatch(&format!("{what}: wrote outside the buffer"));
         }
     }
 
@@ -213,16 +271,38 @@ impl Ctx<'_> {
 }
 
 pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
+    run_with(world, comm, false);
+}
+
+/// The soak: `ZCOLL_RANDOM_STEPS` steps (default 10^6) of the same sequence, with small
+/// sizes, the global allocator's buffers and a churning thread; prints
+/// `<N> calls, <M> mismatches` (summed over the ranks) and fails if `M > 0`.
+pub(crate) fn soak(world: &SimpleCommunicator, comm: &Comm) {
+    run_with(world, comm, true);
+}
+
+fn run_with(world: &SimpleCommunicator, comm: &Comm, soak: bool) {
     let seed = std::env::var("ZCOLL_RANDOM_SEED").map_or(0x5eed_2026, |s| s.parse().expect("a number"));
-    let steps = std::env::var("ZCOLL_RANDOM_STEPS").map_or(300, |s| s.parse().expect("a number"));
+    let default_steps = if soak { 1_000_000 } else { 300 };
+    let steps = std::env::var("ZCOLL_RANDOM_STEPS").map_or(default_steps, |s| s.parse().expect("a number"));
     let mut rng = Rng(seed ^ world.size() as u64);
-    let mut cx = Ctx { world, comm, seed, step: 0 };
+    let mut cx = Ctx { world, comm, seed, step: 0, soak: soak.then(|| std::cell::Cell::new(0)) };
+    let churn = soak.then(|| Churn::start(seed ^ world.rank() as u64));
+    let start = std::time::Instant::now();
     for step in 0..steps {
         cx.step = step;
+        if soak && world.rank() == 0 && step > 0 && step % 100_000 == 0 {
+            let secs = start.elapsed().as_secs_f64();
+            eprintln!("soak: {step} calls in {secs:.0} s ({:.0} calls/s)", step as f64 / secs);
+        }
         let kind = rng.below(14) as u64;
         let t = rng.below(13);
-        let heap = rng.below(3) == 0;
-        let bytes = rng.bytes();
+        let heap = match (rng.below(3), soak) {
+            (0, _) => Kind::Heap,
+            (1, true) => Kind::Global,
+            _ => Kind::Vec,
+        };
+        let bytes = if soak { rng.small_bytes() } else { rng.bytes() };
         let root = rng.below(world.size() as usize) as i32;
         let bad = rng.below(12) == 0;
         let pick = rng.next();
@@ -240,15 +320,66 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
             cx.ok(comm.barrier(), "barrier");
         }
     }
+    if let (Some(churn), Some(count)) = (churn, &cx.soak) {
+        count.set(count.get() + churn.stop());
+        let mut total = 0u64;
+        world.all_reduce_into(&count.get(), &mut total, mpi::collective::SystemOperation::sum());
+        if world.rank() == 0 {
+            println!("{steps} calls, {total} mismatches");
+            eprintln!("soak: {steps} calls in {:.0} s", start.elapsed().as_secs_f64());
+        }
+        assert_eq!(total, 0, "the soak found mismatches (seed {seed}): see the lines above");
+        return;
+    }
     if world.rank() == 0 {
         println!("random: {steps} steps passed (seed {seed})");
+    }
+}
+
+/// A thread that allocates, fills, checks and frees `ShmAlloc` blocks (64 KiB to 1 MiB,
+/// up to 8 live) while the collectives run, so the shared heap grows and is reused under
+/// them; a block whose bytes changed counts as a mismatch.
+struct Churn {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl Churn {
+    fn start(seed: u64) -> Churn {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut rng = Rng(seed ^ 0xc4u64 << 56);
+            let mut live: Vec<(u8, Vec<u8>)> = Vec::new();
+            let mut bad = 0u64;
+            let check = |(tag, v): &(u8, Vec<u8>)| v.iter().enumerate().all(|(i, &b)| b == tag ^ i as u8);
+            while !flag.load(Ordering::Relaxed) {
+                if live.len() >= 8 || (rng.below(3) == 0 && !live.is_empty()) {
+                    let old = live.swap_remove(rng.below(live.len()));
+                    bad += !check(&old) as u64;
+                }
+                let tag = rng.next() as u8;
+                let len = (64 << 10) + rng.below(960 << 10);
+                live.push((tag, (0..len).map(|i| tag ^ i as u8).collect()));
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            bad + live.iter().filter(|b| !check(b)).count() as u64
+        });
+        Churn { stop, thread }
+    }
+
+    /// Stops the thread; returns the blocks it found changed.
+    fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().expect("the churning thread")
     }
 }
 
 /// Broadcast, scatter, gather, allgather, alltoall (kind 0 to 4; 5 is a broadcast again)
 /// of `n` elements per block, against rsmpi; `bad`: one rank's receive buffer is one
 /// element short, and every rank must fail with every buffer untouched.
-fn moves<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: bool, bad: bool) {
+fn moves<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: Kind, bad: bool) {
     let (world, comm) = (cx.world, cx.comm);
     let (me, p) = (world.rank(), world.size() as usize);
     let short = bad && n > 0;
@@ -351,7 +482,7 @@ fn moves<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: bool, bad: 
 
 /// Scatterv (kind 6), gatherv (7) and allgatherv (8) with random counts (zeros
 /// included) summing to about `n` per rank, against rsmpi.
-fn varcount<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: bool, pick: u64) {
+fn varcount<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: Kind, pick: u64) {
     let (world, comm) = (cx.world, cx.comm);
     let (me, p) = (world.rank(), world.size() as usize);
     let step = cx.step;
@@ -392,11 +523,12 @@ fn varcount<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: bool, pi
             cx.guards(&recv, &what);
             let mut oracle = vec![T::zeroed(); mine];
             let at = world.process_at_rank(root);
-            let mut spare = [T::zeroed(); 1];
+            let (mut spare, spare_send) = ([T::zeroed(); 1], [T::zeroed(); 1]);
             let out = if mine == 0 { &mut spare[..0] } else { &mut oracle[..] };
+            // An empty Vec's dangling address is 1, which Open MPI reads as MPI_IN_PLACE.
+            let all = if total == 0 { &spare_send[..0] } else { &send[..] };
             match me == root {
-                true => at
-                    .scatter_varcount_into_root(&MpiPartition::new(&send[..], &counts[..], &displs[..]), out),
+                true => at.scatter_varcount_into_root(&MpiPartition::new(all, &counts[..], &displs[..]), out),
                 false => at.scatter_varcount_into(out),
             }
             cx.same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
@@ -426,11 +558,12 @@ fn varcount<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: bool, pi
             cx.ok(comm.all_gather_varcount_into(&send, recv.get_mut(), &counts, &displs), &what);
             cx.guards(&recv, &what);
             let mut oracle: Vec<T> = (0..total).map(|i| elem(step, -1, i)).collect();
-            let spare = [T::zeroed(); 1];
+            let (spare, mut spare_out) = ([T::zeroed(); 1], [T::zeroed(); 1]);
             let mine_send = if mine == 0 { &spare[..0] } else { &send[..] };
+            let all = if total == 0 { &mut spare_out[..0] } else { &mut oracle[..] };
             world.all_gather_varcount_into(
                 mine_send,
-                &mut MpiPartitionMut::new(&mut oracle[..], &counts[..], &displs[..]),
+                &mut MpiPartitionMut::new(all, &counts[..], &displs[..]),
             );
             cx.same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
         }
@@ -441,7 +574,7 @@ fn varcount<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: bool, pi
 /// operator, commutative (byte-wise wrapping sum) or not (the left operand, so rank 0's
 /// value wins), or, for the primitive types, a built-in operator against rsmpi. `bad`:
 /// one rank reduces another element type of the same size, or has a short output.
-fn reduction<T: Pod>(cx: &Ctx<'_>, n: usize, root: i32, heap: bool, bad: bool, pick: u64) {
+fn reduction<T: Pod>(cx: &Ctx<'_>, n: usize, root: i32, heap: Kind, bad: bool, pick: u64) {
     let (world, comm) = (cx.world, cx.comm);
     let (me, p) = (world.rank(), world.size());
     let step = cx.step;
@@ -554,7 +687,7 @@ fn builtin(cx: &Ctx<'_>, n: usize, pick: u64) {
 
 /// Alltoallv with random counts (zeros included, each pair its own) and displacements
 /// with gaps, against rsmpi.
-fn alltoallv<T: Pod>(cx: &Ctx<'_>, n: usize, heap: bool, pick: u64) {
+fn alltoallv<T: Pod>(cx: &Ctx<'_>, n: usize, heap: Kind, pick: u64) {
     let (world, comm) = (cx.world, cx.comm);
     let (me, p) = (world.rank() as usize, world.size() as usize);
     let step = cx.step;
@@ -589,7 +722,7 @@ fn alltoallv<T: Pod>(cx: &Ctx<'_>, n: usize, heap: bool, pick: u64) {
 /// Scan, exclusive scan and block reduce-scatter: a built-in operator on small integers
 /// against rsmpi's, and a user operator (commutative byte-wise sum, or the left operand)
 /// on `T` against the fold in rank order computed here.
-fn scans<T: Pod>(cx: &Ctx<'_>, n: usize, heap: bool, pick: u64) {
+fn scans<T: Pod>(cx: &Ctx<'_>, n: usize, heap: Kind, pick: u64) {
     let (world, comm) = (cx.world, cx.comm);
     let (me, p) = (world.rank(), world.size());
     let pu = p as usize;

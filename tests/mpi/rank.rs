@@ -55,6 +55,10 @@ pub(crate) fn main() {
         println!("ZCOLL-RANK-OK {}", world.rank());
         return;
     }
+    if scenario == "fault-matrix" {
+        // It builds a communicator per case, and ends the process itself.
+        crate::fault_matrix::rank(&world);
+    }
     if scenario == "hier" {
         // It builds its own communicator, over a permutation of the world's ranks.
         crate::hier::run(&world);
@@ -73,6 +77,8 @@ pub(crate) fn main() {
         "empty" => crate::empty::run(&world, &comm),
         "unchanged" => crate::unchanged::run(&world, &comm),
         "random" => crate::random::run(&world, &comm),
+        "soak" => crate::random::soak(&world, &comm),
+        "isolation" => crate::isolation::run(&world, &comm),
         "split" => split(&world, &comm),
         "scan" => crate::scan::run(&world, &comm),
         "exposure-panic" => exposure_panic(&world, &comm),

@@ -1,0 +1,128 @@
+//! Every model holds as `src/sync/` has it, and fails once its key ordering is weakened.
+
+use loom_models::{
+    bcast_fifo, check, counter, p2p_fifo, private, round, Weakening, PREEMPTIONS, PREEMPTIONS_TWO_RANKS,
+};
+
+/// Runs `model` under loom and returns the message of the panic loom must find.
+fn fails(model: fn(Weakening), w: Weakening) -> String {
+    let caught = std::panic::catch_unwind(|| check(PREEMPTIONS, move || model(w)));
+    let payload = caught.expect_err("loom found no failure in the weakened model");
+    let message = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    eprintln!("{w:?}: loom reports: {message}");
+    // A real failure, not a wait loom gave up on.
+    assert!(!message.contains("maximum number of branches"), "{message}");
+    message
+}
+
+/// Runs `model` as `src/sync/` has it, with `preemptions` as the bound; loom must find no
+/// failure.
+fn holds(name: &str, preemptions: usize, model: fn(Weakening)) {
+    let start = std::time::Instant::now();
+    let runs = check(preemptions, move || model(Weakening::None));
+    eprintln!("{name}: {runs} interleavings in {:.2?}", start.elapsed());
+}
+
+#[test]
+fn round_holds() {
+    holds("round", PREEMPTIONS_TWO_RANKS, round::run);
+}
+
+#[test]
+fn round_with_relaxed_stamp_fails() {
+    fails(round::run, Weakening::PublishRelaxed);
+}
+
+#[test]
+fn round_with_relaxed_stamp_poll_fails() {
+    fails(round::run, Weakening::PollRelaxed);
+}
+
+#[test]
+fn round_with_relaxed_done_fails() {
+    fails(round::run, Weakening::DoneRelaxed);
+}
+
+#[test]
+fn private_and_one_phase_rounds_hold() {
+    holds("private", PREEMPTIONS_TWO_RANKS, private::run);
+}
+
+#[test]
+fn one_phase_round_without_settle_fails() {
+    fails(private::run, Weakening::NoSettle);
+}
+
+#[test]
+fn one_phase_round_with_relaxed_stamp_fails() {
+    fails(private::run, Weakening::PublishRelaxed);
+}
+
+#[test]
+fn private_round_with_relaxed_done_fails() {
+    fails(private::run, Weakening::DoneRelaxed);
+}
+
+#[test]
+fn bcast_fifo_holds() {
+    holds("bcast_fifo", PREEMPTIONS, bcast_fifo::run);
+}
+
+#[test]
+fn bcast_fifo_with_relaxed_seq_fails() {
+    fails(bcast_fifo::run, Weakening::PublishRelaxed);
+}
+
+#[test]
+fn bcast_fifo_with_relaxed_seq_poll_fails() {
+    fails(bcast_fifo::run, Weakening::PollRelaxed);
+}
+
+#[test]
+fn bcast_fifo_with_relaxed_countdown_fails() {
+    fails(bcast_fifo::run, Weakening::CountdownRelaxed);
+}
+
+#[test]
+fn p2p_fifo_holds() {
+    holds("p2p_fifo", PREEMPTIONS, p2p_fifo::run);
+}
+
+#[test]
+fn p2p_fifo_with_relaxed_seq_fails() {
+    fails(p2p_fifo::run, Weakening::PublishRelaxed);
+}
+
+#[test]
+fn p2p_fifo_with_relaxed_head_fails() {
+    fails(p2p_fifo::run, Weakening::HeadRelaxed);
+}
+
+#[test]
+fn counters_hold() {
+    holds("counter", PREEMPTIONS_TWO_RANKS, counter::run);
+}
+
+#[test]
+fn counters_hold_with_two_readers() {
+    holds("counter (two readers)", PREEMPTIONS, counter::run_two_readers);
+}
+
+#[test]
+fn counters_with_two_readers_and_relaxed_completion_fail() {
+    fails(counter::run_two_readers, Weakening::CompleteRelaxed);
+}
+
+#[test]
+fn counters_with_relaxed_progress_fail() {
+    fails(counter::run, Weakening::PublishRelaxed);
+}
+
+#[test]
+fn counters_with_relaxed_completion_fail() {
+    fails(counter::run, Weakening::CompleteRelaxed);
+}

@@ -439,10 +439,13 @@ mod tests {
         let (algo, t) = params.best(&select::candidates(Coll::Bcast, 64), 64, 8).unwrap();
         assert_eq!(first, ["bcast", "8", &format!("{algo:?}"), &format!("{:.2}", t * 1e6)]);
         // 64 ranks, flat: sync_copy + 2 phases x 62 flags = 1.5 + 24.8 us; a binary tree
-        // of 6 levels reads 12 flags a phase: 1.5 + 2 x 11 x 0.2 = 5.9 us.
+        // of 6 levels reads 12 flags a phase: 1.5 + 2 x 11 x 0.2 = 5.9 us; as zcoll runs
+        // them, the tree's arrival and a flat finish: 1.5 + (11 + 62) x 0.2 = 16.1 us.
         let rounds = text.lines().last().unwrap();
-        assert!(rounds.contains("26.30 us with flat flags"), "{rounds}");
-        assert!(rounds.contains("would take"), "{rounds}");
+        assert!(rounds.contains("16.10 us as zcoll runs them"), "{rounds}");
+        assert!(rounds.contains("tree of fan-in 2, finish flat"), "{rounds}");
+        assert!(rounds.contains("flat in both phases 26.30 us"), "{rounds}");
+        assert!(rounds.contains("the tree in both 5.90 us"), "{rounds}");
         let one = predict_table(&params, 64, &[8], true);
         assert!(!one.contains("Staged"), "{one}");
 

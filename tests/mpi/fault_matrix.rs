@@ -503,35 +503,10 @@ fn short(outcome: &str) -> String {
     }
 }
 
-/// Runs `cmd` to its end (or kills it after `limit`) and returns its standard output.
-fn run_limited(mut cmd: std::process::Command, limit: Duration, what: &str) -> String {
-    let out_path = std::env::temp_dir().join(format!("zcoll-faults-{}.out", std::process::id()));
-    let err_path = out_path.with_extension("err");
-    cmd.stdout(std::fs::File::create(&out_path).unwrap()).stderr(std::fs::File::create(&err_path).unwrap());
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: cannot start mpiexec: {e}"));
-    let start = Instant::now();
-    let done = loop {
-        if child.try_wait().unwrap().is_some() {
-            break true;
-        }
-        if start.elapsed() > limit {
-            // SIGTERM first: mpiexec then removes its ranks' shared-memory files.
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(child.id() as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            );
-            std::thread::sleep(Duration::from_secs(2));
-            let _ = child.kill();
-            let _ = child.wait();
-            break false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
-    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-    let _ = std::fs::remove_file(&out_path);
-    let _ = std::fs::remove_file(&err_path);
-    assert!(done, "{what} ran past {limit:?}:\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
+/// Runs `cmd` to its end (or stops it after `limit`) and returns its standard output.
+fn run_limited(cmd: std::process::Command, limit: Duration, what: &str) -> String {
+    let (status, stdout, stderr) = crate::launch::run_until(cmd, limit, what, "faults");
+    assert!(status.is_some(), "{what} ran past {limit:?}:\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
     stdout
 }
 

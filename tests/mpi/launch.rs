@@ -85,34 +85,8 @@ impl Job<'_> {
         for (k, v) in self.env {
             cmd.env(k, v);
         }
-        let out_path =
-            std::env::temp_dir().join(format!("zcoll-job-{}-{}.out", std::process::id(), self.scenario));
-        let err_path = out_path.with_extension("err");
-        cmd.stdout(Stdio::from(std::fs::File::create(&out_path).unwrap()))
-            .stderr(Stdio::from(std::fs::File::create(&err_path).unwrap()));
         let what = format!("{} -n {} {} {:?}", launcher(), self.np, self.scenario, self.env);
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: cannot start {}: {e}", launcher()));
-        let start = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break Some(status);
-            }
-            if start.elapsed() > Duration::from_secs(300) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(child.id() as i32),
-                    nix::sys::signal::Signal::SIGTERM,
-                );
-                std::thread::sleep(Duration::from_secs(2));
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
-        let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-        let _ = std::fs::remove_file(&out_path);
-        let _ = std::fs::remove_file(&err_path);
+        let (status, stdout, stderr) = run_until(cmd, Duration::from_secs(300), &what, self.scenario);
         match status {
             Some(s) if s.success() && stdout.matches("ZCOLL-RANK-OK").count() == self.np => (stdout, stderr),
             Some(s) => panic!("{what} failed ({s}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}"),
@@ -121,6 +95,45 @@ impl Job<'_> {
             }
         }
     }
+}
+
+/// Runs `cmd` (a launcher) with its output in files, for at most `limit`: past it, the
+/// launcher gets SIGTERM (so that it removes its ranks' shared-memory files), then
+/// SIGKILL. Returns its status (`None`: it was stopped) and what it printed. `tag` names
+/// the output files.
+pub(crate) fn run_until(
+    mut cmd: Command,
+    limit: Duration,
+    what: &str,
+    tag: &str,
+) -> (Option<std::process::ExitStatus>, String, String) {
+    let out_path = std::env::temp_dir().join(format!("zcoll-job-{}-{tag}.out", std::process::id()));
+    let err_path = out_path.with_extension("err");
+    cmd.stdout(Stdio::from(std::fs::File::create(&out_path).unwrap()))
+        .stderr(Stdio::from(std::fs::File::create(&err_path).unwrap()));
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: cannot start the launcher: {e}"));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if start.elapsed() > limit {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            std::thread::sleep(Duration::from_secs(2));
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let _ = std::fs::remove_file(&out_path);
+    let _ = std::fs::remove_file(&err_path);
+    (status, stdout, stderr)
 }
 
 /// Runs `scenario` at `np` ranks with `env`.

@@ -182,25 +182,163 @@ fn verdict(
     rooted: bool,
     lengths: impl Fn(&Round<'_>) -> std::result::Result<(), BadLength>,
 ) -> Result<()> {
-    let rank = round.rank_of(round.me());
-    let calls = || (0..round.size()).map(|r| (round.rank_of(r), round.call(r)));
-    let first = round.call(0);
-    let mismatch = |what, pred: &dyn Fn(&Call) -> bool| match calls().find(|(_, c)| !pred(c)) {
-        Some((culprit, _)) => Err(Error::Mismatch { rank, culprit, what }),
-        None => Ok(()),
-    };
-    mismatch("collective", &|c| c.op & 0xff == first.op & 0xff)?;
-    if let Some(r) = (0..round.size()).find(|&r| round.exposure_of(r) != round.exposure_of(0)) {
-        return Err(Error::Mismatch { rank, culprit: round.rank_of(r), what: "exposure" });
+    let call = |r: usize| (round.rank_of(r), round.call(r), round.exposure_of(r));
+    verdict_of(round.rank_of(round.me()), round.size(), call, ctx.comm_size, rooted, || lengths(round))
+}
+
+/// The common checks over the `p` calls of a round, as rank `rank` (a rank of the user's
+/// communicator) reports them: `call(r)` is local rank `r`'s rank, call record and
+/// exposure id. A pure function of the published calls, so every rank reaches the same
+/// verdict; `lengths` runs only once the collective, exposure and root agree.
+///
+/// # Errors
+///
+/// `Mismatch` (collective, exposure, root, element type, algorithm, in that order),
+/// `InvalidRoot` for a `rooted` call whose root is not a rank of `comm_size`, or
+/// `LengthMismatch` from `lengths`.
+fn verdict_of(
+    rank: i32,
+    p: usize,
+    call: impl Fn(usize) -> (i32, Call, u64),
+    comm_size: i32,
+    rooted: bool,
+    lengths: impl FnOnce() -> std::result::Result<(), BadLength>,
+) -> Result<()> {
+    let (_, first, exposure) = call(0);
+    let mismatch =
+        |what, pred: &dyn Fn(&Call, u64) -> bool| match (0..p).map(&call).find(|(_, c, x)| !pred(c, *x)) {
+            Some((culprit, _, _)) => Err(Error::Mismatch { rank, culprit, what }),
+            None => Ok(()),
+        };
+    mismatch("collective", &|c, _| c.op & 0xff == first.op & 0xff)?;
+    mismatch("exposure", &|_, x| x == exposure)?;
+    mismatch("root", &|c, _| c.root == first.root && c.aux == first.aux)?;
+    if rooted && !(0..comm_size as i64).contains(&first.root) {
+        return Err(Error::InvalidRoot { rank, root: first.root as i32, size: comm_size });
     }
-    mismatch("root", &|c| c.root == first.root && c.aux == first.aux)?;
-    if rooted && !(0..ctx.comm_size as i64).contains(&first.root) {
-        return Err(Error::InvalidRoot { rank, root: first.root as i32, size: ctx.comm_size });
-    }
-    if let Err(BadLength { culprit, expected, found }) = lengths(round) {
-        return Err(Error::LengthMismatch { rank, culprit: round.rank_of(culprit), expected, found });
+    if let Err(BadLength { culprit, expected, found }) = lengths() {
+        return Err(Error::LengthMismatch { rank, culprit: call(culprit).0, expected, found });
     }
     let type_of = |c: &Call| c.op >> TYPE_SHIFT & TYPE_MASK;
-    mismatch("element type", &|c| type_of(c) == type_of(&first))?;
-    mismatch("algorithm", &|c| c.op == first.op)
+    mismatch("element type", &|c, _| type_of(c) == type_of(&first))?;
+    mismatch("algorithm", &|c, _| c.op == first.op)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The user's rank of local rank `r` in these tests.
+    fn rank_of(r: usize) -> i32 {
+        10 + r as i32
+    }
+
+    /// One rank's call and exposure, each field drawn from a few values so that the
+    /// ranks' calls often differ: collective, algorithm, parameter, element type, root,
+    /// `aux`, exposure, send length.
+    fn call() -> impl Strategy<Value = (Call, u64)> {
+        (0usize..3, 0u8..2, 0u32..2, 1u64..3, -1i64..4, 0u64..2, 0u64..2, 0usize..2).prop_map(
+            |(kind, algorithm, param, ty, root, aux, exposure, send_len)| {
+                let kind = [Kind::Bcast, Kind::Reduce, Kind::Barrier][kind];
+                let op = op(kind, algorithm, param) | ty << TYPE_SHIFT;
+                (Call { op, root, aux, send_len, ..Call::default() }, exposure)
+            },
+        )
+    }
+
+    /// [`verdict_of`] as local rank `me` reaches it, with every send length checked
+    /// against rank 0's.
+    fn verdict(me: usize, calls: &[(Call, u64)], comm_size: i32, rooted: bool) -> Result<()> {
+        let lengths = || match (0..calls.len()).find(|&r| calls[r].0.send_len != calls[0].0.send_len) {
+            Some(culprit) => {
+                Err(BadLength { culprit, expected: calls[0].0.send_len, found: calls[culprit].0.send_len })
+            }
+            None => Ok(()),
+        };
+        let call = |r: usize| (rank_of(r), calls[r].0, calls[r].1);
+        verdict_of(rank_of(me), calls.len(), call, comm_size, rooted, lengths)
+    }
+
+    /// The verdict without the rank that reports it.
+    fn anonymous(v: Result<()>) -> Result<()> {
+        v.map_err(|e| match e {
+            Error::Mismatch { culprit, what, .. } => Error::Mismatch { rank: 0, culprit, what },
+            Error::InvalidRoot { root, size, .. } => Error::InvalidRoot { rank: 0, root, size },
+            Error::LengthMismatch { culprit, expected, found, .. } => {
+                Error::LengthMismatch { rank: 0, culprit, expected, found }
+            }
+            e => e,
+        })
+    }
+
+    proptest! {
+        /// Whatever the ranks call, every rank reaches the same verdict, reported as its own.
+        #[test]
+        fn every_rank_reaches_the_same_verdict(
+            calls in proptest::collection::vec(call(), 1..6),
+            comm_size in 1i32..4,
+            rooted: bool,
+        ) {
+            let first = verdict(0, &calls, comm_size, rooted);
+            for me in 0..calls.len() {
+                let mine = verdict(me, &calls, comm_size, rooted);
+                prop_assert_eq!(anonymous(mine.clone()), anonymous(first.clone()));
+                if let Err(e) = mine {
+                    prop_assert_eq!(e.rank(), Some(rank_of(me)));
+                }
+            }
+        }
+
+        /// Ranks that call alike pass; one rank that differs in one field is named, with
+        /// that field, on every rank.
+        #[test]
+        fn one_rank_that_differs_is_named(
+            (common, exposure) in call(),
+            p in 2usize..6,
+            odd in 0usize..6,
+            field in 0usize..6,
+            me in 0usize..6,
+        ) {
+            let (odd, me) = (odd % p, me % p);
+            let common = Call { root: common.root.rem_euclid(3), ..common };
+            let mut calls = vec![(common, exposure); p];
+            prop_assert_eq!(verdict(me, &calls, 3, true), Ok(()));
+            let (c, x) = &mut calls[odd];
+            let what = match field {
+                0 => { c.op ^= 0x1; "collective" }
+                1 => { *x ^= 1; "exposure" }
+                2 => { c.root = (c.root + 1) % 3; "root" }
+                3 => { c.op ^= 1 << TYPE_SHIFT; "element type" }
+                4 => { c.op ^= 1 << 8; "algorithm" }
+                _ => { c.send_len += 1; "length" }
+            };
+            // The culprit is the first rank that differs from rank 0.
+            let culprit = if odd == 0 { 1 } else { odd };
+            let expected = match what {
+                "length" => Error::LengthMismatch {
+                    rank: rank_of(me),
+                    culprit: rank_of(culprit),
+                    expected: calls[0].0.send_len,
+                    found: calls[culprit].0.send_len,
+                },
+                what => Error::Mismatch { rank: rank_of(me), culprit: rank_of(culprit), what },
+            };
+            prop_assert_eq!(verdict(me, &calls, 3, true), Err(expected));
+        }
+
+        /// A rooted call whose root is not a rank of the communicator is `InvalidRoot`,
+        /// even when every rank names it.
+        #[test]
+        fn a_root_outside_the_communicator_is_refused(
+            (common, exposure) in call(),
+            p in 1usize..5,
+            root in prop_oneof![i64::MIN..0, 3i64..i64::MAX],
+        ) {
+            let calls = vec![(Call { root, ..common }, exposure); p];
+            let refused = Error::InvalidRoot { rank: rank_of(0), root: root as i32, size: 3 };
+            prop_assert_eq!(verdict(0, &calls, 3, true), Err(refused));
+            prop_assert_eq!(verdict(0, &calls, 3, false), Ok(()));
+        }
+    }
 }

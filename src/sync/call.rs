@@ -199,3 +199,31 @@ impl Call {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A call read back from its record is the call written, but for the addresses of
+        /// a private call, which are never published; the flag word is kept whole.
+        #[test]
+        fn a_record_reads_back_what_was_stored(
+            op: u64, root: i64, send: usize, send_len: usize, recv: usize, recv_len: usize,
+            recv_writable: bool, aux: u64, aux2: u64, other_flags in 0u64..1 << 20,
+        ) {
+            let call = Call { op, root, send, send_len, recv, recv_len, recv_writable, aux, aux2 };
+            let record: [AtomicU64; WORDS] = Default::default();
+            let flags = (other_flags & !FLAG_WRITABLE) | recv_writable as u64;
+            call.store(&record, flags);
+            let private = op & PRIVATE != 0;
+            let expected = if private { Call { send: 0, recv: 0, ..call } } else { call };
+            prop_assert_eq!(Call::load(&record), expected);
+            prop_assert_eq!(record[FLAGS].load(Ordering::Relaxed), flags);
+            // The stamp and the status are not the record's to write.
+            prop_assert_eq!(record[STAMP].load(Ordering::Relaxed), 0);
+            prop_assert_eq!(record[STATUS].load(Ordering::Relaxed), 0);
+        }
+    }
+}

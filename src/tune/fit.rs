@@ -152,6 +152,7 @@ pub fn constant(samples: &[(f64, f64)], known: impl Fn(f64) -> f64) -> Option<f6
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     /// A deterministic jitter of at most `pct` percent.
     fn jitter(i: usize, pct: f64) -> f64 {
@@ -227,6 +228,64 @@ mod tests {
         let c = constant(&noisy, known).unwrap();
         assert!((c - 1.3e-6).abs() < 1e-12, "{c}");
         assert_eq!(constant(&[], known), None);
+    }
+
+    /// Whether `got` is within `tol` of `want`, relatively.
+    fn near(got: f64, want: f64, tol: f64) -> bool {
+        (got - want).abs() <= tol * want.abs()
+    }
+
+    proptest! {
+        /// Exact timings made from any plausible machine give back its parameters, and
+        /// the fitted model reproduces every timing.
+        #[test]
+        fn fitted_transfer_parameters_reproduce_synthetic_data(
+            alpha in 1e-7f64..1e-5,
+            beta in 1e-11f64..1e-9,
+            l in 1e-8f64..1e-6,
+            pages in proptest::collection::btree_set(1usize..4096, 2..6),
+        ) {
+            let t = |bytes: f64, pages: f64| Transfer { bytes, pages, seconds: alpha + beta * bytes + l * pages };
+            let samples: Vec<Transfer> = pages
+                .iter()
+                .flat_map(|&n| [t(n as f64 * 4096.0, n as f64), t(1.0, n as f64)])
+                .collect();
+            let (a, b, p) = transfer(&samples).unwrap();
+            prop_assert!(near(a, alpha, 1e-4) && near(b, beta, 1e-4) && near(p, l, 1e-4), "{:?}", (a, b, p));
+            for s in &samples {
+                prop_assert!(near(a + b * s.bytes + p * s.pages, s.seconds, 1e-6));
+            }
+            prop_assert!(near(per_byte(&samples, alpha, l).unwrap(), beta, 1e-6));
+        }
+
+        /// The contention factor is recovered from two concurrency levels or more.
+        #[test]
+        fn fitted_gamma_reproduces_synthetic_data(
+            a in 0.0f64..2.0,
+            b in 0.1f64..2.0,
+            levels in proptest::collection::btree_set(1usize..64, 2..8),
+        ) {
+            let g = |c: f64| a * c * c + b * c;
+            let samples: Vec<(f64, f64)> = levels.iter().map(|&c| (c as f64, g(c as f64))).collect();
+            let (fa, fb) = gamma(&samples).unwrap();
+            prop_assert!((fa - a).abs() <= 1e-6 * (a + b) && near(fb, b, 1e-6), "{:?}", (fa, fb));
+        }
+
+        /// The staged copy's constant and per-byte cost are recovered from two sizes or
+        /// more, whatever the chunk and the flag.
+        #[test]
+        fn fitted_staged_cost_reproduces_synthetic_data(
+            c in 1e-7f64..1e-5,
+            m in 1e-12f64..1e-10,
+            flag in 0.0f64..1e-6,
+            chunk in (1usize..16).prop_map(|k| (k * 4096) as f64),
+            sizes in proptest::collection::btree_set(1usize..1 << 24, 2..6),
+        ) {
+            let t = |n: f64| c + 2.0 * n * m + (n / chunk).ceil() * flag;
+            let samples: Vec<(f64, f64)> = sizes.iter().map(|&n| (n as f64, t(n as f64))).collect();
+            let (fc, fm) = staged(&samples, chunk, flag).unwrap();
+            prop_assert!(near(fc, c, 1e-4) && near(fm, m, 1e-4), "{:?}", (fc, fm));
+        }
     }
 
     #[test]

@@ -596,7 +596,9 @@ impl Params {
 
 #[cfg(test)]
 mod tests {
+    use super::super::select::{candidates, choose_with, Coll};
     use super::*;
+    use proptest::prelude::*;
 
     const P: Params = Params {
         alpha: 1e-6,
@@ -931,5 +933,94 @@ mod tests {
         // On 28 ranks it binds: 28 / 60e9 s/B, 8 KiB: 3.822933 us of copy a step;
         // 27 x (0.98 + 3.822933 + 0.22) = 135.619200 us.
         assert!(us(bw.moving(Algo::AllgatherRing, 28, 8192), 135.6192));
+    }
+
+    /// A plausible machine: every parameter of the default one scaled by a factor from
+    /// a quarter to four, with or without the node's bandwidth, a write cost of its own,
+    /// and a second socket.
+    fn machine() -> impl Strategy<Value = Params> {
+        let factors = proptest::collection::vec(0.25f64..4.0, 12);
+        (factors, any::<bool>(), any::<bool>(), any::<bool>()).prop_map(|(f, shared, write, sockets)| {
+            let d = Params::DEFAULT;
+            Params {
+                alpha: d.alpha * f[0],
+                beta: d.beta * f[1],
+                l: d.l * f[2],
+                s: d.s,
+                a: d.a * f[3],
+                b: d.b * f[4],
+                memcpy_beta: d.memcpy_beta * f[5],
+                flag: d.flag * f[6],
+                sync_copy: d.sync_copy * f[7],
+                sync_staged: d.sync_staged * f[8],
+                write_beta: write.then(|| d.beta * f[1] * 1.8),
+                cross_socket: sockets.then(|| CrossSocket { sockets: 2, a: d.a * f[9], b: d.b * f[10] }),
+                node_beta: shared.then(|| d.beta * f[11] / 8.0),
+                sockets: None,
+            }
+        })
+    }
+
+    /// The algorithms whose every extra rank adds work or contention: a root that
+    /// serves or collects one more block, one more step of a ring or an exchange, one
+    /// more concurrent reader or writer of one process.
+    const GROW_WITH_RANKS: [Algo; 12] = [
+        Algo::BcastDirectRead,
+        Algo::BcastStaged,
+        Algo::ScatterParallelRead,
+        Algo::ScatterSequentialWrite,
+        Algo::ScatterStaged,
+        Algo::GatherParallelWrite,
+        Algo::GatherSequentialRead,
+        Algo::GatherStaged,
+        Algo::AllgatherRing,
+        Algo::AllgatherStaged,
+        Algo::AlltoallPairwise,
+        Algo::AlltoallStaged,
+    ];
+
+    proptest! {
+        /// On any machine, no algorithm is predicted faster for a larger message.
+        #[test]
+        fn predictions_never_fall_as_messages_grow(
+            params in machine(),
+            p in 2usize..20,
+            n in 0usize..1 << 24,
+            more in 1usize..1 << 20,
+        ) {
+            for coll in Coll::ALL {
+                for algo in candidates(coll, p) {
+                    let (small, large) = (params.predict(algo, p, n), params.predict(algo, p, n + more));
+                    prop_assert!(small <= large * (1.0 + 1e-12), "{:?} on {} ranks: {} B {} s, {} B {} s", algo, p, n, small, n + more, large);
+                }
+            }
+        }
+
+        /// On any machine, the round protocol costs no less with one more rank, and
+        /// neither does an algorithm in which every rank adds work.
+        #[test]
+        fn predictions_never_fall_as_ranks_are_added(params in machine(), p in 2usize..40, n in 0usize..1 << 22) {
+            for staged in [false, true] {
+                prop_assert!(params.sync(staged, p) <= params.sync(staged, p + 1));
+            }
+            for algo in GROW_WITH_RANKS {
+                let (fewer, more) = (params.predict(algo, p, n), params.predict(algo, p + 1, n));
+                prop_assert!(fewer <= more * (1.0 + 1e-12), "{:?}, {} B: {} ranks {} s, one more {} s", algo, n, p, fewer, more);
+            }
+        }
+
+        /// On any machine, for any size and node, the choice is one of the collective's
+        /// candidates, and packs into the decision cache's word and back.
+        #[test]
+        fn every_choice_is_a_valid_algorithm(
+            params in machine(),
+            coll in proptest::sample::select(Coll::ALL.to_vec()),
+            bytes in prop_oneof![0usize..1 << 16, 0usize..1 << 34],
+            p in 1usize..300,
+        ) {
+            let algo = choose_with(&params, coll, bytes, p);
+            prop_assert!(candidates(coll, p).contains(&algo), "{:?} for {:?}", algo, coll);
+            prop_assert_eq!(Algo::unpack(algo.pack().unwrap()), Some(algo));
+        }
     }
 }

@@ -482,6 +482,7 @@ pub(crate) fn fits(ctx: &Ctx<'_>, words: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn given<'a>(counts: &'a [Count], displs: &'a [Count]) -> Given<'a> {
         Given { counts, displs }
@@ -517,6 +518,122 @@ mod tests {
         assert_eq!(ok(&[3, 3], &[0, 2], 64, Side::Send), Ok(()));
         assert_eq!(ok(&[3, 3], &[2, 0], 64, Side::Recv), Err(Fault::Overlap { index: 0 }));
         assert_eq!(ok(&[3, 3, 0], &[0, 3, 1], 64, Side::Recv), Ok(()));
+    }
+
+    /// An independent oracle of [`check_partition`]'s `Ok`: every array has `p` entries,
+    /// nothing is negative, every non-empty block lies inside the buffer, and (receive)
+    /// no two non-empty blocks share an element.
+    fn valid(p: usize, counts: &[Count], displs: &[Count], elem: usize, len: usize, side: Side) -> bool {
+        if counts.len() != p || displs.len() != p || counts.iter().chain(displs).any(|&x| x < 0) {
+            return false;
+        }
+        let blocks: Vec<(u128, u128)> = (0..p)
+            .filter(|&r| counts[r] > 0)
+            .map(|r| (displs[r] as u128, displs[r] as u128 + counts[r] as u128))
+            .collect();
+        let inside = blocks.iter().all(|&(_, end)| end * elem.max(1) as u128 <= len as u128);
+        let apart = |i: usize, j: usize| blocks[i].1 <= blocks[j].0 || blocks[j].1 <= blocks[i].0;
+        let disjoint = (0..blocks.len()).all(|i| (0..i).all(|j| apart(i, j)));
+        inside && (side == Side::Send || disjoint)
+    }
+
+    /// A receive partition of `p` blocks laid out without overlap, in a shuffled order
+    /// with gaps, and the buffer length (in elements) that holds it exactly.
+    fn laid_out() -> impl Strategy<Value = (Vec<Count>, Vec<Count>, usize)> {
+        (1usize..8)
+            .prop_flat_map(|p| {
+                (
+                    proptest::collection::vec(0 as Count..50, p),
+                    proptest::collection::vec(0 as Count..5, p),
+                    Just((0..p).collect::<Vec<usize>>()).prop_shuffle(),
+                )
+            })
+            .prop_map(|(counts, gaps, order)| {
+                let mut displs = vec![0; counts.len()];
+                let mut at = 0;
+                for r in order {
+                    at += gaps[r];
+                    displs[r] = at;
+                    at += counts[r];
+                }
+                (counts, displs, at as usize)
+            })
+    }
+
+    proptest! {
+        /// Any counts and displacements, any buffer: the check never panics, and accepts
+        /// exactly what the oracle accepts; the same verdict from the published words.
+        #[test]
+        fn partitions_are_accepted_exactly_when_valid(
+            p in 1usize..6,
+            counts in proptest::collection::vec(-3 as Count..40, 0..7),
+            displs in proptest::collection::vec(prop_oneof![-3 as Count..60, Just(Count::MAX)], 0..7),
+            elem in 0usize..9,
+            len in 0usize..400,
+            recv: bool,
+        ) {
+            let side = if recv { Side::Recv } else { Side::Send };
+            let verdict = check_partition(p, &given(&counts, &displs), elem, len, side);
+            prop_assert_eq!(verdict.is_ok(), valid(p, &counts, &displs, elem, len, side), "{:?}", verdict);
+            let mut words = Vec::new();
+            partition_words(&mut words, p, &counts, &displs);
+            prop_assert_eq!(check_partition(p, &Words(&words), elem, len, side), verdict);
+        }
+
+        /// A valid layout passes; moving one block onto another is `InvalidPartition` for
+        /// a receive buffer (a send buffer may overlap), and a negative entry is
+        /// `InvalidPartition` on either side, naming the first one.
+        #[test]
+        fn overlaps_and_negatives_are_invalid_partitions(
+            (counts, displs, end) in laid_out(),
+            elem in 1usize..9,
+            pick in any::<proptest::sample::Index>(),
+            onto in any::<proptest::sample::Index>(),
+            negative in -100 as Count..0,
+            displacement: bool,
+        ) {
+            let p = counts.len();
+            let len = end * elem;
+            for side in [Side::Send, Side::Recv] {
+                prop_assert_eq!(check_partition(p, &given(&counts, &displs), elem, len, side), Ok(()));
+            }
+            // Block `a` moved to start inside block `b`.
+            let full: Vec<usize> = (0..p).filter(|&r| counts[r] > 0).collect();
+            if full.len() >= 2 {
+                let a = full[pick.index(full.len())];
+                let others: Vec<usize> = full.iter().copied().filter(|&r| r != a).collect();
+                let b = others[onto.index(others.len())];
+                let mut moved = displs.clone();
+                moved[a] = displs[b] + (counts[b] - 1).min(counts[a] - 1).max(0) / 2;
+                let room = (0..p).filter(|&r| counts[r] > 0).map(|r| (moved[r] + counts[r]) as usize).max().unwrap();
+                let len = room * elem;
+                prop_assert_eq!(check_partition(p, &given(&counts, &moved), elem, len, Side::Send), Ok(()));
+                let fault = check_partition(p, &given(&counts, &moved), elem, len, Side::Recv);
+                prop_assert!(matches!(fault, Err(Fault::Overlap { .. })), "{:?}", fault);
+                let e = fault.unwrap_err().error(0, 1, p);
+                prop_assert!(matches!(e, Error::InvalidPartition { reason: "overlaps another block", .. }), "{}", e);
+            }
+            let index = pick.index(p);
+            let (mut c, mut d) = (counts.clone(), displs.clone());
+            if displacement { d[index] = negative } else { c[index] = negative }
+            let expected = Fault::Negative { side: Side::Recv, index, displacement };
+            let fault = check_partition(p, &given(&c, &d), elem, len, Side::Recv);
+            prop_assert_eq!(fault, Err(expected));
+            let named = matches!(expected.error(0, 1, p), Error::InvalidPartition { index: i, .. } if i == index);
+            prop_assert!(named, "the error names block {}", index);
+        }
+
+        /// A buffer one element short of the furthest block is refused, naming the
+        /// elements needed.
+        #[test]
+        fn a_buffer_too_short_is_refused((counts, displs, _) in laid_out(), elem in 1usize..9, recv: bool) {
+            let end = (0..counts.len()).filter(|&r| counts[r] > 0).map(|r| (displs[r] + counts[r]) as usize).max();
+            prop_assume!(end.is_some());
+            let end = end.unwrap();
+            let side = if recv { Side::Recv } else { Side::Send };
+            let fault = check_partition(counts.len(), &given(&counts, &displs), elem, end * elem - 1, side);
+            prop_assert_eq!(fault, Err(Fault::Bounds { side, expected: end, found: end - 1 }));
+        }
     }
 
     #[test]

@@ -81,6 +81,23 @@ impl Builtin {
     pub(crate) fn code(self) -> u64 {
         Builtin::ALL.iter().position(|&b| b == self).expect("listed") as u64 + 1
     }
+
+    /// The built-in operator that MPI's `op` is: each of the ten that rsmpi constructs
+    /// (`SystemOperation::sum()` and its kin) is the one of the same name. `None` only for
+    /// a handle rsmpi cannot build, such as `MPI_MAXLOC`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use mpi::collective::SystemOperation;
+    /// use zcoll::op::Builtin;
+    /// assert_eq!(Builtin::from_mpi(&SystemOperation::sum()), Some(Builtin::Sum));
+    /// assert_eq!(Builtin::from_mpi(&SystemOperation::logical_xor()), Some(Builtin::LogicalXor));
+    /// ```
+    pub fn from_mpi(op: &mpi::collective::SystemOperation) -> Option<Builtin> {
+        use mpi::raw::AsRaw;
+        Builtin::ALL.into_iter().find(|b| b.mpi().as_raw() == op.as_raw())
+    }
 }
 
 /// Element types the built-in operators apply to: every primitive integer and float.
@@ -173,6 +190,38 @@ impl<T: Reducible> Operator<T> for Builtin {
     }
     fn builtin(&self) -> Option<Builtin> {
         Some(*self)
+    }
+}
+
+/// rsmpi's predefined operators (`SystemOperation::sum()` and its kin) work as they do
+/// with rsmpi's own collectives, so a reduction ports by changing only the receiver:
+/// each is the [`Builtin`] of the same name, refused where the `Builtin` is (a bitwise
+/// operator on floats: [`Error::Unsupported`](crate::Error::Unsupported) on every rank).
+///
+/// # Examples
+///
+/// ```
+/// use mpi::collective::SystemOperation;
+/// use zcoll::op::Operator;
+/// let mut acc = [1.5f64, -2.0];
+/// assert!(SystemOperation::max().apply(&mut acc, &[0.5, 3.0]));
+/// assert_eq!(acc, [1.5, 3.0]);
+/// ```
+impl<T: Reducible> Operator<T> for mpi::collective::SystemOperation {
+    fn apply(&self, acc: &mut [T], x: &[T]) -> bool {
+        Builtin::from_mpi(self).is_some_and(|b| T::combine(b, acc, x))
+    }
+    fn commutative(&self) -> bool {
+        // Every predefined reduction operator of MPI commutes (MPI 4.1, 6.9.2).
+        true
+    }
+    fn code(&self) -> u64 {
+        // Unknown to zcoll: one code of its own, so that ranks passing the same unknown
+        // operator agree, and each gets the `Unsupported` that `apply` leads to.
+        Builtin::from_mpi(self).map_or(0xff, Builtin::code)
+    }
+    fn builtin(&self) -> Option<Builtin> {
+        Builtin::from_mpi(self)
     }
 }
 
@@ -358,5 +407,20 @@ mod tests {
         codes.sort_unstable();
         codes.dedup();
         assert_eq!(codes.len(), Builtin::ALL.len() + 1);
+    }
+
+    #[test]
+    fn rsmpi_operators_are_the_builtins_of_the_same_name() {
+        use mpi::collective::SystemOperation as S;
+        for b in Builtin::ALL {
+            assert_eq!(Builtin::from_mpi(&b.mpi()), Some(b));
+            assert_eq!(<S as Operator<u8>>::code(&b.mpi()), Builtin::code(b));
+            let (mut via_mpi, mut via_builtin) = ([3u8, 0, 250], [3u8, 0, 250]);
+            assert!(b.mpi().apply(&mut via_mpi, &[6, 0, 9]));
+            assert!(u8::combine(b, &mut via_builtin, &[6, 0, 9]));
+            assert_eq!(via_mpi, via_builtin, "{b:?}");
+        }
+        assert_eq!(<S as Operator<u8>>::code(&S::sum()), Builtin::code(Builtin::Sum));
+        assert!(!S::bitwise_xor().apply(&mut [1.0f64], &[2.0]), "refused on floats, as Builtin");
     }
 }

@@ -378,4 +378,34 @@ fn ported_from_rsmpi(world: &SimpleCommunicator, comm: &Comm) {
             assert_eq!(got, want, "the operator ported from rsmpi, {algo}, n={n}");
         }
     }
+    // rsmpi's predefined operators go to zcoll unchanged (`SystemOperation: Operator`),
+    // each as the built-in of the same name: every algorithm, and the reduce to a root.
+    use mpi::collective::SystemOperation as S;
+    let p = world.size();
+    for (k, op) in [S::sum(), S::product(), S::min(), S::max(), S::bitwise_xor(), S::logical_or()]
+        .into_iter()
+        .enumerate()
+    {
+        for n in [1usize, 4099, 70_001] {
+            let send: Vec<i64> =
+                (0..n).map(|i| (i as i64 * 7 + me as i64 * 13 + k as i64) % 29 - 9).collect();
+            let mut want = vec![0i64; n];
+            world.all_reduce_into(&send[..], &mut want[..], op);
+            for algo in algorithms() {
+                let mut got = vec![0i64; n];
+                comm.all_reduce_into_with(&send, &mut got, op, algo).unwrap();
+                assert_eq!(got, want, "rsmpi's operator {k}, {algo}, n={n}");
+            }
+            let root = (k as i32) % p;
+            let mut got = vec![0i64; if me == root { n } else { 0 }];
+            match me == root {
+                true => comm.reduce_into_root(&send, &mut got, root, op).unwrap(),
+                false => comm.reduce_into(&send, root, op).unwrap(),
+            }
+            assert!(me != root || got == want, "rsmpi's operator {k} to root {root}, n={n}");
+        }
+    }
+    // Refused where the built-in is: a bitwise operator on floats, on every rank.
+    let e = comm.all_reduce_into(&[1.0f64], &mut [0.0], S::bitwise_and()).unwrap_err();
+    assert!(matches!(e, zcoll::Error::Unsupported { .. }), "{e}");
 }

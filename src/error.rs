@@ -91,6 +91,21 @@ pub enum Error {
         /// The limit, in seconds.
         seconds: f64,
     },
+    /// A wait ran past the limit set with `ZCOLL_TIMEOUT` while the awaited rank could
+    /// still write into this rank's buffer (this rank had published it writable for the
+    /// call), so this rank killed it (`SIGKILL`) and returned only once the kernel had
+    /// confirmed that the process exited: nothing writes into the buffer after the call.
+    /// See the book's chapter on safety ("Fencing a stalled writer").
+    Fenced {
+        /// The rank reporting the error.
+        rank: i32,
+        /// The rank it killed.
+        peer: i32,
+        /// Its process id.
+        pid: i32,
+        /// The limit, in seconds.
+        seconds: f64,
+    },
     /// The kernel refused a single-copy transfer with a peer.
     Transport {
         /// The rank reporting the error.
@@ -163,6 +178,7 @@ impl Error {
             | Error::PeerFailed { rank, .. }
             | Error::PeerDied { rank, .. }
             | Error::Timeout { rank, .. }
+            | Error::Fenced { rank, .. }
             | Error::Transport { rank, .. }
             | Error::Segment { rank, .. }
             | Error::Protocol { rank, .. }
@@ -197,6 +213,11 @@ impl fmt::Display for Error {
             Error::Timeout { rank, peer, seconds } => {
                 write!(f, "rank {rank}: waited more than {seconds} s for rank {peer}")
             }
+            Error::Fenced { rank, peer, pid, seconds } => write!(
+                f,
+                "rank {rank}: waited more than {seconds} s for rank {peer} (pid {pid}), which could still \
+                 write into this rank's buffer; killed it"
+            ),
             Error::Transport { rank, peer, op, errno } => {
                 write!(f, "rank {rank}: {op} with rank {peer} failed: {errno}")
             }
@@ -226,7 +247,7 @@ impl From<Error> for std::io::Error {
             Error::Transport { errno, .. } | Error::Segment { errno, .. } => {
                 std::io::Error::from(*errno).kind()
             }
-            Error::Timeout { .. } => std::io::ErrorKind::TimedOut,
+            Error::Timeout { .. } | Error::Fenced { .. } => std::io::ErrorKind::TimedOut,
             Error::Unsupported { .. } => std::io::ErrorKind::Unsupported,
             Error::PeerDied { .. } | Error::PeerFailed { .. } => std::io::ErrorKind::BrokenPipe,
             _ => std::io::ErrorKind::InvalidInput,
@@ -249,6 +270,14 @@ mod tests {
         let e = Error::PeerDied { rank: 3, peer: 1, pid: 42 };
         assert_eq!(e.rank(), Some(3));
         assert_eq!(e.to_string(), "rank 3: rank 1 (pid 42) died");
+        let f = Error::Fenced { rank: 0, peer: 2, pid: 7, seconds: 0.5 };
+        assert_eq!(f.rank(), Some(0));
+        assert_eq!(
+            f.to_string(),
+            "rank 0: waited more than 0.5 s for rank 2 (pid 7), which could still write into this \
+             rank's buffer; killed it"
+        );
+        assert_eq!(std::io::Error::from(f).kind(), std::io::ErrorKind::TimedOut);
         let c = Error::Config { name: "ZCOLL_TRANSPORT", value: "x".into(), expected: "cma|cico" };
         assert_eq!(c.rank(), None);
     }

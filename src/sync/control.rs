@@ -2,6 +2,7 @@
 //! round (arrive, publish the call, settle what a private round owes, agree on the end).
 
 use super::call::{Kind, EXPOSURE_SHIFT, FLAG_RECV_HEAP, FLAG_SEND_HEAP, OP, PRIVATE, STAMP, STATUS};
+use super::fence::Pidfds;
 use super::layout::{Line, Slot, MAGIC, PAGE, SCRATCH_HALF};
 use super::wait::{self, Peer, WaitPolicy};
 use super::{fifo, Call, Round};
@@ -22,6 +23,9 @@ pub(crate) struct Control {
     /// The user communicator's rank of each local rank (for errors).
     pub(super) ranks: Vec<i32>,
     pub(super) pids: Vec<libc::pid_t>,
+    /// A pidfd on each peer's process, opened at set-up, by which a peer that may still
+    /// write into this rank's buffers is stopped ([`Control::fence`]).
+    pub(super) pidfds: Pidfds,
     pub(super) stage_bytes: usize,
     pub(super) epoch: Cell<u64>,
     /// A private round this rank left without waiting for every rank's `done` (0: none).
@@ -101,6 +105,7 @@ impl Control {
             me,
             others,
             ranks,
+            pidfds: Pidfds::open(&pids),
             pids,
             stage_bytes,
             epoch: Cell::new(0),
@@ -299,11 +304,15 @@ impl Control {
         };
         if let Err(e) = arrived {
             // We arrived, so a peer may already be copying: we cannot wait for it (the
-            // wait just failed), so say we failed and are done, without waiting. With a
-            // tree, `done` without `gathered` is also how the ranks above and below us
-            // learn that we gave up.
+            // wait just failed), so say we failed and are done, without waiting (unless
+            // a peer may write into our buffer: `fence_arrival`). With a tree, `done`
+            // without `gathered` is also how the ranks above and below us learn that we
+            // gave up.
             round.finished = true;
-            round.guard(&e);
+            let e = match round.writable {
+                true => round.fence_arrival(e),
+                false => e,
+            };
             let mine = self.slot(self.me);
             mine.call[(epoch % 2) as usize][STATUS].store(1, Ordering::Relaxed);
             mine.done.store(epoch, Ordering::Release);
@@ -436,7 +445,8 @@ impl Control {
     /// Every live peer is awaited, even after one was found dead: a live peer may still be
     /// copying into this rank's buffers, and returning would hand them back to the caller
     /// while it writes. Only a dead peer (which copies nothing any more) or a timed-out
-    /// one (see `Round::guard`) is left behind.
+    /// one (which `Round::fence` stops first, where it may write into this rank) is left
+    /// behind.
     pub(super) fn end(&self, epoch: u64, failed: bool) -> Result<()> {
         let mine = self.slot(self.me);
         mine.call[(epoch % 2) as usize][STATUS].store(failed as u64, Ordering::Relaxed);

@@ -37,7 +37,8 @@
 //!
 //! The files: `layout` (where everything lies in the segment), `call` (the call record),
 //! `control` (a rank's view of the segment; arriving and ending a round), `round` (a
-//! round in progress: the peers' buffers, the copies, the step counters), and the
+//! round in progress: the peers' buffers, the copies, the step counters), `fence`
+//! (stopping a timed-out peer that may still write into this rank's buffers), and the
 //! protocols built on them (`stage`, `parts`, `spans`, `exchange`, `fifo`, `counter`,
 //! `arrival`, `meta`).
 
@@ -48,6 +49,7 @@ mod call;
 mod control;
 mod counter;
 mod exchange;
+mod fence;
 pub(crate) mod fifo;
 mod layout;
 mod meta;

@@ -2,8 +2,9 @@
 //! published buffers, the one road by which a collective copies them (`read`, `write`,
 //! `read_v` and their shorthands), and the step counters.
 
-use super::call::{EXPOSURE_SHIFT, FLAGS, FLAG_RECV_HEAP, FLAG_SEND_HEAP, STATUS};
+use super::call::{EXPOSURE_SHIFT, FLAGS, FLAG_RECV_HEAP, FLAG_SEND_HEAP, STAMP, STATUS};
 use super::control::Registration;
+use super::fence::Fence;
 use super::layout::Slot;
 use super::wait;
 use super::{Call, Control};
@@ -424,21 +425,80 @@ impl<'c> Round<'c> {
     }
 
     pub(super) fn end(&self, failed: bool) -> Result<()> {
-        let end = self.ctl.end(self.epoch, failed);
-        if let Err(e) = &end {
-            self.guard(e);
+        match self.ctl.end(self.epoch, failed) {
+            Err(e) if self.writable => Err(self.fence(e)),
+            end => end,
         }
-        end
     }
 
-    /// Aborts the process if a wait timed out while a live peer may still write into our
-    /// buffer: returning would let it write into memory we no longer own. (A dead peer
-    /// writes nothing.) This is what a leaked MPI request does, too.
-    pub(super) fn guard(&self, e: &Error) {
-        if self.writable && matches!(e, Error::Timeout { .. }) {
-            eprintln!("zcoll: {e}; aborting, since the peer may still write into this process");
-            std::process::abort();
+    /// The end of a round in which peers may write into this rank's buffer failed with
+    /// `e`: makes sure that no peer still can before the rank returns. Every peer that has
+    /// not posted `done` (its wait timed out, or it died) is fenced ([`Control::fence`]):
+    /// a live one is killed, and the rank returns `Error::Fenced` naming the first it
+    /// killed (else `e`). Should a kill not be confirmed, the rank aborts its process:
+    /// returning would let the peer write into memory the caller may have freed. (This is
+    /// what a leaked MPI request does, too.)
+    pub(super) fn fence(&self, e: Error) -> Error {
+        let me = self.me();
+        let mut killed = None;
+        for r in (0..self.size()).filter(|&r| r != me) {
+            let slot = self.ctl.slot(r);
+            let done = || slot.done.load(Ordering::Acquire) >= self.epoch;
+            if done() {
+                continue;
+            }
+            match self.ctl.fence(r, done) {
+                Fence::Passed | Fence::Dead => {}
+                Fence::Killed => killed = killed.or(Some(r)),
+                Fence::Unconfirmed => self.abort(&e, r),
+            }
         }
+        match killed {
+            Some(r) => self.fenced(r),
+            None => e,
+        }
+    }
+
+    /// The arrival of a round in which peers may write into this rank's buffer failed
+    /// with `e` (a peer timed out or died before arriving): makes sure that no peer ever
+    /// writes into it. No rank passes its arrival while one rank has not arrived, so it
+    /// is enough that the first rank missing stays missing: it is fenced, and if it is
+    /// dead without having arrived, nobody copies in this round. If it arrived after all
+    /// (just as the wait gave up), the others may be copying: the rank then ends the round
+    /// as failed, awaiting every `done` and fencing as [`fence`](Self::fence) does.
+    pub(super) fn fence_arrival(&self, e: Error) -> Error {
+        let parity = (self.epoch % 2) as usize;
+        let arrived = |r: usize| self.ctl.slot(r).call[parity][STAMP].load(Ordering::Acquire) >= self.epoch;
+        if let Some(x) = (0..self.size()).find(|&r| !arrived(r)) {
+            match self.ctl.fence(x, || arrived(x)) {
+                Fence::Killed if !arrived(x) => return self.fenced(x),
+                Fence::Dead if !arrived(x) => return e,
+                Fence::Unconfirmed => self.abort(&e, x),
+                _ => {}
+            }
+        }
+        match self.ctl.end(self.epoch, true) {
+            Ok(()) => e,
+            Err(end) => self.fence(end),
+        }
+    }
+
+    /// The error of a round whose wait for local rank `r` ended with `r` killed.
+    fn fenced(&self, r: usize) -> Error {
+        let seconds = self.ctl.policy.timeout.map_or(0.0, |t| t.as_secs_f64());
+        Error::Fenced { rank: self.rank_of(self.me()), peer: self.rank_of(r), pid: self.ctl.pids[r], seconds }
+    }
+
+    /// The last resort: local rank `r` may still write into this process, and it could
+    /// not be stopped.
+    fn abort(&self, e: &Error, r: usize) -> ! {
+        eprintln!(
+            "zcoll: {e}; aborting, since rank {} (pid {}) may still write into this process and \
+             could not be stopped (no pidfd, or it did not exit within ZCOLL_TIMEOUT of SIGKILL)",
+            self.rank_of(r),
+            self.ctl.pids[r]
+        );
+        std::process::abort();
     }
 }
 

@@ -173,10 +173,21 @@ fn dying_peer() {
     pids[1] = std::process::id() as libc::pid_t;
     let ranks = (0..n as i32).collect();
     let ctl = Control::new(seg, 1, ranks, pids, 8192, WaitPolicy::default(), false).unwrap();
-    if std::env::var("ZCOLL_TEST_PEER").as_deref() == Ok("never-arrives") {
-        std::process::exit(0);
+    let stall = || std::thread::sleep(std::time::Duration::from_secs(30));
+    match std::env::var("ZCOLL_TEST_PEER").as_deref() {
+        Ok("never-arrives") => std::process::exit(0),
+        Ok("stalls-before-arriving") => stall(),
+        _ => {}
     }
     let round = ctl.begin(&Call::default()).unwrap();
+    match std::env::var("ZCOLL_TEST_PEER").as_deref() {
+        Ok("stalls-mid-round") => stall(),
+        Ok("finishes") => {
+            round.finish(Ok(())).unwrap();
+            std::process::exit(0);
+        }
+        _ => {}
+    }
     std::mem::forget(round);
     std::process::exit(0);
 }
@@ -187,8 +198,10 @@ fn spawn_dying_peer(n: usize) -> (std::process::Child, String, Vec<libc::pid_t>)
     spawn_peer(n, "dies-mid-round")
 }
 
-/// [`spawn_dying_peer`], the peer doing `what`: `dies-mid-round` (arrives, then exits)
-/// or `never-arrives` (exits before it arrives).
+/// [`spawn_dying_peer`], the peer doing `what`: `dies-mid-round` (arrives, then exits),
+/// `never-arrives` (exits before it arrives), `stalls-before-arriving` or
+/// `stalls-mid-round` (sleeps 30 s there, then exits), or `finishes` (arrives and
+/// finishes the round).
 fn spawn_peer(n: usize, what: &str) -> (std::process::Child, String, Vec<libc::pid_t>) {
     let len = Control::segment_len(n, 8192);
     let (seg, name) = Segment::create(0, len).unwrap();
@@ -313,4 +326,69 @@ fn a_peer_that_dies_mid_round_is_an_error() {
     Segment::unlink(&name);
     assert_eq!(round.finish(Ok(())), Err(Error::PeerDied { rank: 0, peer: 1, pid }));
     assert!(child.wait().unwrap().success());
+}
+
+/// A peer that stalls past `ZCOLL_TIMEOUT` in a round where it may write into this
+/// rank's buffer (before arriving, or after, without posting `done`) is fenced: killed,
+/// and awaited until the kernel confirms its exit, after which the rank returns
+/// `Fenced` (instead of aborting, or returning while the peer could still write).
+#[test]
+fn a_stalled_writer_is_fenced() {
+    use std::os::unix::process::ExitStatusExt;
+    for what in ["stalls-before-arriving", "stalls-mid-round"] {
+        let len = Control::segment_len(2, 8192);
+        let (mut child, name, pids) = spawn_peer(2, what);
+        let seg = Segment::open(0, &name, len).unwrap();
+        let policy =
+            WaitPolicy { timeout: Some(std::time::Duration::from_millis(300)), ..WaitPolicy::default() };
+        let ctl = Control::new(seg, 0, vec![0, 1], pids.clone(), 8192, policy, false).unwrap();
+        let mut buf = vec![0u8; 64];
+        let start = std::time::Instant::now();
+        let got = ctl.begin(&Call::new(0, &[], &mut buf, true)).and_then(|round| round.finish(Ok(())));
+        Segment::unlink(&name);
+        let fenced = Error::Fenced { rank: 0, peer: 1, pid: pids[1], seconds: 0.3 };
+        assert_eq!(got, Err(fenced), "{what}");
+        assert!(start.elapsed() < std::time::Duration::from_secs(2), "{what}: {:?}", start.elapsed());
+        assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGKILL), "{what}");
+    }
+}
+
+/// A peer that stalls in a round where it may only read this rank's buffers is timed
+/// out as ever, and left alone.
+#[test]
+fn a_stalled_reader_is_timed_out_not_fenced() {
+    let len = Control::segment_len(2, 8192);
+    let (mut child, name, pids) = spawn_peer(2, "stalls-mid-round");
+    let seg = Segment::open(0, &name, len).unwrap();
+    let policy = WaitPolicy { timeout: Some(std::time::Duration::from_millis(300)), ..WaitPolicy::default() };
+    let ctl = Control::new(seg, 0, vec![0, 1], pids, 8192, policy, false).unwrap();
+    let mut buf = vec![0u8; 64];
+    let round = ctl.begin(&Call::new(0, &[], &mut buf, false)).unwrap();
+    Segment::unlink(&name);
+    assert!(matches!(round.finish(Ok(())), Err(Error::Timeout { rank: 0, peer: 1, .. })));
+    assert!(child.try_wait().unwrap().is_none(), "the reader was killed");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// The fence looks at the peer's flag last thing before the signal: a peer that got
+/// there (posted `done`) is left alone, and a dead one is not signalled.
+#[test]
+fn a_peer_that_finished_is_not_fenced() {
+    let len = Control::segment_len(2, 8192);
+    let (mut child, name, pids) = spawn_peer(2, "finishes");
+    let seg = Segment::open(0, &name, len).unwrap();
+    let policy = WaitPolicy { timeout: Some(std::time::Duration::from_secs(20)), ..WaitPolicy::default() };
+    let ctl = Control::new(seg, 0, vec![0, 1], pids, 8192, policy, false).unwrap();
+    let mut buf = vec![0u8; 64];
+    let round = ctl.begin(&Call::new(0, &[], &mut buf, true)).unwrap();
+    Segment::unlink(&name);
+    let done = || ctl.slot(1).done.load(Ordering::Acquire) >= 1;
+    while !done() {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(ctl.fence(1, done), fence::Fence::Passed);
+    assert_eq!(round.finish(Ok(())), Ok(()));
+    assert!(child.wait().unwrap().success());
+    assert_eq!(ctl.fence(1, || false), fence::Fence::Dead);
 }

@@ -117,9 +117,9 @@ impl Control {
         }
         // No liveness check in this wait (no peers): the pidfd is the one word on the
         // exit of every thread; the time limit bounds it.
-        let rank = self.ranks[r];
+        let (me, rank) = (self.ranks[self.me], self.ranks[r]);
         let waited = wait::wait_until_any_saying(&self.policy, &[], || exited(fd), &|| {
-            format!("rank {rank} (pid {pid}) has not exited yet after SIGKILL")
+            format!("rank {me}: rank {rank} (pid {pid}), sent SIGKILL, has not exited yet")
         });
         match (waited, dying) {
             (Ok(()), true) => Fence::Dead,

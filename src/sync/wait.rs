@@ -245,16 +245,31 @@ pub(crate) fn wait_until_any_saying(
 
 /// The line a long wait prints: who waits, for whom, how long, and `state`.
 fn hang_report(peers: &[Peer], waited: Duration, state: &str) -> String {
-    let (me, awaited) = match peers {
-        [] => (-1, String::from("nobody")),
-        [p] => (p.me, format!("rank {} (pid {})", p.rank, p.pid)),
-        [p, ..] => (p.me, format!("any of ranks {:?}", peers.iter().map(|p| p.rank).collect::<Vec<_>>())),
+    let waiter = match peers {
+        // A wait on no peer (a fence awaiting a process's exit) says who waits in `state`.
+        [] => String::new(),
+        [p] => format!(
+            " rank {} has waited {:.0} s for rank {} (pid {})",
+            p.me,
+            waited.as_secs_f64(),
+            p.rank,
+            p.pid
+        ),
+        [p, ..] => format!(
+            " rank {} has waited {:.0} s for any of ranks {:?}",
+            p.me,
+            waited.as_secs_f64(),
+            peers.iter().map(|p| p.rank).collect::<Vec<_>>()
+        ),
     };
-    let state = if state.is_empty() { String::new() } else { format!("; {state}") };
+    let state = match (waiter.is_empty(), state.is_empty()) {
+        (_, true) => String::new(),
+        (true, false) => format!(" {state} (waited {:.0} s)", waited.as_secs_f64()),
+        (false, false) => format!("; {state}"),
+    };
     format!(
-        "zcoll: rank {me} has waited {:.0} s for {awaited}{state} (ZCOLL_TIMEOUT=s makes such a wait \
-         an error, ZCOLL_WARN_AFTER=0 silences this)",
-        waited.as_secs_f64()
+        "zcoll:{waiter}{state} (ZCOLL_TIMEOUT=s makes such a wait an error, ZCOLL_WARN_AFTER=0 \
+         silences this)"
     )
 }
 
@@ -342,6 +357,18 @@ mod tests {
         let line = hang_report(&[me()], Duration::from_secs(61), "in round 7");
         assert!(line.starts_with("zcoll: rank 0 has waited 61 s for rank 1 (pid "), "{line}");
         assert!(line.contains("; in round 7 ("), "{line}");
+        // A wait on no peer (a fence) says who waits through its state alone.
+        let line = hang_report(
+            &[],
+            Duration::from_secs(3),
+            "rank 0: rank 2 (pid 9), sent SIGKILL, has not exited yet",
+        );
+        assert!(
+            line.starts_with(
+                "zcoll: rank 0: rank 2 (pid 9), sent SIGKILL, has not exited yet (waited 3 s) ("
+            ),
+            "{line}"
+        );
         let quiet = WaitPolicy { report_after: None, ..WaitPolicy::default() };
         let start = Instant::now();
         wait_until_any_saying(&quiet, &[me()], || start.elapsed() > Duration::from_millis(60), &|| {

@@ -75,6 +75,8 @@
 compile_error!("zcoll supports Linux on x86_64 and aarch64 only");
 
 mod alloc;
+#[cfg(any(test, doctest))]
+mod book;
 mod coll;
 mod comm;
 mod error;

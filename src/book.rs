@@ -56,7 +56,9 @@ mod tests {
                 pages(root, &path, out);
             } else if path.extension().is_some_and(|e| e == "md") {
                 let rel = path.strip_prefix(root).unwrap();
-                out.push(rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/"));
+                out.push(
+                    rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/"),
+                );
             }
         }
     }

@@ -84,13 +84,17 @@ struct TuneArgs {
     plot_iters: Option<usize>,
 }
 
-/// Installs the subscriber of zcoll's events: standard error, filtered by `ZCOLL_LOG`,
-/// else `RUST_LOG` (an empty value counts as unset), errors only when neither is set. A
-/// directive it cannot read is reported on standard error and skipped.
+/// Installs the subscriber of zcoll's events when `ZCOLL_LOG`, else `RUST_LOG`, is set
+/// (an empty value counts as unset): standard error, filtered by the variable's
+/// directives; a directive it cannot read is reported on standard error and skipped.
+/// Unset, nothing is installed and the events cost what they cost a program that does not
+/// listen.
 fn log_to_stderr() {
     use tracing_subscriber::filter::{EnvFilter, LevelFilter};
     let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
-    let directives = var("ZCOLL_LOG").or_else(|| var("RUST_LOG")).unwrap_or_default();
+    let Some(directives) = var("ZCOLL_LOG").or_else(|| var("RUST_LOG")) else {
+        return;
+    };
     let filter =
         EnvFilter::builder().with_default_directive(LevelFilter::ERROR.into()).parse_lossy(directives);
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).init();

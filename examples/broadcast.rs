@@ -11,7 +11,8 @@ use mpi::traits::*;
 use zcoll::ZeroCopy;
 
 fn main() -> Result<(), zcoll::Error> {
-    // `RUST_LOG=zcoll=debug` prints which transport and algorithms zcoll chose, and why.
+    // `RUST_LOG=zcoll=debug` prints which transport and algorithms zcoll chose, and why:
+    // zcoll's `tracing` events reach a `log` logger while no tracing subscriber is set.
     env_logger::init();
     let universe = mpi::initialize().expect("MPI initializes once");
     let world = universe.world();

@@ -25,6 +25,15 @@
 //! buffer or hanging. See the book (`book/`) for the algorithms, their costs, and the
 //! safety model.
 //!
+//! # Logging
+//!
+//! zcoll emits [`tracing`](https://docs.rs/tracing) events: at debug level each set-up
+//! decision of a [`Comm`] (the transport and why) and each call's resolved algorithm, at
+//! warn level every fallback. Install a tracing subscriber, or a `log` logger such as
+//! `env_logger` (the events are also `log` records while no subscriber is installed),
+//! and set `RUST_LOG=zcoll=debug`. With neither, an event costs a few loads and branches
+//! (the book's getting-started chapter has the measurement).
+//!
 //! # Environment
 //!
 //! Every variable zcoll reads, all of them here (a unit test keeps this table complete):
@@ -66,6 +75,8 @@
 compile_error!("zcoll supports Linux on x86_64 and aarch64 only");
 
 mod alloc;
+#[cfg(any(test, doctest))]
+mod book;
 mod coll;
 mod comm;
 mod error;

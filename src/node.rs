@@ -151,8 +151,8 @@ impl NodeComm {
             });
         }
         ctl.set_arrival(arrival);
-        log::debug!("rank {rank}: arrivals awaited {arrival:?}");
-        log::debug!("rank {rank}: local rank {me} of {}, transport {transport}: {reason}", pids.len());
+        tracing::debug!("rank {rank}: arrivals awaited {arrival:?}");
+        tracing::debug!("rank {rank}: local rank {me} of {}, transport {transport}: {reason}", pids.len());
         Ok(NodeComm { comm, ctl, transport, reason, heap })
     }
 }
@@ -408,14 +408,14 @@ fn choose_transport(
             }
             (Err(_), Err(h)) => {
                 if me == 0 {
-                    log::warn!("heap buffers fall back to cma ({h})");
+                    tracing::warn!("heap buffers fall back to cma ({h})");
                 }
                 Ok((TransportKind::Cma, others(&cma_why), Links::default()))
             }
         },
         (_, Some(why)) => {
             if me == 0 {
-                log::warn!("cma refused ({why}): the node falls back to copy-in/copy-out (cico)");
+                tracing::warn!("cma refused ({why}): the node falls back to copy-in/copy-out (cico)");
             }
             Ok((TransportKind::Cico, others(&cma_why), Links::default()))
         }

@@ -138,13 +138,13 @@ pub(crate) fn resolve<A: Algorithm>(
     // A fallback: what the call or the environment named cannot run here (the model's
     // choice on a `cico` node is not one: `Auto` means staged there).
     if cico && named && !is_auto(chosen) && entry(resolved) != entry(chosen) {
-        log::warn!(
+        tracing::warn!(
             "{var}: {} ({why}) cannot run on a cico node: runs as {}",
             describe(chosen),
             describe(resolved)
         );
     }
-    log::debug!("{var}: {} ({why}{})", describe(resolved), if cico { ", copy-in/copy-out" } else { "" });
+    tracing::debug!("{var}: {} ({why}{})", describe(resolved), if cico { ", copy-in/copy-out" } else { "" });
     Ok(resolved)
 }
 
@@ -177,9 +177,16 @@ pub(crate) fn requested<A: Algorithm>(
     check(chosen)?;
     let resolved = if transport == TransportKind::Cico { staged() } else { chosen };
     if transport == TransportKind::Cico && !is_auto(chosen) && entry(resolved) != entry(chosen) {
-        log::warn!("{var}: {} cannot run on a cico node: runs as {}", describe(chosen), describe(resolved));
+        tracing::warn!(
+            "{var}: {} cannot run on a cico node: runs as {}",
+            describe(chosen),
+            describe(resolved)
+        );
     }
-    log::debug!("{var}: {} (auto decides after the checks, from every rank's counts)", describe(resolved));
+    tracing::debug!(
+        "{var}: {} (auto decides after the checks, from every rank's counts)",
+        describe(resolved)
+    );
     Ok(resolved)
 }
 

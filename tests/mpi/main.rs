@@ -49,6 +49,47 @@ fn warn_after_np3() {
     assert!(!quiet.contains("has waited"), "ZCOLL_WARN_AFTER=0 still reported:\n{quiet}");
 }
 
+/// zcoll's events reach a `log` logger (through tracing's `log` bridge, with no tracing
+/// subscriber installed) and a tracing subscriber alike: at debug level the node's
+/// transport and why, and each call's algorithm and where it came from; at warn level the
+/// fallback of an algorithm the call names that cannot run on a `cico` node; nothing with
+/// the filter off.
+#[test]
+fn log_np2() {
+    for logger in ["log", "tracing"] {
+        let job = |filter| {
+            let env = [("ZCOLL_TRANSPORT", "cico"), ("ZCOLL_TEST_LOGGER", logger), ("RUST_LOG", filter)];
+            Job { np: 2, scenario: "log", env: &env, ..Job::default() }.output().1
+        };
+        let record = |stderr: &str, level: &str, text: &str| {
+            stderr.lines().any(|l| l.contains(level) && l.contains("zcoll::") && l.contains(text))
+        };
+        let fallback =
+            "ZCOLL_BCAST_ALGORITHM: direct-read (named by the call) cannot run on a cico node: runs as";
+        let debug = job("zcoll=debug");
+        for r in 0..2 {
+            let setup = format!("rank {r}: local rank {r} of 2, transport cico: ");
+            assert!(record(&debug, "DEBUG", &setup), "{logger}: no set-up record of rank {r}:\n{debug}");
+        }
+        // One record of each call's algorithm per rank: the model's (the machine's
+        // profile decides which) and the one the call named, run staged.
+        let calls = |why: &str| {
+            debug
+                .lines()
+                .filter(|l| l.contains("DEBUG") && l.contains("ZCOLL_BCAST_ALGORITHM: ") && l.contains(why))
+                .count()
+        };
+        assert_eq!(calls("(the cost model's choice, copy-in/copy-out)"), 2, "{logger}:\n{debug}");
+        assert_eq!(calls(": staged (named by the call, copy-in/copy-out)"), 2, "{logger}:\n{debug}");
+        assert!(record(&debug, "WARN", fallback), "{logger}: no warning of the fallback:\n{debug}");
+        let warn = job("zcoll=warn");
+        assert!(record(&warn, "WARN", fallback), "{logger}: no warning of the fallback:\n{warn}");
+        assert!(!warn.contains("DEBUG"), "{logger}: debug records under zcoll=warn:\n{warn}");
+        let off = job("off");
+        assert!(!off.contains("zcoll::"), "{logger}: records with RUST_LOG=off:\n{off}");
+    }
+}
+
 /// Every job allocates its large buffers in the shared heap: those of the `heap` scenario
 /// and, as a stress test of the allocator, everyone else's.
 #[global_allocator]

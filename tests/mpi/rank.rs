@@ -59,6 +59,9 @@ pub(crate) fn main() {
         // It builds a communicator per case, and ends the process itself.
         crate::fault_matrix::rank(&world);
     }
+    if scenario == "log" {
+        log_to(std::env::var("ZCOLL_TEST_LOGGER").as_deref().unwrap_or("unset"));
+    }
     if scenario == "hier" {
         // It builds its own communicator, over a permutation of the world's ranks.
         crate::hier::run(&world);
@@ -72,6 +75,10 @@ pub(crate) fn main() {
         "errors" => errors(&world, &comm),
         "barrier" => barrier(&world, &comm),
         "warn-after" => warn_after(&world, &comm),
+        "log" => {
+            check_bcast::<u8>(&world, &comm, 4096, 0, BcastAlgorithm::Auto, 1);
+            check_bcast::<u8>(&world, &comm, 4096, 0, BcastAlgorithm::DirectRead, 2);
+        }
         "reduce" => crate::reduce::reduce(&world, &comm),
         "faults" => crate::faults::run(&world, &comm),
         "empty" => crate::empty::run(&world, &comm),
@@ -92,6 +99,20 @@ pub(crate) fn main() {
         other => panic!("unknown scenario {other}"),
     }
     println!("ZCOLL-RANK-OK {}", world.rank());
+}
+
+/// Installs what receives zcoll's events on standard error, filtered by `RUST_LOG`: a
+/// `log` logger (`log`: env_logger, which gets them through tracing's `log` bridge since
+/// no tracing subscriber is installed) or a tracing subscriber (`tracing`).
+fn log_to(logger: &str) {
+    match logger {
+        "log" => env_logger::init(),
+        "tracing" => tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .init(),
+        other => panic!("ZCOLL_TEST_LOGGER={other}: must be log or tracing"),
+    }
 }
 
 /// What the launcher expects `info` to say.

@@ -5,9 +5,10 @@
 //! or `mpiexec -n 2 zcoll tune --plot model.svg`. `zcoll report DIR` (no MPI) turns what
 //! `scripts/compare` measured into the Markdown comparison with Open MPI and MPICH.
 //!
-//! zcoll's log records (the transport and algorithm decisions at debug level, every
+//! zcoll's `tracing` events (the transport and algorithm decisions at debug level, every
 //! fallback at warn level) go to standard error under `ZCOLL_LOG` or, if that is unset,
-//! `RUST_LOG`, in env_logger's syntax: `ZCOLL_LOG=zcoll=debug mpiexec -n 2 zcoll bench`.
+//! `RUST_LOG`, in `tracing-subscriber`'s `EnvFilter` syntax:
+//! `ZCOLL_LOG=zcoll=debug mpiexec -n 2 zcoll bench`.
 
 use clap::{Parser, Subcommand};
 use mpi::traits::*;
@@ -83,14 +84,26 @@ struct TuneArgs {
     plot_iters: Option<usize>,
 }
 
+/// Installs the subscriber of zcoll's events when `ZCOLL_LOG`, else `RUST_LOG`, is set
+/// (an empty value counts as unset): standard error, filtered by the variable's
+/// directives; a directive it cannot read is reported on standard error and skipped.
+/// Unset, nothing is installed and the events cost what they cost a program that does not
+/// listen.
+fn log_to_stderr() {
+    use tracing_subscriber::filter::{EnvFilter, LevelFilter};
+    let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+    let Some(directives) = var("ZCOLL_LOG").or_else(|| var("RUST_LOG")) else {
+        return;
+    };
+    let filter =
+        EnvFilter::builder().with_default_directive(LevelFilter::ERROR.into()).parse_lossy(directives);
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     zcoll_cli::progress::allow_bars();
-    // ZCOLL_LOG first, then RUST_LOG (an empty value counts as unset); errors only when
-    // neither is set.
-    let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
-    let filter = var("ZCOLL_LOG").or_else(|| var("RUST_LOG")).unwrap_or_default();
-    env_logger::Builder::new().parse_filters(&filter).init();
+    log_to_stderr();
     match &cli.command {
         Command::Tune(args) if args.predict => return predict(args),
         Command::Report(args) => return write_report(args),

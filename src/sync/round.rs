@@ -342,9 +342,15 @@ impl<'c> Round<'c> {
 
     /// Publishes that this rank has completed `step` of this round.
     pub(crate) fn post_progress(&self, step: u32) {
+        self.post_step(|s| &s.progress, step);
+    }
+
+    /// Publishes `step` of this round in this rank's `flag` (a fault-injection site: a
+    /// copy phase).
+    fn post_step(&self, flag: impl Fn(&Slot) -> &AtomicU64, step: u32) {
         #[cfg(feature = "fault-injection")]
         crate::fault::at(crate::fault::Phase::Copy);
-        self.ctl.slot(self.ctl.me).progress.store(stamp(self.epoch, step), Ordering::Release);
+        flag(self.ctl.slot(self.ctl.me)).store(stamp(self.epoch, step), Ordering::Release);
     }
 
     /// Waits until local rank `r` has completed `step` of this round.
@@ -385,9 +391,7 @@ impl<'c> Round<'c> {
     /// A second step counter, for ranks that are producer and consumer in one round:
     /// `progress` counts what a rank produced, `ack` what it consumed.
     pub(crate) fn post_ack(&self, step: u32) {
-        #[cfg(feature = "fault-injection")]
-        crate::fault::at(crate::fault::Phase::Copy);
-        self.ctl.slot(self.ctl.me).ack.store(stamp(self.epoch, step), Ordering::Release);
+        self.post_step(|s| &s.ack, step);
     }
 
     /// Waits until local rank `r` has acknowledged `step` of this round.

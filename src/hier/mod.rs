@@ -23,6 +23,14 @@ use mpi::collective::SystemOperation;
 use mpi::topology::{Color, SimpleCommunicator};
 use mpi::traits::*;
 
+/// What a call across nodes runs over: the parent communicator (the whole one) and this
+/// rank's node ([`Ctx`]). Every collective of [`Hierarchy`] takes it first.
+#[derive(Clone, Copy)]
+pub(crate) struct Net<'a> {
+    pub(crate) parent: &'a SimpleCommunicator,
+    pub(crate) ctx: &'a Ctx<'a>,
+}
+
 /// Where every rank of the communicator lives.
 pub(crate) struct Hierarchy {
     /// The communicator of the node leaders, ordered by parent rank (on leaders only).

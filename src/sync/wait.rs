@@ -44,7 +44,11 @@ const REPORT_AFTER: Duration = Duration::from_secs(60);
 /// # Errors
 ///
 /// `Error::Config` saying it should be `expected` if it is set and `parse` cannot read it.
-fn env_var<T>(name: &'static str, expected: &'static str, parse: impl Fn(&str) -> Option<T>) -> Result<Option<T>> {
+fn env_var<T>(
+    name: &'static str,
+    expected: &'static str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Option<T>> {
     match std::env::var(name) {
         Ok(value) => match parse(&value) {
             Some(v) => Ok(Some(v)),
@@ -68,13 +72,13 @@ impl WaitPolicy {
         let yield_override = env_var("ZCOLL_YIELD_US", "a whole number of microseconds", |v| {
             v.trim().parse::<u64>().ok().map(Duration::from_micros)
         })?;
-        let report_after = env_var("ZCOLL_WARN_AFTER", "a number of seconds (0: never report)", |v| {
-            match v.trim().parse::<f64>() {
-                Ok(0.0) => Some(None),
-                _ => seconds(v).map(|s| Some(Duration::from_secs_f64(s))),
-            }
-        })?
-        .unwrap_or(Some(REPORT_AFTER));
+        // Zero: never report.
+        let warn_after = |v: &str| match v.trim().parse::<f64>() {
+            Ok(0.0) => Some(None),
+            _ => seconds(v).map(|s| Some(Duration::from_secs_f64(s))),
+        };
+        let report_after = env_var("ZCOLL_WARN_AFTER", "a number of seconds (0: never report)", warn_after)?
+            .unwrap_or(Some(REPORT_AFTER));
         Ok(WaitPolicy { timeout, yield_override, report_after, ..WaitPolicy::default() })
     }
 }

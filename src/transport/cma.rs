@@ -38,8 +38,10 @@ pub(crate) fn read<A>(src: &RemoteBuf<'_, A>, offset: usize, dst: &mut [u8]) -> 
 ///
 /// As [`read`].
 pub(crate) fn read_v(pid: libc::pid_t, pieces: &[(usize, usize)], dst: &mut [u8]) -> Result<(), Errno> {
-    let mut remote: Vec<iovec> =
-        pieces.iter().map(|&(addr, len)| iovec { iov_base: addr as *mut libc::c_void, iov_len: len }).collect();
+    let mut remote: Vec<iovec> = pieces
+        .iter()
+        .map(|&(addr, len)| iovec { iov_base: addr as *mut libc::c_void, iov_len: len })
+        .collect();
     let (mut done, mut first) = (0, 0);
     while done < dst.len() {
         let last = remote.len().min(first + cma_sys::IOV_MAX);

@@ -247,7 +247,11 @@ pub(crate) fn read<A>(src: &RemoteBuf<'_, A>, offset: usize, dst: &mut [u8]) -> 
 /// # Errors
 ///
 /// As [`read`]; `EINVAL` also when the lengths do not add up to `dst.len()`.
-pub(crate) fn read_v<A>(src: &RemoteBuf<'_, A>, ranges: &[(usize, usize)], dst: &mut [u8]) -> Result<(), Errno> {
+pub(crate) fn read_v<A>(
+    src: &RemoteBuf<'_, A>,
+    ranges: &[(usize, usize)],
+    dst: &mut [u8],
+) -> Result<(), Errno> {
     let pieces = src.pieces(ranges, dst.len())?;
     let Some(m) = &src.mapped else {
         return cma::read_v(src.pid(), &pieces, dst);

@@ -1,7 +1,7 @@
 //! Scatter and gather across nodes: the root's node leg, the leaders' network leg with
 //! rsmpi, and every other node's leg.
 
-use super::{Hierarchy, Net};
+use super::{Hierarchy, Net, Stand};
 use crate::alloc::Scratch;
 use crate::coll::algorithm::Algorithm;
 use crate::coll::gather::{gather, GatherBufs};
@@ -45,9 +45,7 @@ impl Hierarchy {
             ScatterBufs::Leaf { .. } => None,
         };
         let layout = Layout::new(|r| self.node_of(r as i32), p, self.nodes(), block);
-        let root_node = self.node_of(root);
-        let here = self.my_node() == root_node;
-        let leader = ctx.ctl.me() == 0;
+        let Stand { root_node, here, leader } = self.stand(ctx, root);
         let mut result = Ok(());
 
         // 1. The root's leader needs the whole buffer.
@@ -127,9 +125,7 @@ impl Hierarchy {
             return Ok(());
         }
         let layout = Layout::new(|r| self.node_of(r as i32), p, self.nodes(), block);
-        let root_node = self.node_of(root);
-        let here = self.my_node() == root_node;
-        let leader = ctx.ctl.me() == 0;
+        let Stand { root_node, here, leader } = self.stand(ctx, root);
         let (send, mut recv): (Option<&[u8]>, Option<&mut [u8]>) = match bufs {
             GatherBufs::Leaf { send } => (Some(send), None),
             GatherBufs::Root { send, recv } => (send, Some(recv)),

@@ -2,7 +2,7 @@
 //! communicator, then rsmpi's own call (one rank per node) or the node legs around the
 //! leaders' exchange.
 
-use super::{mpi_count, scratch, Hierarchy, Net, Nodes};
+use super::{mpi_count, scratch, Hierarchy, Net, Nodes, Stand};
 use crate::alloc::Scratch;
 use crate::coll::algorithm::Algorithm;
 use crate::coll::alltoallv::Sides;
@@ -62,10 +62,8 @@ impl Hierarchy {
             return Ok(());
         }
         let layout = Packed::new(len, |r| self.node_of(r as i32), self.nodes());
-        let root_node = self.node_of(root);
         let node = self.my_node();
-        let here = node == root_node;
-        let leader = ctx.ctl.me() == 0;
+        let Stand { root_node, here, leader } = self.stand(ctx, root);
         let mut result = Ok(());
 
         // 1. The root packs its blocks node by node; its leader gets them.
@@ -150,10 +148,8 @@ impl Hierarchy {
             return Ok(());
         }
         let layout = Packed::new(len, |r| self.node_of(r as i32), self.nodes());
-        let root_node = self.node_of(root);
         let node = self.my_node();
-        let here = node == root_node;
-        let leader = ctx.ctl.me() == 0;
+        let Stand { root_node, here, leader } = self.stand(ctx, root);
 
         // 1. Every node gathers to its leader, in bytes, into the node's part.
         let n = layout.counts[node] as usize;

@@ -125,8 +125,7 @@ impl GatherBufs<'_> {
     }
 }
 
-/// Gathers inside the node to local rank `dst`. See [`Rooted`] for the rest of
-/// the call.
+/// Gathers inside the node to local rank `dst`. See [`Rooted`] for the rest of the call.
 ///
 /// # Errors
 ///

@@ -76,8 +76,7 @@ impl RootedBufs for GathervBufs<'_> {
     type Algorithm = GatherAlgorithm;
 }
 
-/// Gathers inside the node to local rank `dst`. See [`Rooted`] for the rest of
-/// the call.
+/// Gathers inside the node to local rank `dst`. See [`Rooted`] for the rest of the call.
 ///
 /// # Errors
 ///

@@ -146,8 +146,7 @@ impl ScatterBufs<'_> {
     }
 }
 
-/// Scatters inside the node from local rank `src`. See [`Rooted`] for the rest of
-/// the call.
+/// Scatters inside the node from local rank `src`. See [`Rooted`] for the rest of the call.
 ///
 /// # Errors
 ///

@@ -82,8 +82,7 @@ impl RootedBufs for ScattervBufs<'_> {
     type Algorithm = ScatterAlgorithm;
 }
 
-/// Scatters inside the node from local rank `src`. See [`Rooted`] for the rest of
-/// the call.
+/// Scatters inside the node from local rank `src`. See [`Rooted`] for the rest of the call.
 ///
 /// # Errors
 ///

@@ -33,13 +33,12 @@
 use super::algorithm::Algorithm;
 use super::varcount::{
     allgatherv_local, auto_stages, checked, cross_fault, elem_of, first_fault, fits, partition_len,
-    partition_words, published, range, stages, Given, Published, ALLGATHERV_STAGED_MAX,
+    partition_words, published, range, stages, Exchange, Exchanged, Given, Published, ALLGATHERV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::sync::{Call, Round};
 use crate::tune::select;
-use mpi::Count;
 
 /// How [`Comm::all_gather_varcount_into_with`](crate::Comm::all_gather_varcount_into_with)
 /// moves the blocks inside a node.
@@ -76,6 +75,10 @@ AllgathervAlgorithm("ZCOLL_ALLGATHERV_ALGORITHM"): "auto, ring-source-read, ring
     Staged => "staged",
 ]}
 
+impl Exchanged for Given<'_> {
+    type Algorithm = AllgathervAlgorithm;
+}
+
 /// Allgatherv among the ranks of the node: `send` lands at `recv[counts[me]` elements from
 /// `displs[me]]` of the caller, and at the block for this rank of every other rank's
 /// partition. `counts` and `displs` have one entry per local rank.
@@ -84,15 +87,8 @@ AllgathervAlgorithm("ZCOLL_ALLGATHERV_ALGORITHM"): "auto, ring-source-read, ring
 ///
 /// On every rank of the node: the checks' errors (see [`varcount`](super::varcount)),
 /// `Mismatch` if the algorithms differ; a transport error or a peer's failure.
-pub(crate) fn allgatherv(
-    ctx: &Ctx<'_>,
-    send: &[u8],
-    recv: &mut [u8],
-    counts: &[Count],
-    displs: &[Count],
-    elem: usize,
-    algorithm: AllgathervAlgorithm,
-) -> Result<()> {
+pub(crate) fn allgatherv(ctx: &Ctx<'_>, call: Exchange<'_, Given<'_>>) -> Result<()> {
+    let Exchange { send, recv, parts: Given { counts, displs }, elem, algorithm } = call;
     let p = ctx.ctl.size();
     let algorithm = algorithm.requested(ctx.transport, ctx.overrides);
     let (code, k) = published(&algorithm);

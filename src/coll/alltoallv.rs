@@ -33,7 +33,8 @@
 use super::algorithm::Algorithm;
 use super::varcount::{
     alltoallv_local, auto_stages, bytes, checked, cross_fault, elem_of, first_fault, fits, partition_len,
-    partition_words, published, range, staged_blocks, stages, Given, Parts, Published, ALLTOALLV_STAGED_MAX,
+    partition_words, published, range, staged_blocks, stages, Exchange, Exchanged, Given, Parts, Published,
+    ALLTOALLV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
@@ -95,20 +96,18 @@ impl Sides<'_> {
     }
 }
 
+impl Exchanged for Sides<'_> {
+    type Algorithm = AlltoallvAlgorithm;
+}
+
 /// Alltoallv among the ranks of the node, the partitions with one entry per local rank.
 ///
 /// # Errors
 ///
 /// On every rank of the node: the checks' errors (see [`varcount`](super::varcount)),
 /// `Mismatch` if the algorithms differ; a transport error or a peer's failure.
-pub(crate) fn alltoallv(
-    ctx: &Ctx<'_>,
-    send: &[u8],
-    recv: &mut [u8],
-    sides: Sides<'_>,
-    elem: usize,
-    algorithm: AlltoallvAlgorithm,
-) -> Result<()> {
+pub(crate) fn alltoallv(ctx: &Ctx<'_>, call: Exchange<'_, Sides<'_>>) -> Result<()> {
+    let Exchange { send, recv, parts: sides, elem, algorithm } = call;
     let p = ctx.ctl.size();
     let algorithm = algorithm.requested(ctx.transport, ctx.overrides);
     let (code, k) = published(&algorithm);

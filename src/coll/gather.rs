@@ -28,7 +28,7 @@
 //! the whole buffer to the root through the node if it is not the root itself.
 
 use super::algorithm::Algorithm;
-use super::rooted::{blocks, peers, rooted_check, throttled, Claim, Measure, DEFAULT_K};
+use super::rooted::{blocks, peers, rooted_check, throttled, Claim, Measure, Rooted, RootedBufs, DEFAULT_K};
 use super::staged_private;
 use super::{op, Ctx, Kind};
 use crate::error::Result;
@@ -96,6 +96,10 @@ pub(crate) enum GatherBufs<'a> {
     Leaf { send: &'a [u8] },
 }
 
+impl RootedBufs for GatherBufs<'_> {
+    type Algorithm = GatherAlgorithm;
+}
+
 impl GatherBufs<'_> {
     /// The block length this rank gives, with `ranks` ranks in the gather.
     pub(crate) fn block(&self, ranks: usize) -> usize {
@@ -121,20 +125,13 @@ impl GatherBufs<'_> {
     }
 }
 
-/// Gathers inside the node to local rank `dst`. `root` is the root as the user gave it,
-/// published for the checks; `elem` the element size.
+/// Gathers inside the node to local rank `dst`. See [`Rooted`] for the rest of the call.
 ///
 /// # Errors
 ///
 /// The checks' errors, a transport error, or a peer's failure, on every rank of the node.
-pub(crate) fn gather(
-    ctx: &Ctx<'_>,
-    bufs: GatherBufs<'_>,
-    root: i32,
-    dst: usize,
-    elem: usize,
-    algorithm: GatherAlgorithm,
-) -> Result<()> {
+pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> {
+    let Rooted { bufs, root, local: dst, elem, algorithm } = call;
     let size = ctx.ctl.size();
     let claim = bufs.claim(size, elem);
     let block = claim.block;

@@ -27,7 +27,7 @@
 //! `gather_varcount_into_root` into a scratch buffer, which is handed to the root through
 //! the node if it is not the leader, and the root unpacks it into its partition.
 
-use super::rooted::peers;
+use super::rooted::{peers, Rooted, RootedBufs};
 use super::varcount::{
     auto_family, chain, checked, fits, judge_round, partition_len, partition_words, published, root_blocks,
     stages, Claim, Family, Moves, Side, AUTO_STAGE_MAX,
@@ -72,20 +72,17 @@ pub(crate) enum GathervBufs<'a> {
     Leaf { send: &'a [u8] },
 }
 
-/// Gathers inside the node to local rank `dst`. `root` is the root as the user gave it
-/// (published for the checks); `elem` the element size.
+impl RootedBufs for GathervBufs<'_> {
+    type Algorithm = GatherAlgorithm;
+}
+
+/// Gathers inside the node to local rank `dst`. See [`Rooted`] for the rest of the call.
 ///
 /// # Errors
 ///
 /// The checks' errors, a transport error, or a peer's failure, on every rank of the node.
-pub(crate) fn gatherv(
-    ctx: &Ctx<'_>,
-    bufs: GathervBufs<'_>,
-    root: i32,
-    dst: usize,
-    elem: usize,
-    algorithm: GatherAlgorithm,
-) -> Result<()> {
+pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()> {
+    let Rooted { bufs, root, local: dst, elem, algorithm } = call;
     let p = ctx.ctl.size();
     let algorithm = requested(algorithm, ctx.transport, ctx.overrides);
     let (code, k) = published(&algorithm);

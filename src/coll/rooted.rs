@@ -17,6 +17,25 @@ pub(crate) const DEFAULT_K: u32 = 4;
 /// non-root called the root's.
 pub(crate) const ROLE: &str = "root/non-root method";
 
+/// One rank's call of a rooted collective (scatter, gather, scatterv, gatherv) as it goes
+/// down the layers: its buffers, the root as the user gave it (a rank of the whole
+/// communicator, published for the checks), the local rank the blocks leave from or
+/// arrive at on this node (the root's; in a node leg across nodes, the leader's), the
+/// element size and the algorithm asked for.
+pub(crate) struct Rooted<B: RootedBufs> {
+    pub(crate) bufs: B,
+    pub(crate) root: i32,
+    pub(crate) local: usize,
+    pub(crate) elem: usize,
+    pub(crate) algorithm: B::Algorithm,
+}
+
+/// The buffers of one rooted collective, which name its algorithm enum.
+pub(crate) trait RootedBufs {
+    /// The collective's algorithms.
+    type Algorithm;
+}
+
 /// How the calls of a rooted collective measure: every rank's block, and the root's buffer
 /// that holds all blocks (named `which` in `BufferSize`).
 #[derive(Clone, Copy)]

@@ -46,7 +46,7 @@
 //! the user's buffer as it is when they are).
 
 use super::algorithm::Algorithm;
-use super::rooted::{blocks, peers, rooted_check, throttled, Claim, Measure, DEFAULT_K};
+use super::rooted::{blocks, peers, rooted_check, throttled, Claim, Measure, Rooted, RootedBufs, DEFAULT_K};
 use super::staged_private;
 use super::{op, Ctx, Kind};
 use crate::error::Result;
@@ -116,6 +116,10 @@ pub(crate) enum ScatterBufs<'a> {
     Leaf { recv: &'a mut [u8] },
 }
 
+impl RootedBufs for ScatterBufs<'_> {
+    type Algorithm = ScatterAlgorithm;
+}
+
 impl ScatterBufs<'_> {
     /// The block length this rank asks for, with `ranks` ranks in the scatter.
     pub(crate) fn block(&self, ranks: usize) -> usize {
@@ -142,20 +146,13 @@ impl ScatterBufs<'_> {
     }
 }
 
-/// Scatters inside the node from local rank `src`. `root` is the root as the user gave it
-/// (a rank of the whole communicator), published for the checks; `elem` the element size.
+/// Scatters inside the node from local rank `src`. See [`Rooted`] for the rest of the call.
 ///
 /// # Errors
 ///
 /// The checks' errors, a transport error, or a peer's failure, on every rank of the node.
-pub(crate) fn scatter(
-    ctx: &Ctx<'_>,
-    bufs: ScatterBufs<'_>,
-    root: i32,
-    src: usize,
-    elem: usize,
-    algorithm: ScatterAlgorithm,
-) -> Result<()> {
+pub(crate) fn scatter(ctx: &Ctx<'_>, call: Rooted<ScatterBufs<'_>>) -> Result<()> {
+    let Rooted { bufs, root, local: src, elem, algorithm } = call;
     let size = ctx.ctl.size();
     let claim = bufs.claim(size, elem);
     let block = claim.block;

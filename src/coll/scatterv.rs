@@ -33,7 +33,7 @@
 //! from its leader. That costs a scratch copy at the root and a scratch part at every
 //! leader.
 
-use super::rooted::peers;
+use super::rooted::{peers, Rooted, RootedBufs};
 use super::varcount::{
     auto_family, chain, checked, fits, judge_round, partition_len, partition_words, published, root_blocks,
     staged_blocks, stages, Claim, Family, Given, Moves, Side, AUTO_STAGE_MAX,
@@ -78,20 +78,17 @@ pub(crate) enum ScattervBufs<'a> {
     Leaf { recv: &'a mut [u8] },
 }
 
-/// Scatters inside the node from local rank `src`. `root` is the root as the user gave it
-/// (published for the checks); `elem` the element size.
+impl RootedBufs for ScattervBufs<'_> {
+    type Algorithm = ScatterAlgorithm;
+}
+
+/// Scatters inside the node from local rank `src`. See [`Rooted`] for the rest of the call.
 ///
 /// # Errors
 ///
 /// The checks' errors, a transport error, or a peer's failure, on every rank of the node.
-pub(crate) fn scatterv(
-    ctx: &Ctx<'_>,
-    bufs: ScattervBufs<'_>,
-    root: i32,
-    src: usize,
-    elem: usize,
-    algorithm: ScatterAlgorithm,
-) -> Result<()> {
+pub(crate) fn scatterv(ctx: &Ctx<'_>, call: Rooted<ScattervBufs<'_>>) -> Result<()> {
+    let Rooted { bufs, root, local: src, elem, algorithm } = call;
     let p = ctx.ctl.size();
     let algorithm = requested(algorithm, ctx.transport, ctx.overrides);
     let (code, k) = published(&algorithm);

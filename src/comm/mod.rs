@@ -7,15 +7,16 @@
 //! after the check that MPI may be called from this thread.
 
 /// Sends one call down [`Comm::route`]: to the node's collective `$coll`, given the node's
-/// `Ctx` and then `$node`, or to the [`Hierarchy`] method `$hier`, given the parent
-/// communicator, the `Ctx` and then `$args`. A macro rather than a function taking two
-/// closures, because both arms take the same buffers by value; it expands to the `match`
-/// on [`Route`] itself, so routing stays as cheap as writing it out.
+/// `Ctx` and then `$node`, or to the [`Hierarchy`] method `$hier`, given the
+/// [`Net`](crate::hier::Net) (the parent communicator and the `Ctx`) and then `$args`. A
+/// macro rather than a function taking two closures, because both arms take the same
+/// buffers by value; it expands to the `match` on [`Route`] itself, so routing stays as
+/// cheap as writing it out.
 macro_rules! route {
     ($comm:expr, $coll:path [$($node:expr),* $(,)?], $hier:ident [$($args:expr),* $(,)?]) => {
         match $comm.route()? {
             Route::Node => $coll(&$comm.ctx(), $($node),*),
-            Route::Nodes(hier, parent) => hier.$hier(parent, &$comm.ctx(), $($args),*),
+            Route::Nodes(hier, parent) => hier.$hier($crate::hier::Net { parent, ctx: &$comm.ctx() }, $($args),*),
         }
     };
 }

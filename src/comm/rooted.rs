@@ -5,9 +5,11 @@ use crate::coll;
 use crate::coll::bcast::BcastAlgorithm;
 use crate::coll::gather::{GatherAlgorithm, GatherBufs};
 use crate::coll::gatherv::GathervBufs;
+use crate::coll::rooted::Rooted;
 use crate::coll::scatter::{ScatterAlgorithm, ScatterBufs};
 use crate::coll::scatterv::ScattervBufs;
 use crate::error::Result;
+use crate::hier::Net;
 use crate::pod::Pod;
 use mpi::topology::Rank;
 
@@ -64,7 +66,9 @@ impl Comm {
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
         match self.route()? {
             Route::Node => coll::bcast::bcast(&self.ctx(), bytes, root, self.local_of(root), algorithm, None),
-            Route::Nodes(hier, parent) => hier.bcast(parent, &self.ctx(), bytes, root, algorithm),
+            Route::Nodes(hier, parent) => {
+                hier.bcast(Net { parent, ctx: &self.ctx() }, bytes, root, algorithm)
+            }
         }
     }
 }
@@ -294,19 +298,15 @@ impl Comm {
 
 /// Defines the byte-level entry of every rooted collective, one per row: its buffers, its
 /// algorithm, the node's collective and the [`Hierarchy`](crate::hier::Hierarchy) method.
-/// The four route alike (the node's collective also takes the root's local rank), so they
-/// are written once.
+/// The four route alike, as one [`Rooted`] call, so they are written once.
 macro_rules! rooted_entries {
     ($($name:ident($bufs:ident, $alg:ident) => $coll:path, $hier:ident;)+) => {
         impl Comm {$(
             /// Routes the call with the elements of `elem` bytes; every public method of
             /// this collective ends here.
             pub(super) fn $name(&self, bufs: $bufs<'_>, root: Rank, elem: usize, algorithm: $alg) -> Result<()> {
-                route!(
-                    self,
-                    $coll[bufs, root, self.local_of(root), elem, algorithm],
-                    $hier[bufs, root, elem, algorithm]
-                )
+                let call = Rooted { bufs, root, local: self.local_of(root), elem, algorithm };
+                route!(self, $coll[call], $hier[call])
             }
         )+}
     };

@@ -8,7 +8,7 @@ use crate::coll::gather::GatherAlgorithm;
 use crate::coll::gatherv::GathervBufs;
 use crate::coll::scatter::ScatterAlgorithm;
 use crate::coll::scatterv::ScattervBufs;
-use crate::coll::varcount::{Partition, PartitionMut};
+use crate::coll::varcount::{Exchange, Given, Partition, PartitionMut};
 use crate::error::Result;
 use crate::pod::Pod;
 use mpi::topology::Rank;
@@ -316,11 +316,8 @@ impl Comm {
     ) -> Result<()> {
         let (send, recv) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
         let elem = std::mem::size_of::<T>();
-        route!(
-            self,
-            coll::allgatherv::allgatherv[send, recv, counts, displs, elem, algorithm],
-            allgatherv[send, recv, counts, displs, elem, algorithm]
-        )
+        let call = Exchange { send, recv, parts: Given { counts, displs }, elem, algorithm };
+        route!(self, coll::allgatherv::allgatherv[call], allgatherv[call])
     }
 
     /// [`all_gather_varcount_into`](Self::all_gather_varcount_into) with the receive blocks
@@ -435,6 +432,7 @@ impl Comm {
     ) -> Result<()> {
         let (send, recv) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
         let elem = std::mem::size_of::<T>();
-        route!(self, coll::alltoallv::alltoallv[send, recv, sides, elem, algorithm], alltoallv[send, recv, sides, elem, algorithm])
+        let call = Exchange { send, recv, parts: sides, elem, algorithm };
+        route!(self, coll::alltoallv::alltoallv[call], alltoallv[call])
     }
 }

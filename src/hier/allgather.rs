@@ -1,16 +1,15 @@
 //! Allgather across nodes: gather at the leaders, allgather among the leaders with
 //! rsmpi, broadcast in every node.
 
-use super::{agree_shape, prefix, too_big, Hierarchy, Nodes};
+use super::{agree_shape, prefix, too_big, Hierarchy, Net, Nodes};
 use crate::coll::algorithm::Algorithm;
 use crate::coll::allgather::AllgatherAlgorithm;
 use crate::coll::bcast::{bcast, BcastAlgorithm};
 use crate::coll::legs::gather_to_leader;
-use crate::coll::{Ctx, Kind};
+use crate::coll::Kind;
 use crate::error::Result;
 use crate::to_mpi::{self, Spot};
 use mpi::datatype::PartitionMut;
-use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 impl Hierarchy {
     /// Allgather over several nodes: gather at the leaders, allgather among the leaders with
@@ -24,14 +23,14 @@ impl Hierarchy {
     /// count can hold; a transport error or a peer's failure, agreed across nodes.
     pub(crate) fn allgather(
         &self,
-        parent: &SimpleCommunicator,
-        ctx: &Ctx<'_>,
+        net: Net<'_>,
         send: Option<&[u8]>,
         recv: &mut [u8],
         algorithm: AllgatherAlgorithm,
     ) -> Result<()> {
+        let Net { parent, ctx } = net;
         let size = parent.size() as usize;
-        let n = self.allgather_checks(parent, ctx, send.map(<[u8]>::len), recv.len(), algorithm)?;
+        let n = self.allgather_checks(net, send.map(<[u8]>::len), recv.len(), algorithm)?;
         if n == 0 {
             return Ok(());
         }
@@ -84,12 +83,12 @@ impl Hierarchy {
     /// `Unsupported`; `Unsupported` beyond 2 GiB in all.
     pub(crate) fn allgather_checks(
         &self,
-        parent: &SimpleCommunicator,
-        ctx: &Ctx<'_>,
+        net: Net<'_>,
         send: Option<usize>,
         recv: usize,
         algorithm: AllgatherAlgorithm,
     ) -> Result<usize> {
+        let Net { parent, ctx } = net;
         let size = parent.size() as usize;
         let n = send.unwrap_or(recv / size);
         self.check(parent, Kind::Allgather, 0, n)?;

@@ -1,17 +1,16 @@
 //! Alltoall across nodes: the node's blocks gathered at its leader, exchanged among the
 //! leaders with rsmpi, scattered in every node; or PAP-Shm-Direct (`pap.rs`).
 
-use super::{agree_shape, mpi_count, prefix, too_big, Hierarchy, Nodes};
+use super::{agree_shape, mpi_count, prefix, too_big, Hierarchy, Net, Nodes};
 use crate::alloc::Scratch;
 use crate::coll::algorithm::Algorithm;
 use crate::coll::alltoall::AlltoallAlgorithm;
 use crate::coll::legs::{gather_to_leader, scatter_from_leader};
-use crate::coll::{op, Ctx, Kind};
+use crate::coll::{op, Kind};
 use crate::error::Result;
 use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
 use mpi::datatype::{Partition, PartitionMut};
-use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 impl Hierarchy {
     /// Alltoall over several nodes: gather the send buffers at the leaders, exchange
@@ -26,12 +25,12 @@ impl Hierarchy {
     /// count can hold; a transport error or a peer's failure, agreed across nodes.
     pub(crate) fn alltoall(
         &self,
-        parent: &SimpleCommunicator,
-        ctx: &Ctx<'_>,
+        net: Net<'_>,
         send: &[u8],
         recv: &mut [u8],
         algorithm: AlltoallAlgorithm,
     ) -> Result<()> {
+        let Net { parent, ctx } = net;
         let size = parent.size() as usize;
         // Resolved once for the whole call, without the transport and with the communicator's
         // size (nodes may differ in both), so every node takes the same path: the node legs
@@ -39,7 +38,7 @@ impl Hierarchy {
         let resolved = algorithm.resolve(send.len() / size, size, TransportKind::Cma, ctx.overrides);
         if let Ok(a) = resolved {
             if a.arrival_aware() {
-                return self.pap_alltoall(parent, ctx, send, recv, a);
+                return self.pap_alltoall(net, send, recv, a);
             }
         }
         self.check(parent, Kind::Alltoall, 0, send.len())?;

@@ -1,10 +1,9 @@
 //! Broadcast and barrier across nodes.
 
-use super::Hierarchy;
-use crate::coll::{self, bcast::BcastAlgorithm, Ctx};
+use super::{Hierarchy, Net};
+use crate::coll::{self, bcast::BcastAlgorithm};
 use crate::error::Result;
 use crate::to_mpi::{self, Spot};
-use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
 impl Hierarchy {
@@ -14,12 +13,12 @@ impl Hierarchy {
     /// one rank per node, rsmpi's broadcast after the checks.
     pub(crate) fn bcast(
         &self,
-        parent: &SimpleCommunicator,
-        ctx: &Ctx<'_>,
+        net: Net<'_>,
         buf: &mut [u8],
         root: i32,
         algorithm: BcastAlgorithm,
     ) -> Result<()> {
+        let Net { parent, ctx } = net;
         self.check(parent, coll::Kind::Bcast, root, buf.len())?;
         if self.direct() {
             if !buf.is_empty() {
@@ -50,7 +49,8 @@ impl Hierarchy {
 
     /// Barrier over several nodes: node barrier, leader barrier, node barrier (with one
     /// rank per node, rsmpi's barrier).
-    pub(crate) fn barrier(&self, parent: &SimpleCommunicator, ctx: &Ctx<'_>) -> Result<()> {
+    pub(crate) fn barrier(&self, net: Net<'_>) -> Result<()> {
+        let Net { parent, ctx } = net;
         self.check(parent, coll::Kind::Barrier, 0, 0)?;
         if self.direct() {
             parent.barrier();

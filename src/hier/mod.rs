@@ -23,6 +23,24 @@ use mpi::collective::SystemOperation;
 use mpi::topology::{Color, SimpleCommunicator};
 use mpi::traits::*;
 
+/// What a call across nodes runs over: the parent communicator (the whole one) and this
+/// rank's node ([`Ctx`]). Every collective of [`Hierarchy`] takes it first.
+#[derive(Clone, Copy)]
+pub(crate) struct Net<'a> {
+    pub(crate) parent: &'a SimpleCommunicator,
+    pub(crate) ctx: &'a Ctx<'a>,
+}
+
+/// Where this rank stands in a rooted call across nodes.
+pub(crate) struct Stand {
+    /// The root's node.
+    pub(crate) root_node: usize,
+    /// Whether this rank's node is the root's.
+    pub(crate) here: bool,
+    /// Whether this rank is its node's leader.
+    pub(crate) leader: bool,
+}
+
 /// Where every rank of the communicator lives.
 pub(crate) struct Hierarchy {
     /// The communicator of the node leaders, ordered by parent rank (on leaders only).
@@ -117,6 +135,13 @@ impl Hierarchy {
     /// leaders only.
     pub(crate) fn leaders(&self) -> Option<&SimpleCommunicator> {
         self.leaders.as_ref()
+    }
+
+    /// Where this rank (local rank `ctx.ctl.me()` of its node) stands in a call rooted at
+    /// parent rank `root`.
+    pub(crate) fn stand(&self, ctx: &Ctx<'_>, root: i32) -> Stand {
+        let root_node = self.node_of(root);
+        Stand { root_node, here: self.my_node == root_node, leader: ctx.ctl.me() == 0 }
     }
 
     /// The node of parent rank `r`, or 0 for a rank that does not exist.

@@ -1,12 +1,12 @@
 //! PAP-Shm-Direct: the arrival-aware alltoall across nodes, in three phases inside one
 //! eager round per node (see the module docs of `pap`).
 
-use super::{Hierarchy, Nodes};
+use super::{Hierarchy, Net, Nodes};
 use crate::coll::algorithm::Algorithm;
 use crate::coll::alltoall::AlltoallAlgorithm;
 use crate::coll::pap::packets::{Packets, Run, Src};
 use crate::coll::pap::{serve_arrived, TO_OUTBOX, TO_RECV, TO_SCATTER};
-use crate::coll::{op, Ctx, Kind};
+use crate::coll::{op, Kind};
 use crate::error::{Error, Result};
 use crate::sync::{Call, Round};
 use crate::transport::TransportKind;
@@ -169,12 +169,12 @@ impl Hierarchy {
     /// failure, agreed across nodes.
     pub(crate) fn pap_alltoall(
         &self,
-        parent: &SimpleCommunicator,
-        ctx: &Ctx<'_>,
+        net: Net<'_>,
         send: &[u8],
         recv: &mut [u8],
         algorithm: AlltoallAlgorithm,
     ) -> Result<()> {
+        let Net { parent, ctx } = net;
         let size = parent.size() as usize;
         let n = send.len() / size;
         let layout = Layout::new(Nodes::of(self, size).members, self.my_node(), n);

@@ -1,15 +1,30 @@
 //! The reductions across nodes: reduce, allreduce (by the leaders, or multi-root along
 //! the columns) and the scans.
 
-use super::Hierarchy;
+use super::{Hierarchy, Net};
 use crate::alloc::Scratch;
-use crate::coll::{self, bcast::BcastAlgorithm, Ctx};
+use crate::coll::reduce::{self as red, partition, reduce_scatter, Bufs, ReduceAlgorithm};
+use crate::coll::varcount::{Exchange, Given};
+use crate::coll::{self, bcast::BcastAlgorithm};
 use crate::error::{Error, Result};
 use crate::op::Operator;
 use crate::pod::Pod;
 use crate::to_mpi::{self, Spot};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
+
+/// Runs an allreduce's node step `step` on `bufs` (its input, and its output or the
+/// buffer in place), and returns the step's outcome and the output.
+fn node_step<'b, T: Pod>(
+    bufs: Bufs<'b, T>,
+    step: impl FnOnce(Bufs<'_, T>) -> Result<()>,
+) -> (Result<()>, &'b mut [T]) {
+    match bufs {
+        Bufs::Apart(s, r) => (step(Bufs::Apart(s, &mut *r)), r),
+        Bufs::InPlace(b) => (step(Bufs::InPlace(&mut *b)), b),
+        Bufs::SendOnly(_) => unreachable!("an allreduce rank has an output"),
+    }
+}
 
 /// Allreduces of fewer bytes than this take the leader path: their time is the latency of
 /// the node rounds and of one MPI call, which the multi-root path does not shorten.
@@ -45,13 +60,12 @@ impl Hierarchy {
     /// interleaved nodes); then any rank's failure, on every rank.
     pub(crate) fn all_reduce<T: Pod, O: Operator<T>>(
         &self,
-        parent: &SimpleCommunicator,
-        ctx: &Ctx<'_>,
-        bufs: crate::coll::reduce::Bufs<'_, T>,
+        net: Net<'_>,
+        bufs: Bufs<'_, T>,
         oper: &O,
-        algorithm: crate::coll::reduce::ReduceAlgorithm,
+        algorithm: ReduceAlgorithm,
     ) -> Result<()> {
-        use crate::coll::reduce::{self as red, Bufs};
+        let Net { parent, ctx } = net;
         let n = bufs.input_len();
         let recv = match &bufs {
             Bufs::Apart(_, r) => r.len(),
@@ -62,18 +76,10 @@ impl Hierarchy {
             return self.all_reduce_mpi(parent, bufs, builtin);
         }
         if self.multi_root(n * std::mem::size_of::<T>(), oper) {
-            return self.all_reduce_multi_root(parent, ctx, bufs, oper, algorithm);
+            return self.all_reduce_multi_root(net, bufs, oper, algorithm);
         }
-        let out: &mut [T] = match bufs {
-            Bufs::Apart(s, r) => {
-                let result = red::reduce(ctx, Bufs::Apart(s, &mut *r), None, oper, algorithm);
-                return self.combine_and_share(parent, ctx, r, n, oper, result);
-            }
-            Bufs::InPlace(b) => b,
-            Bufs::SendOnly(_) => unreachable!("an allreduce rank has an output"),
-        };
-        let result = red::reduce(ctx, Bufs::InPlace(&mut *out), None, oper, algorithm);
-        self.combine_and_share(parent, ctx, out, n, oper, result)
+        let (result, out) = node_step(bufs, |b| red::reduce(ctx, b, None, oper, algorithm));
+        self.combine_and_share(net, out, n, oper, result)
     }
 
     /// Reduce to `root` over several nodes. With one rank per node and a built-in
@@ -86,14 +92,13 @@ impl Hierarchy {
     /// As `all_reduce`, and `InvalidRoot` or `Mismatch` for a bad root.
     pub(crate) fn reduce<T: Pod, O: Operator<T>>(
         &self,
-        parent: &SimpleCommunicator,
-        ctx: &Ctx<'_>,
-        bufs: crate::coll::reduce::Bufs<'_, T>,
+        net: Net<'_>,
+        bufs: Bufs<'_, T>,
         root: i32,
         oper: &O,
-        algorithm: crate::coll::reduce::ReduceAlgorithm,
+        algorithm: ReduceAlgorithm,
     ) -> Result<()> {
-        use crate::coll::reduce::Bufs;
+        let Net { parent, ctx } = net;
         let n = bufs.input_len();
         let size = std::mem::size_of::<T>();
         if let (true, Some(builtin)) = (self.direct(), oper.builtin()) {
@@ -114,9 +119,9 @@ impl Hierarchy {
             Bufs::SendOnly(send) => {
                 // The node's ranks read it: in the shared heap where they map it.
                 let mut scratch = Scratch::copy_of(send, ctx.ctl.loads_heaps());
-                self.all_reduce(parent, ctx, Bufs::InPlace(&mut scratch), oper, algorithm)
+                self.all_reduce(net, Bufs::InPlace(&mut scratch), oper, algorithm)
             }
-            other => self.all_reduce(parent, ctx, other, oper, algorithm),
+            other => self.all_reduce(net, other, oper, algorithm),
         }
     }
 
@@ -168,10 +173,9 @@ impl Hierarchy {
     fn all_reduce_mpi<T: Pod>(
         &self,
         parent: &SimpleCommunicator,
-        bufs: crate::coll::reduce::Bufs<'_, T>,
+        bufs: Bufs<'_, T>,
         builtin: crate::op::Builtin,
     ) -> Result<()> {
-        use crate::coll::reduce::Bufs;
         if bufs.input_len() > 0 {
             match bufs {
                 Bufs::Apart(s, r) => parent.all_reduce_into(s, r, builtin.mpi()),
@@ -186,21 +190,16 @@ impl Hierarchy {
     /// one allreduce per partition along the columns, allgatherv on the node.
     fn all_reduce_multi_root<T: Pod, O: Operator<T>>(
         &self,
-        parent: &SimpleCommunicator,
-        ctx: &Ctx<'_>,
-        bufs: crate::coll::reduce::Bufs<'_, T>,
+        net: Net<'_>,
+        bufs: Bufs<'_, T>,
         oper: &O,
-        algorithm: crate::coll::reduce::ReduceAlgorithm,
+        algorithm: ReduceAlgorithm,
     ) -> Result<()> {
-        use crate::coll::reduce::{partition, reduce_scatter, Bufs};
+        let Net { parent, ctx } = net;
         let n = bufs.input_len();
         let m = self.min_node_size;
         // (a) Local rank j < m ends with the node's partition j in its output.
-        let (result, out): (Result<()>, &mut [T]) = match bufs {
-            Bufs::Apart(s, r) => (reduce_scatter(ctx, Bufs::Apart(s, &mut *r), m, oper, algorithm), r),
-            Bufs::InPlace(b) => (reduce_scatter(ctx, Bufs::InPlace(&mut *b), m, oper, algorithm), b),
-            Bufs::SendOnly(_) => unreachable!("an allreduce rank has an output"),
-        };
+        let (result, out) = node_step(bufs, |b| reduce_scatter(ctx, b, m, oper, algorithm));
         let parts: Vec<std::ops::Range<usize>> =
             (0..ctx.ctl.size()).map(|j| if j < m { partition::<T>(n, m, j) } else { 0..0 }).collect();
         let mine = parts[ctx.ctl.me()].clone();
@@ -226,12 +225,13 @@ impl Hierarchy {
         let displs: Vec<mpi::Count> = parts.iter().map(|r| r.start as mpi::Count).collect();
         let spread = coll::allgatherv::allgatherv(
             ctx,
-            bytemuck::cast_slice(&reduced),
-            bytemuck::cast_slice_mut(out),
-            &counts,
-            &displs,
-            std::mem::size_of::<T>(),
-            coll::allgatherv::AllgathervAlgorithm::Auto,
+            Exchange {
+                send: bytemuck::cast_slice(&reduced),
+                recv: bytemuck::cast_slice_mut(out),
+                parts: Given { counts: &counts, displs: &displs },
+                elem: std::mem::size_of::<T>(),
+                algorithm: coll::allgatherv::AllgathervAlgorithm::Auto,
+            },
         );
         self.agree(parent, result.and(spread))
     }
@@ -241,13 +241,13 @@ impl Hierarchy {
     /// node's checks failed: the leader then still combines `n` elements).
     fn combine_and_share<T: Pod, O: Operator<T>>(
         &self,
-        parent: &SimpleCommunicator,
-        ctx: &Ctx<'_>,
+        net: Net<'_>,
         out: &mut [T],
         n: usize,
         oper: &O,
         mut result: Result<()>,
     ) -> Result<()> {
+        let Net { parent, ctx } = net;
         if let Some(leaders) = &self.leaders {
             let mine = if out.len() == n { out.to_vec() } else { vec![T::zeroed(); n] };
             let mut combined = vec![T::zeroed(); n];
@@ -356,8 +356,7 @@ fn combine<T: Pod, O: Operator<T>>(comm: &SimpleCommunicator, mine: &[T], out: &
 
 /// The output length (in elements) a rank of a reduction claims: its receive buffer, or
 /// its input in place; `None` for a rank that only sends.
-fn recv_of<T>(bufs: &crate::coll::reduce::Bufs<'_, T>) -> Option<usize> {
-    use crate::coll::reduce::Bufs;
+fn recv_of<T>(bufs: &Bufs<'_, T>) -> Option<usize> {
     match bufs {
         Bufs::Apart(_, r) => Some(r.len()),
         Bufs::InPlace(b) => Some(b.len()),

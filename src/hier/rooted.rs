@@ -1,13 +1,13 @@
 //! Scatter and gather across nodes: the root's node leg, the leaders' network leg with
 //! rsmpi, and every other node's leg.
 
-use super::Hierarchy;
+use super::{Hierarchy, Net, Stand};
 use crate::alloc::Scratch;
 use crate::coll::algorithm::Algorithm;
-use crate::coll::gather::{gather, GatherAlgorithm, GatherBufs};
-use crate::coll::rooted::{judge, relay, Claim, Layout};
-use crate::coll::scatter::{scatter, ScatterAlgorithm, ScatterBufs};
-use crate::coll::{Ctx, Kind};
+use crate::coll::gather::{gather, GatherBufs};
+use crate::coll::rooted::{judge, relay, Claim, Layout, Rooted};
+use crate::coll::scatter::{scatter, ScatterBufs};
+use crate::coll::Kind;
 use crate::error::{Error, Result};
 use crate::to_mpi::{self, Spot};
 use mpi::datatype::{Partition, PartitionMut};
@@ -21,15 +21,9 @@ impl Hierarchy {
     /// # Errors
     ///
     /// As [`Hierarchy::rooted_check`](crate::hier::Hierarchy::rooted_check), then any rank's failure, on every rank.
-    pub(crate) fn scatter(
-        &self,
-        parent: &SimpleCommunicator,
-        ctx: &Ctx<'_>,
-        bufs: ScatterBufs<'_>,
-        root: i32,
-        elem: usize,
-        algorithm: ScatterAlgorithm,
-    ) -> Result<()> {
+    pub(crate) fn scatter(&self, net: Net<'_>, call: Rooted<ScatterBufs<'_>>) -> Result<()> {
+        let Net { parent, ctx } = net;
+        let Rooted { bufs, root, local: root_local, elem, algorithm } = call;
         let p = parent.size() as usize;
         let block = self.rooted_check(parent, Kind::Scatter, root, bufs.claim(p, elem), "send")?;
         if self.direct() {
@@ -51,9 +45,7 @@ impl Hierarchy {
             ScatterBufs::Leaf { .. } => None,
         };
         let layout = Layout::new(|r| self.node_of(r as i32), p, self.nodes(), block);
-        let (root_node, root_local) = (self.node_of(root), self.local_of(root));
-        let here = self.my_node() == root_node;
-        let leader = ctx.ctl.me() == 0;
+        let Stand { root_node, here, leader } = self.stand(ctx, root);
         let mut result = Ok(());
 
         // 1. The root's leader needs the whole buffer.
@@ -103,7 +95,7 @@ impl Hierarchy {
                 ScatterBufs::Leaf { recv: &mut own }
             }
         };
-        result = result.and(scatter(ctx, node_bufs, root, 0, elem, algorithm));
+        result = result.and(scatter(ctx, Rooted { bufs: node_bufs, root, local: 0, elem, algorithm }));
         self.agree(parent, result)
     }
 
@@ -113,15 +105,9 @@ impl Hierarchy {
     /// # Errors
     ///
     /// As [`Hierarchy::rooted_check`](crate::hier::Hierarchy::rooted_check), then any rank's failure, on every rank.
-    pub(crate) fn gather(
-        &self,
-        parent: &SimpleCommunicator,
-        ctx: &Ctx<'_>,
-        bufs: GatherBufs<'_>,
-        root: i32,
-        elem: usize,
-        algorithm: GatherAlgorithm,
-    ) -> Result<()> {
+    pub(crate) fn gather(&self, net: Net<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> {
+        let Net { parent, ctx } = net;
+        let Rooted { bufs, root, local: root_local, elem, algorithm } = call;
         let p = parent.size() as usize;
         let block = self.rooted_check(parent, Kind::Gather, root, bufs.claim(p, elem), "receive")?;
         if self.direct() {
@@ -139,9 +125,7 @@ impl Hierarchy {
             return Ok(());
         }
         let layout = Layout::new(|r| self.node_of(r as i32), p, self.nodes(), block);
-        let (root_node, root_local) = (self.node_of(root), self.local_of(root));
-        let here = self.my_node() == root_node;
-        let leader = ctx.ctl.me() == 0;
+        let Stand { root_node, here, leader } = self.stand(ctx, root);
         let (send, mut recv): (Option<&[u8]>, Option<&mut [u8]>) = match bufs {
             GatherBufs::Leaf { send } => (Some(send), None),
             GatherBufs::Root { send, recv } => (send, Some(recv)),
@@ -163,7 +147,7 @@ impl Hierarchy {
                 true => GatherBufs::Root { send: Some(own), recv: &mut part },
                 false => GatherBufs::Leaf { send: own },
             };
-            gather(ctx, node_bufs, root, 0, elem, algorithm)
+            gather(ctx, Rooted { bufs: node_bufs, root, local: 0, elem, algorithm })
         };
 
         // 2. The root's leader gets every node's part: straight into the root's buffer when it

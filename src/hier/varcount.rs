@@ -2,25 +2,23 @@
 //! communicator, then rsmpi's own call (one rank per node) or the node legs around the
 //! leaders' exchange.
 
-use super::{mpi_count, scratch, Hierarchy, Nodes};
+use super::{mpi_count, scratch, Hierarchy, Net, Nodes, Stand};
 use crate::alloc::Scratch;
 use crate::coll::algorithm::Algorithm;
-use crate::coll::allgatherv::AllgathervAlgorithm;
-use crate::coll::alltoallv::AlltoallvAlgorithm;
 use crate::coll::alltoallv::Sides;
 use crate::coll::bcast::{bcast, BcastAlgorithm};
 use crate::coll::gather::GatherAlgorithm;
 use crate::coll::gatherv::requested as gatherv_requested;
 use crate::coll::gatherv::{gatherv, GathervBufs};
 use crate::coll::legs::gather_to_leader;
-use crate::coll::rooted::relay;
+use crate::coll::rooted::{relay, Rooted};
 use crate::coll::scatter::ScatterAlgorithm;
 use crate::coll::scatterv::requested as scatterv_requested;
 use crate::coll::scatterv::{scatterv, ScattervBufs};
 use crate::coll::varcount::first_fault;
 use crate::coll::varcount::{
     allgatherv_local, alltoallv_local, bytes, cross_fault, judge_rooted, mpi_bytes, partition_len,
-    partition_words, range, Claim, Fault, Given, Packed, Parts, Side, Words, BAD_CONFIG,
+    partition_words, range, Claim, Exchange, Fault, Given, Packed, Parts, Side, Words, BAD_CONFIG,
 };
 use crate::coll::{Ctx, Kind};
 use crate::error::{Error, Result};
@@ -36,15 +34,9 @@ impl Hierarchy {
     /// # Errors
     ///
     /// The checks' errors (the same on every rank), then any rank's failure, on every rank.
-    pub(crate) fn scatterv(
-        &self,
-        parent: &SimpleCommunicator,
-        ctx: &Ctx<'_>,
-        bufs: ScattervBufs<'_>,
-        root: i32,
-        elem: usize,
-        algorithm: ScatterAlgorithm,
-    ) -> Result<()> {
+    pub(crate) fn scatterv(&self, net: Net<'_>, call: Rooted<ScattervBufs<'_>>) -> Result<()> {
+        let Net { parent, ctx } = net;
+        let Rooted { bufs, root, local: root_local, elem, algorithm } = call;
         let p = parent.size() as usize;
         let (root_send, recv) = match bufs {
             ScattervBufs::Root { send, counts, displs, recv } => (Some((send, counts, displs)), recv),
@@ -70,10 +62,8 @@ impl Hierarchy {
             return Ok(());
         }
         let layout = Packed::new(len, |r| self.node_of(r as i32), self.nodes());
-        let (root_node, root_local) = (self.node_of(root), self.local_of(root));
         let node = self.my_node();
-        let here = node == root_node;
-        let leader = ctx.ctl.me() == 0;
+        let Stand { root_node, here, leader } = self.stand(ctx, root);
         let mut result = Ok(());
 
         // 1. The root packs its blocks node by node; its leader gets them.
@@ -118,7 +108,7 @@ impl Hierarchy {
         } else {
             ScattervBufs::Leaf { recv }
         };
-        result = result.and(scatterv(ctx, node_bufs, root, 0, 1, algorithm));
+        result = result.and(scatterv(ctx, Rooted { bufs: node_bufs, root, local: 0, elem: 1, algorithm }));
         self.agree(parent, result)
     }
 
@@ -129,15 +119,9 @@ impl Hierarchy {
     /// # Errors
     ///
     /// The checks' errors (the same on every rank), then any rank's failure, on every rank.
-    pub(crate) fn gatherv(
-        &self,
-        parent: &SimpleCommunicator,
-        ctx: &Ctx<'_>,
-        bufs: GathervBufs<'_>,
-        root: i32,
-        elem: usize,
-        algorithm: GatherAlgorithm,
-    ) -> Result<()> {
+    pub(crate) fn gatherv(&self, net: Net<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()> {
+        let Net { parent, ctx } = net;
+        let Rooted { bufs, root, local: root_local, elem, algorithm } = call;
         let p = parent.size() as usize;
         let (send, root_recv) = match bufs {
             GathervBufs::Root { send, recv, counts, displs } => (send, Some((recv, counts, displs))),
@@ -164,10 +148,8 @@ impl Hierarchy {
             return Ok(());
         }
         let layout = Packed::new(len, |r| self.node_of(r as i32), self.nodes());
-        let (root_node, root_local) = (self.node_of(root), self.local_of(root));
         let node = self.my_node();
-        let here = node == root_node;
-        let leader = ctx.ctl.me() == 0;
+        let Stand { root_node, here, leader } = self.stand(ctx, root);
 
         // 1. Every node gathers to its leader, in bytes, into the node's part.
         let n = layout.counts[node] as usize;
@@ -216,18 +198,9 @@ impl Hierarchy {
     ///
     /// The checks' errors (the same on every rank), `Mismatch` if the algorithms differ,
     /// `Unsupported` beyond 2 GiB in all; then any rank's failure, on every rank.
-    #[allow(clippy::too_many_arguments)] // the two levels, the buffers, the partition, the algorithm
-    pub(crate) fn allgatherv(
-        &self,
-        parent: &SimpleCommunicator,
-        ctx: &Ctx<'_>,
-        send: &[u8],
-        recv: &mut [u8],
-        counts: &[Count],
-        displs: &[Count],
-        elem: usize,
-        algorithm: AllgathervAlgorithm,
-    ) -> Result<()> {
+    pub(crate) fn allgatherv(&self, net: Net<'_>, call: Exchange<'_, Given<'_>>) -> Result<()> {
+        let Net { parent, ctx } = net;
+        let Exchange { send, recv, parts: Given { counts, displs }, elem, algorithm } = call;
         let p = parent.size() as usize;
         let me = parent.rank();
         self.check(parent, Kind::Allgatherv, 0, 0)?;
@@ -292,17 +265,9 @@ impl Hierarchy {
     ///
     /// The checks' errors (the same on every rank), `Mismatch` if the algorithms differ,
     /// `Unsupported` beyond 2 GiB at a leader; then any rank's failure, on every rank.
-    #[allow(clippy::too_many_arguments)] // the two levels, the buffers, their partitions, the algorithm
-    pub(crate) fn alltoallv(
-        &self,
-        parent: &SimpleCommunicator,
-        ctx: &Ctx<'_>,
-        send: &[u8],
-        recv: &mut [u8],
-        sides: Sides<'_>,
-        elem: usize,
-        algorithm: AlltoallvAlgorithm,
-    ) -> Result<()> {
+    pub(crate) fn alltoallv(&self, net: Net<'_>, call: Exchange<'_, Sides<'_>>) -> Result<()> {
+        let Net { parent, ctx } = net;
+        let Exchange { send, recv, parts: sides, elem, algorithm } = call;
         let p = parent.size() as usize;
         let me = parent.rank();
         self.check(parent, Kind::Alltoallv, 0, 0)?;
@@ -393,7 +358,7 @@ impl Hierarchy {
                 },
                 false => GathervBufs::Leaf { send: &out[..out_total as usize] },
             };
-            gatherv(ctx, bufs, 0, 0, 1, GatherAlgorithm::Auto)
+            gatherv(ctx, Rooted { bufs, root: 0, local: 0, elem: 1, algorithm: GatherAlgorithm::Auto })
         });
 
         // 3. The leaders exchange node-to-node parts: to node B, for each local a, a's blocks
@@ -460,7 +425,7 @@ impl Hierarchy {
                 },
                 false => ScattervBufs::Leaf { recv: &mut inn[..in_total as usize] },
             };
-            scatterv(ctx, bufs, 0, 0, 1, ScatterAlgorithm::Auto)
+            scatterv(ctx, Rooted { bufs, root: 0, local: 0, elem: 1, algorithm: ScatterAlgorithm::Auto })
         });
         if result.is_ok() {
             let mut at = 0;
@@ -579,7 +544,7 @@ fn gather_part(
         true => GathervBufs::Root { send, recv: &mut part[..n], counts: &counts, displs: &displs },
         false => GathervBufs::Leaf { send },
     };
-    let result = gatherv(ctx, bufs, root, 0, 1, algorithm);
+    let result = gatherv(ctx, Rooted { bufs, root, local: 0, elem: 1, algorithm });
     (part, result)
 }
 

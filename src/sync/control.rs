@@ -1,14 +1,15 @@
-//! [`Control`]: one rank's view of the node's segment, and the start and end of every
-//! round (arrive, publish the call, settle what a private round owes, agree on the end).
+//! [`Control`]: one rank's view of the node's segment, and the end of every round (settle
+//! what a private round owes, agree on the end). A round starts in `round.rs`
+//! (`Control::begin`), beside the [`Round`](super::Round) it returns.
 
-use super::call::{Kind, EXPOSURE_SHIFT, FLAG_RECV_HEAP, FLAG_SEND_HEAP, OP, PRIVATE, STAMP, STATUS};
+use super::call::{Kind, OP, STATUS};
 use super::fence::Pidfds;
+use super::fifo;
 use super::layout::{Line, Slot, MAGIC, PAGE, SCRATCH_HALF};
 use super::wait::{self, Peer, WaitPolicy};
-use super::{fifo, Call, Round};
 use crate::error::{Error, Result};
 use crate::segment::Segment;
-use crate::transport::{heap, Links, Read, RemoteBuf, TransportKind};
+use crate::transport::{Links, Read, RemoteBuf, TransportKind};
 use crate::tune::Flags;
 use std::cell::{Cell, RefCell, RefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -276,153 +277,6 @@ impl Control {
     /// How the rounds await arrivals.
     pub(crate) fn arrival(&self) -> Flags {
         self.arrival
-    }
-
-    /// Starts a collective: publishes `call` and waits until every local rank has arrived.
-    ///
-    /// Flat, each rank polls every other rank's stamp: `p - 1` cache lines per rank. With
-    /// a tree of fan-in `k` (local rank `r`'s children are `k r + 1 ..= k r + k`), each
-    /// rank waits for its children's `gathered`, then publishes its own (its subtree has
-    /// arrived), and every rank but the root waits for the root's, which says that the
-    /// whole node has: `k` lines per level up and one down. Either way a rank that
-    /// returns `Ok` has seen, through a chain of Release stores and Acquire loads, every
-    /// rank's call record of this round and everything each rank did before arriving.
-    ///
-    /// # Errors
-    ///
-    /// `PeerDied` or `Timeout` while waiting for an arrival; with a tree, `PeerFailed`
-    /// naming the awaited rank when it gave up (a rank below it died or timed out).
-    pub(crate) fn begin(&self, call: &Call) -> Result<Round<'_>> {
-        let mut round = self.publish(call, 0);
-        let epoch = round.epoch;
-        let arrived = match self.arrival {
-            Flags::Tree(k) if self.size() > 2 => self.gather_arrivals(epoch, k.max(2)),
-            _ => {
-                let parity = (epoch % 2) as usize;
-                (0..self.size()).try_for_each(|r| self.wait_ge(r, |s| &s.call[parity][STAMP], epoch))
-            }
-        };
-        if let Err(e) = arrived {
-            // We arrived, so a peer may already be copying: we cannot wait for it (the
-            // wait just failed), so say we failed and are done, without waiting (unless
-            // a peer may write into our buffer: `fence_arrival`). With a tree, `done`
-            // without `gathered` is also how the ranks above and below us learn that we
-            // gave up.
-            round.finished = true;
-            let e = match round.writable {
-                true => round.fence_arrival(e),
-                false => e,
-            };
-            let mine = self.slot(self.me);
-            mine.call[(epoch % 2) as usize][STATUS].store(1, Ordering::Relaxed);
-            mine.done.store(epoch, Ordering::Release);
-            return Err(e);
-        }
-        // Every rank arrived here only after posting `done` of the round before.
-        self.owed.set(0);
-        Ok(round)
-    }
-
-    /// The tree of [`begin`](Control::begin): up through this rank's children, then down
-    /// from the root.
-    fn gather_arrivals(&self, epoch: u64, k: usize) -> Result<()> {
-        let first = self.me * k + 1;
-        for child in first..(first + k).min(self.size()) {
-            self.wait_gathered(child, epoch)?;
-        }
-        // Release: our record, and (through our Acquire loads of the children's) every
-        // record of our subtree, are visible to whoever sees this.
-        self.slot(self.me).gathered.store(epoch, Ordering::Release);
-        match self.me {
-            0 => Ok(()),
-            _ => self.wait_gathered(0, epoch),
-        }
-    }
-
-    /// Waits until local rank `r` says that its subtree has arrived at `epoch`, or until
-    /// it gave up on `epoch` (its `done` without its `gathered`: a rank below it died or
-    /// timed out, or its own wait failed), which fails this rank's arrival too.
-    fn wait_gathered(&self, r: usize, epoch: u64) -> Result<()> {
-        let slot = self.slot(r);
-        let gathered = || slot.gathered.load(Ordering::Acquire) >= epoch;
-        let mut gave_up = false;
-        let ready = || {
-            gathered() || {
-                gave_up = slot.done.load(Ordering::Acquire) >= epoch;
-                gave_up
-            }
-        };
-        wait::wait_until_any_saying(&self.policy, &[self.peer(r)], ready, &|| self.standing(r))?;
-        // `gathered` is posted before `done`: look at it once more.
-        match gave_up && !gathered() {
-            true => Err(Error::PeerFailed { rank: self.ranks[self.me], peer: self.ranks[r] }),
-            false => Ok(()),
-        }
-    }
-
-    /// Starts round `epoch + 1`: clears the first `board` words of this rank's staging area
-    /// (see `arrival`), notes where this rank's completion counter stands, writes `call`
-    /// and publishes the arrival. Nothing is awaited.
-    pub(super) fn publish(&self, call: &Call, board: usize) -> Round<'_> {
-        #[cfg(feature = "fault-injection")]
-        crate::fault::at(crate::fault::Phase::Arrive);
-        let epoch = self.epoch.get() + 1;
-        self.epoch.set(epoch);
-        let mine = self.slot(self.me);
-        for i in 0..board {
-            self.board_word(self.me, i).store(0, Ordering::Relaxed);
-        }
-        // Peers add to our counter only after seeing this arrival, and every addition of
-        // an earlier round was made before its author's `done`, which our previous
-        // `finish` awaited: the value now is exactly this round's starting point.
-        let base = mine.completed.load(Ordering::Acquire);
-        let record = &mine.call[(epoch % 2) as usize];
-        let private = call.op & PRIVATE != 0;
-        let exposure = self.exposed.borrow().as_ref().map_or(0, |e| e.id << EXPOSURE_SHIFT);
-        let in_heap = |addr, len| len > 0 && heap::contains(addr) && heap::contains(addr + len - 1);
-        let flags = if private {
-            // Lengths only (`store` writes no address): no peer can reach our buffers.
-            exposure
-        } else {
-            (call.recv_writable as u64)
-                | if in_heap(call.send, call.send_len) { FLAG_SEND_HEAP } else { 0 }
-                | if in_heap(call.recv, call.recv_len) { FLAG_RECV_HEAP } else { 0 }
-                | exposure
-        };
-        call.store(record, flags);
-        record[STATUS].store(0, Ordering::Relaxed);
-        // The stamp first (what `begin` waits for: it shares a cache line with the words
-        // the verdict reads), then `arrive` (what every other wait on an arrival reads).
-        record[STAMP].store(epoch, Ordering::Release);
-        mine.arrive.store(epoch, Ordering::Release);
-        let writable = call.recv_writable && !private;
-        Round {
-            ctl: self,
-            epoch,
-            writable,
-            finished: false,
-            eager: false,
-            staged: false,
-            quiet: private && exposure == 0,
-            base,
-        }
-    }
-
-    /// Takes part in the next round without waiting for anyone, and fails it: publishes
-    /// `call`, the arrival, and a failed `done`, and returns. For a rank that unwinds a
-    /// panic with a collective step pending (an exposure's withdrawal): its peers' round
-    /// ends with `PeerFailed` (or a mismatch) instead of waiting for a rank that will
-    /// never arrive. Nothing of this rank's may be touched in that round (`call` publishes
-    /// no buffer); the wait for the others' `done` is owed, as after a private round.
-    pub(crate) fn abandon(&self, call: &Call) {
-        debug_assert!(call.send_len == 0 && call.recv_len == 0 && !call.recv_writable);
-        let mut round = self.publish(call, 0);
-        round.finished = true;
-        let mine = self.slot(self.me);
-        mine.call[(round.epoch % 2) as usize][STATUS].store(1, Ordering::Relaxed);
-        mine.done.store(round.epoch, Ordering::Release);
-        self.owed.set(round.epoch);
-        self.owed_staged.set(false);
     }
 
     /// Waits for every rank's `done` of the private round this rank left without waiting

@@ -1,15 +1,17 @@
-//! [`Round`]: one collective call in progress, from the verdict to `finish`: the peers'
-//! published buffers, the one road by which a collective copies them (`read`, `write`,
-//! `read_v` and their shorthands), and the step counters.
+//! [`Round`]: one collective call in progress, from its start ([`Control::begin`]: publish
+//! the call, await the arrivals) to `finish`: the peers' published buffers, the one road
+//! by which a collective copies them (`read`, `write`, `read_v` and their shorthands), and
+//! the step counters.
 
-use super::call::{EXPOSURE_SHIFT, FLAGS, FLAG_RECV_HEAP, FLAG_SEND_HEAP, STAMP, STATUS};
+use super::call::{EXPOSURE_SHIFT, FLAGS, FLAG_RECV_HEAP, FLAG_SEND_HEAP, PRIVATE, STAMP, STATUS};
 use super::control::Registration;
 use super::fence::Fence;
 use super::layout::Slot;
 use super::wait;
 use super::{Call, Control};
 use crate::error::{Error, Result};
-use crate::transport::{self, Read, RemoteBuf, TransportKind, Write};
+use crate::transport::{self, heap, Read, RemoteBuf, TransportKind, Write};
+use crate::tune::Flags;
 use std::cell::RefMut;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -23,6 +25,156 @@ pub(super) fn stamp(epoch: u64, step: u32) -> u64 {
 pub(super) fn reached(seen: u64, want: u64) -> bool {
     let ahead = ((seen >> 32) as u32).wrapping_sub((want >> 32) as u32) as i32;
     ahead > 0 || (ahead == 0 && seen as u32 >= want as u32)
+}
+
+/// The start of a round: what [`Control`] does to open one.
+impl Control {
+    /// Starts a collective: publishes `call` and waits until every local rank has arrived.
+    ///
+    /// Flat, each rank polls every other rank's stamp: `p - 1` cache lines per rank. With
+    /// a tree of fan-in `k` (local rank `r`'s children are `k r + 1 ..= k r + k`), each
+    /// rank waits for its children's `gathered`, then publishes its own (its subtree has
+    /// arrived), and every rank but the root waits for the root's, which says that the
+    /// whole node has: `k` lines per level up and one down. Either way a rank that
+    /// returns `Ok` has seen, through a chain of Release stores and Acquire loads, every
+    /// rank's call record of this round and everything each rank did before arriving.
+    ///
+    /// # Errors
+    ///
+    /// `PeerDied` or `Timeout` while waiting for an arrival; with a tree, `PeerFailed`
+    /// naming the awaited rank when it gave up (a rank below it died or timed out).
+    pub(crate) fn begin(&self, call: &Call) -> Result<Round<'_>> {
+        let mut round = self.publish(call, 0);
+        let epoch = round.epoch;
+        let arrived = match self.arrival {
+            Flags::Tree(k) if self.size() > 2 => self.gather_arrivals(epoch, k.max(2)),
+            _ => {
+                let parity = (epoch % 2) as usize;
+                (0..self.size()).try_for_each(|r| self.wait_ge(r, |s| &s.call[parity][STAMP], epoch))
+            }
+        };
+        if let Err(e) = arrived {
+            // We arrived, so a peer may already be copying: we cannot wait for it (the
+            // wait just failed), so say we failed and are done, without waiting (unless
+            // a peer may write into our buffer: `fence_arrival`). With a tree, `done`
+            // without `gathered` is also how the ranks above and below us learn that we
+            // gave up.
+            round.finished = true;
+            let e = match round.writable {
+                true => round.fence_arrival(e),
+                false => e,
+            };
+            let mine = self.slot(self.me);
+            mine.call[(epoch % 2) as usize][STATUS].store(1, Ordering::Relaxed);
+            mine.done.store(epoch, Ordering::Release);
+            return Err(e);
+        }
+        // Every rank arrived here only after posting `done` of the round before.
+        self.owed.set(0);
+        Ok(round)
+    }
+
+    /// The tree of [`begin`](Control::begin): up through this rank's children, then down
+    /// from the root.
+    fn gather_arrivals(&self, epoch: u64, k: usize) -> Result<()> {
+        let first = self.me * k + 1;
+        for child in first..(first + k).min(self.size()) {
+            self.wait_gathered(child, epoch)?;
+        }
+        // Release: our record, and (through our Acquire loads of the children's) every
+        // record of our subtree, are visible to whoever sees this.
+        self.slot(self.me).gathered.store(epoch, Ordering::Release);
+        match self.me {
+            0 => Ok(()),
+            _ => self.wait_gathered(0, epoch),
+        }
+    }
+
+    /// Waits until local rank `r` says that its subtree has arrived at `epoch`, or until
+    /// it gave up on `epoch` (its `done` without its `gathered`: a rank below it died or
+    /// timed out, or its own wait failed), which fails this rank's arrival too.
+    fn wait_gathered(&self, r: usize, epoch: u64) -> Result<()> {
+        let slot = self.slot(r);
+        let gathered = || slot.gathered.load(Ordering::Acquire) >= epoch;
+        let mut gave_up = false;
+        let ready = || {
+            gathered() || {
+                gave_up = slot.done.load(Ordering::Acquire) >= epoch;
+                gave_up
+            }
+        };
+        wait::wait_until_any_saying(&self.policy, &[self.peer(r)], ready, &|| self.standing(r))?;
+        // `gathered` is posted before `done`: look at it once more.
+        match gave_up && !gathered() {
+            true => Err(Error::PeerFailed { rank: self.ranks[self.me], peer: self.ranks[r] }),
+            false => Ok(()),
+        }
+    }
+
+    /// Starts round `epoch + 1`: clears the first `board` words of this rank's staging area
+    /// (see `arrival`), notes where this rank's completion counter stands, writes `call`
+    /// and publishes the arrival. Nothing is awaited.
+    pub(super) fn publish(&self, call: &Call, board: usize) -> Round<'_> {
+        #[cfg(feature = "fault-injection")]
+        crate::fault::at(crate::fault::Phase::Arrive);
+        let epoch = self.epoch.get() + 1;
+        self.epoch.set(epoch);
+        let mine = self.slot(self.me);
+        for i in 0..board {
+            self.board_word(self.me, i).store(0, Ordering::Relaxed);
+        }
+        // Peers add to our counter only after seeing this arrival, and every addition of
+        // an earlier round was made before its author's `done`, which our previous
+        // `finish` awaited: the value now is exactly this round's starting point.
+        let base = mine.completed.load(Ordering::Acquire);
+        let record = &mine.call[(epoch % 2) as usize];
+        let private = call.op & PRIVATE != 0;
+        let exposure = self.exposed.borrow().as_ref().map_or(0, |e| e.id << EXPOSURE_SHIFT);
+        let in_heap = |addr, len| len > 0 && heap::contains(addr) && heap::contains(addr + len - 1);
+        let flags = if private {
+            // Lengths only (`store` writes no address): no peer can reach our buffers.
+            exposure
+        } else {
+            (call.recv_writable as u64)
+                | if in_heap(call.send, call.send_len) { FLAG_SEND_HEAP } else { 0 }
+                | if in_heap(call.recv, call.recv_len) { FLAG_RECV_HEAP } else { 0 }
+                | exposure
+        };
+        call.store(record, flags);
+        record[STATUS].store(0, Ordering::Relaxed);
+        // The stamp first (what `begin` waits for: it shares a cache line with the words
+        // the verdict reads), then `arrive` (what every other wait on an arrival reads).
+        record[STAMP].store(epoch, Ordering::Release);
+        mine.arrive.store(epoch, Ordering::Release);
+        let writable = call.recv_writable && !private;
+        Round {
+            ctl: self,
+            epoch,
+            writable,
+            finished: false,
+            eager: false,
+            staged: false,
+            quiet: private && exposure == 0,
+            base,
+        }
+    }
+
+    /// Takes part in the next round without waiting for anyone, and fails it: publishes
+    /// `call`, the arrival, and a failed `done`, and returns. For a rank that unwinds a
+    /// panic with a collective step pending (an exposure's withdrawal): its peers' round
+    /// ends with `PeerFailed` (or a mismatch) instead of waiting for a rank that will
+    /// never arrive. Nothing of this rank's may be touched in that round (`call` publishes
+    /// no buffer); the wait for the others' `done` is owed, as after a private round.
+    pub(crate) fn abandon(&self, call: &Call) {
+        debug_assert!(call.send_len == 0 && call.recv_len == 0 && !call.recv_writable);
+        let mut round = self.publish(call, 0);
+        round.finished = true;
+        let mine = self.slot(self.me);
+        mine.call[(round.epoch % 2) as usize][STATUS].store(1, Ordering::Relaxed);
+        mine.done.store(round.epoch, Ordering::Release);
+        self.owed.set(round.epoch);
+        self.owed_staged.set(false);
+    }
 }
 
 /// One collective call in progress. Created by [`Control::begin`]; ended by
@@ -343,9 +495,15 @@ impl<'c> Round<'c> {
 
     /// Publishes that this rank has completed `step` of this round.
     pub(crate) fn post_progress(&self, step: u32) {
+        self.post_step(|s| &s.progress, step);
+    }
+
+    /// Publishes `step` of this round in this rank's `flag` (a fault-injection site: a
+    /// copy phase).
+    fn post_step(&self, flag: impl Fn(&Slot) -> &AtomicU64, step: u32) {
         #[cfg(feature = "fault-injection")]
         crate::fault::at(crate::fault::Phase::Copy);
-        self.ctl.slot(self.ctl.me).progress.store(stamp(self.epoch, step), Ordering::Release);
+        flag(self.ctl.slot(self.ctl.me)).store(stamp(self.epoch, step), Ordering::Release);
     }
 
     /// Waits until local rank `r` has completed `step` of this round.
@@ -386,9 +544,7 @@ impl<'c> Round<'c> {
     /// A second step counter, for ranks that are producer and consumer in one round:
     /// `progress` counts what a rank produced, `ack` what it consumed.
     pub(crate) fn post_ack(&self, step: u32) {
-        #[cfg(feature = "fault-injection")]
-        crate::fault::at(crate::fault::Phase::Copy);
-        self.ctl.slot(self.ctl.me).ack.store(stamp(self.epoch, step), Ordering::Release);
+        self.post_step(|s| &s.ack, step);
     }
 
     /// Waits until local rank `r` has acknowledged `step` of this round.

@@ -38,6 +38,26 @@ pub(crate) struct WaitPolicy {
 /// wait in a collective stays quiet, short enough that a stuck job explains itself.
 const REPORT_AFTER: Duration = Duration::from_secs(60);
 
+/// The value of the environment variable `name` as `parse` reads it (`None` if it is not
+/// set).
+///
+/// # Errors
+///
+/// `Error::Config` saying it should be `expected` if it is set and `parse` cannot read it.
+fn env_var<T>(
+    name: &'static str,
+    expected: &'static str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Option<T>> {
+    match std::env::var(name) {
+        Ok(value) => match parse(&value) {
+            Some(v) => Ok(Some(v)),
+            None => Err(Error::Config { name, value, expected }),
+        },
+        Err(_) => Ok(None),
+    }
+}
+
 impl WaitPolicy {
     /// The default policy, with `ZCOLL_TIMEOUT` read from the environment.
     ///
@@ -45,46 +65,20 @@ impl WaitPolicy {
     ///
     /// `Error::Config` if `ZCOLL_TIMEOUT` is not a positive number of seconds.
     pub(crate) fn from_env() -> Result<Self> {
-        let timeout = match std::env::var("ZCOLL_TIMEOUT") {
-            Ok(v) => match v.trim().parse::<f64>() {
-                Ok(s) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
-                _ => {
-                    return Err(Error::Config {
-                        name: "ZCOLL_TIMEOUT",
-                        value: v,
-                        expected: "a positive number of seconds",
-                    })
-                }
-            },
-            Err(_) => None,
+        let seconds = |v: &str| v.trim().parse::<f64>().ok().filter(|s| *s > 0.0 && s.is_finite());
+        let timeout = env_var("ZCOLL_TIMEOUT", "a positive number of seconds", |v| {
+            seconds(v).map(Duration::from_secs_f64)
+        })?;
+        let yield_override = env_var("ZCOLL_YIELD_US", "a whole number of microseconds", |v| {
+            v.trim().parse::<u64>().ok().map(Duration::from_micros)
+        })?;
+        // Zero: never report.
+        let warn_after = |v: &str| match v.trim().parse::<f64>() {
+            Ok(0.0) => Some(None),
+            _ => seconds(v).map(|s| Some(Duration::from_secs_f64(s))),
         };
-        let yield_override = match std::env::var("ZCOLL_YIELD_US") {
-            Ok(v) => match v.trim().parse::<u64>() {
-                Ok(us) => Some(Duration::from_micros(us)),
-                Err(_) => {
-                    return Err(Error::Config {
-                        name: "ZCOLL_YIELD_US",
-                        value: v,
-                        expected: "a whole number of microseconds",
-                    })
-                }
-            },
-            Err(_) => None,
-        };
-        let report_after = match std::env::var("ZCOLL_WARN_AFTER") {
-            Ok(v) => match v.trim().parse::<f64>() {
-                Ok(0.0) => None,
-                Ok(s) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
-                _ => {
-                    return Err(Error::Config {
-                        name: "ZCOLL_WARN_AFTER",
-                        value: v,
-                        expected: "a number of seconds (0: never report)",
-                    })
-                }
-            },
-            Err(_) => Some(REPORT_AFTER),
-        };
+        let report_after = env_var("ZCOLL_WARN_AFTER", "a number of seconds (0: never report)", warn_after)?
+            .unwrap_or(Some(REPORT_AFTER));
         Ok(WaitPolicy { timeout, yield_override, report_after, ..WaitPolicy::default() })
     }
 }

@@ -29,27 +29,19 @@ pub(crate) fn read<A>(src: &RemoteBuf<'_, A>, offset: usize, dst: &mut [u8]) -> 
     Ok(())
 }
 
-/// Copies the ranges `(offset, len)` of `src`, in order, into `dst`, packed: one system
-/// call per [`cma_sys::IOV_MAX`] ranges (fewer calls than ranges is the point).
+/// Copies the remote ranges `(address, len)` of process `pid`, in order, into `dst`,
+/// packed: one system call per [`cma_sys::IOV_MAX`] ranges (fewer calls than ranges is the
+/// point). The caller checked the ranges against the peer's buffer (`RemoteBuf::pieces`),
+/// and that their lengths add up to `dst.len()`.
 ///
 /// # Errors
 ///
-/// As [`read`]; `EINVAL` also when the lengths do not add up to `dst.len()`.
-pub(crate) fn read_v<A>(
-    src: &RemoteBuf<'_, A>,
-    ranges: &[(usize, usize)],
-    dst: &mut [u8],
-) -> Result<(), Errno> {
-    let mut remote = Vec::with_capacity(ranges.len());
-    let mut total = 0usize;
-    for &(offset, len) in ranges.iter().filter(|r| r.1 > 0) {
-        let base = src.range(offset, len)?;
-        total = total.checked_add(len).ok_or(Errno::EINVAL)?;
-        remote.push(iovec { iov_base: base as *mut libc::c_void, iov_len: len });
-    }
-    if total != dst.len() {
-        return Err(Errno::EINVAL);
-    }
+/// As [`read`].
+pub(crate) fn read_v(pid: libc::pid_t, pieces: &[(usize, usize)], dst: &mut [u8]) -> Result<(), Errno> {
+    let mut remote: Vec<iovec> = pieces
+        .iter()
+        .map(|&(addr, len)| iovec { iov_base: addr as *mut libc::c_void, iov_len: len })
+        .collect();
     let (mut done, mut first) = (0, 0);
     while done < dst.len() {
         let last = remote.len().min(first + cma_sys::IOV_MAX);
@@ -58,9 +50,8 @@ pub(crate) fn read_v<A>(
         let local = iovec { iov_base: dst[done..].as_mut_ptr().cast(), iov_len: want };
         // SAFETY: `local` covers `want <= dst.len() - done` bytes of `dst`, which we borrow
         // mutably, so the kernel writes only memory we own exclusively; the remote iovecs
-        // were bounds-checked against `src` above and are only read (EFAULT otherwise).
-        let r =
-            unsafe { cma_sys::process_vm_readv(src.pid(), &local, 1, batch.as_ptr(), batch.len() as _, 0) };
+        // were bounds-checked by the caller and are only read (EFAULT otherwise).
+        let r = unsafe { cma_sys::process_vm_readv(pid, &local, 1, batch.as_ptr(), batch.len() as _, 0) };
         let mut got = transferred(r)?;
         done += got;
         // Skip what was read: whole iovecs, then the start of a partly read one.
@@ -235,11 +226,12 @@ mod tests {
             (0..cma_sys::IOV_MAX + 300).map(|k| (k * 61 % 99_000, k % 7)).collect();
         let total = ranges.iter().map(|r| r.1).sum();
         let mut dst = vec![0u8; total];
-        read_v(&own(&src), &ranges, &mut dst).unwrap();
+        // Through the transport entry, which checks the ranges, then reads them with CMA.
+        super::super::read_v(&own(&src), &ranges, &mut dst).unwrap();
         let want: Vec<u8> = ranges.iter().flat_map(|&(o, n)| src[o..o + n].iter().copied()).collect();
         assert_eq!(dst, want);
-        assert_eq!(read_v(&own(&src), &[(0, 3)], &mut [0u8; 4]), Err(Errno::EINVAL));
-        assert_eq!(read_v(&own(&src), &[(99_999, 2)], &mut [0u8; 2]), Err(Errno::EINVAL));
+        assert_eq!(super::super::read_v(&own(&src), &[(0, 3)], &mut [0u8; 4]), Err(Errno::EINVAL));
+        assert_eq!(super::super::read_v(&own(&src), &[(99_999, 2)], &mut [0u8; 2]), Err(Errno::EINVAL));
     }
 
     #[test]

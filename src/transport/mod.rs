@@ -196,6 +196,21 @@ impl<'r, A> RemoteBuf<'r, A> {
         self.pid
     }
 
+    /// The address and length of every range `(offset, len)` that is not empty, checked to
+    /// lie inside the buffer, and the lengths to add up to `total`.
+    fn pieces(&self, ranges: &[(usize, usize)], total: usize) -> Result<Vec<(usize, usize)>, Errno> {
+        let mut sum = 0usize;
+        let mut pieces = Vec::with_capacity(ranges.len());
+        for &(offset, len) in ranges.iter().filter(|r| r.1 > 0) {
+            pieces.push((self.range(offset, len)?, len));
+            sum = sum.checked_add(len).ok_or(Errno::EINVAL)?;
+        }
+        match sum == total {
+            true => Ok(pieces),
+            false => Err(Errno::EINVAL),
+        }
+    }
+
     /// Checks that `offset..offset + n` lies inside the buffer and returns its address.
     fn range(&self, offset: usize, n: usize) -> Result<usize, Errno> {
         match offset.checked_add(n) {
@@ -237,19 +252,18 @@ pub(crate) fn read_v<A>(
     ranges: &[(usize, usize)],
     dst: &mut [u8],
 ) -> Result<(), Errno> {
-    if src.mapped.is_none() {
-        return cma::read_v(src, ranges, dst);
+    let pieces = src.pieces(ranges, dst.len())?;
+    let Some(m) = &src.mapped else {
+        return cma::read_v(src.pid(), &pieces, dst);
+    };
+    let mut at = 0;
+    for (addr, len) in pieces {
+        // SAFETY: as in `read`: `addr..addr + len` lies inside the published range (checked
+        // by `pieces`), which `m.ptr` maps here, and the lengths add up to `dst.len()`.
+        unsafe { std::ptr::copy_nonoverlapping(m.ptr.add(addr - src.addr), dst[at..].as_mut_ptr(), len) };
+        at += len;
     }
-    let mut at = 0usize;
-    for &(offset, len) in ranges {
-        let end = at.checked_add(len).filter(|&e| e <= dst.len()).ok_or(Errno::EINVAL)?;
-        read(src, offset, &mut dst[at..end])?;
-        at = end;
-    }
-    match at == dst.len() {
-        true => Ok(()),
-        false => Err(Errno::EINVAL),
-    }
+    Ok(())
 }
 
 /// Copies `src` into `dst` at `offset`: with stores where `dst` is mapped here, else with

@@ -124,6 +124,13 @@ impl<T: Pod> Guarded<T> {
         assert!(self.guard_ok(), "{what}: wrote outside the buffer");
     }
 
+    /// Panics (naming case `what`) unless the buffer holds the bytes `want` of the oracle
+    /// and its guards are intact.
+    pub(crate) fn holds(&self, want: &[u8], what: &str) {
+        same(self.bytes(), want, what);
+        self.guard(what);
+    }
+
     /// Whether byte `i` is `fill(i)` and the guards are intact.
     pub(crate) fn is(&self, fill: impl Fn(usize) -> u8) -> bool {
         self.bytes().iter().enumerate().all(|(i, &b)| b == fill(i)) && self.guard_ok()

@@ -58,59 +58,79 @@ fn alltoall_algorithms(comm: &Comm) -> Vec<AlltoallAlgorithm> {
     std::iter::once(AlltoallAlgorithm::Auto).chain(AlltoallAlgorithm::ALL).collect()
 }
 
-/// One allgather of `n` elements per rank, in place or not, against rsmpi's.
-fn check_allgather<T: Pod>(
-    world: &SimpleCommunicator,
-    comm: &Comm,
+/// One allgather or alltoall of `n` elements per block, against rsmpi's, with the
+/// patterns of `seed`.
+#[derive(Clone, Copy)]
+struct Exchange<'a> {
+    world: &'a SimpleCommunicator,
+    comm: &'a Comm,
     n: usize,
-    algo: AllgatherAlgorithm,
-    in_place: bool,
     seed: u64,
-) {
-    let (me, p) = (world.rank() as usize, world.size() as usize);
-    let size = std::mem::size_of::<T>();
-    let mine = |i: usize| pattern(seed + me as u64, i);
-    let send = Guarded::<T>::new(n, mine);
-    // The receive buffer starts as garbage, except our block when in place.
-    let start =
-        |i: usize| if in_place && i / (n * size) == me { mine(i % (n * size)) } else { !pattern(seed, i) };
-    let mut recv = Guarded::<T>::new(p * n, start);
-    let mut oracle = vec![T::zeroed(); p * n];
-    if n > 0 {
-        world.all_gather_into(send.get(), &mut oracle[..]);
-    }
-    let what = format!("allgather n={n} x {size} B {algo} in_place={in_place} rank {me}");
-    let result = if in_place {
-        comm.all_gather_in_place_with(recv.get_mut(), algo)
-    } else {
-        comm.all_gather_into_with(send.get(), recv.get_mut(), algo)
-    };
-    result.unwrap_or_else(|e| panic!("{what}: {e}"));
-    same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
-    assert!(recv.guard_ok(), "{what}: wrote past the receive buffer");
-    assert!(send.is(mine), "{what}: changed the send buffer");
 }
 
-/// One alltoall of `n` elements per block against rsmpi's.
-fn check_alltoall<T: Pod>(
-    world: &SimpleCommunicator,
-    comm: &Comm,
-    n: usize,
-    algo: AlltoallAlgorithm,
-    seed: u64,
-) {
-    let (me, p) = (world.rank() as usize, world.size() as usize);
-    let size = std::mem::size_of::<T>();
-    let mine = |i: usize| pattern(seed + me as u64, i);
-    let send = Guarded::<T>::new(p * n, mine);
-    let mut recv = Guarded::<T>::new(p * n, |i| !pattern(seed, i));
-    let mut oracle = vec![T::zeroed(); p * n];
-    if n > 0 {
-        world.all_to_all_into(send.get(), &mut oracle[..]);
+impl Exchange<'_> {
+    /// This rank, the number of ranks, and the pattern of this rank's send buffer.
+    fn mine(&self) -> (usize, usize, impl Fn(usize) -> u8) {
+        let (me, p, seed) = (self.world.rank() as usize, self.world.size() as usize, self.seed);
+        (me, p, move |i: usize| pattern(seed + me as u64, i))
     }
-    let what = format!("alltoall n={n} x {size} B {algo} rank {me}");
-    comm.all_to_all_into_with(send.get(), recv.get_mut(), algo).unwrap_or_else(|e| panic!("{what}: {e}"));
-    same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
+
+    /// One allgather, in place or not.
+    fn allgather<T: Pod>(&self, algo: AllgatherAlgorithm, in_place: bool) {
+        let Exchange { world, comm, n, seed } = *self;
+        let (me, p, mine) = self.mine();
+        let size = std::mem::size_of::<T>();
+        let send = Guarded::<T>::new(n, &mine);
+        // The receive buffer starts as garbage, except our block when in place.
+        let start = |i: usize| {
+            if in_place && i / (n * size) == me {
+                mine(i % (n * size))
+            } else {
+                !pattern(seed, i)
+            }
+        };
+        let mut recv = Guarded::<T>::new(p * n, start);
+        let mut oracle = vec![T::zeroed(); p * n];
+        if n > 0 {
+            world.all_gather_into(send.get(), &mut oracle[..]);
+        }
+        let what = format!("allgather n={n} x {size} B {algo} in_place={in_place} rank {me}");
+        let result = if in_place {
+            comm.all_gather_in_place_with(recv.get_mut(), algo)
+        } else {
+            comm.all_gather_into_with(send.get(), recv.get_mut(), algo)
+        };
+        compare(&what, result, &recv, &oracle, &send, mine);
+    }
+
+    /// One alltoall.
+    fn alltoall<T: Pod>(&self, algo: AlltoallAlgorithm) {
+        let Exchange { world, comm, n, seed } = *self;
+        let (me, p, mine) = self.mine();
+        let send = Guarded::<T>::new(p * n, &mine);
+        let mut recv = Guarded::<T>::new(p * n, |i| !pattern(seed, i));
+        let mut oracle = vec![T::zeroed(); p * n];
+        if n > 0 {
+            world.all_to_all_into(send.get(), &mut oracle[..]);
+        }
+        let what = format!("alltoall n={n} x {} B {algo} rank {me}", std::mem::size_of::<T>());
+        let result = comm.all_to_all_into_with(send.get(), recv.get_mut(), algo);
+        compare(&what, result, &recv, &oracle, &send, mine);
+    }
+}
+
+/// The outcome of case `what` against rsmpi's `oracle`: no error, the same bytes, nothing
+/// written past the receive buffer, and the send buffer still holds `mine`.
+fn compare<T: Pod>(
+    what: &str,
+    result: zcoll::Result<()>,
+    recv: &Guarded<T>,
+    oracle: &[T],
+    send: &Guarded<T>,
+    mine: impl Fn(usize) -> u8,
+) {
+    result.unwrap_or_else(|e| panic!("{what}: {e}"));
+    same(recv.bytes(), bytemuck::cast_slice(oracle), what);
     assert!(recv.guard_ok(), "{what}: wrote past the receive buffer");
     assert!(send.is(mine), "{what}: changed the send buffer");
 }
@@ -132,15 +152,15 @@ fn allgather(world: &SimpleCommunicator, comm: &Comm) {
         for n in sizes(p, i) {
             for in_place in [false, true] {
                 seed += 1;
-                check_allgather::<u8>(world, comm, n, algo, in_place, seed);
+                Exchange { world, comm, n, seed }.allgather::<u8>(algo, in_place);
             }
         }
         for n in [1usize, 1001, 70_001] {
             seed += 1;
-            check_allgather::<u32>(world, comm, n, algo, false, seed);
-            check_allgather::<f64>(world, comm, n, algo, n == 1001, seed);
+            Exchange { world, comm, n, seed }.allgather::<u32>(algo, false);
+            Exchange { world, comm, n, seed }.allgather::<f64>(algo, n == 1001);
         }
-        check_allgather::<Cell>(world, comm, 3, algo, false, seed);
+        Exchange { world, comm, n: 3, seed }.allgather::<Cell>(algo, false);
     }
 }
 
@@ -150,14 +170,14 @@ fn alltoall(world: &SimpleCommunicator, comm: &Comm) {
     for (i, algo) in alltoall_algorithms(comm).into_iter().enumerate() {
         for n in sizes(p, i) {
             seed += 1;
-            check_alltoall::<u8>(world, comm, n, algo, seed);
+            Exchange { world, comm, n, seed }.alltoall::<u8>(algo);
         }
         for n in [1usize, 1001, 70_001] {
             seed += 1;
-            check_alltoall::<u32>(world, comm, n, algo, seed);
-            check_alltoall::<f64>(world, comm, n, algo, seed);
+            Exchange { world, comm, n, seed }.alltoall::<u32>(algo);
+            Exchange { world, comm, n, seed }.alltoall::<f64>(algo);
         }
-        check_alltoall::<Cell>(world, comm, 3, algo, seed);
+        Exchange { world, comm, n: 3, seed }.alltoall::<Cell>(algo);
     }
 }
 
@@ -261,8 +281,8 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
         assert!(send.is(bytes(16)) && recv.is(bytes(17)), "a failed allgather changed a buffer");
     }
     // The communicator is still usable after all that.
-    check_allgather::<u8>(world, comm, n, AllgatherAlgorithm::Auto, false, 77);
-    check_alltoall::<u8>(world, comm, n, AlltoallAlgorithm::Auto, 78);
+    Exchange { world, comm, n, seed: 77 }.allgather::<u8>(AllgatherAlgorithm::Auto, false);
+    Exchange { world, comm, n, seed: 78 }.alltoall::<u8>(AlltoallAlgorithm::Auto);
     comm.barrier().unwrap();
 }
 
@@ -286,6 +306,6 @@ fn env(world: &SimpleCommunicator, comm: &Comm) {
     );
     assert!(recv.is(|i| !pattern(me as u64, i)), "a failed call changed the receive buffer");
     // Explicit algorithms do not look at the environment.
-    check_allgather::<u8>(world, comm, n, AllgatherAlgorithm::RingNeighbor(1), false, 5);
-    check_alltoall::<u8>(world, comm, n, AlltoallAlgorithm::Bruck, 6);
+    Exchange { world, comm, n, seed: 5 }.allgather::<u8>(AllgatherAlgorithm::RingNeighbor(1), false);
+    Exchange { world, comm, n, seed: 6 }.alltoall::<u8>(AlltoallAlgorithm::Bruck);
 }

@@ -378,12 +378,12 @@ fn leave() -> ! {
 
 /// One line of a job's report.
 #[derive(Debug)]
-pub(crate) struct Report {
-    pub(crate) case: String,
-    pub(crate) rank: i32,
-    pub(crate) ms: f64,
-    pub(crate) guards: bool,
-    pub(crate) outcome: String,
+struct Report {
+    case: String,
+    rank: i32,
+    ms: f64,
+    guards: bool,
+    outcome: String,
 }
 
 fn parse(stdout: &str) -> (Vec<Report>, Vec<String>, Vec<i32>) {

@@ -180,8 +180,7 @@ impl Tester<'_> {
             a => self.comm.broadcast_into_with(buf.get_mut(), root, a),
         };
         got.unwrap_or_else(|e| panic!("{what}: {e}"));
-        same(buf.bytes(), bytemuck::cast_slice(&oracle), &what);
-        buf.guard(&what);
+        buf.holds(bytemuck::cast_slice(&oracle), &what);
     }
 
     /// Reduce to a random root with the root and non-root methods (in place on the root
@@ -212,8 +211,7 @@ impl Tester<'_> {
             self.comm
                 .reduce_into_root(send.get(), recv.get_mut(), root, op)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
-            same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
-            recv.guard(&what);
+            recv.holds(bytemuck::cast_slice(&oracle), &what);
         }
         send.unchanged(mine, &what);
     }
@@ -239,8 +237,7 @@ impl Tester<'_> {
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
             recv
         };
-        same(got.bytes(), bytemuck::cast_slice(&oracle), &what);
-        got.guard(&what);
+        got.holds(bytemuck::cast_slice(&oracle), &what);
         send.unchanged(mine, &what);
     }
 
@@ -275,8 +272,7 @@ impl Tester<'_> {
         };
         got.unwrap_or_else(|e| panic!("{what}: {e}"));
         if !(is_root && in_place) {
-            same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
-            recv.guard(&what);
+            recv.holds(bytemuck::cast_slice(&oracle), &what);
         }
         send.unchanged(all, &what);
     }
@@ -316,8 +312,7 @@ impl Tester<'_> {
             (false, _) => self.comm.gather_into_with(send.get(), root, algo),
         };
         got.unwrap_or_else(|e| panic!("{what}: {e}"));
-        same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
-        recv.guard(&what);
+        recv.holds(bytemuck::cast_slice(&oracle), &what);
         send.unchanged(mine, &what);
     }
 
@@ -342,8 +337,7 @@ impl Tester<'_> {
             (false, a) => self.comm.all_gather_into_with(send.get(), recv.get_mut(), a),
         };
         got.unwrap_or_else(|e| panic!("{what}: {e}"));
-        same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
-        recv.guard(&what);
+        recv.holds(bytemuck::cast_slice(&oracle), &what);
         send.unchanged(mine, &what);
     }
 
@@ -362,8 +356,7 @@ impl Tester<'_> {
             a => self.comm.all_to_all_into_with(send.get(), recv.get_mut(), a),
         };
         got.unwrap_or_else(|e| panic!("{what}: {e}"));
-        same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
-        recv.guard(&what);
+        recv.holds(bytemuck::cast_slice(&oracle), &what);
         send.unchanged(mine, &what);
     }
 
@@ -436,8 +429,7 @@ impl Tester<'_> {
             (false, a) => self.comm.scatter_varcount_into_with(recv.get_mut(), root, a),
         };
         got.unwrap_or_else(|e| panic!("{what}: {e}"));
-        same(recv.bytes(), oracle.bytes(), &what);
-        recv.guard(&what);
+        recv.holds(oracle.bytes(), &what);
         send.unchanged(all, &what);
     }
 
@@ -470,8 +462,7 @@ impl Tester<'_> {
             (false, a) => self.comm.gather_varcount_into_with(send.get(), root, a),
         };
         got.unwrap_or_else(|e| panic!("{what}: {e}"));
-        same(recv.bytes(), oracle.bytes(), &what);
-        recv.guard(&what);
+        recv.holds(oracle.bytes(), &what);
         send.unchanged(mine, &what);
     }
 
@@ -493,8 +484,7 @@ impl Tester<'_> {
             a => self.comm.all_gather_varcount_into_with(send.get(), recv.get_mut(), c, d, a),
         };
         got.unwrap_or_else(|e| panic!("{what}: {e}"));
-        same(recv.bytes(), oracle.bytes(), &what);
-        recv.guard(&what);
+        recv.holds(oracle.bytes(), &what);
         send.unchanged(mine, &what);
     }
 
@@ -523,8 +513,7 @@ impl Tester<'_> {
             a => self.comm.all_to_all_varcount_into_with(send.get(), sc, sd, recv.get_mut(), rc, rd, a),
         };
         got.unwrap_or_else(|e| panic!("{what}: {e}"));
-        same(recv.bytes(), oracle.bytes(), &what);
-        recv.guard(&what);
+        recv.holds(oracle.bytes(), &what);
         send.unchanged(mine, &what);
     }
 

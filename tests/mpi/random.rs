@@ -513,7 +513,7 @@ fn varcount<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: Kind, pi
     );
     match kind {
         6 => {
-            let send: Vec<T> = (0..total).map(|i| elem(step, me, i)).collect();
+            let send: Vec<T> = addressed(total, |i| elem(step, me, i));
             let mut recv = Buf::<T>::new(comm, heap, mine, |i| elem(step, -1, i));
             let r = match me == root {
                 true => comm.scatter_varcount_into_root(&send, &counts, &displs, recv.get_mut(), root),
@@ -521,14 +521,11 @@ fn varcount<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: Kind, pi
             };
             cx.ok(r, &what);
             cx.guards(&recv, &what);
-            let mut oracle = vec![T::zeroed(); mine];
-            let at = world.process_at_rank(root);
-            let (mut spare, spare_send) = ([T::zeroed(); 1], [T::zeroed(); 1]);
-            let out = if mine == 0 { &mut spare[..0] } else { &mut oracle[..] };
-            // An empty Vec's dangling address is 1, which Open MPI reads as MPI_IN_PLACE.
-            let all = if total == 0 { &spare_send[..0] } else { &send[..] };
+            let mut oracle = addressed(mine, |_| T::zeroed());
+            let (at, out) = (world.process_at_rank(root), &mut oracle[..]);
             match me == root {
-                true => at.scatter_varcount_into_root(&MpiPartition::new(all, &counts[..], &displs[..]), out),
+                true => at
+                    .scatter_varcount_into_root(&MpiPartition::new(&send[..], &counts[..], &displs[..]), out),
                 false => at.scatter_varcount_into(out),
             }
             cx.same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
@@ -553,21 +550,25 @@ fn varcount<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: Kind, pi
             }
         }
         _ => {
-            let send: Vec<T> = (0..mine).map(|i| elem(step, me, i)).collect();
+            let send: Vec<T> = addressed(mine, |i| elem(step, me, i));
             let mut recv = Buf::<T>::new(comm, heap, total, |i| elem(step, -1, i));
             cx.ok(comm.all_gather_varcount_into(&send, recv.get_mut(), &counts, &displs), &what);
             cx.guards(&recv, &what);
-            let mut oracle: Vec<T> = (0..total).map(|i| elem(step, -1, i)).collect();
-            let (spare, mut spare_out) = ([T::zeroed(); 1], [T::zeroed(); 1]);
-            let mine_send = if mine == 0 { &spare[..0] } else { &send[..] };
-            let all = if total == 0 { &mut spare_out[..0] } else { &mut oracle[..] };
-            world.all_gather_varcount_into(
-                mine_send,
-                &mut MpiPartitionMut::new(all, &counts[..], &displs[..]),
-            );
+            let mut oracle: Vec<T> = addressed(total, |i| elem(step, -1, i));
+            let mut all = MpiPartitionMut::new(&mut oracle[..], &counts[..], &displs[..]);
+            world.all_gather_varcount_into(&send[..], &mut all);
             cx.same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
         }
     }
+}
+
+/// `len` elements `f(i)`, with room for one at least: an empty vector then still has a
+/// real address, where an empty `Vec`'s dangling address is 1, which Open MPI reads as
+/// `MPI_IN_PLACE`.
+fn addressed<T>(len: usize, f: impl Fn(usize) -> T) -> Vec<T> {
+    let mut v = Vec::with_capacity(len.max(1));
+    v.extend((0..len).map(f));
+    v
 }
 
 /// Allreduce, allreduce in place and reduce of `n` elements of `T` with a user
@@ -704,17 +705,14 @@ fn alltoallv<T: Pod>(cx: &Ctx<'_>, n: usize, heap: Kind, pick: u64) {
     let (sc, sd, stotal) = place((0..p).map(|r| count(me, r)).collect());
     let (rc, rd, rtotal) = place((0..p).map(|q| count(q, me)).collect());
     let what = format!("alltoallv of about {n} x {} B", std::mem::size_of::<T>());
-    let send: Vec<T> = (0..stotal).map(|i| elem(step, me as i32, i)).collect();
+    let send: Vec<T> = addressed(stotal, |i| elem(step, me as i32, i));
     let mut recv = Buf::<T>::new(comm, heap, rtotal, |i| elem(step, -1, i));
     cx.ok(comm.all_to_all_varcount_into(&send, &sc, &sd, recv.get_mut(), &rc, &rd), &what);
     cx.guards(&recv, &what);
-    let mut oracle: Vec<T> = (0..rtotal).map(|i| elem(step, -1, i)).collect();
-    let (spare, mut spare_out) = ([T::zeroed(); 1], [T::zeroed(); 1]);
-    let s = if stotal == 0 { &spare[..0] } else { &send[..] };
-    let o = if rtotal == 0 { &mut spare_out[..0] } else { &mut oracle[..] };
+    let mut oracle: Vec<T> = addressed(rtotal, |i| elem(step, -1, i));
     world.all_to_all_varcount_into(
-        &MpiPartition::new(s, &sc[..], &sd[..]),
-        &mut MpiPartitionMut::new(o, &rc[..], &rd[..]),
+        &MpiPartition::new(&send[..], &sc[..], &sd[..]),
+        &mut MpiPartitionMut::new(&mut oracle[..], &rc[..], &rd[..]),
     );
     cx.same(recv.bytes(), bytemuck::cast_slice(&oracle), &what);
 }

@@ -88,128 +88,121 @@ fn rooted(world: &SimpleCommunicator, comm: &Comm) {
         for &root in &roots {
             for algo in scatter_algorithms(&[1, 2, p as u32]) {
                 seed += 1;
-                check_scatterv::<u8>(world, comm, &layout, root, algo, seed);
+                RootedCase { world, comm, layout: &layout, root, seed }.scatterv::<u8>(algo);
             }
             for algo in gather_algorithms(&[1, 2, p as u32]) {
                 seed += 1;
-                check_gatherv::<u8>(world, comm, &layout, root, algo, seed);
+                RootedCase { world, comm, layout: &layout, root, seed }.gatherv::<u8>(algo);
             }
         }
     }
     for layout in layouts(&mut rng, p as usize, 8).into_iter().take(3) {
         seed += 1;
         let root = rng.below(p as usize) as i32;
-        check_scatterv::<u64>(world, comm, &layout, root, ScatterAlgorithm::Auto, seed);
-        check_gatherv::<u64>(world, comm, &layout, root, GatherAlgorithm::Auto, seed);
+        let case = RootedCase { world, comm, layout: &layout, root, seed };
+        case.scatterv::<u64>(ScatterAlgorithm::Auto);
+        case.gatherv::<u64>(GatherAlgorithm::Auto);
     }
     for layout in layouts(&mut rng, p as usize, 32).into_iter().take(2) {
         seed += 1;
         let root = rng.below(p as usize) as i32;
-        check_scatterv::<Particle>(world, comm, &layout, root, ScatterAlgorithm::Auto, seed);
-        check_gatherv::<Particle>(world, comm, &layout, root, GatherAlgorithm::Auto, seed);
+        let case = RootedCase { world, comm, layout: &layout, root, seed };
+        case.scatterv::<Particle>(ScatterAlgorithm::Auto);
+        case.gatherv::<Particle>(GatherAlgorithm::Auto);
     }
 }
 
-/// Scatters `layout` from `root` with zcoll and with rsmpi, and compares; the root's
-/// buffer must not change. Odd seeds go through the `Partition` adapter.
-fn check_scatterv<T: Pod>(
-    world: &SimpleCommunicator,
-    comm: &Comm,
-    layout: &Layout,
+/// One scatterv or gatherv of `layout` from or to `root`, with the patterns of `seed`.
+struct RootedCase<'a> {
+    world: &'a SimpleCommunicator,
+    comm: &'a Comm,
+    layout: &'a Layout,
     root: i32,
-    algo: ScatterAlgorithm,
     seed: u64,
-) {
-    let me = world.rank();
-    let size = std::mem::size_of::<T>();
-    let what = format!("scatterv {layout:?} x {size} B root={root} {algo} rank {me}");
-    let is_root = me == root;
-    let n = layout.count(me as usize);
-    let send = Guarded::<T>::new(if is_root { layout.len } else { 0 }, |i| pattern(seed, i));
-    let mut recv = Guarded::<T>::new(n, |i| !pattern(seed, i));
-    let mut oracle = Guarded::<T>::new(n, |_| 0);
-    let at = world.process_at_rank(root);
-    if is_root {
-        let parts = MpiPartition::new(send.get(), &layout.counts[..], &layout.displs[..]);
-        at.scatter_varcount_into_root(&parts, oracle.get_mut());
-    } else {
-        at.scatter_varcount_into(oracle.get_mut());
-    }
-    let got = match (is_root, seed % 2) {
-        (true, 0) => comm.scatter_varcount_into_root_with(
-            send.get(),
-            &layout.counts,
-            &layout.displs,
-            recv.get_mut(),
-            root,
-            algo,
-        ),
-        (true, _) if algo == ScatterAlgorithm::Auto => {
-            let parts = Partition::new(send.get(), &layout.counts[..], &layout.displs[..]);
-            comm.scatter_partition_into_root(&parts, recv.get_mut(), root)
-        }
-        (true, _) => comm.scatter_varcount_into_root_with(
-            send.get(),
-            &layout.counts,
-            &layout.displs,
-            recv.get_mut(),
-            root,
-            algo,
-        ),
-        (false, _) => comm.scatter_varcount_into_with(recv.get_mut(), root, algo),
-    };
-    got.unwrap_or_else(|e| panic!("{what}: {e}"));
-    same(recv.bytes(), oracle.bytes(), &what);
-    recv.guard(&what);
-    send.unchanged(|i| pattern(seed, i), &what);
 }
 
-/// Gathers `layout` to `root` with zcoll and with rsmpi, and compares the whole receive
-/// buffer (its gaps must keep their bytes); every send buffer must not change.
-fn check_gatherv<T: Pod>(
-    world: &SimpleCommunicator,
-    comm: &Comm,
-    layout: &Layout,
-    root: i32,
-    algo: GatherAlgorithm,
-    seed: u64,
-) {
-    let me = world.rank();
-    let size = std::mem::size_of::<T>();
-    let what = format!("gatherv {layout:?} x {size} B root={root} {algo} rank {me}");
-    let is_root = me == root;
-    let mine = |i: usize| pattern(seed + 7 * me as u64, i);
-    let send = Guarded::<T>::new(layout.count(me as usize), mine);
-    let junk = |i: usize| !pattern(seed, i);
-    let whole = if is_root { layout.len } else { 0 };
-    let mut recv = Guarded::<T>::new(whole, junk);
-    let mut oracle = Guarded::<T>::new(whole, junk);
-    let at = world.process_at_rank(root);
-    if is_root {
-        let mut parts = MpiPartitionMut::new(oracle.get_mut(), &layout.counts[..], &layout.displs[..]);
-        at.gather_varcount_into_root(send.get(), &mut parts);
-    } else {
-        at.gather_varcount_into(send.get());
+impl RootedCase<'_> {
+    /// This rank, the case's name for `coll` run with `algo` on elements of `T`, and
+    /// whether this rank is the root.
+    fn name<T>(&self, coll: &str, algo: impl std::fmt::Display) -> (i32, String, bool) {
+        let (me, layout, root) = (self.world.rank(), self.layout, self.root);
+        let size = std::mem::size_of::<T>();
+        (me, format!("{coll} {layout:?} x {size} B root={root} {algo} rank {me}"), me == root)
     }
-    let got = match (is_root, seed % 2) {
-        (true, 1) if algo == GatherAlgorithm::Auto => {
-            let mut parts = PartitionMut::new(recv.get_mut(), &layout.counts[..], &layout.displs[..]);
-            comm.gather_partition_into_root(send.get(), &mut parts, root)
+
+    /// Scatters the layout from the root with zcoll and with rsmpi, and compares; the
+    /// root's buffer must not change. Odd seeds go through the `Partition` adapter.
+    fn scatterv<T: Pod>(&self, algo: ScatterAlgorithm) {
+        let RootedCase { world, comm, layout, root, seed } = *self;
+        let (me, what, is_root) = self.name::<T>("scatterv", algo);
+        let n = layout.count(me as usize);
+        let send = Guarded::<T>::new(if is_root { layout.len } else { 0 }, |i| pattern(seed, i));
+        let mut recv = Guarded::<T>::new(n, |i| !pattern(seed, i));
+        let mut oracle = Guarded::<T>::new(n, |_| 0);
+        let at = world.process_at_rank(root);
+        if is_root {
+            let parts = MpiPartition::new(send.get(), &layout.counts[..], &layout.displs[..]);
+            at.scatter_varcount_into_root(&parts, oracle.get_mut());
+        } else {
+            at.scatter_varcount_into(oracle.get_mut());
         }
-        (true, _) => comm.gather_varcount_into_root_with(
-            send.get(),
-            recv.get_mut(),
-            &layout.counts,
-            &layout.displs,
-            root,
-            algo,
-        ),
-        (false, _) => comm.gather_varcount_into_with(send.get(), root, algo),
-    };
-    got.unwrap_or_else(|e| panic!("{what}: {e}"));
-    same(recv.bytes(), oracle.bytes(), &what);
-    recv.guard(&what);
-    send.unchanged(mine, &what);
+        let got = match (is_root, seed % 2) {
+            (true, 1) if algo == ScatterAlgorithm::Auto => {
+                let parts = Partition::new(send.get(), &layout.counts[..], &layout.displs[..]);
+                comm.scatter_partition_into_root(&parts, recv.get_mut(), root)
+            }
+            (true, _) => comm.scatter_varcount_into_root_with(
+                send.get(),
+                &layout.counts,
+                &layout.displs,
+                recv.get_mut(),
+                root,
+                algo,
+            ),
+            (false, _) => comm.scatter_varcount_into_with(recv.get_mut(), root, algo),
+        };
+        got.unwrap_or_else(|e| panic!("{what}: {e}"));
+        recv.holds(oracle.bytes(), &what);
+        send.unchanged(|i| pattern(seed, i), &what);
+    }
+
+    /// Gathers the layout to the root with zcoll and with rsmpi, and compares the whole
+    /// receive buffer (its gaps must keep their bytes); every send buffer must not change.
+    fn gatherv<T: Pod>(&self, algo: GatherAlgorithm) {
+        let RootedCase { world, comm, layout, root, seed } = *self;
+        let (me, what, is_root) = self.name::<T>("gatherv", algo);
+        let mine = |i: usize| pattern(seed + 7 * me as u64, i);
+        let send = Guarded::<T>::new(layout.count(me as usize), mine);
+        let junk = |i: usize| !pattern(seed, i);
+        let whole = if is_root { layout.len } else { 0 };
+        let mut recv = Guarded::<T>::new(whole, junk);
+        let mut oracle = Guarded::<T>::new(whole, junk);
+        let at = world.process_at_rank(root);
+        if is_root {
+            let mut parts = MpiPartitionMut::new(oracle.get_mut(), &layout.counts[..], &layout.displs[..]);
+            at.gather_varcount_into_root(send.get(), &mut parts);
+        } else {
+            at.gather_varcount_into(send.get());
+        }
+        let got = match (is_root, seed % 2) {
+            (true, 1) if algo == GatherAlgorithm::Auto => {
+                let mut parts = PartitionMut::new(recv.get_mut(), &layout.counts[..], &layout.displs[..]);
+                comm.gather_partition_into_root(send.get(), &mut parts, root)
+            }
+            (true, _) => comm.gather_varcount_into_root_with(
+                send.get(),
+                recv.get_mut(),
+                &layout.counts,
+                &layout.displs,
+                root,
+                algo,
+            ),
+            (false, _) => comm.gather_varcount_into_with(send.get(), root, algo),
+        };
+        got.unwrap_or_else(|e| panic!("{what}: {e}"));
+        recv.holds(oracle.bytes(), &what);
+        send.unchanged(mine, &what);
+    }
 }
 
 fn allgatherv_algorithms() -> Vec<AllgathervAlgorithm> {
@@ -344,8 +337,7 @@ fn check_alltoallv<T: Pod>(
         comm.all_to_all_varcount_into_with(send.get(), sc, sd, recv.get_mut(), rc, rd, algo)
     };
     got.unwrap_or_else(|e| panic!("{what}: {e}"));
-    same(recv.bytes(), oracle.bytes(), &what);
-    recv.guard(&what);
+    recv.holds(oracle.bytes(), &what);
     send.unchanged(mine, &what);
 }
 
@@ -554,8 +546,8 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
     drop(configured);
 
     // The communicator is still usable after all that.
-    check_scatterv::<u32>(world, comm, &good, last, ScatterAlgorithm::Auto, 98);
-    check_gatherv::<u32>(world, comm, &good, 0, GatherAlgorithm::Auto, 99);
+    RootedCase { world, comm, layout: &good, root: last, seed: 98 }.scatterv::<u32>(ScatterAlgorithm::Auto);
+    RootedCase { world, comm, layout: &good, root: 0, seed: 99 }.gatherv::<u32>(GatherAlgorithm::Auto);
     check_allgatherv::<u32>(world, comm, &good.counts, 3, AllgathervAlgorithm::Auto, 100);
     let matrix: Vec<Vec<Count>> = (0..p).map(|q| (0..p).map(|r| (q + 2 * r) % 3).collect()).collect();
     check_alltoallv::<u32>(world, comm, &matrix, 3, AlltoallvAlgorithm::Auto, 101);

@@ -176,6 +176,24 @@ impl Parts for Words<'_> {
     }
 }
 
+/// One rank's call of a variable-count exchange (allgatherv, alltoallv) as it goes down
+/// the layers: its buffers, its partitions (`P`: [`Given`] for an allgatherv, `Sides` for
+/// an alltoallv, which name the collective's algorithm enum), the element size and the
+/// algorithm asked for.
+pub(crate) struct Exchange<'a, P: Exchanged> {
+    pub(crate) send: &'a [u8],
+    pub(crate) recv: &'a mut [u8],
+    pub(crate) parts: P,
+    pub(crate) elem: usize,
+    pub(crate) algorithm: P::Algorithm,
+}
+
+/// The partitions of one variable-count exchange, which name its algorithm enum.
+pub(crate) trait Exchanged {
+    /// The collective's algorithms.
+    type Algorithm;
+}
+
 /// A partition given as arrays (this rank's own, checked).
 pub(crate) struct Given<'a> {
     pub(crate) counts: &'a [Count],

@@ -41,22 +41,27 @@
 //! type map; [`Layout::flatten`] allocates one pair per fragment.
 
 use crate::error::{Error, Result};
+use crate::pod::Pod;
+use mpi::datatype::UserDatatype;
+use mpi::{Address, Count};
 use std::sync::Arc;
 
 /// Why a layout is refused: the `reason` of [`Error::InvalidLayout`].
-pub(crate) const REASONS: [&str; 6] = [
+pub(crate) const REASONS: [&str; 7] = [
     "its offsets overflow",
     "its parameters disagree",
     "it selects an element before the buffer's start",
     "it selects an element past the buffer's end",
     "it selects an element twice, which a receive side would write twice",
     "the send and receive layouts select different numbers of elements",
+    "a count or displacement does not fit MPI's int",
 ];
 const OVERFLOW: &str = REASONS[0];
 const SHAPE: &str = REASONS[1];
 const BEFORE: &str = REASONS[2];
 const PAST: &str = REASONS[3];
 const TWICE: &str = REASONS[4];
+const MPI_INT: &str = REASONS[6];
 
 /// The error of a layout refused outside a collective (no rank to name).
 fn invalid(which: &'static str, reason: &'static str) -> Error {
@@ -642,6 +647,76 @@ impl Layout {
             at += l;
         }
         Ok(())
+    }
+
+    /// The rsmpi datatype with this type map and these bounds, over `T`'s datatype: for
+    /// the MPI legs between nodes, and as the oracle of tests.
+    ///
+    /// Contiguous, vector and indexed layouts map to `MPI_Type_contiguous`, `_vector` and
+    /// `_indexed` of their unit's datatype; a subarray to nested `MPI_Type_create_hvector`s
+    /// placed by `MPI_Type_create_hindexed` and resized to the whole array (the type map
+    /// and bounds of `MPI_Type_create_subarray`); a resized layout to
+    /// `MPI_Type_create_resized`. MPI must be initialised.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use mpi::traits::*;
+    /// let universe = mpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let column = zcoll::Layout::vector(4, 1, 4)?.to_datatype::<f64>()?;
+    /// let mut m = [0.0f64; 16];
+    /// // The first column of a 4 x 4 matrix from rank 0 to every rank.
+    /// let mut view = unsafe { mpi::datatype::MutView::with_count_and_datatype(&mut m[..], 1, &column) };
+    /// world.process_at_rank(0).broadcast_into(&mut view);
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Error::InvalidLayout` if a count, stride, displacement or byte offset does not fit
+    /// MPI's `int` or `MPI_Aint`.
+    pub fn to_datatype<T: Pod>(&self) -> Result<UserDatatype> {
+        let int = |x: usize| Count::try_from(x).map_err(|_| invalid("layout", MPI_INT));
+        let signed = |x: isize| Count::try_from(x).map_err(|_| invalid("layout", MPI_INT));
+        let size = std::mem::size_of::<T>() as isize;
+        let bytes =
+            |x: isize| x.checked_mul(size).map(|b| b as Address).ok_or_else(|| invalid("layout", MPI_INT));
+        Ok(match &self.shape {
+            Shape::Element => UserDatatype::contiguous(1, &T::equivalent_datatype()),
+            Shape::Resized { extent, inner } => {
+                crate::to_mpi::resized(&inner.to_datatype::<T>()?, 0, bytes(*extent as isize)?)
+            }
+            Shape::Blocks { kind, unit } => {
+                let u = unit.to_datatype::<T>()?;
+                match kind {
+                    Kind::Contiguous(n) => UserDatatype::contiguous(int(*n)?, &u),
+                    &Kind::Vector { count, blocklength, stride } => {
+                        UserDatatype::vector(int(count)?, int(blocklength)?, signed(stride)?, &u)
+                    }
+                    Kind::Indexed { blocklengths, displacements } => {
+                        let l: Vec<Count> = blocklengths.iter().map(|&l| int(l)).collect::<Result<_>>()?;
+                        let d: Vec<Count> =
+                            displacements.iter().map(|&d| signed(d)).collect::<Result<_>>()?;
+                        UserDatatype::indexed(&l, &d, &u)
+                    }
+                }
+            }
+            Shape::Subarray { sizes, subsizes, starts: _ } => {
+                let n = sizes.len();
+                // Innermost: one row of the block; then each outer dimension repeats the
+                // inner type `subsizes[i]` times, one array row of dimension `i` apart.
+                let mut t = UserDatatype::contiguous(int(subsizes[n - 1])?, &T::equivalent_datatype());
+                let mut stride = sizes[n - 1] as isize;
+                for i in (0..n - 1).rev() {
+                    t = UserDatatype::heterogeneous_vector(int(subsizes[i])?, 1, bytes(stride)?, &t);
+                    stride *= sizes[i] as isize;
+                }
+                let first = self.span.map_or(0, |(lo, _)| lo);
+                let placed = UserDatatype::heterogeneous_indexed(&[1], &[bytes(first)?], &t);
+                crate::to_mpi::resized(&placed, 0, bytes(self.extent() as isize)?)
+            }
+        })
     }
 
     fn fits(&self, which: &'static str, found: usize) -> Result<()> {

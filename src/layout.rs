@@ -426,17 +426,42 @@ impl Layout {
 
     /// The number of elements the layout selects (counting an element selected twice
     /// twice): the length of its packed form.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(zcoll::Layout::subarray(&[4, 5], &[2, 3], &[1, 1])?.count(), 6);
+    /// assert_eq!(zcoll::Layout::vector(4, 1, 0)?.count(), 4); // one element, four times
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
     pub fn count(&self) -> usize {
         self.count
     }
 
     /// The extent: how many elements apart consecutive copies of the layout start.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use zcoll::Layout;
+    /// assert_eq!(Layout::indexed(&[1, 0, 2], &[2, 9, 5])?.extent(), 5); // 2 ..= 6
+    /// assert_eq!(Layout::subarray(&[4, 5], &[2, 3], &[1, 1])?.extent(), 20);
+    /// assert_eq!(Layout::vector(3, 1, 4)?.resized(1)?.extent(), 1);
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
     pub fn extent(&self) -> usize {
         self.bounds.map_or(0, |(lb, ub)| (ub - lb) as usize)
     }
 
     /// The lower bound (see the [module documentation](self)); 0 for a layout with no
     /// elements and no explicit bounds.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(zcoll::Layout::indexed(&[1, 2], &[7, 3])?.lower_bound(), 3);
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
     pub fn lower_bound(&self) -> isize {
         self.bounds.map_or(0, |(lb, _)| lb)
     }

@@ -188,7 +188,27 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
         assert!(ours == theirs, "bcast from {root} {what}: differs from MPI's");
     }
     transpose(world, comm);
+    documented(world, comm);
     errors(world, comm);
+}
+
+/// The examples of the collectives' docs, which `cargo test` only compiles.
+fn documented(world: &SimpleCommunicator, comm: &Comm) {
+    let p = world.size() as usize;
+    let mine: Vec<i32> = (0..9).map(|i| i + 10 * world.rank()).collect();
+    let second_column = Layout::indexed(&[1, 1, 1], &[1, 4, 7]).unwrap();
+    let column_of_all = Layout::vector(3, 1, p as isize).unwrap().resized(1).unwrap();
+    let mut all = vec![0; 3 * p];
+    comm.all_gather_layout_into(&mine, &second_column, &mut all, &column_of_all).unwrap();
+    assert!((0..3 * p).all(|i| all[i] == (1 + 3 * (i / p) + 10 * (i % p)) as i32), "{all:?}");
+
+    let mut grid = [0u8; 16];
+    if world.rank() == 0 {
+        grid = *b"abcdefghijklmnop";
+    }
+    let last_column = Layout::subarray(&[4, 4], &[4, 1], &[0, 3]).unwrap();
+    comm.broadcast_layout_into(&mut grid, &last_column, 0).unwrap();
+    assert_eq!(last_column.pack(&grid).unwrap(), b"dhlp");
 }
 
 /// The matrix transpose of the kernels: columns out (a resized vector), rows in.

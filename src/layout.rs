@@ -334,8 +334,10 @@ impl Layout {
             }
         };
         let count = units.and_then(|u| u.checked_mul(unit.count)).ok_or_else(overflow)?;
-        // Every offset and count fits an `isize`, so `flatten` and `pack` never overflow.
-        if isize::try_from(count).is_err() {
+        // Every offset, fragment end and count fits an `isize`, so `flatten` and `pack`
+        // never overflow. (A resized unit's elements may reach past its upper bound, so
+        // the span's end is checked on its own.)
+        if isize::try_from(count).is_err() || span.is_some_and(|(_, hi)| hi == isize::MAX) {
             return Err(overflow());
         }
         Ok(Layout { shape: Shape::Blocks { kind, unit: Arc::new(unit.clone()) }, count, bounds, span })
@@ -792,7 +794,7 @@ mod tests {
     }
 
     fn elements(frags: &[(isize, usize)]) -> Vec<isize> {
-        frags.iter().flat_map(|&(o, l)| (o..o + l as isize)).collect()
+        frags.iter().flat_map(|&(o, l)| o..o + l as isize).collect()
     }
 
     /// An independent verdict on a layout against a buffer of `len`: from the element list.
@@ -897,6 +899,10 @@ mod tests {
         assert!(Layout::subarray(&[4, 4], &[2, 3], &[0, 2]).is_err());
         assert!(Layout::subarray(&[], &[], &[]).is_err());
         assert!(Layout::element().resized(usize::MAX).is_err());
+        // An element at isize::MAX would end a fragment past isize::MAX.
+        let wide = Layout::contiguous(10).unwrap().resized(1).unwrap();
+        assert!(Layout::vector_of(2, 1, isize::MAX - 9, &wide).is_err());
+        assert!(Layout::vector_of(2, 1, isize::MAX - 10, &wide).is_ok());
         let big = Layout::contiguous(1 << 40).unwrap();
         assert!(Layout::contiguous_of(1 << 30, &big).is_err());
         // An empty unit places nothing, so huge strides of it are fine.

@@ -152,8 +152,8 @@ pub enum Error {
         rank: Option<i32>,
         /// The rank that passed the layout (`None` from a layout's own methods).
         culprit: Option<i32>,
-        /// Which layout (`"send"`, `"receive"`, `"buffer"`; `"layout"` from a layout's own
-        /// methods).
+        /// Which layout (`"send"`, `"receive"`: a broadcast's layout is a receive side on
+        /// every rank; `"layout"` from a layout's own methods).
         which: &'static str,
         /// What is wrong.
         reason: &'static str,

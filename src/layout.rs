@@ -62,6 +62,8 @@ const BEFORE: &str = REASONS[2];
 const PAST: &str = REASONS[3];
 const TWICE: &str = REASONS[4];
 const MPI_INT: &str = REASONS[6];
+/// The `reason` of a send and a receive layout that select different numbers of elements.
+pub(crate) const COUNTS: &str = REASONS[5];
 
 /// The error of a layout refused outside a collective (no rank to name).
 fn invalid(which: &'static str, reason: &'static str) -> Error {

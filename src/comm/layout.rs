@@ -22,7 +22,7 @@
 use super::Comm;
 use crate::alloc::Scratch;
 use crate::error::{Error, Result};
-use crate::layout::{Layout, REASONS};
+use crate::layout::{Layout, COUNTS, REASONS};
 use crate::op::Builtin;
 use crate::pod::Pod;
 use mpi::topology::Rank;
@@ -255,8 +255,7 @@ fn same_count(send: &Layout, recv: &Layout) -> std::result::Result<(), (usize, E
     match send.count() == recv.count() {
         true => Ok(()),
         false => {
-            let reason = REASONS[5];
-            Err((1, Error::InvalidLayout { rank: None, culprit: None, which: "receive", reason }))
+            Err((1, Error::InvalidLayout { rank: None, culprit: None, which: "receive", reason: COUNTS }))
         }
     }
 }

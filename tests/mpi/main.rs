@@ -120,6 +120,7 @@ at! {
     layout_vnodes_np4_k1: 4, "layout", ["ZCOLL_NODE_SIZE" => "1", "ZCOLL_TEST_SEED" => "2341"];
     layout_vnodes_np5_k2: 5, "layout", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_SEED" => "2352"];
     layout_vnodes_np6_k3: 6, "layout", ["ZCOLL_NODE_SIZE" => "3", "ZCOLL_TEST_SEED" => "2363"];
+    layout_vnodes_np8_k3: 8, "layout", ["ZCOLL_NODE_SIZE" => "3", "ZCOLL_TEST_SEED" => "2383"];
     scan_np1: 1, "scan", [];
     scan_np2: 2, "scan", [];
     scan_np3: 3, "scan", [];

@@ -46,8 +46,8 @@ pub(crate) fn recv<'a, T: Pod>(s: &'a mut [T], spot: &'a mut Spot) -> &'a mut [T
 #[allow(unsafe_code)]
 pub(crate) fn resized(
     dt: &mpi::datatype::UserDatatype,
-    lb: isize,
-    extent: isize,
+    lb: mpi::Address,
+    extent: mpi::Address,
 ) -> mpi::datatype::UserDatatype {
     use mpi::raw::{AsRaw, FromRaw};
     let mut new = std::mem::MaybeUninit::<mpi::ffi::MPI_Datatype>::uninit();
@@ -55,14 +55,7 @@ pub(crate) fn resized(
     // it is dropped, after this call); `new` is a valid place for one handle, which
     // `MPI_Type_create_resized` writes before returning MPI_SUCCESS (any other return
     // aborts under MPI's default error handler, which rsmpi leaves in place).
-    let rc = unsafe {
-        mpi::ffi::MPI_Type_create_resized(
-            dt.as_raw(),
-            lb as mpi::Address,
-            extent as mpi::Address,
-            new.as_mut_ptr(),
-        )
-    };
+    let rc = unsafe { mpi::ffi::MPI_Type_create_resized(dt.as_raw(), lb, extent, new.as_mut_ptr()) };
     assert_eq!(rc, 0, "MPI_Type_create_resized returned {rc}");
     // SAFETY: `new` was initialised by the successful call above.
     let mut new = unsafe { new.assume_init() };

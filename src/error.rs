@@ -158,6 +158,21 @@ pub enum Error {
         /// block"`).
         reason: &'static str,
     },
+    /// A [`Layout`](crate::Layout) is malformed, reaches outside its buffer, selects an
+    /// element twice on a receive side, or selects another number of elements than the
+    /// layout it is paired with.
+    InvalidLayout {
+        /// The rank reporting the error (`None` from a layout's own methods, which know no
+        /// communicator).
+        rank: Option<i32>,
+        /// The rank that passed the layout (`None` from a layout's own methods).
+        culprit: Option<i32>,
+        /// Which layout (`"send"`, `"receive"`: a broadcast's layout is a receive side on
+        /// every rank; `"layout"` from a layout's own methods).
+        which: &'static str,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// The operation is not available with this transport, shape or configuration.
     Unsupported {
         /// The rank reporting the error.
@@ -184,6 +199,7 @@ impl Error {
             | Error::Protocol { rank, .. }
             | Error::InvalidPartition { rank, .. }
             | Error::Unsupported { rank, .. } => Some(rank),
+            Error::InvalidLayout { rank, .. } => rank,
             Error::Config { .. } => None,
         }
     }
@@ -233,6 +249,15 @@ impl fmt::Display for Error {
                     f,
                     "rank {rank}: block {index} of rank {culprit}'s {which} buffer is invalid: {reason}"
                 )
+            }
+            Error::InvalidLayout { rank, culprit, which, reason } => {
+                if let Some(rank) = rank {
+                    write!(f, "rank {rank}: ")?;
+                }
+                match culprit {
+                    Some(c) => write!(f, "rank {c}'s {which} layout is invalid: {reason}"),
+                    None => write!(f, "invalid {which}: {reason}"),
+                }
             }
             Error::Unsupported { rank, what } => write!(f, "rank {rank}: unsupported: {what}"),
         }

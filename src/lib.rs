@@ -83,6 +83,7 @@ mod error;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 mod hier;
+mod layout;
 mod node;
 pub mod op;
 mod pod;
@@ -105,6 +106,7 @@ pub use coll::varcount::{Partition, PartitionMut};
 pub use comm::exposure::Exposure;
 pub use comm::{Comm, Info, InterNode, Traffic, ZeroCopy};
 pub use error::{Errno, Error, Result};
+pub use layout::Layout;
 pub use pod::Pod;
 pub use transport::TransportKind;
 

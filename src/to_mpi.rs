@@ -37,6 +37,37 @@ pub(crate) fn recv<'a, T: Pod>(s: &'a mut [T], spot: &'a mut Spot) -> &'a mut [T
     }
 }
 
+/// `dt` with lower bound `lb` and extent `extent`, in bytes (`MPI_Type_create_resized`,
+/// which rsmpi 0.8 does not wrap), committed.
+///
+/// The crate's one unsafe item outside the shared-memory modules besides `Send for Comm`:
+/// the datatype conversion of [`Layout`](crate::Layout) needs it for resized layouts and
+/// subarrays, whose extents MPI sets by explicit bounds.
+#[allow(unsafe_code)]
+pub(crate) fn resized(
+    dt: &mpi::datatype::UserDatatype,
+    lb: mpi::Address,
+    extent: mpi::Address,
+) -> mpi::datatype::UserDatatype {
+    use mpi::raw::{AsRaw, FromRaw};
+    let mut new = std::mem::MaybeUninit::<mpi::ffi::MPI_Datatype>::uninit();
+    // SAFETY: `dt` is a valid committed datatype handle (a `UserDatatype` owns one until
+    // it is dropped, after this call); `new` is a valid place for one handle, which
+    // `MPI_Type_create_resized` writes before returning MPI_SUCCESS (any other return
+    // aborts under MPI's default error handler, which rsmpi leaves in place).
+    let rc = unsafe { mpi::ffi::MPI_Type_create_resized(dt.as_raw(), lb, extent, new.as_mut_ptr()) };
+    assert_eq!(rc, 0, "MPI_Type_create_resized returned {rc}");
+    // SAFETY: `new` was initialised by the successful call above.
+    let mut new = unsafe { new.assume_init() };
+    // SAFETY: `new` is a datatype handle we own and have not committed; committing it in
+    // place is what rsmpi's own `commit` does.
+    let rc = unsafe { mpi::ffi::MPI_Type_commit(&mut new) };
+    assert_eq!(rc, 0, "MPI_Type_commit returned {rc}");
+    // SAFETY: `new` is a committed user datatype owned by nobody else; the returned
+    // `UserDatatype` frees it exactly once, when dropped.
+    unsafe { mpi::datatype::UserDatatype::from_raw(new) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

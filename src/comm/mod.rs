@@ -24,6 +24,7 @@ macro_rules! route {
 mod all;
 pub(crate) mod exposure;
 mod info;
+mod layout;
 mod memory;
 mod reduce;
 mod rooted;

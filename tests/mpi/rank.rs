@@ -88,6 +88,7 @@ pub(crate) fn main() {
         "isolation" => crate::isolation::run(&world, &comm),
         "split" => split(&world, &comm),
         "scan" => crate::scan::run(&world, &comm),
+        "layout" => crate::layout::run(&world, &comm),
         "exposure-panic" => exposure_panic(&world, &comm),
         "calibrate" => calibrate(&world, &comm),
         "heap" => crate::heap::run(&world, &comm),

@@ -1,0 +1,346 @@
+//! Collectives over layouts against rsmpi's collectives with the equivalent MPI derived
+//! datatypes (vector, subarray, indexed, resized and nested ones), on random shapes from
+//! the job's seed; and bad layouts, which must be the same `Err` on every rank with every
+//! buffer unchanged.
+//!
+//! Every rank draws its own layouts (MPI lets ranks pass different datatypes with the
+//! same type signature), from a generator seeded by the shared seed, the round and its
+//! rank; the element counts come from the shared generator. The receive buffers of both
+//! libraries start with the same content, so elements outside the layouts are compared
+//! too.
+
+use crate::common::{mix, words, Rng};
+use mpi::datatype::{MutView, UserDatatype, View};
+use mpi::raw::AsRaw;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use zcoll::{Comm, Error, Layout};
+
+/// The job's seed: `ZCOLL_TEST_SEED`, or a fixed one.
+fn seed() -> u64 {
+    std::env::var("ZCOLL_TEST_SEED").map_or(0x1a70, |s| s.parse().expect("ZCOLL_TEST_SEED is a number"))
+}
+
+/// A layout of exactly `c` elements that selects no element twice and lies at offsets
+/// `>= 0`, of a random kind: contiguous, vector, indexed (zero-length blocks, blocks out
+/// of order), 2- or 3-d subarray, or one of these nested in a vector or indexed layout.
+fn random_layout(rng: &mut Rng, c: usize, depth: u32) -> Layout {
+    let divisor = |rng: &mut Rng| {
+        let ds: Vec<usize> = (1..=c.max(1)).filter(|d| c % d == 0).collect();
+        ds[rng.below(ds.len())]
+    };
+    match rng.below(if depth == 0 { 5 } else { 7 }) {
+        0 => Layout::contiguous(c).unwrap(),
+        1 => {
+            let b = divisor(rng);
+            Layout::vector(c / b.max(1), b, (b + rng.below(4)) as isize).unwrap()
+        }
+        2 => {
+            // Blocks of random lengths (some 0), placed with gaps, listed in a random order.
+            let mut lens = Vec::new();
+            let mut left = c;
+            while left > 0 || rng.below(3) == 0 {
+                let l = match rng.below(4) {
+                    0 => 0,
+                    _ => 1 + rng.below(left.max(1)).min(left.saturating_sub(1)),
+                };
+                let l = l.min(left);
+                lens.push(l);
+                left -= l;
+                if lens.len() > 12 && left > 0 {
+                    lens.push(left);
+                    left = 0;
+                }
+            }
+            let mut at = 0usize;
+            let mut blocks: Vec<(usize, isize)> = lens
+                .iter()
+                .map(|&l| {
+                    at += rng.below(3);
+                    let d = at as isize;
+                    at += l;
+                    (l, d)
+                })
+                .collect();
+            for i in (1..blocks.len()).rev() {
+                blocks.swap(i, rng.below(i + 1));
+            }
+            let (l, d): (Vec<usize>, Vec<isize>) = blocks.into_iter().unzip();
+            Layout::indexed(&l, &d).unwrap()
+        }
+        3 | 4 => {
+            let d = divisor(rng);
+            let sub = if rng.below(2) == 0 { vec![c / d.max(1), d] } else { vec![1, c / d.max(1), d] };
+            let sub: Vec<usize> = if c == 0 { vec![0, 1 + rng.below(2)] } else { sub };
+            let sizes: Vec<usize> = sub.iter().map(|&s| s + rng.below(3)).map(|s| s.max(1)).collect();
+            let starts: Vec<usize> = sizes.iter().zip(&sub).map(|(&n, &s)| rng.below(n - s + 1)).collect();
+            Layout::subarray(&sizes, &sub, &starts).unwrap()
+        }
+        5 => {
+            let k = divisor(rng);
+            let unit = random_layout(rng, c / k.max(1), depth - 1);
+            Layout::vector_of(if c == 0 { 0 } else { k }, 1, 1 + rng.below(2) as isize, &unit).unwrap()
+        }
+        _ => {
+            let k = divisor(rng);
+            let unit = random_layout(rng, c / k.max(1), depth - 1);
+            // Copies of the unit in reverse order, one extent or more apart.
+            let n = if c == 0 { 0 } else { k };
+            let d: Vec<isize> = (0..n).rev().map(|i| (2 * i) as isize).collect();
+            Layout::indexed_of(&vec![1; n], &d, &unit).unwrap()
+        }
+    }
+}
+
+/// The length of a buffer holding `blocks` copies of `l`, plus some slack (at least one
+/// element: rsmpi would hand MPI an empty `Vec`'s dangling address, which Open MPI reads
+/// as `MPI_IN_PLACE`).
+fn room(l: &Layout, blocks: usize, rng: &mut Rng) -> usize {
+    let all = Layout::contiguous_of(blocks, l).unwrap();
+    let end = all.flatten().iter().map(|&(o, n)| o as usize + n).max().unwrap_or(0);
+    end + 1 + rng.below(3)
+}
+
+/// MPI's extent of `dt`, in elements of `u32`: our bounds must be MPI's.
+fn mpi_extent(dt: &UserDatatype) -> usize {
+    let (mut lb, mut extent) = (0, 0);
+    // SAFETY: `dt` is a committed datatype, the two out-pointers point at live locals.
+    let rc = unsafe { mpi::ffi::MPI_Type_get_extent(dt.as_raw(), &mut lb, &mut extent) };
+    assert_eq!(rc, 0);
+    extent as usize / 4
+}
+
+fn datatype(l: &Layout, what: &str) -> UserDatatype {
+    let dt = l.to_datatype::<u32>().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(mpi_extent(&dt), l.extent(), "{what}: MPI's extent of {l:?}");
+    dt
+}
+
+/// `blocks` copies of `dt` over `buf`: rsmpi's collectives take the count of the whole
+/// buffer, and divide it by the number of ranks where MPI takes a count per rank.
+fn send_view<'a>(buf: &'a [u32], blocks: usize, dt: &'a UserDatatype) -> View<'a, 'a, UserDatatype, [u32]> {
+    // SAFETY: the layout the datatype was built from passed `check` against this buffer
+    // over `blocks` blocks, so every element the view maps lies inside it.
+    unsafe { View::with_count_and_datatype(buf, blocks as mpi::Count, dt) }
+}
+
+fn recv_view<'a>(
+    buf: &'a mut [u32],
+    blocks: usize,
+    dt: &'a UserDatatype,
+) -> MutView<'a, 'a, UserDatatype, [u32]> {
+    // SAFETY: as `send_view`, for `check_writable`.
+    unsafe { MutView::with_count_and_datatype(buf, blocks as mpi::Count, dt) }
+}
+
+pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
+    let (me, p) = (world.rank(), world.size());
+    let pu = p as usize;
+    let seed = seed();
+    let mut shared = Rng(seed);
+    for round in 0..60u64 {
+        let mut own = Rng(mix(seed ^ (round << 20) ^ me as u64));
+        // Mostly small counts, some of thousands of elements, whose fragments cross pages.
+        let c = match shared.below(6) {
+            0 => 0,
+            5 => 1000 + shared.below(3000),
+            _ => 1 + shared.below(40),
+        };
+        let (sl, rl) = (random_layout(&mut own, c, 2), random_layout(&mut own, c, 2));
+        let what = format!("round {round} (seed {seed}) rank {me}: send {sl:?}, receive {rl:?}");
+        let (sdt, rdt) = (datatype(&sl, &what), datatype(&rl, &what));
+        assert_eq!(sl.count(), c, "{what}");
+        // With no elements the oracle is the untouched buffer: Open MPI 4's Bruck
+        // allgather dies of SIGBUS on a datatype of size 0 and nonzero extent, so MPI is
+        // not asked.
+
+        // Alltoall.
+        let send = words(me, room(&sl, pu, &mut own), round);
+        let recv0 = words(me, room(&rl, pu, &mut own), round + 1000);
+        let (mut ours, mut theirs) = (recv0.clone(), recv0.clone());
+        comm.all_to_all_layout_into(&send, &sl, &mut ours, &rl)
+            .unwrap_or_else(|e| panic!("alltoall {what}: {e}"));
+        if c > 0 {
+            world.all_to_all_into(&send_view(&send, pu, &sdt), &mut recv_view(&mut theirs, pu, &rdt));
+        }
+        assert!(ours == theirs, "alltoall {what}: differs from MPI's");
+        assert!(c == 0 || ours != recv0, "alltoall {what}: nothing was written");
+
+        // Allgather.
+        let send = words(me, room(&sl, 1, &mut own), round + 2000);
+        let recv0 = words(me, room(&rl, pu, &mut own), round + 3000);
+        let (mut ours, mut theirs) = (recv0.clone(), recv0.clone());
+        comm.all_gather_layout_into(&send, &sl, &mut ours, &rl)
+            .unwrap_or_else(|e| panic!("allgather {what}: {e}"));
+        if c > 0 {
+            world.all_gather_into(&send_view(&send, 1, &sdt), &mut recv_view(&mut theirs, pu, &rdt));
+        }
+        assert!(ours == theirs, "allgather {what}: differs from MPI's");
+
+        // Bcast from a root that moves round by round.
+        let root = (round % p as u64) as i32;
+        let buf0 = words(me, room(&rl, 1, &mut own), round + 4000);
+        let (mut ours, mut theirs) = (buf0.clone(), buf0.clone());
+        comm.broadcast_layout_into(&mut ours, &rl, root).unwrap_or_else(|e| panic!("bcast {what}: {e}"));
+        if c > 0 {
+            world.process_at_rank(root).broadcast_into(&mut recv_view(&mut theirs, 1, &rdt));
+        }
+        assert!(ours == theirs, "bcast from {root} {what}: differs from MPI's");
+    }
+    transpose(world, comm);
+    documented(world, comm);
+    errors(world, comm);
+}
+
+/// The examples of the collectives' docs, which `cargo test` only compiles.
+fn documented(world: &SimpleCommunicator, comm: &Comm) {
+    let p = world.size() as usize;
+    let mine: Vec<i32> = (0..9).map(|i| i + 10 * world.rank()).collect();
+    let second_column = Layout::indexed(&[1, 1, 1], &[1, 4, 7]).unwrap();
+    let column_of_all = Layout::vector(3, 1, p as isize).unwrap().resized(1).unwrap();
+    let mut all = vec![0; 3 * p];
+    comm.all_gather_layout_into(&mine, &second_column, &mut all, &column_of_all).unwrap();
+    assert!((0..3 * p).all(|i| all[i] == (1 + 3 * (i / p) + 10 * (i % p)) as i32), "{all:?}");
+
+    let mut grid = [0u8; 16];
+    if world.rank() == 0 {
+        grid = *b"abcdefghijklmnop";
+    }
+    let last_column = Layout::subarray(&[4, 4], &[4, 1], &[0, 3]).unwrap();
+    comm.broadcast_layout_into(&mut grid, &last_column, 0).unwrap();
+    assert_eq!(last_column.pack(&grid).unwrap(), b"dhlp");
+}
+
+/// The matrix transpose of the kernels: columns out (a resized vector), rows in.
+fn transpose(world: &SimpleCommunicator, comm: &Comm) {
+    let (me, p) = (world.rank() as usize, world.size() as usize);
+    for b in [1usize, 3, 40] {
+        let n = b * p;
+        let a: Vec<u32> = (0..b * n).map(|i| ((me * b + i / n) * n + i % n) as u32).collect();
+        let send = Layout::vector(b, b, n as isize).unwrap().resized(b).unwrap();
+        let column = Layout::vector(b, 1, n as isize).unwrap().resized(1).unwrap();
+        let recv = Layout::contiguous_of(b, &column).unwrap().resized(b).unwrap();
+        let mut t = vec![u32::MAX; b * n];
+        comm.all_to_all_layout_into(&a, &send, &mut t, &recv).unwrap();
+        let want: Vec<u32> = (0..b * n).map(|i| ((i % n) * n + me * b + i / n) as u32).collect();
+        assert_eq!(t, want, "transpose b={b}");
+        let (sdt, rdt) = (datatype(&send, "transpose"), datatype(&recv, "transpose"));
+        let mut theirs = vec![u32::MAX; b * n];
+        world.all_to_all_into(&send_view(&a, p, &sdt), &mut recv_view(&mut theirs, p, &rdt));
+        assert_eq!(t, theirs, "transpose b={b}: differs from MPI's");
+    }
+}
+
+/// Bad layouts on one rank: `InvalidLayout` naming it on every rank; sizes that disagree
+/// between ranks: the contiguous call's `LengthMismatch` on every rank. Nothing changes.
+fn errors(world: &SimpleCommunicator, comm: &Comm) {
+    let (me, p) = (world.rank(), world.size());
+    let pu = p as usize;
+    let last = p - 1;
+    let block = Layout::vector(3, 2, 3).unwrap(); // 6 elements, extent 8
+    let twice = Layout::vector(3, 2, 1).unwrap(); // 6 elements, overlapping
+    let other = Layout::contiguous(5).unwrap();
+    let len = 8 * pu;
+    let reason = |l: &Layout, n: usize, writable: bool| {
+        let e = match writable {
+            true => l.check_writable(n).unwrap_err(),
+            false => l.check(n).unwrap_err(),
+        };
+        match e {
+            Error::InvalidLayout { reason, .. } => reason,
+            e => panic!("{e}"),
+        }
+    };
+    let invalid = |which, reason| Error::InvalidLayout { rank: Some(me), culprit: Some(last), which, reason };
+    let whole = |l: &Layout| Layout::contiguous_of(pu, l).unwrap();
+    let past = reason(&whole(&block), len - 1, false);
+    let double = reason(&twice, 6, true);
+
+    // (label, send length, receive length, the call, the error every rank must get)
+    type Case<'a> =
+        (&'static str, usize, usize, Box<dyn Fn(&mut [u32], &mut [u32]) -> zcoll::Result<()> + 'a>);
+    let mine = |bad: bool| me == last && bad;
+    let cases: Vec<(Case<'_>, Option<Error>)> = vec![
+        (
+            (
+                "alltoall: send layout past its buffer",
+                if mine(true) { len - 1 } else { len },
+                len,
+                Box::new(|s, r| comm.all_to_all_layout_into(s, &block, r, &block)),
+            ),
+            Some(invalid("send", past)),
+        ),
+        (
+            (
+                "alltoall: receive layout writes twice",
+                len,
+                len,
+                Box::new(|s, r| {
+                    comm.all_to_all_layout_into(s, &block, r, if mine(true) { &twice } else { &block })
+                }),
+            ),
+            Some(invalid("receive", double)),
+        ),
+        (
+            (
+                "allgather: receive layout past its buffer",
+                8,
+                if mine(true) { len - 1 } else { len },
+                Box::new(|s, r| comm.all_gather_layout_into(s, &block, r, &block)),
+            ),
+            Some(invalid("receive", past)),
+        ),
+        (
+            (
+                "bcast: layout writes twice",
+                8,
+                0,
+                Box::new(|s, _| comm.broadcast_layout_into(s, if mine(true) { &twice } else { &block }, 0)),
+            ),
+            Some(invalid("receive", double)),
+        ),
+        (
+            (
+                "alltoall: send and receive counts disagree on one rank",
+                len,
+                len,
+                Box::new(|s, r| {
+                    comm.all_to_all_layout_into(s, if mine(true) { &other } else { &block }, r, &block)
+                }),
+            ),
+            None,
+        ),
+    ];
+    for ((label, send_len, recv_len, call), want) in cases {
+        let (send0, recv0) = (words(me, send_len, 1), words(me, recv_len, 2));
+        let (mut send, mut recv) = (send0.clone(), recv0.clone());
+        let e = call(&mut send, &mut recv).expect_err(label);
+        match want {
+            Some(want) => assert_eq!(e, want, "{label}: rank {me}"),
+            None => assert!(
+                matches!(&e, Error::InvalidLayout { rank: Some(r), culprit: Some(c), which: "receive", reason }
+                    if *r == me && *c == last && reason.contains("different numbers")),
+                "{label}: rank {me}: {e}"
+            ),
+        }
+        assert!(send == send0 && recv == recv0, "{label}: a failed call changed a buffer on rank {me}");
+    }
+
+    // Counts that agree on each rank but not between ranks: the contiguous call refuses.
+    if p > 1 {
+        let (s, r) = if me == last { (&other, &other) } else { (&block, &block) };
+        let (send0, recv0) = (words(me, len, 3), words(me, len, 4));
+        let (mut send, mut recv) = (send0.clone(), recv0.clone());
+        let e = comm.all_to_all_layout_into(&send, s, &mut recv, r).unwrap_err();
+        assert!(matches!(e, Error::LengthMismatch { .. } | Error::PeerFailed { .. }), "rank {me}: {e}");
+        let e = comm.all_gather_layout_into(&send[..8], s, &mut recv, r).unwrap_err();
+        assert!(matches!(e, Error::LengthMismatch { .. } | Error::PeerFailed { .. }), "rank {me}: {e}");
+        let e = comm.broadcast_layout_into(&mut send[..8], s, 0).unwrap_err();
+        assert!(matches!(e, Error::LengthMismatch { .. } | Error::PeerFailed { .. }), "rank {me}: {e}");
+        assert!(send == send0 && recv == recv0, "a failed call changed a buffer on rank {me}");
+    }
+    // Still in step: a good call after the failures.
+    let mut x = vec![me as u32; 8];
+    comm.broadcast_layout_into(&mut x, &block, 0).unwrap();
+    assert_eq!(block.pack(&x).unwrap(), [0; 6]);
+}

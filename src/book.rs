@@ -37,6 +37,7 @@ chapters! {
     Arrival: "arrival.md",
     Varcount: "collectives/varcount.md",
     Reduce: "collectives/reduce.md",
+    Layouts: "layouts.md",
     Hierarchy: "hierarchy.md",
     Bgp: "bgp.md",
     Tuning: "tuning.md",

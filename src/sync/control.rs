@@ -3,7 +3,7 @@
 //! (`Control::begin`), beside the [`Round`](super::Round) it returns.
 
 use super::call::{Kind, OP, STATUS};
-use super::fence::Pidfds;
+use super::fence::Births;
 use super::fifo;
 use super::layout::{Line, Slot, MAGIC, PAGE, SCRATCH_HALF};
 use super::wait::{self, Peer, WaitPolicy};
@@ -24,9 +24,9 @@ pub(crate) struct Control {
     /// The user communicator's rank of each local rank (for errors).
     pub(super) ranks: Vec<i32>,
     pub(super) pids: Vec<libc::pid_t>,
-    /// A pidfd on each peer's process, opened at set-up, by which a peer that may still
-    /// write into this rank's buffers is stopped ([`Control::fence`]).
-    pub(super) pidfds: Pidfds,
+    /// When each peer's process started, noted at set-up, so that a fence ([`Control::fence`])
+    /// stops that process and no other that got its pid.
+    pub(super) births: Births,
     pub(super) stage_bytes: usize,
     pub(super) epoch: Cell<u64>,
     /// A private round this rank left without waiting for every rank's `done` (0: none).
@@ -106,7 +106,7 @@ impl Control {
             me,
             others,
             ranks,
-            pidfds: Pidfds::open(&pids),
+            births: Births::of(&pids),
             pids,
             stage_bytes,
             epoch: Cell::new(0),

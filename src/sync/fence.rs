@@ -11,12 +11,17 @@
 //! own context) and its stores through a mapping of our heap or an XPMEM attachment; it
 //! writes nothing more. Only then does the rank return, with `Error::Fenced`.
 //!
-//! The peer is named by a pidfd, opened when the node is set up (every peer is alive
-//! then, inside `Comm::new`), so neither the signal nor the wait can reach another
-//! process that got the pid after the peer's death. The ranks of a job run as one user
-//! and already grant each other ptrace access (CMA needs it), so the signal is allowed.
-//! A pidfd is readable once every thread of the process has exited (a zombie included);
-//! a process whose main thread is a zombie may still have threads on their way out.
+//! The peer is named by a pidfd, so neither the signal nor the wait can reach another
+//! process that got the pid after the peer's death. No descriptor is held between calls
+//! (a rank of a 64-rank node would otherwise hold 63 per communicator, and a program with
+//! a few dozen communicators would run out of the default 1024): when the node is set up
+//! (every peer is alive then, inside `Comm::new`) each rank notes every peer's start time
+//! (`/proc/<pid>/stat`), and a fence opens the pidfd and then checks that the process it
+//! names started at that time. A pidfd opened on a reused pid names the newcomer, whose
+//! start time differs: the peer is then known dead. The ranks of a job run as one user and
+//! already grant each other ptrace access (CMA needs it), so the signal is allowed. A
+//! pidfd is readable once every thread of the process has exited (a zombie included); a
+//! process whose main thread is a zombie may still have threads on their way out.
 //!
 //! What cannot be confirmed (no pidfd: the kernel is older than 5.3 or refused one; the
 //! signal refused; the process still there when the time limit passes again) leaves the
@@ -26,28 +31,38 @@ use super::wait;
 use super::Control;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-/// A pidfd for each local rank: `None` for this process itself (the tests' thread
-/// ranks share it) and where the kernel gave none.
+/// The start time of each local rank's process, noted at set-up: `None` for this process
+/// itself (the tests' thread ranks share it) and where `/proc` did not say.
 #[derive(Debug)]
-pub(super) struct Pidfds(Vec<Option<OwnedFd>>);
+pub(super) struct Births(Vec<Option<u64>>);
 
-impl Pidfds {
-    /// Opens a pidfd on each of `pids` but this process.
-    pub(super) fn open(pids: &[libc::pid_t]) -> Pidfds {
+impl Births {
+    /// Notes the start time of each of `pids` but this process.
+    pub(super) fn of(pids: &[libc::pid_t]) -> Births {
         let own = std::process::id() as libc::pid_t;
-        Pidfds(pids.iter().map(|&pid| if pid == own { None } else { pidfd_open(pid) }).collect())
+        Births(pids.iter().map(|&pid| if pid == own { None } else { start_time(pid) }).collect())
     }
 }
 
-/// `pidfd_open(2)`: a descriptor that names process `pid` for as long as it is held.
-fn pidfd_open(pid: libc::pid_t) -> Option<OwnedFd> {
+/// When process `pid` started (field 22 of `/proc/<pid>/stat`, in clock ticks since boot),
+/// if it exists.
+fn start_time(pid: libc::pid_t) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+    // Field 3 is the first after it, so field 22 is the 20th.
+    stat.get(stat.rfind(')')? + 1..)?.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// `pidfd_open(2)`: a descriptor that names process `pid` for as long as it is held, or
+/// the errno (`ESRCH`: no such process).
+fn pidfd_open(pid: libc::pid_t) -> Result<OwnedFd, i32> {
     // SAFETY: the system call takes a pid and flags (0: a blocking descriptor, close on
     // exec), and no memory.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     match i32::try_from(fd) {
         // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
-        Ok(fd) if fd >= 0 => Some(unsafe { OwnedFd::from_raw_fd(fd) }),
-        _ => None,
+        Ok(fd) if fd >= 0 => Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
+        _ => Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL)),
     }
 }
 
@@ -85,10 +100,21 @@ impl Control {
     /// flags), so no byte is lost either way.
     pub(super) fn fence(&self, r: usize, passed: impl Fn() -> bool) -> Fence {
         let pid = self.pids[r];
-        let Some(fd) = &self.pidfds.0[r] else {
-            // No way to be sure that what we kill is our peer: only a dead one is safe.
-            return if wait::alive(pid) { Fence::Unconfirmed } else { Fence::Dead };
+        // No way to be sure that what we would kill is our peer: only a dead one is safe.
+        let unsure = || if wait::alive(pid) { Fence::Unconfirmed } else { Fence::Dead };
+        let Some(birth) = self.births.0[r] else { return unsure() };
+        let fd = match pidfd_open(pid) {
+            Ok(fd) => fd,
+            Err(libc::ESRCH) => return Fence::Dead,
+            Err(_) => return unsure(),
         };
+        // The pidfd names whatever process holds `pid` now; it is our peer only if it
+        // started when ours did. Checked after the open, so a peer that dies and whose pid
+        // is reused in between is seen as the newcomer, and as dead.
+        if start_time(pid) != Some(birth) {
+            return Fence::Dead;
+        }
+        let fd = &fd;
         if exited(fd) {
             return Fence::Dead;
         }
@@ -126,5 +152,28 @@ impl Control {
             (Ok(()), false) => Fence::Killed,
             (Err(_), _) => Fence::Unconfirmed,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process's start time is read from `/proc`, the same each time; a pid that names
+    /// no process has none, and `pidfd_open` says so with `ESRCH`.
+    #[test]
+    fn start_times_name_one_process() {
+        let me = std::process::id() as libc::pid_t;
+        let born = start_time(me).expect("this process has a start time");
+        assert_eq!(start_time(me), Some(born));
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let pid = child.id() as libc::pid_t;
+        let child_born = start_time(pid).expect("the child has a start time");
+        assert!(child_born >= born);
+        assert!(pidfd_open(pid).is_ok());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(start_time(pid), None, "reaped: no such process");
+        assert_eq!(pidfd_open(pid).err(), Some(libc::ESRCH));
     }
 }

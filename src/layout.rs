@@ -696,6 +696,8 @@ impl Layout {
     /// let column = zcoll::Layout::vector(4, 1, 4)?.to_datatype::<f64>()?;
     /// let mut m = [0.0f64; 16];
     /// // The first column of a 4 x 4 matrix from rank 0 to every rank.
+    /// // SAFETY: one `column` reaches elements 0, 4, 8 and 12 of `m`, all within its 16
+    /// // (`Layout::check(16)` would say so), so MPI writes only inside the buffer.
     /// let mut view = unsafe { mpi::datatype::MutView::with_count_and_datatype(&mut m[..], 1, &column) };
     /// world.process_at_rank(0).broadcast_into(&mut view);
     /// # Ok::<(), zcoll::Error>(())

@@ -321,12 +321,18 @@ fn run_with(world: &SimpleCommunicator, comm: &Comm, soak: bool) {
         }
     }
     if let (Some(churn), Some(count)) = (churn, &cx.soak) {
-        count.set(count.get() + churn.stop());
+        let (blocks, changed) = churn.stop();
+        count.set(count.get() + changed);
+        let mut churned = 0u64;
+        world.all_reduce_into(&blocks, &mut churned, mpi::collective::SystemOperation::sum());
         let mut total = 0u64;
         world.all_reduce_into(&count.get(), &mut total, mpi::collective::SystemOperation::sum());
         if world.rank() == 0 {
             println!("{steps} calls, {total} mismatches");
-            eprintln!("soak: {steps} calls in {:.0} s", start.elapsed().as_secs_f64());
+            eprintln!(
+                "soak: {steps} calls in {:.0} s, {churned} ShmAlloc blocks churned meanwhile",
+                start.elapsed().as_secs_f64()
+            );
         }
         assert_eq!(total, 0, "the soak found mismatches (seed {seed}): see the lines above");
         return;
@@ -339,9 +345,13 @@ fn run_with(world: &SimpleCommunicator, comm: &Comm, soak: bool) {
 /// A thread that allocates, fills, checks and frees `ShmAlloc` blocks (64 KiB to 1 MiB,
 /// up to 8 live) while the collectives run, so the shared heap grows and is reused under
 /// them; a block whose bytes changed counts as a mismatch.
+///
+/// It sleeps nine times as long as it works, so that it takes a tenth of a core: at 8
+/// ranks on 2 cores, eight threads that filled blocks flat out would take the cores from
+/// the ranks (the soak ran at 38 calls per second so, and at 2000 without them).
 struct Churn {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: std::thread::JoinHandle<u64>,
+    thread: std::thread::JoinHandle<(u64, u64)>,
 }
 
 impl Churn {
@@ -354,7 +364,9 @@ impl Churn {
             let mut live: Vec<(u8, Vec<u8>)> = Vec::new();
             let mut bad = 0u64;
             let check = |(tag, v): &(u8, Vec<u8>)| v.iter().enumerate().all(|(i, &b)| b == tag ^ i as u8);
+            let mut blocks = 0u64;
             while !flag.load(Ordering::Relaxed) {
+                let began = std::time::Instant::now();
                 if live.len() >= 8 || (rng.below(3) == 0 && !live.is_empty()) {
                     let old = live.swap_remove(rng.below(live.len()));
                     bad += !check(&old) as u64;
@@ -362,15 +374,19 @@ impl Churn {
                 let tag = rng.next() as u8;
                 let len = (64 << 10) + rng.below(960 << 10);
                 live.push((tag, (0..len).map(|i| tag ^ i as u8).collect()));
-                std::thread::sleep(std::time::Duration::from_micros(200));
+                blocks += 1;
+                let worked = began.elapsed();
+                std::thread::sleep((9 * worked).max(std::time::Duration::from_micros(200)));
             }
-            bad + live.iter().filter(|b| !check(b)).count() as u64
+            bad += live.iter().filter(|b| !check(b)).count() as u64;
+            (blocks, bad)
         });
         Churn { stop, thread }
     }
 
-    /// Stops the thread; returns the blocks it found changed.
-    fn stop(self) -> u64 {
+    /// Stops the thread; returns how many blocks it allocated, and how many of them it
+    /// found changed.
+    fn stop(self) -> (u64, u64) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         self.thread.join().expect("the churning thread")
     }

@@ -73,6 +73,16 @@ pub enum Error {
         /// The rank that failed.
         peer: i32,
     },
+    /// The previous collective call on this communicator failed, and a rank had left it
+    /// before its checks (the root of a broadcast small enough to travel with its
+    /// arrival, which returns at once): so that every rank learns of the failure, this
+    /// call fails on every rank and does nothing. A rank that returned `Ok` from the
+    /// failed call learns of it here; the others, which got the failure's own error then,
+    /// get this one too. See the book's chapter on safety ("The deferred verdict").
+    PreviousFailed {
+        /// The rank reporting the error.
+        rank: i32,
+    },
     /// A process of the node exited while this rank waited for it.
     PeerDied {
         /// The rank reporting the error.
@@ -191,6 +201,7 @@ impl Error {
             | Error::LengthMismatch { rank, .. }
             | Error::BufferSize { rank, .. }
             | Error::PeerFailed { rank, .. }
+            | Error::PreviousFailed { rank }
             | Error::PeerDied { rank, .. }
             | Error::Timeout { rank, .. }
             | Error::Fenced { rank, .. }
@@ -223,6 +234,11 @@ impl fmt::Display for Error {
             Error::PeerFailed { rank, peer } => {
                 write!(f, "rank {rank}: rank {peer} failed during the collective")
             }
+            Error::PreviousFailed { rank } => write!(
+                f,
+                "rank {rank}: the previous collective on this communicator failed after a rank had \
+                 left it early; this call did nothing"
+            ),
             Error::PeerDied { rank, peer, pid } => {
                 write!(f, "rank {rank}: rank {peer} (pid {pid}) died")
             }

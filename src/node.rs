@@ -28,6 +28,14 @@ pub(crate) struct NodeComm {
     pub(crate) heap: bool,
 }
 
+/// A call this rank left before its verdict is judged before the node goes
+/// ([`Control::report_left`]).
+impl Drop for NodeComm {
+    fn drop(&mut self) {
+        self.ctl.report_left();
+    }
+}
+
 /// How the parent communicator is cut into nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Split {

@@ -224,6 +224,12 @@ pub(crate) fn bcast(
         let expected = r.call(src.min(r.size() - 1)).send_len;
         all_equal(r, |c| c.send_len, expected)
     };
+    // Its root leaves at once where it can (the verdict deferred: `Control::leave_staged`);
+    // the readers judge the round.
+    if prestaged && ctx.ctl.me() == src && ctx.alone() && ctx.ctl.may_leave() {
+        let parts: &[&[u8]] = if inline { &[] } else { &[&*buf] };
+        return ctx.ctl.leave_staged(&call, &[], parts);
+    }
     let round = match prestaged {
         true if ctx.ctl.me() == src && !inline => check_staged(ctx, call, &[], &[&*buf], true, lengths)?,
         true => check_staged(ctx, call, &[], &[], true, lengths)?,

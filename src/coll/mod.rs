@@ -44,6 +44,15 @@ pub(crate) struct Ctx<'a> {
     pub(crate) overrides: &'a Overrides,
 }
 
+impl Ctx<'_> {
+    /// Whether the user's communicator is this node alone: a call's outcome on the node
+    /// is then its outcome everywhere, and a rank may leave a round before its verdict
+    /// (`Control::leave_staged`), which a two-level call, agreed across nodes, may not.
+    pub(crate) fn alone(&self) -> bool {
+        self.comm_size as usize == self.ctl.size()
+    }
+}
+
 /// Packs a collective, its algorithm and the algorithm's parameter into `Call::op`.
 pub(crate) fn op(kind: Kind, algorithm: u8, param: u32) -> u64 {
     kind as u64 | (algorithm as u64) << 8 | (param as u64) << 16

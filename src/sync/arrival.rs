@@ -39,13 +39,15 @@ impl Control {
     ///
     /// # Errors
     ///
-    /// `PeerDied` or `Timeout` while settling; nothing is published then.
+    /// `PeerDied` or `Timeout` while settling or learning how the round before ended
+    /// (`Control::learn`); nothing is published then.
     ///
     /// # Panics
     ///
     /// If the board does not fit in the staging area.
     pub(crate) fn begin_eager(&self, call: &Call, board: usize) -> Result<Round<'_>> {
         assert!(board * 8 <= self.stage_bytes, "a board of {board} words");
+        self.learn()?;
         self.settle()?;
         let mut round = self.publish(call, board);
         round.eager = true;
@@ -114,13 +116,16 @@ impl Round<'_> {
         wait::wait_until_any(&ctl.policy, ctl.others(), ready)
     }
 
-    /// Waits until every local rank has arrived.
+    /// Waits until every local rank has arrived, then applies the deferred verdict of
+    /// the round before (`Round::previous`).
     ///
     /// # Errors
     ///
-    /// `PeerDied` or `Timeout`.
+    /// `PeerDied` or `Timeout`; `PreviousFailed` on every rank alike.
     pub(crate) fn all_arrived(&self) -> Result<()> {
-        (0..self.size()).try_for_each(|r| self.ctl.wait_ge(r, |s| &s.arrive, self.epoch))
+        (0..self.size()).try_for_each(|r| self.ctl.wait_ge(r, |s| &s.arrive, self.epoch))?;
+        // The deferred verdict of the round before (as `begin` applies it).
+        self.previous()
     }
 
     /// The first local rank that has already finished this round with a failure.

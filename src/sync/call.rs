@@ -4,11 +4,18 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The bits of a call record's flag word ([`FLAGS`]): `recv_writable`, whether `send` and
-/// `recv` lie in the publisher's shared heap, and above them the id of the exposure the
-/// call uses (0 for none).
+/// `recv` lie in the publisher's shared heap, the deferred verdict's two bits, and above
+/// them the id of the exposure the call uses (0 for none).
 pub(super) const FLAG_WRITABLE: u64 = 1;
 pub(super) const FLAG_SEND_HEAP: u64 = 2;
 pub(super) const FLAG_RECV_HEAP: u64 = 4;
+/// The publisher left the round right after arriving, before any verdict
+/// ([`Control::leave_staged`](super::Control::leave_staged)): it learns the round's
+/// outcome at its next call.
+pub(super) const FLAG_LEFT: u64 = 8;
+/// The round before this one failed, and a rank had left it before its verdict: every
+/// rank fails this one with `Error::PreviousFailed` (the deferred verdict).
+pub(super) const FLAG_PREV_FAILED: u64 = 16;
 pub(super) const EXPOSURE_SHIFT: u32 = 8;
 /// A bit of [`Call::op`] (above what `coll` packs there): the call shares no buffer with
 /// its peers, only lengths (see the module docs). A rank's verdict on it must depend only

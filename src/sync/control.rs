@@ -2,7 +2,7 @@
 //! what a private round owes, agree on the end). A round starts in `round.rs`
 //! (`Control::begin`), beside the [`Round`](super::Round) it returns.
 
-use super::call::{Kind, OP, STATUS};
+use super::call::{Call, Kind, OP, STATUS};
 use super::fence::Births;
 use super::fifo;
 use super::layout::{Line, Slot, MAGIC, PAGE, SCRATCH_HALF};
@@ -34,6 +34,15 @@ pub(crate) struct Control {
     /// The round owed was a one-phase round: its payload sits in the half of the staging
     /// area of its epoch's parity only (see `begin_staged`).
     pub(super) owed_staged: Cell<bool>,
+    /// The last round this rank left right after arriving ([`Control::leave_staged`]),
+    /// whose verdict it has not learnt yet (0: none).
+    pub(super) left: Cell<u64>,
+    /// The last round in which this rank saw a rank (itself included) leave before the
+    /// verdict: if this rank failed that round, it says so in its next call record.
+    pub(super) saw_leaver: Cell<u64>,
+    /// What [`Control::learn`] found: the round before the next one failed and a rank
+    /// left it early, so the next call record carries `FLAG_PREV_FAILED`.
+    pub(super) prev_failed: Cell<bool>,
     pub(super) policy: WaitPolicy,
     /// How a round's arrivals are awaited: every rank polls every other (`Flat`), or up a
     /// tree of fan-in `k` and down from its root (`Tree(k)`). See [`Control::begin`].
@@ -112,6 +121,9 @@ impl Control {
             epoch: Cell::new(0),
             owed: Cell::new(0),
             owed_staged: Cell::new(false),
+            left: Cell::new(0),
+            saw_leaver: Cell::new(0),
+            prev_failed: Cell::new(false),
             policy,
             arrival: Flags::Flat,
             bcast_cursor: fifo::Cursor::default(),
@@ -293,6 +305,53 @@ impl Control {
         (0..self.size()).try_for_each(|r| self.wait_ge(r, |s| &s.done, owed))
     }
 
+    /// Learns, before this rank publishes its next call, whether the round before it
+    /// failed in a way some rank has not seen yet (the deferred verdict), and notes it for
+    /// [`publish`](Control::publish), which then sets `FLAG_PREV_FAILED`: every rank's
+    /// next round fails with `Error::PreviousFailed`.
+    ///
+    /// - A rank that left the round (`left`) waits for every rank's `done` of it, then
+    ///   judges it: it failed if any rank's status says so, or if any rank's call differs
+    ///   from this rank's in what every verdict compares (collective and algorithm, root,
+    ///   `aux`, send length). The second test matters when every rank left (every rank
+    ///   named itself the root): nobody else judged the round.
+    /// - A rank that took part in the whole round, and saw a rank leave it, failed it if
+    ///   its own status says so.
+    ///
+    /// Those are the same finding: a rank that took part judged every record, so its
+    /// status fails where the leaver's comparison does. The records of the round are
+    /// intact here: a rank overwrites its record of round `e` only at `e + 2`, which
+    /// needs this rank's arrival at `e + 1`.
+    ///
+    /// # Errors
+    ///
+    /// `PeerDied` or `Timeout` while the leaver waits.
+    pub(super) fn learn(&self) -> Result<()> {
+        self.prev_failed.set(false);
+        let prev = self.epoch.get();
+        if prev == 0 {
+            return Ok(());
+        }
+        let parity = (prev % 2) as usize;
+        let status = |r: usize| self.slot(r).call[parity][STATUS].load(Ordering::Relaxed);
+        let failed = if self.left.get() == prev {
+            (0..self.size()).try_for_each(|r| self.wait_ge(r, |s| &s.done, prev))?;
+            // Every rank has left `prev` (and so every round before it).
+            self.owed.set(0);
+            self.left.set(0);
+            let mine = Call::load(&self.slot(self.me).call[parity]);
+            let differs = |r: usize| {
+                let c = Call::load(&self.slot(r).call[parity]);
+                (c.op, c.root, c.aux, c.send_len) != (mine.op, mine.root, mine.aux, mine.send_len)
+            };
+            (0..self.size()).any(|r| status(r) != 0 || differs(r))
+        } else {
+            self.saw_leaver.get() == prev && status(self.me) != 0
+        };
+        self.prev_failed.set(failed);
+        Ok(())
+    }
+
     /// Publishes this rank's status for `epoch`, waits for every rank's, and reports the
     /// first peer that failed.
     ///
@@ -318,5 +377,28 @@ impl Control {
             }
         }
         Ok(())
+    }
+}
+
+impl Control {
+    /// Judges the last call this rank left before its verdict ([`Control::leave_staged`]),
+    /// for a node about to be dropped, since no next call will: the rank waits (with the
+    /// wait policy) until every rank has finished it, and says on standard error if it
+    /// failed, so that a failure is never lost with the communicator.
+    pub(crate) fn report_left(&self) {
+        if self.left.get() == 0 || self.left.get() != self.epoch.get() {
+            return;
+        }
+        let report = match self.learn() {
+            Ok(()) if !self.prev_failed.get() => return,
+            Ok(()) => String::from("failed on another rank"),
+            Err(e) => format!("has no verdict ({e})"),
+        };
+        let (rank, epoch) = (self.ranks[self.me], self.epoch.get());
+        eprintln!(
+            "zcoll: rank {rank}: the last collective call on this communicator (call {epoch} of the node), \
+             which this rank left before its checks, {report}; the communicator was dropped before a \
+             next call could report it"
+        );
     }
 }

@@ -25,6 +25,14 @@
 //! rank's own staging area before that phase (metadata, an eager round's board) first
 //! settles it ([`Control::settle`]).
 //!
+//! A rank that only gives in a one-phase round (the root of a small broadcast) may
+//! **leave it before its verdict** ([`Control::leave_staged`]): it stages its bytes,
+//! publishes its call marked as left, and returns. The verdict is deferred: the readers
+//! judge the round; a rank that fails it marks its next call record, the leaver judges it
+//! at its next call ([`Control::learn`], after waiting for every rank's `done` of it), and
+//! that next round fails on every rank (`Error::PreviousFailed`). A leaver is therefore at
+//! most one round ahead of the slowest rank.
+//!
 //! Flags are sequence numbers that only grow, so nothing is ever reset between calls:
 //! `arrive` and `done` hold the epoch (64 bits: they never wrap), `progress` and `ack`
 //! hold the epoch's low 32 bits above a 32-bit step, compared as serial numbers

@@ -3,7 +3,10 @@
 //! by which a collective copies them (`read`, `write`, `read_v` and their shorthands), and
 //! the step counters.
 
-use super::call::{EXPOSURE_SHIFT, FLAGS, FLAG_RECV_HEAP, FLAG_SEND_HEAP, PRIVATE, STAMP, STATUS};
+use super::call::{
+    EXPOSURE_SHIFT, FLAGS, FLAG_LEFT, FLAG_PREV_FAILED, FLAG_RECV_HEAP, FLAG_SEND_HEAP, PRIVATE, STAMP,
+    STATUS,
+};
 use super::control::Registration;
 use super::fence::Fence;
 use super::layout::Slot;
@@ -44,6 +47,27 @@ impl Control {
     /// `PeerDied` or `Timeout` while waiting for an arrival; with a tree, `PeerFailed`
     /// naming the awaited rank when it gave up (a rank below it died or timed out).
     pub(crate) fn begin(&self, call: &Call) -> Result<Round<'_>> {
+        self.learn_or_abandon(call)?;
+        self.arrive(call)
+    }
+
+    /// [`learn`](Control::learn), or, if its wait fails, take part in the round as a
+    /// failed rank ([`abandon`](Control::abandon)), so that no live peer waits for this
+    /// rank's arrival and the epochs stay in step.
+    ///
+    /// # Errors
+    ///
+    /// `learn`'s.
+    pub(super) fn learn_or_abandon(&self, call: &Call) -> Result<()> {
+        self.learn().inspect_err(|_| {
+            self.abandon(&Call { send_len: 0, recv_len: 0, recv_writable: false, ..*call });
+        })
+    }
+
+    /// The second half of [`begin`](Control::begin), once this rank knows how the round
+    /// before ended: publish, await the arrivals, fail the round on every rank if the
+    /// round before failed after a rank had left it (`FLAG_PREV_FAILED`).
+    pub(super) fn arrive(&self, call: &Call) -> Result<Round<'_>> {
         let mut round = self.publish(call, 0);
         let epoch = round.epoch;
         let arrived = match self.arrival {
@@ -71,7 +95,10 @@ impl Control {
         }
         // Every rank arrived here only after posting `done` of the round before.
         self.owed.set(0);
-        Ok(round)
+        match round.previous() {
+            Ok(()) => Ok(round),
+            Err(e) => Err(round.finish(Err(e)).unwrap_err()),
+        }
     }
 
     /// The tree of [`begin`](Control::begin): up through this rank's children, then down
@@ -115,6 +142,12 @@ impl Control {
     /// (see `arrival`), notes where this rank's completion counter stands, writes `call`
     /// and publishes the arrival. Nothing is awaited.
     pub(super) fn publish(&self, call: &Call, board: usize) -> Round<'_> {
+        self.publish_flagged(call, board, 0)
+    }
+
+    /// [`publish`](Control::publish) with `extra` bits in the flag word (`FLAG_LEFT`), and
+    /// `FLAG_PREV_FAILED` where [`learn`](Control::learn) found the round before failed.
+    pub(super) fn publish_flagged(&self, call: &Call, board: usize, extra: u64) -> Round<'_> {
         #[cfg(feature = "fault-injection")]
         crate::fault::at(crate::fault::Phase::Arrive);
         let epoch = self.epoch.get() + 1;
@@ -140,7 +173,8 @@ impl Control {
                 | if in_heap(call.recv, call.recv_len) { FLAG_RECV_HEAP } else { 0 }
                 | exposure
         };
-        call.store(record, flags);
+        let prev = if self.prev_failed.replace(false) { FLAG_PREV_FAILED } else { 0 };
+        call.store(record, flags | extra | prev);
         record[STATUS].store(0, Ordering::Relaxed);
         // The stamp first (what `begin` waits for: it shares a cache line with the words
         // the verdict reads), then `arrive` (what every other wait on an arrival reads).
@@ -240,6 +274,25 @@ impl<'c> Round<'c> {
     pub(crate) fn loads(&self, r: usize, recv: bool) -> bool {
         let flag = if recv { FLAG_RECV_HEAP } else { FLAG_SEND_HEAP };
         self.ctl.links.xpmem.is_some() || (self.ctl.links.heap.is_some() && self.flags(r) & flag != 0)
+    }
+
+    /// The deferred verdict, once every rank's record of this round is visible: notes
+    /// whether a rank left this round before its verdict (so that this rank, should it
+    /// fail the round, says so in its next call), and fails if a rank says that the round
+    /// before failed after a rank had left it ([`Control::learn`]).
+    ///
+    /// # Errors
+    ///
+    /// `PreviousFailed`, on every rank alike (a pure function of the records).
+    pub(super) fn previous(&self) -> Result<()> {
+        let flags = (0..self.size()).fold(0, |acc, r| acc | self.flags(r));
+        if flags & FLAG_LEFT != 0 {
+            self.ctl.saw_leaver.set(self.epoch);
+        }
+        match flags & FLAG_PREV_FAILED {
+            0 => Ok(()),
+            _ => Err(Error::PreviousFailed { rank: self.rank_of(self.me()) }),
+        }
     }
 
     /// The exposure local rank `r`'s call uses (0 for none).

@@ -7,8 +7,10 @@
 //! `progress = c + 1`. Two copies per byte, no permission needed, and the area is never
 //! larger than a few pages, whatever the message size.
 
-use super::{Call, Control, Round, SCRATCH_HALF};
-use crate::error::Result;
+use super::call::{FLAG_LEFT, STATUS};
+use super::{Call, Control, Round, PRIVATE, SCRATCH_HALF};
+use crate::error::{Error, Result};
+use crate::tune::Flags;
 use std::sync::atomic::Ordering;
 
 impl Control {
@@ -42,14 +44,93 @@ impl Control {
     ///
     /// If `meta` and `parts` hold more than [`one_phase_bytes`](Control::one_phase_bytes).
     pub(crate) fn begin_staged(&self, call: &Call, meta: &[u64], parts: &[&[u8]]) -> Result<Round<'_>> {
-        let total = 8 * meta.len() + parts.iter().map(|p| p.len()).sum::<usize>();
-        assert!(total <= self.one_phase_bytes(), "{total} bytes do not fit half a staging area");
+        self.learn_or_abandon(call)?;
         if !self.owed_staged.get() {
             if let Err(e) = self.settle() {
                 self.abandon(&Call { send_len: 0, recv_len: 0, recv_writable: false, ..*call });
                 return Err(e);
             }
         }
+        self.stage_own(meta, parts);
+        let mut round = self.arrive(call)?;
+        round.staged = true;
+        Ok(round)
+    }
+
+    /// Starts and ends a one-phase round in which this rank only gives: the root of a
+    /// broadcast that fits half its staging area stages its bytes, arrives, and returns,
+    /// without waiting for anyone or any verdict (a *deferred* verdict: the readers judge
+    /// the round, and this rank learns their verdict at its next call, see
+    /// [`Control::learn`]). The record carries `FLAG_LEFT`, so every rank that fails this
+    /// round says so in its next call record, which fails that round on every rank.
+    ///
+    /// Half `epoch % 2` of its area and its record of that parity are free as in
+    /// [`begin_staged`](Control::begin_staged), from what the rank saw of the round
+    /// before, or, if it left that round too, once `learn` has waited for every rank to
+    /// finish it: a rank that only gives runs at most one round ahead of the slowest. If
+    /// the round before failed after a rank had left it, this call fails instead, as it
+    /// does on every rank.
+    ///
+    /// Sound only where every peer judges the round from the records alone and copies
+    /// nothing of this rank's but what it staged: a private call, on a node whose arrivals
+    /// are awaited flat (a tree needs every rank to pass its subtree's arrival up), on a
+    /// communicator that is this node alone (two-level calls agree across nodes before
+    /// they return), and on no exposure. The caller checks the first and the last two
+    /// ([`may_leave`](Control::may_leave) the rest).
+    ///
+    /// # Errors
+    ///
+    /// `PreviousFailed`; `PeerDied` or `Timeout` while waiting for the round before.
+    ///
+    /// # Panics
+    ///
+    /// If `meta` and `parts` hold more than [`one_phase_bytes`](Control::one_phase_bytes).
+    pub(crate) fn leave_staged(&self, call: &Call, meta: &[u64], parts: &[&[u8]]) -> Result<()> {
+        debug_assert!(call.op & PRIVATE != 0 && self.may_leave());
+        self.learn_or_abandon(call)?;
+        let settled = match self.owed_staged.get() {
+            true => Ok(()),
+            false => self.settle(),
+        };
+        let unstaged = Call { send_len: 0, recv_len: 0, recv_writable: false, ..*call };
+        if let Err(e) = settled {
+            self.abandon(&unstaged);
+            return Err(e);
+        }
+        if self.prev_failed.get() {
+            // Take part as a failed rank (with `FLAG_PREV_FAILED`, as every rank that knows).
+            self.abandon(&unstaged);
+            return Err(Error::PreviousFailed { rank: self.ranks[self.me] });
+        }
+        self.stage_own(meta, parts);
+        let mut round = self.publish_flagged(call, 0, FLAG_LEFT);
+        #[cfg(feature = "fault-injection")]
+        crate::fault::at(crate::fault::Phase::Finish);
+        round.finished = true;
+        let (epoch, mine) = (round.epoch, self.slot(self.me));
+        mine.call[(epoch % 2) as usize][STATUS].store(0, Ordering::Relaxed);
+        mine.done.store(epoch, Ordering::Release);
+        self.owed.set(epoch);
+        self.owed_staged.set(true);
+        self.left.set(epoch);
+        self.saw_leaver.set(epoch);
+        Ok(())
+    }
+
+    /// Whether this rank may leave a round right after arriving ([`leave_staged`]): the
+    /// node awaits arrivals flat, and no exposure runs.
+    ///
+    /// [`leave_staged`]: Control::leave_staged
+    pub(crate) fn may_leave(&self) -> bool {
+        let flat = matches!(self.arrival, Flags::Flat) || self.size() <= 2;
+        flat && self.size() > 1 && self.exposed.borrow().is_none()
+    }
+
+    /// Copies `meta`, then `parts`, into half `epoch + 1 % 2` of this rank's staging area,
+    /// for the round it is about to publish.
+    fn stage_own(&self, meta: &[u64], parts: &[&[u8]]) {
+        let total = 8 * meta.len() + parts.iter().map(|p| p.len()).sum::<usize>();
+        assert!(total <= self.one_phase_bytes(), "{total} bytes do not fit half a staging area");
         let epoch = self.epoch.get() + 1;
         for (i, &w) in meta.iter().enumerate() {
             // Relaxed: the Release store of the arrival in `begin` publishes them.
@@ -67,9 +148,6 @@ impl Control {
             unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), area.add(at), part.len()) };
             at += part.len();
         }
-        let mut round = self.begin(call)?;
-        round.staged = true;
-        Ok(round)
     }
 }
 
@@ -309,6 +387,81 @@ mod tests {
                     assert_eq!(r.meta((me + 1) % n, 511), (i << 20 | ((me + 1) % n) << 16 | 511) as u64);
                     r.finish(Ok(())).unwrap();
                 }
+            }
+        });
+    }
+
+    /// The deferred verdict, with threads as ranks: the root of each one-phase broadcast
+    /// leaves right after staging (`leave_staged`), the readers copy what it staged. Every
+    /// seventh round the readers fail the round (as a bad call's verdict would fail it on
+    /// every rank that judges it), while the root has returned `Ok`: the next round then
+    /// fails on every rank with `PreviousFailed`, whether it is another broadcast whose root
+    /// leaves or a plain round, and the round after it succeeds. Every eleventh round every
+    /// rank names itself the root and leaves, so nobody judges the round: each rank learns
+    /// at its next call that the calls differed, and that call fails everywhere.
+    #[test]
+    fn a_deferred_verdict_reaches_every_rank_at_the_next_call() {
+        use crate::error::Error;
+        let n = 3;
+        let byte = |i: usize, j: usize| (i * 7 + j * 13) as u8;
+        on_node(n, |ctl| {
+            let me = ctl.me();
+            // Rounds after a failure whose root left: they must fail with `PreviousFailed`.
+            let mut doomed = false;
+            for i in 0..300usize {
+                let outcome = if i % 11 == 10 {
+                    // Every rank its own root: the calls differ, nobody judges.
+                    let call = Call {
+                        op: PRIVATE | 2,
+                        root: me as i64,
+                        aux: me as u64,
+                        send_len: 8,
+                        ..Call::default()
+                    };
+                    ctl.leave_staged(&call, &[], &[&[me as u8; 8]]).map(|()| true)
+                } else if i % 2 == 1 {
+                    // A plain round between the broadcasts.
+                    ctl.begin(&Call { op: 9, ..Call::default() })
+                        .and_then(|r| r.finish(Ok(())))
+                        .map(|()| true)
+                } else {
+                    let root = i % n;
+                    let len = 1 + (i * 37) % 3000;
+                    let call = Call {
+                        op: PRIVATE | 2,
+                        root: root as i64,
+                        aux: root as u64,
+                        send_len: len,
+                        ..Call::default()
+                    };
+                    if me == root {
+                        let buf: Vec<u8> = (0..len).map(|j| byte(i, j)).collect();
+                        ctl.leave_staged(&call, &[], &[&buf[..len / 3], &buf[len / 3..]]).map(|()| true)
+                    } else {
+                        ctl.begin_staged(&call, &[], &[]).and_then(|round| {
+                            let mut got = vec![0u8; len];
+                            round.read_staged(root, 0, &mut got);
+                            assert!(got.iter().enumerate().all(|(j, &b)| b == byte(i, j)), "round {i}");
+                            let fails = i % 7 == 0;
+                            let verdict = match fails {
+                                true => Err(Error::Unsupported { rank: me as i32, what: "test".into() }),
+                                false => Ok(()),
+                            };
+                            round.finish(verdict).map(|()| true).or_else(|e| match (fails, e) {
+                                (true, Error::Unsupported { .. }) => Ok(false),
+                                (_, e) => Err(e),
+                            })
+                        })
+                    }
+                };
+                match (doomed, outcome) {
+                    (true, Err(Error::PreviousFailed { rank })) => assert_eq!(rank, me as i32, "round {i}"),
+                    (false, Ok(_)) => {}
+                    other => panic!("rank {me}, round {i}: {other:?}"),
+                }
+                // The next round is doomed if this one failed (or, for all-roots rounds,
+                // was bad) while a rank had left it.
+                doomed = !doomed && (i % 11 == 10 || (i % 2 == 0 && i % 7 == 0));
             }
         });
     }

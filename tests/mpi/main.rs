@@ -5,6 +5,7 @@
 
 mod bench;
 mod common;
+mod deferred;
 mod empty;
 mod exchange;
 mod fault_matrix;
@@ -55,6 +56,18 @@ fn warn_after_np3() {
 /// transport and why, and each call's algorithm and where it came from; at warn level the
 /// fallback of an algorithm the call names that cannot run on a `cico` node; nothing with
 /// the filter off.
+/// A communicator dropped right after a bad call whose root left it early: the root
+/// reports the failure on standard error, since no next call will.
+#[test]
+fn deferred_drop_report_np3() {
+    let (_, stderr) = Job { np: 3, scenario: "deferred-drop", ..Job::default() }.output();
+    assert!(
+        stderr.contains("zcoll: rank 0: the last collective call on this communicator")
+            && stderr.contains("failed on another rank"),
+        "no report of the deferred failure:\n{stderr}"
+    );
+}
+
 #[test]
 fn log_np2() {
     for logger in ["log", "tracing"] {
@@ -196,6 +209,16 @@ at! {
     random_tree_np9_k4: 9, "random", ["ZCOLL_RANDOM_STEPS" => "72", "ZCOLL_ARRIVAL" => "tree:4", "ZCOLL_EXPECT_ARRIVAL" => "tree:4"];
     errors_tree_np16_k4: 16, "errors", ["ZCOLL_ARRIVAL" => "tree:4", "ZCOLL_EXPECT_ARRIVAL" => "tree:4"];
     errors_tree_np32_k3: 32, "errors", ["ZCOLL_ARRIVAL" => "tree:3", "ZCOLL_EXPECT_ARRIVAL" => "tree:3"];
+    // The deferred verdict: `1`, the root of a one-phase broadcast leaves (one node, flat
+    // arrivals); `0`, it may not (a tree of arrivals, virtual nodes).
+    deferred_np2: 2, "deferred", ["ZCOLL_EXPECT_LEAVE" => "1"];
+    deferred_np3: 3, "deferred", ["ZCOLL_EXPECT_LEAVE" => "1"];
+    deferred_np5: 5, "deferred", ["ZCOLL_EXPECT_LEAVE" => "1"];
+    deferred_flat_np8: 8, "deferred", ["ZCOLL_ARRIVAL" => "flat", "ZCOLL_EXPECT_LEAVE" => "1"];
+    deferred_np8: 8, "deferred", ["ZCOLL_EXPECT_ARRIVAL" => "tree:2", "ZCOLL_EXPECT_LEAVE" => "0"];
+    deferred_cico_np3: 3, "deferred", ["ZCOLL_TRANSPORT" => "cico", "ZCOLL_EXPECT_LEAVE" => "1"];
+    deferred_vnodes_np5_k2: 5, "deferred", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_EXPECT_LEAVE" => "0"];
+    deferred_vnodes_np8_k3: 8, "deferred", ["ZCOLL_NODE_SIZE" => "3", "ZCOLL_EXPECT_LEAVE" => "0"];
     // The soak's short version (scripts/soak runs 10^6 calls at 2, 3 and 8 ranks).
     soak_np3: 3, "soak", ["ZCOLL_RANDOM_STEPS" => "10000"];
     faults_np3: 3, "faults", [];

@@ -62,6 +62,10 @@ pub(crate) fn main() {
     if scenario == "log" {
         log_to(std::env::var("ZCOLL_TEST_LOGGER").as_deref().unwrap_or("unset"));
     }
+    if scenario == "deferred-drop" {
+        // It builds and drops its own communicator.
+        return crate::deferred::drop_report(&world);
+    }
     if scenario == "hier" {
         // It builds its own communicator, over a permutation of the world's ranks.
         crate::hier::run(&world);
@@ -84,6 +88,7 @@ pub(crate) fn main() {
         "empty" => crate::empty::run(&world, &comm),
         "unchanged" => crate::unchanged::run(&world, &comm),
         "random" => crate::random::run(&world, &comm),
+        "deferred" => crate::deferred::run(&world, &comm),
         "soak" => crate::random::soak(&world, &comm),
         "isolation" => crate::isolation::run(&world, &comm),
         "split" => split(&world, &comm),

@@ -24,6 +24,9 @@
 //!   epoch parity;
 //! - [`private`]: private rounds left without waiting (the owed wait, `settle`) and
 //!   one-phase rounds (`begin_staged`, `read_staged`, `leave_early`) in turn;
+//! - [`deferred`]: the deferred verdict: a rank leaves one-phase rounds before their
+//!   verdict (`leave_staged`), learns it at its next call (`learn`), and a failure fails
+//!   the next round on every rank (`FLAG_PREV_FAILED`) and no other;
 //! - [`bcast_fifo`]: the Bcast FIFO, the countdown of readers and the last reader
 //!   freeing the slot;
 //! - [`p2p_fifo`]: the point-to-point FIFO, several writers (`push` and `try_push`) and
@@ -33,6 +36,7 @@
 
 pub mod bcast_fifo;
 pub mod counter;
+pub mod deferred;
 pub mod p2p_fifo;
 pub mod private;
 pub mod round;
@@ -53,6 +57,14 @@ pub enum Weakening {
     /// A one-phase round stages its payload without first settling the private round
     /// this rank left without waiting (`Control::begin_staged` without `settle`).
     NoSettle,
+    /// A rank that left the round before reads the statuses of that round in `learn`
+    /// without first waiting for every rank's `done` of it.
+    NoLearnWait,
+    /// A round's end stores `STATUS` after `done` (instead of before its Release).
+    StatusAfterDone,
+    /// A call record's flag word (`FLAG_LEFT`, `FLAG_PREV_FAILED`) stored after the
+    /// Release store of the record's stamp (instead of before it).
+    FlagsAfterStamp,
     /// A FIFO reader's decrement of the slot's countdown made Relaxed (instead of AcqRel).
     CountdownRelaxed,
     /// The last FIFO reader's increment of `head` made Relaxed (instead of Release).

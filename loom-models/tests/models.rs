@@ -1,7 +1,8 @@
 //! Every model holds as `src/sync/` has it, and fails once its key ordering is weakened.
 
 use loom_models::{
-    bcast_fifo, check, counter, p2p_fifo, private, round, Weakening, PREEMPTIONS, PREEMPTIONS_TWO_RANKS,
+    bcast_fifo, check, counter, deferred, p2p_fifo, private, round, Weakening, PREEMPTIONS,
+    PREEMPTIONS_TWO_RANKS,
 };
 
 /// Runs `model` under loom and returns the message of the panic loom must find.
@@ -125,4 +126,34 @@ fn counters_with_relaxed_progress_fail() {
 #[test]
 fn counters_with_relaxed_completion_fail() {
     fails(counter::run, Weakening::CompleteRelaxed);
+}
+
+#[test]
+fn deferred_verdict_holds() {
+    holds("deferred", PREEMPTIONS_TWO_RANKS, deferred::run);
+}
+
+#[test]
+fn deferred_verdict_without_learn_wait_fails() {
+    fails(deferred::run, Weakening::NoLearnWait);
+}
+
+#[test]
+fn deferred_verdict_with_relaxed_done_fails() {
+    fails(deferred::run, Weakening::DoneRelaxed);
+}
+
+#[test]
+fn deferred_verdict_with_status_after_done_fails() {
+    fails(deferred::run, Weakening::StatusAfterDone);
+}
+
+#[test]
+fn deferred_verdict_with_flags_after_stamp_fails() {
+    fails(deferred::run, Weakening::FlagsAfterStamp);
+}
+
+#[test]
+fn deferred_verdict_with_relaxed_stamp_fails() {
+    fails(deferred::run, Weakening::PublishRelaxed);
 }

@@ -130,7 +130,7 @@ pub(crate) fn spin(mut ready: impl FnMut() -> bool) {
     }
 }
 
-/// The polls after which a wait of [`spin_pruned`] stops loom's exploration of the rest
+/// The polls after which a wait of `spin_pruned` stops loom's exploration of the rest
 /// of that execution.
 pub const POLLS: usize = 2;
 

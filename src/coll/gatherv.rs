@@ -20,7 +20,9 @@
 //! `Auto` (unless `ZCOLL_GATHERV_ALGORITHM` says otherwise) takes, for the whole call,
 //! what the cost model chooses for a gather of the mean non-empty block the root receives
 //! ([`auto_family`](super::varcount::auto_family)), publishing the profile's fingerprint;
-//! on `cico` everything is staged.
+//! on `cico` everything is staged. Where that is the direct family (the leaves write) and
+//! the root reaches every non-empty block with loads, the root reads them instead, as the
+//! gather does.
 //!
 //! Across nodes (`hier/varcount.rs`): every node gathers to its leader into a packed part,
 //! the leaders gather the parts to the root's leader with rsmpi's
@@ -125,7 +127,15 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
     let mut round =
         checked(ctx, call, fit.then_some(&meta[..]), staged, true, |r| judge_round(r, dst, Side::Recv))?;
     let (blocks, moves) = match algorithm {
-        Ok(a) => root_blocks(&round, dst, |blocks| family(a, blocks, dst)),
+        Ok(a) => root_blocks(&round, dst, |blocks| match family(a, blocks, dst) {
+            // `Auto`'s writes become the root's reads where it reaches every block with
+            // loads, as the gather's (`gather::reads`); `Auto` is every rank's request
+            // here (the checks compare the published codes).
+            Family::Direct(_) if a == GatherAlgorithm::Auto && loads_all(&round, blocks, dst) => {
+                Family::ByRoot
+            }
+            f => f,
+        }),
         Err(e) => return round.finish(Err(e)),
     };
     if one_phase(ctx, &round, &moves, dst, cap) {
@@ -155,6 +165,12 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
             round.finish(moved)
         }
     }
+}
+
+/// Whether the root `dst` reaches every non-empty block of `blocks` with loads (mapped
+/// heaps, XPMEM): a pure function of the published records.
+fn loads_all(round: &Round<'_>, blocks: &[Range<usize>], dst: usize) -> bool {
+    peers(dst, round.size()).filter(|&r| !blocks[r].is_empty()).all(|r| round.loads(r, false))
 }
 
 /// Whether a checked gatherv moves in one phase: every non-empty block is staged (the

@@ -45,6 +45,12 @@ pub(crate) struct Measure {
     pub(crate) which: &'static str,
 }
 
+/// A bit of `Call::aux2` beside a [`Claim`]: `Auto` (no override) chose this rank's
+/// algorithm, so the call may change it after the arrival, from the published records
+/// (the gather's switch to reads, `gather::reads`). Not part of the claim: the checks
+/// ignore it.
+pub(crate) const AUTO_CHOSE: u64 = 1 << 63;
+
 /// What one rank's call of a rooted collective says, as the checks see it; the
 /// variable-count ones (scatterv, gatherv) say the same, never in place.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -70,7 +76,8 @@ impl Claim {
     /// The claim in a call record, with the block and buffer lengths `measure` picks.
     pub(crate) fn from_call(c: &Call, measure: impl Fn(&Call) -> (usize, usize)) -> Claim {
         let (block, whole) = measure(c);
-        Claim { root: c.aux2 & 1 == 1, in_place: c.aux2 & 2 == 2, block, whole, elem: (c.aux2 >> 2) as usize }
+        let elem = ((c.aux2 & !AUTO_CHOSE) >> 2) as usize;
+        Claim { root: c.aux2 & 1 == 1, in_place: c.aux2 & 2 == 2, block, whole, elem }
     }
 }
 

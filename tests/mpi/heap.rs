@@ -477,3 +477,108 @@ fn every_collective_through_the_heap(world: &SimpleCommunicator, comm: &Comm) {
     }
     check_traffic("reduce", before);
 }
+
+/// `Auto`'s gather and gatherv of large blocks in the shared heap (or with XPMEM) move
+/// their bytes by the root's loads: no other rank copies a byte, where a parallel write
+/// (which `Auto` chose before the arrival) has every leaf store its block into the root's
+/// mapping; the root copies every other block itself, by loads. Stores into a peer's
+/// mapping cost several times what loads of it cost. The data are compared with rsmpi's
+/// gather and gatherv; the same calls with the writes asked for by name show that the
+/// traffic tells the two apart.
+pub(crate) fn gather_by_loads(world: &SimpleCommunicator, comm: &Comm) {
+    use mpi::datatype::PartitionMut as MpiPartitionMut;
+    use zcoll::GatherAlgorithm;
+    let (me, p) = (world.rank(), world.size());
+    let (meu, pu) = (me as usize, p as usize);
+    let info = comm.info();
+    assert!(info.nodes == 1 && pu > 1, "{info}");
+    let mapped = matches!(info.transport, TransportKind::Heap | TransportKind::Xpmem);
+    assert!(mapped, "this job forces a transport of loads and stores: {info}");
+    let root = p - 1;
+    let at = world.process_at_rank(root);
+    // Blocks of 1 MiB: far above the staged sizes, where the model picks a write.
+    let n = 256 * 1024;
+    let val = |r: usize, i: usize| (r as u32) << 24 ^ (i as u32).wrapping_mul(2_654_435_761);
+    let moved = |before: zcoll::Traffic| {
+        let t = comm.traffic();
+        (t.cma - before.cma, t.heap + t.xpmem - before.heap - before.xpmem)
+    };
+
+    let mut send = comm.alloc::<u32>(n).expect("comm.alloc");
+    for (i, x) in send.iter_mut().enumerate() {
+        *x = val(meu, i);
+    }
+    let mut oracle = vec![0u32; if me == root { pu * n } else { 0 }];
+    match me == root {
+        true => at.gather_into_root(&send[..], &mut oracle[..]),
+        false => at.gather_into(&send[..]),
+    }
+    for algo in [GatherAlgorithm::Auto, GatherAlgorithm::ParallelWrite] {
+        let mut recv = comm.alloc::<u32>(if me == root { pu * n } else { 0 }).expect("comm.alloc");
+        recv.fill(0);
+        let before = comm.traffic();
+        match me == root {
+            true => comm.gather_into_root_with(&send, &mut recv, root, algo),
+            false => comm.gather_into_with(&send, root, algo),
+        }
+        .unwrap_or_else(|e| panic!("gather {algo}: {e}"));
+        let (cma, loaded) = moved(before);
+        if me == root {
+            assert!(recv[..] == oracle[..], "gather {algo}: differs from rsmpi's");
+        }
+        let block = 4 * n as u64;
+        let want = match (algo, me == root) {
+            (GatherAlgorithm::Auto, true) => (pu as u64 - 1) * block,
+            (GatherAlgorithm::Auto, false) => 0,
+            (_, true) => 0,
+            (_, false) => block,
+        };
+        assert_eq!((cma, loaded), (0, want), "gather {algo} on rank {me}: (CMA, mapped) bytes");
+    }
+
+    // Gatherv: rank r gives n + 17 r elements, packed in reverse rank order.
+    let counts: Vec<i32> = (0..pu).map(|r| (n + 17 * r) as i32).collect();
+    let mut displs = vec![0i32; pu];
+    let mut next = 0;
+    for r in (0..pu).rev() {
+        displs[r] = next;
+        next += counts[r];
+    }
+    let total = next as usize;
+    let mine = counts[meu] as usize;
+    let mut send = comm.alloc::<u32>(mine).expect("comm.alloc");
+    for (i, x) in send.iter_mut().enumerate() {
+        *x = val(meu, i);
+    }
+    let mut oracle = vec![0u32; if me == root { total } else { 0 }];
+    match me == root {
+        true => at.gather_varcount_into_root(
+            &send[..],
+            &mut MpiPartitionMut::new(&mut oracle[..], &counts[..], &displs[..]),
+        ),
+        false => at.gather_varcount_into(&send[..]),
+    }
+    for algo in [GatherAlgorithm::Auto, GatherAlgorithm::ParallelWrite] {
+        let mut recv = comm.alloc::<u32>(if me == root { total } else { 0 }).expect("comm.alloc");
+        recv.fill(0);
+        let before = comm.traffic();
+        match me == root {
+            true => comm.gather_varcount_into_root_with(&send, &mut recv, &counts, &displs, root, algo),
+            false => comm.gather_varcount_into_with(&send, root, algo),
+        }
+        .unwrap_or_else(|e| panic!("gatherv {algo}: {e}"));
+        let (cma, loaded) = moved(before);
+        if me == root {
+            assert!(recv[..] == oracle[..], "gatherv {algo}: differs from rsmpi's");
+        }
+        let others = (0..pu).filter(|&r| r != root as usize).map(|r| 4 * counts[r] as u64).sum::<u64>();
+        let want = match (algo, me == root) {
+            (GatherAlgorithm::Auto, true) => others,
+            (GatherAlgorithm::Auto, false) => 0,
+            (_, true) => 0,
+            (_, false) => 4 * mine as u64,
+        };
+        assert_eq!((cma, loaded), (0, want), "gatherv {algo} on rank {me}: (CMA, mapped) bytes");
+    }
+    comm.barrier().unwrap();
+}

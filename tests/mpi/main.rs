@@ -359,6 +359,10 @@ at! {
     heap_vnodes_np6_k3: 6, "heap", ["ZCOLL_NODE_SIZE" => "3", "ZCOLL_TRANSPORT" => "heap"];
     heap_cma_vnodes_np4_k2: 4, "heap", ["ZCOLL_NODE_SIZE" => "2"];
     heap_xpmem_vnodes_np4_k2: 4, "heap", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_NODE_SIZE" => "2", "ZCOLL_TRANSPORT" => "xpmem"];
+    heap_gather_loads_np2: 2, "heap-gather-loads", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
+    heap_gather_loads_np3: 3, "heap-gather-loads", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
+    heap_gather_loads_np5: 5, "heap-gather-loads", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
+    heap_gather_loads_xpmem_np3: 3, "heap-gather-loads", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem", "ZCOLL_EXPECT_TRANSPORT" => "xpmem"];
     heap_reduce_np2: 2, "reduce", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
     heap_reduce_np4: 4, "reduce", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
     heap_reduce_np8: 8, "reduce", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];

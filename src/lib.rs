@@ -47,7 +47,7 @@
 //! | `ZCOLL_TIMEOUT=s` | give up a wait after `s` seconds with [`Error::Timeout`] (a peer that could still write into the waiting rank's buffer is killed first: [`Error::Fenced`]) |
 //! | `ZCOLL_WARN_AFTER=s` | a wait that lasts `s` seconds (default 60; 0: never) says in one line on standard error which collective it is in, that call's number on the node, the ranks not yet in it and whether the awaited rank has entered the call, and again each time its length doubles |
 //! | `ZCOLL_ARRIVAL=auto\|flat\|tree:k` | how a round awaits the node's arrivals: every rank polls every other (`flat`), or up a tree of flags of fan-in `k` and down from its root (`tree:k`); default `auto`, the cost model's choice for the node's size (a tree from 8 ranks); every rank of a node must agree |
-//! | `ZCOLL_YIELD_US=us` | how long a wait yields before it sleeps (default 2000 when the node's ranks fit on the CPUs their affinity masks allow between them, 20 otherwise) |
+//! | `ZCOLL_YIELD_US=us` | how long a wait spins (when the node's ranks fit on the CPUs their affinity masks allow between them; default 2000) or yields (otherwise; default 20) before it sleeps |
 //! | `ZCOLL_PROFILE=path` | the machine profile to read (default `$XDG_CONFIG_HOME/zcoll/<cpu>-<cores>c-<kernel>.toml`) |
 //! | `ZCOLL_BCAST_ALGORITHM=name[:k]` | the default broadcast algorithm ([`BcastAlgorithm`]) |
 //! | `ZCOLL_SCATTER_ALGORITHM=name[:k]` | the default scatter algorithm ([`ScatterAlgorithm`]) |

@@ -1,5 +1,6 @@
-//! The one wait policy: spin with backoff, then yield, then sleep, checking that the
-//! process waited for is still alive and that the optional time limit has not passed.
+//! The one wait policy: spin with backoff, then yield (or, where every rank has a CPU of
+//! its own, spin on), then sleep, checking that the process waited for is still alive and
+//! that the optional time limit has not passed.
 //!
 //! Ranks often outnumber cores (8 ranks on 2 cores in the test suite), so a waiter must
 //! give its core away quickly once the short spin fails: a spinning waiter would keep the
@@ -18,6 +19,14 @@ pub(crate) struct WaitPolicy {
     ///
     /// [`fit_to`]: WaitPolicy::fit_to
     pub(crate) yield_for: Duration,
+    /// Whether that phase spins (`spin_loop`) instead of yielding: where every rank has a
+    /// CPU of its own, a yield hands the core to whatever else runs there (a compiler, a
+    /// daemon) for a whole time slice, and costs a system call even when nothing does; a
+    /// spinning waiter keeps its core and sees the awaited store within a cache-line
+    /// transfer, as MPI libraries' polling does. See [`fit_to`].
+    ///
+    /// [`fit_to`]: WaitPolicy::fit_to
+    pub(crate) spin: bool,
     /// The first sleep; each further sleep doubles, up to `max_sleep`.
     pub(crate) min_sleep: Duration,
     /// The longest single sleep.
@@ -84,16 +93,19 @@ impl WaitPolicy {
 }
 
 impl WaitPolicy {
-    /// Sets the yield phase for a node of `ranks` processes that may run on `cpus`
-    /// distinct CPUs between them (the union of their affinity masks, [`Cpus`]): 2 ms when
-    /// they fit (a waiter then yields to nobody, and sleeping would wake it late), 20 us
-    /// when they outnumber them (a waiter must give its core to the rank it waits for).
-    /// `ZCOLL_YIELD_US` ([`yield_override`](Self::yield_override)) overrides both.
+    /// Sets the phase between the first spins and the sleeps for a node of `ranks`
+    /// processes that may run on `cpus` distinct CPUs between them (the union of their
+    /// affinity masks, [`Cpus`]): 2 ms of spinning when they fit (a waiter keeps its core:
+    /// yielding would hand it to any other process there for a time slice, and sleeping
+    /// would wake it late), 20 us of yielding when they outnumber them (a waiter must give
+    /// its core to the rank it waits for). `ZCOLL_YIELD_US`
+    /// ([`yield_override`](Self::yield_override)) overrides the length of both.
     ///
     /// The union, not this process's own mask: a rank bound to one core (`mpiexec
     /// --bind-to core`) still has the whole node's cores beside it, each rank on its own.
     pub(crate) fn fit_to(mut self, ranks: usize, cpus: usize) -> Self {
-        let fitted = Duration::from_micros(if ranks <= cpus { 2000 } else { 20 });
+        self.spin = ranks <= cpus;
+        let fitted = Duration::from_micros(if self.spin { 2000 } else { 20 });
         self.yield_for = self.yield_override.unwrap_or(fitted);
         self
     }
@@ -137,6 +149,7 @@ impl Default for WaitPolicy {
     fn default() -> Self {
         WaitPolicy {
             yield_for: Duration::from_micros(20),
+            spin: false,
             min_sleep: Duration::from_micros(20),
             max_sleep: Duration::from_millis(1),
             timeout: None,
@@ -182,20 +195,28 @@ pub(crate) fn wait_until_any_saying(
     mut ready: impl FnMut() -> bool,
     state: &dyn Fn() -> String,
 ) -> Result<()> {
-    let backoff = Backoff::new();
-    while !backoff.is_completed() {
-        if ready() {
-            return Ok(());
+    let yielding = match policy.spin {
+        true => Instant::now(),
+        false => {
+            let backoff = Backoff::new();
+            while !backoff.is_completed() {
+                if ready() {
+                    return Ok(());
+                }
+                backoff.snooze();
+            }
+            Instant::now()
         }
-        backoff.snooze();
-    }
-    let yielding = Instant::now();
+    };
     loop {
         for _ in 0..16 {
             if ready() {
                 return Ok(());
             }
-            std::thread::yield_now();
+            match policy.spin {
+                true => std::hint::spin_loop(),
+                false => std::thread::yield_now(),
+            }
         }
         if yielding.elapsed() >= policy.yield_for {
             break;
@@ -311,11 +332,13 @@ mod tests {
         // Two ranks bound to CPUs 0 and 70: each sees one CPU, the node two.
         let bound: Vec<u64> = [one(0), one(70)].concat();
         assert_eq!(union_size(&bound), 2);
-        assert_eq!(WaitPolicy::default().fit_to(2, union_size(&bound)).yield_for, Duration::from_millis(2));
+        let fitted = WaitPolicy::default().fit_to(2, union_size(&bound));
+        assert_eq!((fitted.yield_for, fitted.spin), (Duration::from_millis(2), true));
         // Two ranks bound to the same CPU share it: waiters must give it away at once.
         let shared: Vec<u64> = [one(3), one(3)].concat();
         assert_eq!(union_size(&shared), 1);
-        assert_eq!(WaitPolicy::default().fit_to(2, 1).yield_for, Duration::from_micros(20));
+        let shared = WaitPolicy::default().fit_to(2, 1);
+        assert_eq!((shared.yield_for, shared.spin), (Duration::from_micros(20), false));
         // This process runs somewhere.
         assert!(union_size(&affinity()) >= 1);
     }

@@ -285,3 +285,60 @@ pub(crate) fn write(src: &[u8], dst: &RemoteBuf<'_, Write>, offset: usize) -> Re
         }
     }
 }
+
+/// Copies the ranges `remote` `(offset, len)` of `src`, in order, into the ranges `local`
+/// `(offset, len)` of `dst`, in order: the bytes the first list selects land, one for one,
+/// on the bytes the second selects (a copy between two non-contiguous layouts, with no
+/// packing). With loads where `src` is mapped here, one copy per overlap of a remote and
+/// a local range; else with CMA, both iovec lists in each call, split at
+/// [`cma_sys::IOV_MAX`] ranges on either side and at [`cma_sys::MAX_RW_COUNT`] bytes.
+///
+/// # Errors
+///
+/// `EINVAL` if a remote range is outside `src`, a local one outside `dst`, or the two
+/// lists' lengths differ in sum; CMA's errors.
+pub(crate) fn read_scatter<A>(
+    src: &RemoteBuf<'_, A>,
+    remote: &[(usize, usize)],
+    dst: &mut [u8],
+    local: &[(usize, usize)],
+) -> Result<(), Errno> {
+    let mut total = 0usize;
+    let mut locals = Vec::with_capacity(local.len());
+    for &(offset, len) in local.iter().filter(|r| r.1 > 0) {
+        match offset.checked_add(len) {
+            Some(end) if end <= dst.len() => locals.push((offset, len)),
+            _ => return Err(Errno::EINVAL),
+        }
+        total = total.checked_add(len).ok_or(Errno::EINVAL)?;
+    }
+    let pieces = src.pieces(remote, total)?;
+    let Some(m) = &src.mapped else {
+        return cma::read_scatter(src.pid(), &pieces, dst, &locals);
+    };
+    let (mut r, mut l) = (pieces.iter().copied(), locals.iter().copied());
+    let (mut from, mut to) = ((0usize, 0usize), (0usize, 0usize));
+    loop {
+        if from.1 == 0 {
+            match r.next() {
+                Some(p) => from = p,
+                None => break,
+            }
+        }
+        if to.1 == 0 {
+            match l.next() {
+                Some(p) => to = p,
+                None => break,
+            }
+        }
+        let n = from.1.min(to.1);
+        // SAFETY: `from.0..from.0 + n` lies inside the published range (every piece was
+        // checked by `pieces`), which `m.ptr` maps here for `'r` (as in `read`); the owner
+        // does not write it during the round. `to.0..to.0 + n` lies inside `dst`, which
+        // we borrow mutably (checked above).
+        unsafe { std::ptr::copy_nonoverlapping(m.ptr.add(from.0 - src.addr), dst.as_mut_ptr().add(to.0), n) };
+        from = (from.0 + n, from.1 - n);
+        to = (to.0 + n, to.1 - n);
+    }
+    Ok(())
+}

@@ -314,6 +314,9 @@ pub(crate) fn read_scatter<A>(
     }
     let pieces = src.pieces(remote, total)?;
     let Some(m) = &src.mapped else {
+        if locals.len() > pieces.len() && total < BOUNCE_BELOW * locals.len() {
+            return bounced(src.pid(), &pieces, dst, &locals);
+        }
         return cma::read_scatter(src.pid(), &pieces, dst, &locals);
     };
     let (mut r, mut l) = (pieces.iter().copied(), locals.iter().copied());
@@ -341,4 +344,59 @@ pub(crate) fn read_scatter<A>(
         to = (to.0 + n, to.1 - n);
     }
     Ok(())
+}
+
+/// The mean local fragment under which [`read_scatter`] with CMA reads into a bounce
+/// buffer and scatters it with stores, rather than hand the kernel a local iovec per
+/// fragment: the kernel's walk of a local iovec costs more than a store of this many
+/// bytes plus its share of the extra copy.
+const BOUNCE_BELOW: usize = 256;
+
+/// The bounce buffer's size: a slice of the remote stream that stays in the cache between
+/// the CMA read and the stores.
+const BOUNCE_BYTES: usize = 128 * 1024;
+
+/// [`read_scatter`] with CMA for many small local fragments: reads the remote pieces, in
+/// slices of at most [`BOUNCE_BYTES`], into a bounce buffer with one vectored call each,
+/// then copies each slice onto the local ranges (checked by the caller, none empty, adding
+/// up to the remote pieces' length).
+fn bounced(
+    pid: libc::pid_t,
+    pieces: &[(usize, usize)],
+    dst: &mut [u8],
+    local: &[(usize, usize)],
+) -> Result<(), Errno> {
+    let mut bounce = vec![0u8; BOUNCE_BYTES];
+    let (mut l, mut to) = (local.iter().copied(), (0usize, 0usize));
+    let mut slice: Vec<(usize, usize)> = Vec::new();
+    let mut pending = pieces.iter().copied();
+    let mut carry: Option<(usize, usize)> = None;
+    loop {
+        // The next slice of the remote stream: whole pieces, the last one cut.
+        slice.clear();
+        let mut n = 0;
+        while n < BOUNCE_BYTES {
+            let Some((addr, len)) = carry.take().or_else(|| pending.next()) else { break };
+            let take = len.min(BOUNCE_BYTES - n);
+            slice.push((addr, take));
+            if take < len {
+                carry = Some((addr + take, len - take));
+            }
+            n += take;
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        cma::read_v(pid, &slice, &mut bounce[..n])?;
+        let mut at = 0;
+        while at < n {
+            if to.1 == 0 {
+                to = l.next().ok_or(Errno::EINVAL)?;
+            }
+            let k = to.1.min(n - at);
+            dst[to.0..to.0 + k].copy_from_slice(&bounce[at..at + k]);
+            at += k;
+            to = (to.0 + k, to.1 - k);
+        }
+    }
 }

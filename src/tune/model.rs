@@ -198,7 +198,8 @@ impl Params {
     /// [`FRAGMENT_LOADS`], a turn of a copy loop); the direct copy saves them but pays per
     /// fragment: `remote phi_r + local phi_l` with CMA (each remote iovec is pinned and
     /// walked on its own, `phi_r` = [`FRAGMENT_REMOTE`]; a local one only walked, `phi_l` =
-    /// [`FRAGMENT_LOCAL`]), at most `(remote + local) phi_m` with loads and stores (one
+    /// [`FRAGMENT_LOCAL`]; or `n memcpy_beta + local phi_m` where a bounce buffer is
+    /// cheaper), at most `(remote + local) phi_m` with loads and stores (one
     /// loop turn per overlap of a remote and a local fragment), so that with loads and
     /// stores the direct copy always wins above the smallest block. Blocks under [`LAYOUT_MIN_BYTES`] pack:
     /// the contiguous collective then crosses in one flag phase through the staging areas,
@@ -218,7 +219,13 @@ impl Params {
     pub fn layout_direct(&self, n: usize, remote: usize, local: usize, loads: bool) -> bool {
         let per_fragment = match loads {
             true => (remote + local) as f64 * FRAGMENT_LOADS,
-            false => remote as f64 * FRAGMENT_REMOTE + local as f64 * FRAGMENT_LOCAL,
+            // Many small local fragments are read into a bounce buffer and stored from
+            // there (`transport::read_scatter`): one local copy and a loop turn each.
+            false => {
+                let walked = local as f64 * FRAGMENT_LOCAL;
+                let bounced = n as f64 * self.memcpy_beta + local as f64 * FRAGMENT_LOADS;
+                remote as f64 * FRAGMENT_REMOTE + walked.min(bounced)
+            }
         };
         let packing = 2.0 * n as f64 * self.memcpy_beta + (remote + local) as f64 * FRAGMENT_LOADS;
         n >= LAYOUT_MIN_BYTES && per_fragment <= packing

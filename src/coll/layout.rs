@@ -32,7 +32,7 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::sync::{Call, Round};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// How a layout collective ([`Comm::all_to_all_layout_into_with`](crate::Comm::all_to_all_layout_into_with)
 /// and its kin) moves the data.
@@ -118,6 +118,9 @@ pub(crate) struct Key {
 pub(crate) struct Flat {
     key: Key,
     words: Vec<u64>,
+    /// The blocks [`shifted`](Flat::shifted) made, by shift: a call of the same layout
+    /// copies with the lists the first one made (the translated layouts, memoized).
+    blocks: Mutex<HashMap<usize, Arc<[(usize, usize)]>>>,
 }
 
 /// Two hashes of `words`, with different seeds and multipliers: a changed list changes
@@ -150,7 +153,7 @@ impl Flat {
     fn from_words(words: Vec<u64>, extent: u64) -> Flat {
         let bytes = words.iter().skip(1).step_by(2).fold(0u64, |s, &n| s.wrapping_add(n));
         let key = Key { hash: hash(&words), fragments: (words.len() / 2) as u64, bytes, extent };
-        Flat { key, words }
+        Flat { key, words, blocks: Mutex::default() }
     }
 
     /// The number of fragments.
@@ -168,7 +171,16 @@ impl Flat {
 
     /// The fragments of the block `k` extents on, as offsets into the buffer; a fragment
     /// whose offset does not fit lands past any buffer, so that the copy refuses it.
-    fn shifted(&self, k: usize) -> Vec<(usize, usize)> {
+    /// Made once per `k` and kept.
+    fn shifted(&self, k: usize) -> Arc<[(usize, usize)]> {
+        let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        if blocks.len() >= BLOCKS_CAP {
+            blocks.clear();
+        }
+        blocks.entry(k).or_insert_with(|| self.shift(k)).clone()
+    }
+
+    fn shift(&self, k: usize) -> Arc<[(usize, usize)]> {
         let by = (k as i64).checked_mul(self.key.extent as i64);
         self.words
             .chunks_exact(2)
@@ -187,6 +199,8 @@ impl Flat {
 pub(crate) struct Memo {
     own: Vec<(Layout, usize, Arc<Flat>)>,
     peers: HashMap<(usize, Key), Arc<Flat>>,
+    /// Receive layouts that passed `check_writable` against a buffer length.
+    writable: Vec<(Layout, usize)>,
     /// Calls that took the direct path.
     pub(crate) direct: u64,
     /// Peers' lists read (each a first sight of a layout).
@@ -195,6 +209,9 @@ pub(crate) struct Memo {
 
 /// The most layouts a memo keeps of each kind before it forgets them all.
 const MEMO_CAP: usize = 256;
+
+/// The most shifted blocks a flattened layout keeps (one per peer, for a receive side).
+const BLOCKS_CAP: usize = 1 << 16;
 
 impl Memo {
     /// `layout` flattened over elements of `size` bytes, remembered.
@@ -208,6 +225,19 @@ impl Memo {
         let f = Arc::new(Flat::new(layout, size));
         self.own.push((layout.clone(), size, f.clone()));
         f
+    }
+
+    /// Whether `layout` passed `Layout::check_writable(len)` before.
+    pub(crate) fn writable(&self, layout: &Layout, len: usize) -> bool {
+        self.writable.iter().any(|(l, n)| *n == len && l == layout)
+    }
+
+    /// Notes that `layout` passed `Layout::check_writable(len)`.
+    pub(crate) fn note_writable(&mut self, layout: &Layout, len: usize) {
+        if self.writable.len() >= MEMO_CAP {
+            self.writable.clear();
+        }
+        self.writable.push((layout.clone(), len));
     }
 
     /// Local rank `r`'s flattened send layout of this round: remembered, or read from `r`
@@ -364,7 +394,14 @@ fn copy_local(src: &[u8], from: &[(usize, usize)], dst: &mut [u8], to: &[(usize,
         }
         let n = x.1.min(y.1);
         let s = src.get(x.0..x.0.checked_add(n).ok_or_else(bad)?).ok_or_else(bad)?;
-        dst.get_mut(y.0..y.0 + n).ok_or_else(bad)?.copy_from_slice(s);
+        let d = dst.get_mut(y.0..y.0 + n).ok_or_else(bad)?;
+        match n {
+            // Fixed sizes compile to one load and store; `copy_from_slice` of a length
+            // known only at run time is a call to `memcpy`.
+            8 => d.copy_from_slice(&s[..8]),
+            4 => d.copy_from_slice(&s[..4]),
+            _ => d.copy_from_slice(s),
+        }
         x = (x.0 + n, x.1 - n);
         y = (y.0 + n, y.1 - n);
     }
@@ -408,8 +445,9 @@ mod tests {
     fn shifted_blocks_and_local_copies_follow_the_type_map() {
         let col = Layout::vector(3, 1, 4).unwrap().resized(1).unwrap();
         let f = Flat::new(&col, 2);
-        assert_eq!(f.shifted(0), [(0, 2), (8, 2), (16, 2)]);
-        assert_eq!(f.shifted(2), [(4, 2), (12, 2), (20, 2)]);
+        assert_eq!(*f.shifted(0), [(0, 2), (8, 2), (16, 2)]);
+        assert_eq!(*f.shifted(2), [(4, 2), (12, 2), (20, 2)]);
+        assert_eq!(*f.shifted(2), [(4, 2), (12, 2), (20, 2)]);
         let src: Vec<u8> = (0..24).collect();
         let mut dst = [0u8; 6];
         copy_local(&src, &f.shifted(1), &mut dst, &[(0, 1), (1, 5)]).unwrap();

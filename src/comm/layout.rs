@@ -133,7 +133,7 @@ impl Comm {
         let local = (|| {
             let (sends, recvs) = (sends?, recvs?);
             sends.check(send.len()).map_err(|e| (0, e))?;
-            recvs.check_writable(recv.len()).map_err(|e| (1, e))?;
+            self.check_writable(&recvs, recv.len()).map_err(|e| (1, e))?;
             same_count(send_layout, recv_layout)?;
             Ok((sends, recvs))
         })();
@@ -231,7 +231,7 @@ impl Comm {
         let local = (|| {
             let recvs = recvs?;
             send_layout.check(send.len()).map_err(|e| (0, e))?;
-            recvs.check_writable(recv.len()).map_err(|e| (1, e))?;
+            self.check_writable(&recvs, recv.len()).map_err(|e| (1, e))?;
             same_count(send_layout, recv_layout)?;
             Ok(recvs)
         })();
@@ -315,7 +315,7 @@ impl Comm {
         root: Rank,
         algorithm: LayoutAlgorithm,
     ) -> Result<()> {
-        let local = layout.check_writable(buf.len()).map_err(|e| (1, e));
+        let local = self.check_writable(layout, buf.len()).map_err(|e| (1, e));
         let shape = self.shape_of(buf, layout, layout);
         let ((), shape) = self.agree_on_layouts(local.map(drop), shape)?;
         if self.direct(algorithm, shape)? {
@@ -342,6 +342,19 @@ impl Comm {
         let (s, r) = (memo.own(send_layout, size), memo.own(recv_layout, size));
         let loads = self.ctx().ctl.reaches_by_loads(bytemuck::cast_slice(send));
         [(send_layout.count() * size) as u64, s.fragments() as u64, r.fragments() as u64, !loads as u64]
+    }
+
+    /// [`Layout::check_writable`], remembered: the check flattens and sorts the layout,
+    /// which costs as much as the copies of a transpose's receive side, so a layout that
+    /// passed against a buffer length is not checked again against the same length.
+    fn check_writable(&self, layout: &Layout, len: usize) -> Result<()> {
+        let mut memo = self.layouts.borrow_mut();
+        if memo.writable(layout, len) {
+            return Ok(());
+        }
+        layout.check_writable(len)?;
+        memo.note_writable(layout, len);
+        Ok(())
     }
 
     /// Whether a call of the agreed `shape` copies straight between the layouts: the

@@ -339,7 +339,16 @@ pub(crate) fn read_scatter<A>(
         // checked by `pieces`), which `m.ptr` maps here for `'r` (as in `read`); the owner
         // does not write it during the round. `to.0..to.0 + n` lies inside `dst`, which
         // we borrow mutably (checked above).
-        unsafe { std::ptr::copy_nonoverlapping(m.ptr.add(from.0 - src.addr), dst.as_mut_ptr().add(to.0), n) };
+        unsafe {
+            let (s, d) = (m.ptr.add(from.0 - src.addr), dst.as_mut_ptr().add(to.0));
+            // Fixed sizes compile to one load and store (a layout of single `f64`s or
+            // `u32`s); a length known only at run time is a call to `memcpy`.
+            match n {
+                8 => std::ptr::copy_nonoverlapping(s, d, 8),
+                4 => std::ptr::copy_nonoverlapping(s, d, 4),
+                _ => std::ptr::copy_nonoverlapping(s, d, n),
+            }
+        }
         from = (from.0 + n, from.1 - n);
         to = (to.0 + n, to.1 - n);
     }
@@ -394,7 +403,13 @@ fn bounced(
                 to = l.next().ok_or(Errno::EINVAL)?;
             }
             let k = to.1.min(n - at);
-            dst[to.0..to.0 + k].copy_from_slice(&bounce[at..at + k]);
+            let (d, s) = (&mut dst[to.0..to.0 + k], &bounce[at..at + k]);
+            match k {
+                // As in `read_scatter`: one load and store for the common element sizes.
+                8 => d.copy_from_slice(&s[..8]),
+                4 => d.copy_from_slice(&s[..4]),
+                _ => d.copy_from_slice(s),
+            }
             at += k;
             to = (to.0 + k, to.1 - k);
         }

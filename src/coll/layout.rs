@@ -111,6 +111,9 @@ pub(crate) struct Key {
     extent: u64,
 }
 
+/// Byte fragments `(offset, len)` of a buffer, in order.
+type Fragments = Arc<[(usize, usize)]>;
+
 /// One block of a layout, flattened into byte fragments `(offset, len)`, in type-map
 /// order, with its key; `words` is the list as peers read it (offset, then length, as
 /// native-endian `u64`s).
@@ -120,7 +123,7 @@ pub(crate) struct Flat {
     words: Vec<u64>,
     /// The blocks [`shifted`](Flat::shifted) made, by shift: a call of the same layout
     /// copies with the lists the first one made (the translated layouts, memoized).
-    blocks: Mutex<HashMap<usize, Arc<[(usize, usize)]>>>,
+    blocks: Mutex<HashMap<usize, Fragments>>,
 }
 
 /// Two hashes of `words`, with different seeds and multipliers: a changed list changes
@@ -172,7 +175,7 @@ impl Flat {
     /// The fragments of the block `k` extents on, as offsets into the buffer; a fragment
     /// whose offset does not fit lands past any buffer, so that the copy refuses it.
     /// Made once per `k` and kept.
-    fn shifted(&self, k: usize) -> Arc<[(usize, usize)]> {
+    fn shifted(&self, k: usize) -> Fragments {
         let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
         if blocks.len() >= BLOCKS_CAP {
             blocks.clear();
@@ -180,7 +183,7 @@ impl Flat {
         blocks.entry(k).or_insert_with(|| self.shift(k)).clone()
     }
 
-    fn shift(&self, k: usize) -> Arc<[(usize, usize)]> {
+    fn shift(&self, k: usize) -> Fragments {
         let by = (k as i64).checked_mul(self.key.extent as i64);
         self.words
             .chunks_exact(2)

@@ -22,7 +22,7 @@
 //! written, `p` ranks): `T_sync + (p - 1) (alpha + n beta + f_r phi_r + f_l phi_l)` with
 //! CMA, `(p - 1) (n beta + (f_r + f_l) phi_m)` with loads and stores, plus one read of
 //! `16 f_r` bytes per peer the first time a layout is seen; packing pays
-//! `2 n memcpy_beta + (f_r + f_l) phi_m` more than the contiguous collective.
+//! `2 n memcpy_beta + (f_r + f_l) phi_p` more than the contiguous collective.
 //! [`LayoutAlgorithm::Auto`] compares the two with `Params::layout_direct`, on values
 //! every rank agreed on.
 

@@ -163,6 +163,11 @@ fn sync_staged_default() -> f64 {
 pub const FRAGMENT_REMOTE: f64 = 60e-9;
 /// The cost of a local fragment of a direct layout copy with CMA (an iovec walked).
 pub const FRAGMENT_LOCAL: f64 = 10e-9;
+/// The cost of a fragment of the packed path of a layout collective (`Layout::pack_into`
+/// and `unpack`, which flatten the layout on every call): 58 ns with `Vec` buffers and
+/// 30 ns with heap buffers in the 64 KiB transpose of `zcoll bench` on the development
+/// machine.
+pub const FRAGMENT_PACKED: f64 = 50e-9;
 /// The cost of a fragment of a direct layout copy with loads and stores (a loop turn).
 pub const FRAGMENT_LOADS: f64 = 3e-9;
 /// The smallest block a direct layout copy is chosen for (see [`Params::layout_direct`]).
@@ -194,14 +199,16 @@ impl Params {
     /// writes, read with loads and stores (`loads`) or with CMA.
     ///
     /// Packing costs two local copies of the block on top of the contiguous collective,
-    /// each walking its layout, `2 n memcpy_beta + (remote + local) phi_m` (`phi_m` =
-    /// [`FRAGMENT_LOADS`], a turn of a copy loop); the direct copy saves them but pays per
+    /// each walking its layout, `2 n memcpy_beta + (remote + local) phi_p` (`phi_p` =
+    /// [`FRAGMENT_PACKED`]); the direct copy saves them but pays per
     /// fragment: `remote phi_r + local phi_l` with CMA (each remote iovec is pinned and
     /// walked on its own, `phi_r` = [`FRAGMENT_REMOTE`]; a local one only walked, `phi_l` =
     /// [`FRAGMENT_LOCAL`]; or `n memcpy_beta + local phi_m` where a bounce buffer is
     /// cheaper), at most `(remote + local) phi_m` with loads and stores (one
-    /// loop turn per overlap of a remote and a local fragment), so that with loads and
-    /// stores the direct copy always wins above the smallest block. Blocks under [`LAYOUT_MIN_BYTES`] pack:
+    /// loop turn per overlap of a remote and a local fragment, `phi_m` =
+    /// [`FRAGMENT_LOADS`]), so that with loads and stores the direct copy always wins
+    /// above the smallest block, and with CMA it packs only when the remote fragments are
+    /// tiny. Blocks under [`LAYOUT_MIN_BYTES`] pack:
     /// the contiguous collective then crosses in one flag phase through the staging areas,
     /// which the two-phase direct round cannot match. The three constants are set from
     /// first measurements on the 2-core development machine, not fitted per machine.
@@ -212,7 +219,7 @@ impl Params {
     /// use zcoll::tune::Params;
     /// let p = Params::DEFAULT;
     /// assert!(p.layout_direct(1 << 20, 256, 256, false)); // 4 KiB fragments
-    /// assert!(!p.layout_direct(1 << 20, 1 << 17, 1 << 17, false)); // 8-byte ones
+    /// assert!(!p.layout_direct(1 << 20, 1 << 17, 1, false)); // 8-byte remote ones
     /// assert!(p.layout_direct(1 << 20, 256, 1 << 17, true)); // 8-byte stores
     /// assert!(!p.layout_direct(1024, 1, 1, true)); // too small a block
     /// ```
@@ -227,7 +234,7 @@ impl Params {
                 remote as f64 * FRAGMENT_REMOTE + walked.min(bounced)
             }
         };
-        let packing = 2.0 * n as f64 * self.memcpy_beta + (remote + local) as f64 * FRAGMENT_LOADS;
+        let packing = 2.0 * n as f64 * self.memcpy_beta + (remote + local) as f64 * FRAGMENT_PACKED;
         n >= LAYOUT_MIN_BYTES && per_fragment <= packing
     }
 

@@ -60,6 +60,7 @@
 //! | `ZCOLL_GATHERV_ALGORITHM=name[:k]` | the default variable-count gather algorithm ([`GatherAlgorithm`]) |
 //! | `ZCOLL_ALLGATHERV_ALGORITHM=name` | the default variable-count allgather algorithm ([`AllgathervAlgorithm`]) |
 //! | `ZCOLL_ALLTOALLV_ALGORITHM=name` | the default variable-count alltoall algorithm ([`AlltoallvAlgorithm`]) |
+//! | `ZCOLL_LAYOUT_ALGORITHM=name` | the default path of the layout collectives ([`LayoutAlgorithm`]: `packed` or `direct`) |
 //!
 //! Every variable is read when a [`Comm`] is built (`Comm::new`), not at each call: a
 //! program that changes one builds a new `Comm` to see it. A value zcoll cannot read is
@@ -100,6 +101,7 @@ pub use coll::alltoall::AlltoallAlgorithm;
 pub use coll::alltoallv::AlltoallvAlgorithm;
 pub use coll::bcast::BcastAlgorithm;
 pub use coll::gather::GatherAlgorithm;
+pub use coll::layout::LayoutAlgorithm;
 pub use coll::reduce::ReduceAlgorithm;
 pub use coll::scatter::ScatterAlgorithm;
 pub use coll::varcount::{Partition, PartitionMut};

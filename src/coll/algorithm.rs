@@ -305,7 +305,7 @@ macro_rules! vocabulary {
 pub(crate) use vocabulary;
 
 /// The variables that set what `Auto` means, one per collective.
-pub(crate) const ALGORITHM_VARS: [&str; 11] = [
+pub(crate) const ALGORITHM_VARS: [&str; 12] = [
     "ZCOLL_BCAST_ALGORITHM",
     "ZCOLL_SCATTER_ALGORITHM",
     "ZCOLL_GATHER_ALGORITHM",
@@ -317,6 +317,7 @@ pub(crate) const ALGORITHM_VARS: [&str; 11] = [
     "ZCOLL_GATHERV_ALGORITHM",
     "ZCOLL_ALLGATHERV_ALGORITHM",
     "ZCOLL_ALLTOALLV_ALGORITHM",
+    "ZCOLL_LAYOUT_ALGORITHM",
 ];
 
 /// The `ZCOLL_<COLL>_ALGORITHM` variables that are set, read once when a `Comm` is

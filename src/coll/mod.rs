@@ -15,6 +15,7 @@ pub(crate) mod bcast;
 pub(crate) mod expose;
 pub(crate) mod gather;
 pub(crate) mod gatherv;
+pub(crate) mod layout;
 pub(crate) mod legs;
 pub(crate) mod pap;
 pub(crate) mod probe;

@@ -142,4 +142,8 @@ pub struct Traffic {
     pub heap: u64,
     /// With loads and stores on attached XPMEM windows.
     pub xpmem: u64,
+    /// Layout collectives that copied straight between the ranks' layouts (no packing).
+    pub layout_direct: u64,
+    /// Peers' flattened layouts read by those calls: one per peer and layout first seen.
+    pub layout_lists: u64,
 }

@@ -9,18 +9,23 @@
 //! ([`Layout::contiguous_of`]`(size, layout)`); [`Layout::resized`] sets the extent where
 //! blocks interleave (the columns of a transpose).
 //!
-//! **This slice packs.** A call checks every rank's layouts (one small allreduce agrees
-//! on the verdict, so a bad layout is the same `Err` on every rank before anything
-//! moves), packs the send side into a contiguous scratch buffer (in the shared heap where
-//! the node's ranks map each other's heaps, so the contiguous collective copies it with
-//! loads and stores), calls the contiguous collective, with all its checks, and unpacks
-//! into the receive side. That is two extra local copies of the data (`2 n β_memcpy`)
-//! against rsmpi's derived datatypes, which pack and unpack too; the zero-copy engine of
-//! issue #23 (iovec lists for CMA, loads and stores on heap and XPMEM mappings, FALCON's
-//! memoized layouts) is the next step and is not built yet.
+//! **Two paths.** A call first checks every rank's layouts (one small allreduce agrees on
+//! the verdict, so a bad layout is the same `Err` on every rank before anything moves,
+//! and on the numbers the choice of path is made from). Then, as [`LayoutAlgorithm`]
+//! says (by default the cost model, from the block size and the fragment counts):
+//!
+//! - `direct`, on a communicator that is one node: every reader copies straight from
+//!   each peer's send layout into its own receive layout (`coll::layout`: CMA with iovec
+//!   lists on both sides, or loads and stores where the peer's buffer is mapped), with the
+//!   flattened layouts memoized per peer, so that a repeated call reads none;
+//! - `packed` (and every call across nodes, and on a `cico` node): pack the send side
+//!   into a contiguous scratch buffer (in the shared heap where the node's ranks map each
+//!   other's heaps), call the contiguous collective, with all its checks, and unpack: two
+//!   extra local copies (`2 n β_memcpy`), as rsmpi's derived datatypes make.
 
-use super::Comm;
+use super::{Comm, Route};
 use crate::alloc::Scratch;
+use crate::coll::layout::{self as engine, Bufs, LayoutAlgorithm, Shape, Which};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, COUNTS, REASONS};
 use crate::op::Builtin;
@@ -86,17 +91,58 @@ impl Comm {
         recv: &mut [T],
         recv_layout: &Layout,
     ) -> Result<()> {
+        self.all_to_all_layout_into_with(send, send_layout, recv, recv_layout, LayoutAlgorithm::Auto)
+    }
+
+    /// [`all_to_all_layout_into`](Self::all_to_all_layout_into) with the algorithm named:
+    /// `Direct` copies straight between the layouts on a communicator of one node (and
+    /// packs across nodes or on a `cico` node), `Packed` packs.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::{Layout, LayoutAlgorithm, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let p = comm.size() as usize;
+    /// let every_other = Layout::vector(4, 1, 2)?; // 4 elements out of 8 per block
+    /// let send: Vec<u32> = (0..8 * p as u32).collect();
+    /// let mut recv = vec![0u32; 4 * p];
+    /// let packed = Layout::contiguous(4)?;
+    /// comm.all_to_all_layout_into_with(&send, &every_other, &mut recv, &packed, LayoutAlgorithm::Direct)?;
+    /// let me = comm.rank() as u32;
+    /// assert!((0..4 * p).all(|i| recv[i] == 8 * me + 2 * (i as u32 % 4)));
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`all_to_all_layout_into`](Self::all_to_all_layout_into); `Error::Config` if
+    /// `ZCOLL_LAYOUT_ALGORITHM` holds no algorithm's name.
+    pub fn all_to_all_layout_into_with<T: Pod>(
+        &self,
+        send: &[T],
+        send_layout: &Layout,
+        recv: &mut [T],
+        recv_layout: &Layout,
+        algorithm: LayoutAlgorithm,
+    ) -> Result<()> {
         let p = self.size() as usize;
         let sends = Layout::contiguous_of(p, send_layout).map_err(|e| (0, e));
         let recvs = Layout::contiguous_of(p, recv_layout).map_err(|e| (1, e));
         let local = (|| {
             let (sends, recvs) = (sends?, recvs?);
             sends.check(send.len()).map_err(|e| (0, e))?;
-            recvs.check_writable(recv.len()).map_err(|e| (1, e))?;
+            self.check_writable(&recvs, recv.len()).map_err(|e| (1, e))?;
             same_count(send_layout, recv_layout)?;
             Ok((sends, recvs))
         })();
-        let (sends, recvs) = self.agree_on_layouts(local)?;
+        let shape = self.shape_of(send, send_layout, recv_layout);
+        let ((sends, recvs), shape) = self.agree_on_layouts(local, shape)?;
+        if self.direct(algorithm, shape)? {
+            let bufs = Bufs::Two(bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
+            return self.run_direct::<T>(Which::Alltoall, (0, 0), bufs, send_layout, recv_layout);
+        }
         let packed = self.packed(send, &sends)?;
         let mut got = Scratch::zeroed(recvs.count(), self.ctx().ctl.loads_heaps());
         self.all_to_all_into(&packed, &mut got)?;
@@ -147,16 +193,54 @@ impl Comm {
         recv: &mut [T],
         recv_layout: &Layout,
     ) -> Result<()> {
+        self.all_gather_layout_into_with(send, send_layout, recv, recv_layout, LayoutAlgorithm::Auto)
+    }
+
+    /// [`all_gather_layout_into`](Self::all_gather_layout_into) with the algorithm named
+    /// (see [`all_to_all_layout_into_with`](Self::all_to_all_layout_into_with)).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::{Layout, LayoutAlgorithm, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let p = comm.size() as usize;
+    /// let mine = [comm.rank(); 6];
+    /// let mut all = vec![-1; 2 * p];
+    /// let (two, pair) = (Layout::vector(2, 1, 3)?, Layout::contiguous(2)?);
+    /// comm.all_gather_layout_into_with(&mine, &two, &mut all, &pair, LayoutAlgorithm::Direct)?;
+    /// assert!((0..2 * p).all(|i| all[i] == (i / 2) as i32));
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`all_gather_layout_into`](Self::all_gather_layout_into); `Error::Config` if
+    /// `ZCOLL_LAYOUT_ALGORITHM` holds no algorithm's name.
+    pub fn all_gather_layout_into_with<T: Pod>(
+        &self,
+        send: &[T],
+        send_layout: &Layout,
+        recv: &mut [T],
+        recv_layout: &Layout,
+        algorithm: LayoutAlgorithm,
+    ) -> Result<()> {
         let p = self.size() as usize;
         let recvs = Layout::contiguous_of(p, recv_layout).map_err(|e| (1, e));
         let local = (|| {
             let recvs = recvs?;
             send_layout.check(send.len()).map_err(|e| (0, e))?;
-            recvs.check_writable(recv.len()).map_err(|e| (1, e))?;
+            self.check_writable(&recvs, recv.len()).map_err(|e| (1, e))?;
             same_count(send_layout, recv_layout)?;
             Ok(recvs)
         })();
-        let recvs = self.agree_on_layouts(local)?;
+        let shape = self.shape_of(send, send_layout, recv_layout);
+        let (recvs, shape) = self.agree_on_layouts(local, shape)?;
+        if self.direct(algorithm, shape)? {
+            let bufs = Bufs::Two(bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
+            return self.run_direct::<T>(Which::Allgather, (0, 0), bufs, send_layout, recv_layout);
+        }
         let packed = self.packed(send, send_layout)?;
         let mut got = Scratch::zeroed(recvs.count(), self.ctx().ctl.loads_heaps());
         self.all_gather_into(&packed, &mut got)?;
@@ -201,8 +285,43 @@ impl Comm {
     ///
     /// MPI 4.1, 6.4 (`MPI_Bcast`), 5.1 (derived datatypes).
     pub fn broadcast_layout_into<T: Pod>(&self, buf: &mut [T], layout: &Layout, root: Rank) -> Result<()> {
-        let local = layout.check_writable(buf.len()).map_err(|e| (1, e));
-        self.agree_on_layouts(local)?;
+        self.broadcast_layout_into_with(buf, layout, root, LayoutAlgorithm::Auto)
+    }
+
+    /// [`broadcast_layout_into`](Self::broadcast_layout_into) with the algorithm named
+    /// (see [`all_to_all_layout_into_with`](Self::all_to_all_layout_into_with)).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::{Layout, LayoutAlgorithm, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let mut grid = [comm.rank() as u8; 16];
+    /// let first_row = Layout::subarray(&[4, 4], &[1, 4], &[0, 0])?;
+    /// comm.broadcast_layout_into_with(&mut grid, &first_row, 0, LayoutAlgorithm::Direct)?;
+    /// assert_eq!(grid[..4], [0; 4]);
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`broadcast_layout_into`](Self::broadcast_layout_into); `Error::Config` if
+    /// `ZCOLL_LAYOUT_ALGORITHM` holds no algorithm's name.
+    pub fn broadcast_layout_into_with<T: Pod>(
+        &self,
+        buf: &mut [T],
+        layout: &Layout,
+        root: Rank,
+        algorithm: LayoutAlgorithm,
+    ) -> Result<()> {
+        let local = self.check_writable(layout, buf.len()).map_err(|e| (1, e));
+        let shape = self.shape_of(buf, layout, layout);
+        let ((), shape) = self.agree_on_layouts(local.map(drop), shape)?;
+        if self.direct(algorithm, shape)? {
+            let bufs = Bufs::One(bytemuck::cast_slice_mut(buf));
+            return self.run_direct::<T>(Which::Bcast, (root, self.local_of(root)), bufs, layout, layout);
+        }
         let mut packed = match self.rank() == root {
             true => self.packed(buf, layout)?,
             false => Scratch::zeroed(layout.count(), self.ctx().ctl.loads_heaps()),
@@ -214,9 +333,61 @@ impl Comm {
         }
     }
 
+    /// What this rank's call weighs for the choice of path, as words to agree on (the
+    /// most of every rank): the block's bytes, its send and receive fragments, and 1 if
+    /// its send buffer is not copied with loads and stores.
+    fn shape_of<T: Pod>(&self, send: &[T], send_layout: &Layout, recv_layout: &Layout) -> [u64; 4] {
+        let size = std::mem::size_of::<T>();
+        let mut memo = self.layouts.borrow_mut();
+        let (s, r) = (memo.own(send_layout, size), memo.own(recv_layout, size));
+        let loads = self.ctx().ctl.reaches_by_loads(bytemuck::cast_slice(send));
+        [(send_layout.count() * size) as u64, s.fragments() as u64, r.fragments() as u64, !loads as u64]
+    }
+
+    /// [`Layout::check_writable`], remembered: the check flattens and sorts the layout,
+    /// which costs as much as the copies of a transpose's receive side, so a layout that
+    /// passed against a buffer length is not checked again against the same length.
+    fn check_writable(&self, layout: &Layout, len: usize) -> Result<()> {
+        let mut memo = self.layouts.borrow_mut();
+        if memo.writable(layout, len) {
+            return Ok(());
+        }
+        layout.check_writable(len)?;
+        memo.note_writable(layout, len);
+        Ok(())
+    }
+
+    /// Whether a call of the agreed `shape` copies straight between the layouts: the
+    /// algorithm says so, and the communicator is one node.
+    fn direct(&self, algorithm: LayoutAlgorithm, shape: Shape) -> Result<bool> {
+        let chosen = algorithm.choose(&self.ctx(), shape)?;
+        Ok(chosen == LayoutAlgorithm::Direct && matches!(self.route()?, Route::Node))
+    }
+
+    /// The direct copy (`coll::layout::direct`) of `which`, with this rank's layouts
+    /// (checked and agreed) remembered in the communicator's memo.
+    fn run_direct<T: Pod>(
+        &self,
+        which: Which,
+        root: (Rank, usize),
+        bufs: Bufs<'_>,
+        send_layout: &Layout,
+        recv_layout: &Layout,
+    ) -> Result<()> {
+        let size = std::mem::size_of::<T>();
+        let mut memo = self.layouts.borrow_mut();
+        let (s, r) = (memo.own(send_layout, size), memo.own(recv_layout, size));
+        engine::direct(&self.ctx(), &mut memo, which, root, bufs, &s, &r)
+    }
+
     /// Makes every rank's verdict on its layouts global: `Ok` everywhere, or on every
-    /// rank the `InvalidLayout` of the lowest rank that failed. One allreduce of a word.
-    fn agree_on_layouts<V>(&self, local: std::result::Result<V, (usize, Error)>) -> Result<V> {
+    /// rank the `InvalidLayout` of the lowest rank that failed; and the most of every
+    /// rank's `shape` words, from which every rank chooses the same path. One allreduce.
+    fn agree_on_layouts<V>(
+        &self,
+        local: std::result::Result<V, (usize, Error)>,
+        shape: [u64; 4],
+    ) -> Result<(V, Shape)> {
         let (me, size) = (self.rank(), self.size());
         let word = match &local {
             Ok(_) => 0u64,
@@ -228,10 +399,17 @@ impl Comm {
                 ((size - me) as u64) << 16 | (*which as u64) << 8 | (reason.unwrap_or(0) as u64 + 1)
             }
         };
-        let mut all = [0u64];
-        self.all_reduce_into(&[word], &mut all, Builtin::Max)?;
+        let [bytes, remote, local_frags, far] = shape;
+        let mut all = [0u64; 5];
+        self.all_reduce_into(&[word, bytes, remote, local_frags, far], &mut all, Builtin::Max)?;
+        let shape = Shape {
+            bytes: all[1] as usize,
+            remote: all[2] as usize,
+            local: all[3] as usize,
+            loads: all[4] == 0,
+        };
         match (all[0], local) {
-            (0, Ok(v)) => Ok(v),
+            (0, Ok(v)) => Ok((v, shape)),
             (w, _) => Err(Error::InvalidLayout {
                 rank: Some(me),
                 culprit: Some(size - (w >> 16) as Rank),

@@ -44,9 +44,12 @@ impl Comm {
 
     /// The bytes this rank has copied from and to its peers with single copies, by
     /// transport, in every collective: how much of the traffic took the load/store
-    /// paths. Copy-in/copy-out through the segment is not counted.
+    /// paths. Copy-in/copy-out through the segment is not counted. Also how many layout
+    /// collectives took the direct (zero-copy) path, and how many peers' flattened layouts
+    /// this rank read (each the first sight of a layout; repeated calls read none).
     pub fn traffic(&self) -> Traffic {
         let [cma, heap, xpmem] = self.node.ctl.traffic();
-        Traffic { cma, heap, xpmem }
+        let memo = self.layouts.borrow();
+        Traffic { cma, heap, xpmem, layout_direct: memo.direct, layout_lists: memo.fetched }
     }
 }

@@ -119,6 +119,8 @@ pub struct Comm {
     info: Info,
     overrides: Overrides,
     home: Home,
+    /// The layouts this rank has flattened and read from its peers (`comm/layout.rs`).
+    layouts: std::cell::RefCell<crate::coll::layout::Memo>,
 }
 
 // SAFETY: the fields that are not `Send` are rsmpi's communicator handles (`parent`,
@@ -284,7 +286,15 @@ impl Comm {
                 (_, false) => InterNode::Hierarchical { columns: hier.min_node_size() },
             },
         };
-        Ok(Comm { parent, node, hier, info, overrides: Overrides::from_env(), home: Home::here() })
+        Ok(Comm {
+            parent,
+            node,
+            hier,
+            info,
+            overrides: Overrides::from_env(),
+            home: Home::here(),
+            layouts: Default::default(),
+        })
     }
 
     /// A new zero-copy communicator over the same ranks (`MPI_Comm_dup`), with its own

@@ -64,6 +64,8 @@ pub(crate) enum Kind {
     /// Registering an exposure, and withdrawing it.
     Expose = 20,
     Withdraw = 21,
+    /// The layout collectives' direct copies (`coll::layout`; which one is the parameter).
+    Layout = 22,
 }
 
 impl Kind {
@@ -88,6 +90,7 @@ impl Kind {
             Kind::Alltoall => "alltoall",
             Kind::Expose => "expose",
             Kind::Withdraw => "withdraw",
+            Kind::Layout => "layout",
         }
     }
 
@@ -112,6 +115,7 @@ impl Kind {
             Kind::Alltoall,
             Kind::Expose,
             Kind::Withdraw,
+            Kind::Layout,
         ]
         .into_iter()
         .find(|k| *k as u64 == op & 0xff)

@@ -59,6 +59,7 @@ mod counter;
 mod exchange;
 mod fence;
 pub(crate) mod fifo;
+mod fragments;
 mod layout;
 mod meta;
 mod parts;

@@ -411,7 +411,7 @@ impl<'c> Round<'c> {
 
     /// Runs one single copy of `bytes` with local rank `peer` through `kind`: the test-only
     /// fault hook, the error naming transport and peer, and the traffic count.
-    fn copy(
+    pub(super) fn copy(
         &self,
         kind: TransportKind,
         write: bool,

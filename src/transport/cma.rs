@@ -70,6 +70,88 @@ pub(crate) fn read_v(pid: libc::pid_t, pieces: &[(usize, usize)], dst: &mut [u8]
     Ok(())
 }
 
+/// A position in a list of ranges `(start, len)` (none of them empty): the range it is
+/// in and how far into it.
+struct Cursor<'a> {
+    ranges: &'a [(usize, usize)],
+    at: usize,
+    into: usize,
+}
+
+impl Cursor<'_> {
+    /// The iovecs of the next at most `max_iov` ranges from here, `base` added to each
+    /// start, together at most `max_bytes` long; and their length.
+    fn batch(&self, base: usize, max_iov: usize, max_bytes: usize, out: &mut Vec<iovec>) -> usize {
+        out.clear();
+        let (mut bytes, mut skip) = (0, self.into);
+        for &(start, len) in self.ranges[self.at..].iter().take(max_iov) {
+            let n = (len - skip).min(max_bytes - bytes);
+            if n == 0 {
+                break;
+            }
+            out.push(iovec { iov_base: (base + start + skip) as *mut libc::c_void, iov_len: n });
+            bytes += n;
+            skip = 0;
+        }
+        bytes
+    }
+
+    /// Moves `n` bytes on.
+    fn advance(&mut self, mut n: usize) {
+        while n > 0 {
+            let left = self.ranges[self.at].1 - self.into;
+            if n >= left {
+                n -= left;
+                self.at += 1;
+                self.into = 0;
+            } else {
+                self.into += n;
+                n = 0;
+            }
+        }
+    }
+}
+
+/// Copies the remote ranges `(address, len)` of process `pid`, in order, into the ranges
+/// `(offset, len)` of `dst`, in order, both sides as iovec lists: each call takes at most
+/// [`cma_sys::IOV_MAX`] ranges of either side and [`cma_sys::MAX_RW_COUNT`] bytes, and a
+/// partial transfer resumes where it stopped. The caller checked the remote ranges
+/// against the peer's buffer, the local ones against `dst` (none empty), and that both
+/// lists add up to the same length.
+///
+/// # Errors
+///
+/// As [`read`].
+pub(crate) fn read_scatter(
+    pid: libc::pid_t,
+    pieces: &[(usize, usize)],
+    dst: &mut [u8],
+    local: &[(usize, usize)],
+) -> Result<(), Errno> {
+    let total: usize = local.iter().map(|r| r.1).sum();
+    let base = dst.as_mut_ptr() as usize;
+    let (mut r, mut l) =
+        (Cursor { ranges: pieces, at: 0, into: 0 }, Cursor { ranges: local, at: 0, into: 0 });
+    let (mut riov, mut liov) = (Vec::new(), Vec::new());
+    let mut done = 0;
+    while done < total {
+        let want = r.batch(0, cma_sys::IOV_MAX, cma_sys::MAX_RW_COUNT, &mut riov);
+        let want = l.batch(base, cma_sys::IOV_MAX, want, &mut liov);
+        r.batch(0, cma_sys::IOV_MAX, want, &mut riov);
+        // SAFETY: the local iovecs cover `want` bytes of ranges inside `dst` (checked by
+        // the caller), which we borrow mutably, so the kernel writes only memory we own
+        // exclusively; the remote iovecs lie inside the peer's published buffer (checked
+        // by the caller) and are only read (EFAULT otherwise).
+        let got = transferred(unsafe {
+            cma_sys::process_vm_readv(pid, liov.as_ptr(), liov.len() as _, riov.as_ptr(), riov.len() as _, 0)
+        })?;
+        r.advance(got);
+        l.advance(got);
+        done += got;
+    }
+    Ok(())
+}
+
 /// Copies `src` into `dst` at `offset`.
 ///
 /// # Errors
@@ -232,6 +314,52 @@ mod tests {
         assert_eq!(dst, want);
         assert_eq!(super::super::read_v(&own(&src), &[(0, 3)], &mut [0u8; 4]), Err(Errno::EINVAL));
         assert_eq!(super::super::read_v(&own(&src), &[(99_999, 2)], &mut [0u8; 2]), Err(Errno::EINVAL));
+    }
+
+    #[test]
+    fn reads_scattered_ranges_into_scattered_ranges() {
+        let src: Vec<u8> = (0..200_000u32).map(|i| (i * 13 + i / 256) as u8).collect();
+        // More ranges than one call takes on both sides, of different cuts, some empty,
+        // many crossing pages.
+        let remote: Vec<(usize, usize)> =
+            (0..cma_sys::IOV_MAX + 500).map(|k| (k * 97 % 190_000, k % 11)).collect();
+        let total: usize = remote.iter().map(|r| r.1).sum();
+        let mut local = Vec::new();
+        let (mut at, mut left, mut k) = (0, total, 0);
+        while left > 0 {
+            let n = (k % 5).min(left);
+            local.push((at, n));
+            at += n + 3;
+            left -= n;
+            k += 1;
+        }
+        let mut dst = vec![0u8; at];
+        let mut want = dst.clone();
+        let stream: Vec<u8> = remote.iter().flat_map(|&(o, n)| src[o..o + n].iter().copied()).collect();
+        let mut s = stream.iter();
+        for &(o, n) in &local {
+            want[o..o + n].iter_mut().for_each(|b| *b = *s.next().unwrap());
+        }
+        super::super::read_scatter(&own(&src), &remote, &mut dst, &local).unwrap();
+        assert_eq!(dst, want);
+        // Many tiny local fragments go through the bounce buffer, in several slices.
+        let big: Vec<u8> = (0..600_000u32).map(|i| (i * 7 + i / 4096) as u8).collect();
+        let remote = [(5, 300_000), (300_100, 90_001)];
+        let local: Vec<(usize, usize)> = (0..390_001).map(|i| (2 * i, 1)).collect();
+        let mut dst = vec![0u8; 2 * 390_001];
+        super::super::read_scatter(&own(&big), &remote, &mut dst, &local).unwrap();
+        let stream: Vec<u8> = remote.iter().flat_map(|&(o, n)| big[o..o + n].iter().copied()).collect();
+        assert!(dst.iter().step_by(2).eq(stream.iter()));
+        assert!(dst.iter().skip(1).step_by(2).all(|&b| b == 0));
+        // Sums that differ, and a local range past the end, are refused.
+        assert_eq!(
+            super::super::read_scatter(&own(&src), &[(0, 3)], &mut [0u8; 4], &[(0, 4)]),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            super::super::read_scatter(&own(&src), &[(0, 3)], &mut [0u8; 4], &[(2, 3)]),
+            Err(Errno::EINVAL)
+        );
     }
 
     #[test]

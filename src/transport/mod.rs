@@ -285,3 +285,133 @@ pub(crate) fn write(src: &[u8], dst: &RemoteBuf<'_, Write>, offset: usize) -> Re
         }
     }
 }
+
+/// Copies the ranges `remote` `(offset, len)` of `src`, in order, into the ranges `local`
+/// `(offset, len)` of `dst`, in order: the bytes the first list selects land, one for one,
+/// on the bytes the second selects (a copy between two non-contiguous layouts, with no
+/// packing). With loads where `src` is mapped here, one copy per overlap of a remote and
+/// a local range; else with CMA, both iovec lists in each call, split at
+/// [`cma_sys::IOV_MAX`] ranges on either side and at [`cma_sys::MAX_RW_COUNT`] bytes.
+///
+/// # Errors
+///
+/// `EINVAL` if a remote range is outside `src`, a local one outside `dst`, or the two
+/// lists' lengths differ in sum; CMA's errors.
+pub(crate) fn read_scatter<A>(
+    src: &RemoteBuf<'_, A>,
+    remote: &[(usize, usize)],
+    dst: &mut [u8],
+    local: &[(usize, usize)],
+) -> Result<(), Errno> {
+    let mut total = 0usize;
+    let mut locals = Vec::with_capacity(local.len());
+    for &(offset, len) in local.iter().filter(|r| r.1 > 0) {
+        match offset.checked_add(len) {
+            Some(end) if end <= dst.len() => locals.push((offset, len)),
+            _ => return Err(Errno::EINVAL),
+        }
+        total = total.checked_add(len).ok_or(Errno::EINVAL)?;
+    }
+    let pieces = src.pieces(remote, total)?;
+    let Some(m) = &src.mapped else {
+        if locals.len() > pieces.len() && total < BOUNCE_BELOW * locals.len() {
+            return bounced(src.pid(), &pieces, dst, &locals);
+        }
+        return cma::read_scatter(src.pid(), &pieces, dst, &locals);
+    };
+    let (mut r, mut l) = (pieces.iter().copied(), locals.iter().copied());
+    let (mut from, mut to) = ((0usize, 0usize), (0usize, 0usize));
+    loop {
+        if from.1 == 0 {
+            match r.next() {
+                Some(p) => from = p,
+                None => break,
+            }
+        }
+        if to.1 == 0 {
+            match l.next() {
+                Some(p) => to = p,
+                None => break,
+            }
+        }
+        let n = from.1.min(to.1);
+        // SAFETY: `from.0..from.0 + n` lies inside the published range (every piece was
+        // checked by `pieces`), which `m.ptr` maps here for `'r` (as in `read`); the owner
+        // does not write it during the round. `to.0..to.0 + n` lies inside `dst`, which
+        // we borrow mutably (checked above).
+        unsafe {
+            let (s, d) = (m.ptr.add(from.0 - src.addr), dst.as_mut_ptr().add(to.0));
+            // Fixed sizes compile to one load and store (a layout of single `f64`s or
+            // `u32`s); a length known only at run time is a call to `memcpy`.
+            match n {
+                8 => std::ptr::copy_nonoverlapping(s, d, 8),
+                4 => std::ptr::copy_nonoverlapping(s, d, 4),
+                _ => std::ptr::copy_nonoverlapping(s, d, n),
+            }
+        }
+        from = (from.0 + n, from.1 - n);
+        to = (to.0 + n, to.1 - n);
+    }
+    Ok(())
+}
+
+/// The mean local fragment under which [`read_scatter`] with CMA reads into a bounce
+/// buffer and scatters it with stores, rather than hand the kernel a local iovec per
+/// fragment: the kernel's walk of a local iovec costs more than a store of this many
+/// bytes plus its share of the extra copy.
+const BOUNCE_BELOW: usize = 256;
+
+/// The bounce buffer's size: a slice of the remote stream that stays in the cache between
+/// the CMA read and the stores.
+const BOUNCE_BYTES: usize = 128 * 1024;
+
+/// [`read_scatter`] with CMA for many small local fragments: reads the remote pieces, in
+/// slices of at most [`BOUNCE_BYTES`], into a bounce buffer with one vectored call each,
+/// then copies each slice onto the local ranges (checked by the caller, none empty, adding
+/// up to the remote pieces' length).
+fn bounced(
+    pid: libc::pid_t,
+    pieces: &[(usize, usize)],
+    dst: &mut [u8],
+    local: &[(usize, usize)],
+) -> Result<(), Errno> {
+    let mut bounce = vec![0u8; BOUNCE_BYTES];
+    let (mut l, mut to) = (local.iter().copied(), (0usize, 0usize));
+    let mut slice: Vec<(usize, usize)> = Vec::new();
+    let mut pending = pieces.iter().copied();
+    let mut carry: Option<(usize, usize)> = None;
+    loop {
+        // The next slice of the remote stream: whole pieces, the last one cut.
+        slice.clear();
+        let mut n = 0;
+        while n < BOUNCE_BYTES {
+            let Some((addr, len)) = carry.take().or_else(|| pending.next()) else { break };
+            let take = len.min(BOUNCE_BYTES - n);
+            slice.push((addr, take));
+            if take < len {
+                carry = Some((addr + take, len - take));
+            }
+            n += take;
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        cma::read_v(pid, &slice, &mut bounce[..n])?;
+        let mut at = 0;
+        while at < n {
+            if to.1 == 0 {
+                to = l.next().ok_or(Errno::EINVAL)?;
+            }
+            let k = to.1.min(n - at);
+            let (d, s) = (&mut dst[to.0..to.0 + k], &bounce[at..at + k]);
+            match k {
+                // As in `read_scatter`: one load and store for the common element sizes.
+                8 => d.copy_from_slice(&s[..8]),
+                4 => d.copy_from_slice(&s[..4]),
+                _ => d.copy_from_slice(s),
+            }
+            at += k;
+            to = (to.0 + k, to.1 - k);
+        }
+    }
+}

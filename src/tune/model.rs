@@ -158,6 +158,21 @@ fn sync_staged_default() -> f64 {
     Params::DEFAULT.sync_staged
 }
 
+/// The cost of a remote fragment of a direct layout copy with CMA (an iovec the kernel
+/// pins and walks), in seconds: see [`Params::layout_direct`].
+pub const FRAGMENT_REMOTE: f64 = 60e-9;
+/// The cost of a local fragment of a direct layout copy with CMA (an iovec walked).
+pub const FRAGMENT_LOCAL: f64 = 10e-9;
+/// The cost of a fragment of the packed path of a layout collective (`Layout::pack_into`
+/// and `unpack`, which flatten the layout on every call): 58 ns with `Vec` buffers and
+/// 30 ns with heap buffers in the 64 KiB transpose of `zcoll bench` on the development
+/// machine.
+pub const FRAGMENT_PACKED: f64 = 50e-9;
+/// The cost of a fragment of a direct layout copy with loads and stores (a loop turn).
+pub const FRAGMENT_LOADS: f64 = 3e-9;
+/// The smallest block a direct layout copy is chosen for (see [`Params::layout_direct`]).
+pub const LAYOUT_MIN_BYTES: usize = 4096;
+
 impl Params {
     /// Parameters of the order measured on a 2-core x86-64 VM (DESIGN.md): the built-in
     /// defaults when no profile was measured on this machine.
@@ -177,6 +192,51 @@ impl Params {
         node_beta: None,
         sockets: None,
     };
+
+    /// Whether a layout collective (`Comm::all_to_all_layout_into` and its kin) should copy
+    /// straight between the ranks' layouts rather than pack: blocks of `n` bytes, cut into
+    /// at most `remote` fragments on the side a reader reads and `local` on the side it
+    /// writes, read with loads and stores (`loads`) or with CMA.
+    ///
+    /// Packing costs two local copies of the block on top of the contiguous collective,
+    /// each walking its layout, `2 n memcpy_beta + (remote + local) phi_p` (`phi_p` =
+    /// [`FRAGMENT_PACKED`]); the direct copy saves them but pays per
+    /// fragment: `remote phi_r + local phi_l` with CMA (each remote iovec is pinned and
+    /// walked on its own, `phi_r` = [`FRAGMENT_REMOTE`]; a local one only walked, `phi_l` =
+    /// [`FRAGMENT_LOCAL`]; or `n memcpy_beta + local phi_m` where a bounce buffer is
+    /// cheaper), at most `(remote + local) phi_m` with loads and stores (one
+    /// loop turn per overlap of a remote and a local fragment, `phi_m` =
+    /// [`FRAGMENT_LOADS`]), so that with loads and stores the direct copy always wins
+    /// above the smallest block, and with CMA it packs only when the remote fragments are
+    /// tiny. Blocks under [`LAYOUT_MIN_BYTES`] pack:
+    /// the contiguous collective then crosses in one flag phase through the staging areas,
+    /// which the two-phase direct round cannot match. The three constants are set from
+    /// first measurements on the 2-core development machine, not fitted per machine.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use zcoll::tune::Params;
+    /// let p = Params::DEFAULT;
+    /// assert!(p.layout_direct(1 << 20, 256, 256, false)); // 4 KiB fragments
+    /// assert!(!p.layout_direct(1 << 20, 1 << 17, 1, false)); // 8-byte remote ones
+    /// assert!(p.layout_direct(1 << 20, 256, 1 << 17, true)); // 8-byte stores
+    /// assert!(!p.layout_direct(1024, 1, 1, true)); // too small a block
+    /// ```
+    pub fn layout_direct(&self, n: usize, remote: usize, local: usize, loads: bool) -> bool {
+        let per_fragment = match loads {
+            true => (remote + local) as f64 * FRAGMENT_LOADS,
+            // Many small local fragments are read into a bounce buffer and stored from
+            // there (`transport::read_scatter`): one local copy and a loop turn each.
+            false => {
+                let walked = local as f64 * FRAGMENT_LOCAL;
+                let bounced = n as f64 * self.memcpy_beta + local as f64 * FRAGMENT_LOADS;
+                remote as f64 * FRAGMENT_REMOTE + walked.min(bounced)
+            }
+        };
+        let packing = 2.0 * n as f64 * self.memcpy_beta + (remote + local) as f64 * FRAGMENT_PACKED;
+        n >= LAYOUT_MIN_BYTES && per_fragment <= packing
+    }
 
     /// The contention factor for `c` concurrent pinners of one process: `a c^2 + b c`
     /// for two or more, 1 for one (an uncontended pin costs `l`, as in the paper).

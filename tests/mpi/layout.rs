@@ -8,13 +8,17 @@
 //! rank; the element counts come from the shared generator. The receive buffers of both
 //! libraries start with the same content, so elements outside the layouts are compared
 //! too.
+//!
+//! Rounds take the two paths in turn (`direct`, `packed`, and `auto`); on a communicator of
+//! one node a `direct` call must have copied straight between the layouts
+//! (`Traffic::layout_direct`), and across nodes it packs.
 
 use crate::common::{mix, words, Rng};
 use mpi::datatype::{MutView, UserDatatype, View};
 use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
-use zcoll::{Comm, Error, Layout};
+use zcoll::{Comm, Error, Layout, LayoutAlgorithm, TransportKind};
 
 /// The job's seed: `ZCOLL_TEST_SEED`, or a fixed one.
 fn seed() -> u64 {
@@ -138,7 +142,12 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
     let pu = p as usize;
     let seed = seed();
     let mut shared = Rng(seed);
-    for round in 0..60u64 {
+    let algos = [LayoutAlgorithm::Direct, LayoutAlgorithm::Packed, LayoutAlgorithm::Auto];
+    // Where the direct path can run: a communicator of one node, not on `cico`.
+    let zero_copy = comm.info().nodes == 1 && comm.info().transport != TransportKind::Cico;
+    for round in 0..90u64 {
+        let algo = algos[round as usize % algos.len()];
+        let before = comm.traffic().layout_direct;
         let mut own = Rng(mix(seed ^ (round << 20) ^ me as u64));
         // Mostly small counts, some of thousands of elements, whose fragments cross pages.
         let c = match shared.below(6) {
@@ -158,8 +167,8 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
         let send = words(me, room(&sl, pu, &mut own), round);
         let recv0 = words(me, room(&rl, pu, &mut own), round + 1000);
         let (mut ours, mut theirs) = (recv0.clone(), recv0.clone());
-        comm.all_to_all_layout_into(&send, &sl, &mut ours, &rl)
-            .unwrap_or_else(|e| panic!("alltoall {what}: {e}"));
+        comm.all_to_all_layout_into_with(&send, &sl, &mut ours, &rl, algo)
+            .unwrap_or_else(|e| panic!("alltoall {algo} {what}: {e}"));
         if c > 0 {
             world.all_to_all_into(&send_view(&send, pu, &sdt), &mut recv_view(&mut theirs, pu, &rdt));
         }
@@ -170,8 +179,8 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
         let send = words(me, room(&sl, 1, &mut own), round + 2000);
         let recv0 = words(me, room(&rl, pu, &mut own), round + 3000);
         let (mut ours, mut theirs) = (recv0.clone(), recv0.clone());
-        comm.all_gather_layout_into(&send, &sl, &mut ours, &rl)
-            .unwrap_or_else(|e| panic!("allgather {what}: {e}"));
+        comm.all_gather_layout_into_with(&send, &sl, &mut ours, &rl, algo)
+            .unwrap_or_else(|e| panic!("allgather {algo} {what}: {e}"));
         if c > 0 {
             world.all_gather_into(&send_view(&send, 1, &sdt), &mut recv_view(&mut theirs, pu, &rdt));
         }
@@ -181,13 +190,21 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
         let root = (round % p as u64) as i32;
         let buf0 = words(me, room(&rl, 1, &mut own), round + 4000);
         let (mut ours, mut theirs) = (buf0.clone(), buf0.clone());
-        comm.broadcast_layout_into(&mut ours, &rl, root).unwrap_or_else(|e| panic!("bcast {what}: {e}"));
+        comm.broadcast_layout_into_with(&mut ours, &rl, root, algo)
+            .unwrap_or_else(|e| panic!("bcast {algo} {what}: {e}"));
         if c > 0 {
             world.process_at_rank(root).broadcast_into(&mut recv_view(&mut theirs, 1, &rdt));
         }
-        assert!(ours == theirs, "bcast from {root} {what}: differs from MPI's");
+        assert!(ours == theirs, "bcast from {root} {algo} {what}: differs from MPI's");
+        let direct = comm.traffic().layout_direct - before;
+        match algo {
+            LayoutAlgorithm::Direct => assert_eq!(direct, if zero_copy { 3 } else { 0 }, "{what}"),
+            LayoutAlgorithm::Packed => assert_eq!(direct, 0, "{what}"),
+            _ => {}
+        }
     }
     transpose(world, comm);
+    memoized(world, comm, zero_copy);
     documented(world, comm);
     errors(world, comm);
 }
@@ -211,23 +228,70 @@ fn documented(world: &SimpleCommunicator, comm: &Comm) {
     assert_eq!(last_column.pack(&grid).unwrap(), b"dhlp");
 }
 
+/// FALCON's memo: a repeated layout is read from each peer once; a changed layout of the
+/// same shape (same count, fragments, extent) is read again, never served stale; heap
+/// buffers take the same path with loads and stores.
+fn memoized(world: &SimpleCommunicator, comm: &Comm, zero_copy: bool) {
+    let (me, p) = (world.rank(), world.size() as usize);
+    // Offsets no random round draws, so that nothing is remembered before.
+    let a = Layout::indexed(&[2, 2, 2], &[3, 17, 40]).unwrap();
+    let b = Layout::indexed(&[2, 2, 2], &[3, 18, 40]).unwrap();
+    let c = Layout::indexed(&[2, 2, 2], &[17, 3, 40]).unwrap();
+    let packed = Layout::contiguous(6).unwrap();
+    let peers = (p - 1) as u64;
+    for (i, (l, new)) in
+        [(&a, true), (&b, true), (&a, false), (&c, true), (&b, false)].into_iter().enumerate()
+    {
+        let send = words(me, 42 * p + 1, 7000 + i as u64);
+        let (mut ours, mut theirs) = (vec![0u32; 6 * p], vec![0u32; 6 * p]);
+        let lists = comm.traffic().layout_lists;
+        comm.all_to_all_layout_into_with(&send, l, &mut ours, &packed, LayoutAlgorithm::Direct).unwrap();
+        let (sdt, rdt) = (datatype(l, "memo"), datatype(&packed, "memo"));
+        world.all_to_all_into(&send_view(&send, p, &sdt), &mut recv_view(&mut theirs, p, &rdt));
+        assert_eq!(ours, theirs, "memo call {i}: differs from MPI's");
+        let read = comm.traffic().layout_lists - lists;
+        if zero_copy {
+            assert_eq!(read, if new { peers } else { 0 }, "memo call {i}: lists read");
+        }
+    }
+    // Heap buffers, copied with loads and stores where peers map heaps.
+    for b in [1usize, 300] {
+        let n = b * p;
+        let mut a = comm.alloc::<u32>(b * n).unwrap();
+        a.iter_mut().enumerate().for_each(|(i, x)| *x = ((me as usize * b + i / n) * n + i % n) as u32);
+        let mut t = comm.alloc::<u32>(b * n).unwrap();
+        let send = Layout::vector(b, b, n as isize).unwrap().resized(b).unwrap();
+        let column = Layout::vector(b, 1, n as isize).unwrap().resized(1).unwrap();
+        let recv = Layout::contiguous_of(b, &column).unwrap().resized(b).unwrap();
+        let heap = comm.traffic().heap;
+        comm.all_to_all_layout_into_with(&a, &send, &mut t, &recv, LayoutAlgorithm::Direct).unwrap();
+        let want: Vec<u32> = (0..b * n).map(|i| ((i % n) * n + me as usize * b + i / n) as u32).collect();
+        assert_eq!(&t[..], &want[..], "heap transpose b={b}");
+        if zero_copy && comm.info().heap && p > 1 {
+            assert!(comm.traffic().heap > heap, "heap transpose b={b}: no loads and stores");
+        }
+    }
+}
+
 /// The matrix transpose of the kernels: columns out (a resized vector), rows in.
 fn transpose(world: &SimpleCommunicator, comm: &Comm) {
     let (me, p) = (world.rank() as usize, world.size() as usize);
-    for b in [1usize, 3, 40] {
+    for (b, algo) in [1usize, 3, 40, 1100].into_iter().flat_map(|b| {
+        [LayoutAlgorithm::Direct, LayoutAlgorithm::Packed, LayoutAlgorithm::Auto].map(|a| (b, a))
+    }) {
         let n = b * p;
         let a: Vec<u32> = (0..b * n).map(|i| ((me * b + i / n) * n + i % n) as u32).collect();
         let send = Layout::vector(b, b, n as isize).unwrap().resized(b).unwrap();
         let column = Layout::vector(b, 1, n as isize).unwrap().resized(1).unwrap();
         let recv = Layout::contiguous_of(b, &column).unwrap().resized(b).unwrap();
         let mut t = vec![u32::MAX; b * n];
-        comm.all_to_all_layout_into(&a, &send, &mut t, &recv).unwrap();
+        comm.all_to_all_layout_into_with(&a, &send, &mut t, &recv, algo).unwrap();
         let want: Vec<u32> = (0..b * n).map(|i| ((i % n) * n + me * b + i / n) as u32).collect();
-        assert_eq!(t, want, "transpose b={b}");
+        assert_eq!(t, want, "transpose b={b} {algo}");
         let (sdt, rdt) = (datatype(&send, "transpose"), datatype(&recv, "transpose"));
         let mut theirs = vec![u32::MAX; b * n];
         world.all_to_all_into(&send_view(&a, p, &sdt), &mut recv_view(&mut theirs, p, &rdt));
-        assert_eq!(t, theirs, "transpose b={b}: differs from MPI's");
+        assert_eq!(t, theirs, "transpose b={b} {algo}: differs from MPI's");
     }
 }
 
@@ -334,6 +398,14 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
         let e = comm.all_to_all_layout_into(&send, s, &mut recv, r).unwrap_err();
         assert!(matches!(e, Error::LengthMismatch { .. } | Error::PeerFailed { .. }), "rank {me}: {e}");
         let e = comm.all_gather_layout_into(&send[..8], s, &mut recv, r).unwrap_err();
+        assert!(matches!(e, Error::LengthMismatch { .. } | Error::PeerFailed { .. }), "rank {me}: {e}");
+        // The same on the direct path, whose round checks the blocks' bytes.
+        let direct = LayoutAlgorithm::Direct;
+        let e = comm.all_to_all_layout_into_with(&send, s, &mut recv, r, direct).unwrap_err();
+        assert!(matches!(e, Error::LengthMismatch { .. } | Error::PeerFailed { .. }), "rank {me}: {e}");
+        let e = comm.all_gather_layout_into_with(&send[..8], s, &mut recv, r, direct).unwrap_err();
+        assert!(matches!(e, Error::LengthMismatch { .. } | Error::PeerFailed { .. }), "rank {me}: {e}");
+        let e = comm.broadcast_layout_into_with(&mut send[..8], s, 0, direct).unwrap_err();
         assert!(matches!(e, Error::LengthMismatch { .. } | Error::PeerFailed { .. }), "rank {me}: {e}");
         // The root of a small broadcast may leave before the verdict (the deferred
         // verdict): `Ok` there, and the next call fails on every rank.

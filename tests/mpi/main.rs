@@ -170,6 +170,7 @@ at! {
     layout_np2: 2, "layout", ["ZCOLL_TEST_SEED" => "2302"];
     layout_np3: 3, "layout", ["ZCOLL_TEST_SEED" => "2303"];
     layout_np5: 5, "layout", ["ZCOLL_TEST_SEED" => "2305"];
+    layout_np8: 8, "layout", ["ZCOLL_TEST_SEED" => "2308"];
     layout_heap_np3: 3, "layout", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_TEST_SEED" => "2313"];
     layout_vnodes_np4_k1: 4, "layout", ["ZCOLL_NODE_SIZE" => "1", "ZCOLL_TEST_SEED" => "2341"];
     layout_vnodes_np5_k2: 5, "layout", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_SEED" => "2352"];

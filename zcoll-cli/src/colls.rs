@@ -16,7 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use zcoll::op::Builtin;
 use zcoll::{
     AllgatherAlgorithm, AllgathervAlgorithm, AlltoallAlgorithm, AlltoallvAlgorithm, BcastAlgorithm, Comm,
-    GatherAlgorithm, ReduceAlgorithm, ScatterAlgorithm,
+    GatherAlgorithm, Layout, LayoutAlgorithm, ReduceAlgorithm, ScatterAlgorithm,
 };
 
 /// What every entry runs on.
@@ -153,6 +153,7 @@ pub const ALL: &[&dyn Collective] = &[
     &Gatherv,
     &Allgatherv,
     &Alltoallv,
+    &Transpose,
     &Barrier,
 ];
 
@@ -577,6 +578,114 @@ impl Instance for AlltoallRun<'_> {
             return Ok(());
         }
         self.recv.chunks(size).enumerate().try_for_each(|(q, block)| check_stream(block, seq, q, me * size))
+    }
+}
+
+/// The matrix transpose of DDTBench, as an alltoall over layouts: every rank holds `b`
+/// rows of an `n = b p` x `n` matrix of `u64`s and sends the `b` x `b` block of columns
+/// `k b ..` to rank `k` (a vector layout resized to `b`), which stores it transposed (a
+/// column layout, resized to 1, repeated `b` times). `size` is a block's bytes, `8 b^2`
+/// (`b` rounded down to fit). MPI runs `MPI_Alltoall` with the same layouts as derived
+/// datatypes (`Layout::to_datatype`), which pack and unpack.
+pub struct Transpose;
+
+/// The side `b` of a transpose's blocks of at most `size` bytes (at least 1).
+fn transpose_side(size: usize) -> usize {
+    ((size / 8) as f64).sqrt().floor().max(1.0) as usize
+}
+
+impl Collective for Transpose {
+    fn name(&self) -> &'static str {
+        "transpose"
+    }
+
+    fn algorithms(&self) -> Vec<&'static str> {
+        LayoutAlgorithm::ALL.iter().map(|a| a.name()).collect()
+    }
+
+    fn received(&self, env: Env<'_>, size: usize) -> usize {
+        let b = transpose_side(size);
+        8 * b * b * env.world.size() as usize
+    }
+
+    fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
+        let (p, b) = (env.world.size() as usize, transpose_side(size));
+        let n = b * p;
+        let send_layout =
+            Layout::vector(b, b, n as isize).and_then(|l| l.resized(b)).expect("a vector layout");
+        let column = Layout::vector(b, 1, n as isize).and_then(|l| l.resized(1)).expect("a column");
+        let recv_layout = Layout::contiguous_of(b, &column).and_then(|l| l.resized(b)).expect("the columns");
+        let (send_type, recv_type) = (
+            send_layout.to_datatype::<u64>().expect("MPI's datatype"),
+            recv_layout.to_datatype::<u64>().expect("MPI's datatype"),
+        );
+        Box::new(TransposeRun {
+            env,
+            algo: LayoutAlgorithm::Auto,
+            b,
+            send: env.buf(b * n),
+            recv: env.buf(b * n),
+            send_layout,
+            recv_layout,
+            send_type,
+            recv_type,
+        })
+    }
+}
+
+struct TransposeRun<'a> {
+    env: Env<'a>,
+    algo: LayoutAlgorithm,
+    b: usize,
+    send: Buf<u64>,
+    recv: Buf<u64>,
+    send_layout: Layout,
+    recv_layout: Layout,
+    send_type: mpi::datatype::UserDatatype,
+    recv_type: mpi::datatype::UserDatatype,
+}
+
+impl Instance for TransposeRun<'_> {
+    fn fill(&mut self, seq: u64) {
+        // Element (r, c) of this rank's rows is element (me b + r) n + c of the matrix.
+        let n = self.b * self.env.world.size() as usize;
+        let first = self.env.rank() as usize * self.b * n;
+        self.send.iter_mut().enumerate().for_each(|(i, w)| *w = word(seq, first + i));
+    }
+
+    fn select(&mut self, name: &str) -> zcoll::Result<()> {
+        self.algo = algorithm(name)?;
+        Ok(())
+    }
+
+    fn zcoll(&mut self) -> zcoll::Result<()> {
+        let (send, recv) = (&self.send[..], &mut self.recv[..]);
+        self.env.comm.all_to_all_layout_into_with(send, &self.send_layout, recv, &self.recv_layout, self.algo)
+    }
+
+    #[allow(unsafe_code)]
+    fn mpi(&mut self) {
+        let p = self.env.world.size() as Count;
+        // SAFETY: both layouts were built for these buffers: `p` blocks of the send layout
+        // cover the `b` rows exactly, and `p` blocks of the receive layout too (zcoll's
+        // `check` and `check_writable` accept them, as the first zcoll call shows).
+        let (send, mut recv) = unsafe {
+            (
+                mpi::datatype::View::with_count_and_datatype(&self.send[..], p, &self.send_type),
+                mpi::datatype::MutView::with_count_and_datatype(&mut self.recv[..], p, &self.recv_type),
+            )
+        };
+        self.env.world.all_to_all_into(&send, &mut recv);
+    }
+
+    fn check(&mut self, seq: u64) -> Result<(), String> {
+        // Row r of the result is column me b + r of the matrix: t[r][c] = a[c][me b + r].
+        let (b, me) = (self.b, self.env.rank() as usize);
+        let n = b * self.env.world.size() as usize;
+        match (0..b * n).find(|&i| self.recv[i] != word(seq, (i % n) * n + me * b + i / n)) {
+            Some(i) => Err(format!("element ({}, {}) of the transpose is wrong", i / n, i % n)),
+            None => Ok(()),
+        }
     }
 }
 

@@ -1,0 +1,460 @@
+//! The direct copies of the layout collectives (alltoall, allgather and bcast over
+//! [`Layout`]s) inside one node: every reader copies straight from a peer's send layout
+//! into its own receive layout, with no packing on either side.
+//!
+//! **Algorithm.** Each rank flattens its send layout (one block) into byte fragments
+//! `(offset, len)` and publishes, in the metadata words of its arrival, the list's key
+//! (two 64-bit hashes of the list, its fragment count, its length in bytes and the
+//! layout's extent in bytes) and where the list lies in its own memory. After the verdict,
+//! a reader that has not seen that key from that rank reads the list once, with the same
+//! transport as the data, checks that it hashes to the key, and remembers it in the
+//! communicator's [`Memo`] (FALCON's memoized layouts: a repeated call reads only the key).
+//! A changed layout has another key, so it is never served by a stale entry; should two
+//! lists ever share a key, the copies still stay inside the peer's published buffer (the
+//! transport checks every range). Then, for each peer in the pairwise order of the
+//! contiguous alltoall (`(me - t) mod p`), the reader copies the peer's block for it (the
+//! list shifted by `me` extents for an alltoall) into its own block for that peer (its
+//! receive list shifted by the peer's index) in one [`Round::read_scatter`]: CMA with both
+//! iovec lists, split at `IOV_MAX` on either side, or loads and stores fragment by
+//! fragment where the peer's buffer is mapped here. Its own block is copied locally.
+//!
+//! **Cost** (blocks of `n` bytes, `f_r` fragments on the side read, `f_l` on the side
+//! written, `p` ranks): `T_sync + (p - 1) (alpha + n beta + f_r phi_r + f_l phi_l)` with
+//! CMA, `(p - 1) (n beta + (f_r + f_l) phi_m)` with loads and stores, plus one read of
+//! `16 f_r` bytes per peer the first time a layout is seen; packing pays
+//! `2 n memcpy_beta + (f_r + f_l) phi_p` more than the contiguous collective.
+//! [`LayoutAlgorithm::Auto`] compares the two with `Params::layout_direct`, on values
+//! every rank agreed on.
+
+use super::algorithm::{self, Algorithm};
+use super::{check_staged, op, BadLength, Ctx, Kind};
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::sync::{Call, Round};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// How a layout collective ([`Comm::all_to_all_layout_into_with`](crate::Comm::all_to_all_layout_into_with)
+/// and its kin) moves the data.
+///
+/// # Examples
+///
+/// ```
+/// use zcoll::LayoutAlgorithm;
+/// assert_eq!("direct".parse(), Ok(LayoutAlgorithm::Direct));
+/// assert_eq!(LayoutAlgorithm::Packed.to_string(), "packed");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum LayoutAlgorithm {
+    /// Let the cost model choose from the block size and the fragments
+    /// (`ZCOLL_LAYOUT_ALGORITHM` overrides).
+    #[default]
+    Auto,
+    /// Pack into a contiguous scratch buffer, run the contiguous collective, unpack.
+    Packed,
+    /// Copy straight from every peer's send layout into the receive layout (a
+    /// communicator of one node; across nodes this packs).
+    Direct,
+}
+
+algorithm::vocabulary! {
+    LayoutAlgorithm("ZCOLL_LAYOUT_ALGORITHM"): "auto, packed or direct",
+    [Auto => "auto", Packed => "packed", Direct => "direct"]
+
+    fn on_cico(self) -> Self {
+        LayoutAlgorithm::Packed
+    }
+}
+
+/// What every rank agreed on before choosing: the block's bytes, the most fragments of a
+/// block on the side read and on the side written, and whether every reader copies with
+/// loads and stores.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Shape {
+    pub(crate) bytes: usize,
+    pub(crate) remote: usize,
+    pub(crate) local: usize,
+    pub(crate) loads: bool,
+}
+
+impl LayoutAlgorithm {
+    /// The algorithm a call of `shape` runs: `Auto` as `ZCOLL_LAYOUT_ALGORITHM` says, else
+    /// as the cost model does; `Packed` on a `cico` node.
+    ///
+    /// # Errors
+    ///
+    /// `Config` for an unreadable variable.
+    pub(crate) fn choose(self, ctx: &Ctx<'_>, shape: Shape) -> Result<LayoutAlgorithm> {
+        let model = || {
+            let (params, _) = crate::tune::select::active();
+            match params.layout_direct(shape.bytes, shape.remote, shape.local, shape.loads) {
+                true => LayoutAlgorithm::Direct,
+                false => LayoutAlgorithm::Packed,
+            }
+        };
+        let a = algorithm::resolve(self, Self::VAR, ctx.overrides, ctx.transport, model)?;
+        Ok(match a {
+            LayoutAlgorithm::Auto => LayoutAlgorithm::Packed,
+            a => a,
+        })
+    }
+}
+
+/// The key a flattened layout is remembered by: two 64-bit hashes of its fragment list,
+/// its fragment count, its length and its extent (in bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    hash: [u64; 2],
+    fragments: u64,
+    bytes: u64,
+    extent: u64,
+}
+
+/// Byte fragments `(offset, len)` of a buffer, in order.
+type Fragments = Arc<[(usize, usize)]>;
+
+/// One block of a layout, flattened into byte fragments `(offset, len)`, in type-map
+/// order, with its key; `words` is the list as peers read it (offset, then length, as
+/// native-endian `u64`s).
+#[derive(Debug)]
+pub(crate) struct Flat {
+    key: Key,
+    words: Vec<u64>,
+    /// The blocks [`shifted`](Flat::shifted) made, by shift: a call of the same layout
+    /// copies with the lists the first one made (the translated layouts, memoized).
+    blocks: Mutex<HashMap<usize, Fragments>>,
+}
+
+/// Two hashes of `words`, with different seeds and multipliers: a changed list changes
+/// both (for a false hit, both 64-bit hashes would have to collide, with the same count,
+/// length and extent).
+fn hash(words: &[u64]) -> [u64; 2] {
+    let mix = |seed: u64, mul: u64| {
+        let h = words.iter().fold(seed, |h, &w| (h ^ w).wrapping_mul(mul).rotate_left(29));
+        // The finalizer of splitmix64.
+        let h = (h ^ h >> 30).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        let h = (h ^ h >> 27).wrapping_mul(0x94d0_49bb_1331_11eb);
+        h ^ h >> 31
+    };
+    [mix(0xcbf2_9ce4_8422_2325, 0x0100_0000_01b3), mix(0x9e37_79b9_7f4a_7c15, 0xff51_afd7_ed55_8ccd)]
+}
+
+impl Flat {
+    /// `layout` over elements of `size` bytes (checked against its buffer, so its
+    /// offsets, in bytes, fit an `isize`).
+    pub(crate) fn new(layout: &Layout, size: usize) -> Flat {
+        let frags = layout.flatten();
+        let mut words = Vec::with_capacity(2 * frags.len());
+        for (offset, len) in frags {
+            words.push(offset.wrapping_mul(size as isize) as u64);
+            words.push((len * size) as u64);
+        }
+        Flat::from_words(words, (layout.extent() * size) as u64)
+    }
+
+    fn from_words(words: Vec<u64>, extent: u64) -> Flat {
+        let bytes = words.iter().skip(1).step_by(2).fold(0u64, |s, &n| s.wrapping_add(n));
+        let key = Key { hash: hash(&words), fragments: (words.len() / 2) as u64, bytes, extent };
+        Flat { key, words, blocks: Mutex::default() }
+    }
+
+    /// The number of fragments.
+    pub(crate) fn fragments(&self) -> usize {
+        self.words.len() / 2
+    }
+
+    /// The metadata words a rank publishes for it: the key, then the list's address and
+    /// length in bytes.
+    fn meta(&self) -> [u64; 7] {
+        let k = &self.key;
+        let addr = self.words.as_ptr() as u64;
+        [k.hash[0], k.hash[1], k.fragments, k.bytes, k.extent, addr, 8 * self.words.len() as u64]
+    }
+
+    /// The fragments of the block `k` extents on, as offsets into the buffer; a fragment
+    /// whose offset does not fit lands past any buffer, so that the copy refuses it.
+    /// Made once per `k` and kept.
+    fn shifted(&self, k: usize) -> Fragments {
+        let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        if blocks.len() >= BLOCKS_CAP {
+            blocks.clear();
+        }
+        blocks.entry(k).or_insert_with(|| self.shift(k)).clone()
+    }
+
+    fn shift(&self, k: usize) -> Fragments {
+        let by = (k as i64).checked_mul(self.key.extent as i64);
+        self.words
+            .chunks_exact(2)
+            .map(|w| {
+                let at =
+                    by.and_then(|by| (w[0] as i64).checked_add(by)).and_then(|a| usize::try_from(a).ok());
+                (at.unwrap_or(usize::MAX), w[1] as usize)
+            })
+            .collect()
+    }
+}
+
+/// What a communicator remembers of layouts: its own flattened layouts (by layout and
+/// element size), the peers' (by local rank and key), and how often each path ran.
+#[derive(Debug, Default)]
+pub(crate) struct Memo {
+    own: Vec<(Layout, usize, Arc<Flat>)>,
+    peers: HashMap<(usize, Key), Arc<Flat>>,
+    /// Receive layouts that passed `check_writable` against a buffer length.
+    writable: Vec<(Layout, usize)>,
+    /// Calls that took the direct path.
+    pub(crate) direct: u64,
+    /// Peers' lists read (each a first sight of a layout).
+    pub(crate) fetched: u64,
+}
+
+/// The most layouts a memo keeps of each kind before it forgets them all.
+const MEMO_CAP: usize = 256;
+
+/// The most shifted blocks a flattened layout keeps (one per peer, for a receive side).
+const BLOCKS_CAP: usize = 1 << 16;
+
+impl Memo {
+    /// `layout` flattened over elements of `size` bytes, remembered.
+    pub(crate) fn own(&mut self, layout: &Layout, size: usize) -> Arc<Flat> {
+        if let Some((_, _, f)) = self.own.iter().find(|(l, s, _)| *s == size && l == layout) {
+            return f.clone();
+        }
+        if self.own.len() >= MEMO_CAP {
+            self.own.clear();
+        }
+        let f = Arc::new(Flat::new(layout, size));
+        self.own.push((layout.clone(), size, f.clone()));
+        f
+    }
+
+    /// Whether `layout` passed `Layout::check_writable(len)` before.
+    pub(crate) fn writable(&self, layout: &Layout, len: usize) -> bool {
+        self.writable.iter().any(|(l, n)| *n == len && l == layout)
+    }
+
+    /// Notes that `layout` passed `Layout::check_writable(len)`.
+    pub(crate) fn note_writable(&mut self, layout: &Layout, len: usize) {
+        if self.writable.len() >= MEMO_CAP {
+            self.writable.clear();
+        }
+        self.writable.push((layout.clone(), len));
+    }
+
+    /// Local rank `r`'s flattened send layout of this round: remembered, or read from `r`
+    /// with the round's transport and checked against its key.
+    fn peer(&mut self, round: &Round<'_>, r: usize) -> Result<Arc<Flat>> {
+        let w = |i| round.meta(r, i);
+        let key = Key { hash: [w(0), w(1)], fragments: w(2), bytes: w(3), extent: w(4) };
+        if let Some(f) = self.peers.get(&(r, key)) {
+            return Ok(f.clone());
+        }
+        let len = w(6) as usize;
+        let mut bytes = vec![0u8; len];
+        round.read(&round.peer_list(r, 5), r, 0, &mut bytes)?;
+        let words =
+            bytes.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes"))).collect();
+        let flat = Flat::from_words(words, key.extent);
+        if flat.key != key || len % 16 != 0 {
+            return Err(Error::InvalidLayout {
+                rank: Some(round.rank_of(round.me())),
+                culprit: Some(round.rank_of(r)),
+                which: "send",
+                reason: "its published fragment list does not match its key",
+            });
+        }
+        if self.peers.len() >= MEMO_CAP {
+            self.peers.clear();
+        }
+        let flat = Arc::new(flat);
+        self.peers.insert((r, key), flat.clone());
+        self.fetched += 1;
+        Ok(flat)
+    }
+}
+
+/// Which layout collective a direct copy serves (the parameter of its `op`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Which {
+    Alltoall = 0,
+    Allgather = 1,
+    Bcast = 2,
+}
+
+/// A rank's buffers: a send and a receive buffer, or a broadcast's one.
+pub(crate) enum Bufs<'a> {
+    Two(&'a [u8], &'a mut [u8]),
+    One(&'a mut [u8]),
+}
+
+/// The direct copy of a layout collective inside one node. `send` and `recv` are this
+/// rank's flattened layouts (one block each), checked against its buffers and agreed on
+/// by every rank of the communicator; `root` is the broadcast root, as a rank of the
+/// communicator and as a local rank.
+///
+/// # Errors
+///
+/// `LengthMismatch` if ranks' blocks differ in bytes; `Mismatch` if ranks called
+/// different collectives (both on every rank, before any byte moves); a transport error,
+/// a peer's list that does not match its key, or a peer's failure.
+pub(crate) fn direct(
+    ctx: &Ctx<'_>,
+    memo: &mut Memo,
+    which: Which,
+    (root, root_local): (i32, usize),
+    bufs: Bufs<'_>,
+    send: &Flat,
+    recv: &Flat,
+) -> Result<()> {
+    let code = LayoutAlgorithm::Direct.code();
+    let op = op(Kind::Layout, code, which as u32);
+    let mine: &[u8] = match &bufs {
+        Bufs::Two(s, _) => s,
+        Bufs::One(b) => b,
+    };
+    let call =
+        Call { op, root: root as i64, send: mine.as_ptr() as usize, send_len: mine.len(), ..Call::default() };
+    let bytes = |round: &Round<'_>, r: usize| round.meta(r, 3) as usize;
+    let lengths = |round: &Round<'_>| {
+        let expected = bytes(round, 0);
+        match (0..round.size()).find(|&r| bytes(round, r) != expected) {
+            Some(culprit) => Err(BadLength { culprit, expected, found: bytes(round, culprit) }),
+            None => Ok(()),
+        }
+    };
+    let round = check_staged(ctx, call, &send.meta(), &[], which == Which::Bcast, lengths)?;
+    let moved = copies(&round, memo, which, root_local, bufs, send, recv);
+    if moved.is_ok() {
+        memo.direct += 1;
+    }
+    round.finish(moved)
+}
+
+/// The reads of [`direct`], once the verdict is in.
+fn copies(
+    round: &Round<'_>,
+    memo: &mut Memo,
+    which: Which,
+    root: usize,
+    bufs: Bufs<'_>,
+    send: &Flat,
+    recv: &Flat,
+) -> Result<()> {
+    let (p, me) = (round.size(), round.me());
+    let (own, dst) = match bufs {
+        Bufs::Two(s, r) => (Some(s), r),
+        Bufs::One(b) => (None, b),
+    };
+    let sources: Vec<usize> = match which {
+        Which::Bcast if me == root => vec![],
+        Which::Bcast => vec![root],
+        _ => (1..p).map(|t| (me + p - t) % p).collect(),
+    };
+    for r in sources {
+        let theirs = memo.peer(round, r)?;
+        let (remote, local) = match which {
+            Which::Alltoall => (theirs.shifted(me), recv.shifted(r)),
+            Which::Allgather => (theirs.shifted(0), recv.shifted(r)),
+            Which::Bcast => (theirs.shifted(0), recv.shifted(0)),
+        };
+        round.read_scatter(&round.peer_send(r), r, &remote, dst, &local)?;
+    }
+    if let Some(src) = own {
+        let from = match which {
+            Which::Alltoall => send.shifted(me),
+            _ => send.shifted(0),
+        };
+        copy_local(src, &from, dst, &recv.shifted(me))?;
+    }
+    Ok(())
+}
+
+/// This rank's own block: the bytes `from` selects in `src` onto those `to` selects in
+/// `dst`, in order.
+fn copy_local(src: &[u8], from: &[(usize, usize)], dst: &mut [u8], to: &[(usize, usize)]) -> Result<()> {
+    let bad = || Error::InvalidLayout {
+        rank: None,
+        culprit: None,
+        which: "send",
+        reason: "its own block lies outside its buffer",
+    };
+    let (mut a, mut b) = (from.iter().copied().filter(|f| f.1 > 0), to.iter().copied().filter(|f| f.1 > 0));
+    let (mut x, mut y) = ((0, 0), (0, 0));
+    loop {
+        if x.1 == 0 {
+            match a.next() {
+                Some(f) => x = f,
+                None => break,
+            }
+        }
+        if y.1 == 0 {
+            match b.next() {
+                Some(f) => y = f,
+                None => break,
+            }
+        }
+        let n = x.1.min(y.1);
+        let s = src.get(x.0..x.0.checked_add(n).ok_or_else(bad)?).ok_or_else(bad)?;
+        let d = dst.get_mut(y.0..y.0 + n).ok_or_else(bad)?;
+        match n {
+            // Fixed sizes compile to one load and store; `copy_from_slice` of a length
+            // known only at run time is a call to `memcpy`.
+            8 => d.copy_from_slice(&s[..8]),
+            4 => d.copy_from_slice(&s[..4]),
+            _ => d.copy_from_slice(s),
+        }
+        x = (x.0 + n, x.1 - n);
+        y = (y.0 + n, y.1 - n);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A changed layout of the same shape (same count, length and extent) gets another
+    /// key, so a memo never serves it from a stale entry; the same layout, built again,
+    /// gets the same key.
+    #[test]
+    fn a_changed_layout_of_the_same_shape_has_another_key() {
+        let a = Layout::indexed(&[2, 2, 2], &[0, 4, 8]).unwrap();
+        let b = Layout::indexed(&[2, 2, 2], &[0, 5, 8]).unwrap();
+        let c = Layout::indexed(&[2, 2, 2], &[4, 0, 8]).unwrap();
+        let (fa, fb, fc) = (Flat::new(&a, 8), Flat::new(&b, 8), Flat::new(&c, 8));
+        assert_eq!(
+            (fa.key.fragments, fa.key.bytes, fa.key.extent),
+            (fb.key.fragments, fb.key.bytes, fb.key.extent)
+        );
+        assert_eq!(
+            (fa.key.fragments, fa.key.bytes, fa.key.extent),
+            (fc.key.fragments, fc.key.bytes, fc.key.extent)
+        );
+        assert_ne!(fa.key, fb.key);
+        assert_ne!(fa.key, fc.key);
+        assert_eq!(Flat::new(&a.clone(), 8).key, fa.key);
+        assert_ne!(Flat::new(&a, 4).key, fa.key);
+        // A memo's own entries follow the layout, not its shape.
+        let mut memo = Memo::default();
+        assert_eq!(memo.own(&a, 8).key, fa.key);
+        assert_eq!(memo.own(&b, 8).key, fb.key);
+        assert_eq!(memo.own(&a, 8).key, fa.key);
+        assert_eq!(memo.own.len(), 2);
+    }
+
+    #[test]
+    fn shifted_blocks_and_local_copies_follow_the_type_map() {
+        let col = Layout::vector(3, 1, 4).unwrap().resized(1).unwrap();
+        let f = Flat::new(&col, 2);
+        assert_eq!(*f.shifted(0), [(0, 2), (8, 2), (16, 2)]);
+        assert_eq!(*f.shifted(2), [(4, 2), (12, 2), (20, 2)]);
+        assert_eq!(*f.shifted(2), [(4, 2), (12, 2), (20, 2)]);
+        let src: Vec<u8> = (0..24).collect();
+        let mut dst = [0u8; 6];
+        copy_local(&src, &f.shifted(1), &mut dst, &[(0, 1), (1, 5)]).unwrap();
+        assert_eq!(dst, [2, 3, 10, 11, 18, 19]);
+        assert!(copy_local(&src, &f.shifted(4), &mut dst, &[(0, 6)]).is_err());
+    }
+}

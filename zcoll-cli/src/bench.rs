@@ -817,6 +817,7 @@ mod tests {
             "gatherv",
             "allgatherv",
             "alltoallv",
+            "transpose",
             "barrier",
         ];
         assert_eq!(
@@ -828,11 +829,12 @@ mod tests {
         let all: Vec<&str> =
             std::iter::once("auto").chain(zcoll::BcastAlgorithm::ALL.iter().map(|a| a.name())).collect();
         assert_eq!(p.colls[0].1, all);
-        // Every collective but the barrier has a `staged` algorithm.
+        // Every collective but the barrier and the transpose (whose algorithms are
+        // `packed` and `direct`) has a `staged` algorithm.
         let p = plan(&args(&["--algorithms", "staged,default"]), 2).unwrap();
         assert_eq!(
             p.colls.iter().map(|(c, a)| (c.name(), a.len())).collect::<Vec<_>>(),
-            names.map(|n| (n, if n == "barrier" { 1 } else { 2 }))
+            names.map(|n| (n, if matches!(n, "barrier" | "transpose") { 1 } else { 2 }))
         );
         let p =
             plan(&args(&["--coll", "alltoall", "--algorithms", "pairwise,pap-write,pap-read"]), 2).unwrap();

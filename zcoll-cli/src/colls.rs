@@ -1322,6 +1322,7 @@ mod tests {
                 "gatherv",
                 "allgatherv",
                 "alltoallv",
+                "transpose",
                 "barrier"
             ]
         );

@@ -73,7 +73,7 @@ fn invalid(which: &'static str, reason: &'static str) -> Error {
 /// Which elements of a buffer of `T`, in which order: MPI's derived datatypes over one
 /// element type (contiguous, vector, indexed, subarray, resized, and compositions).
 ///
-/// See the [module documentation](self) for the extent rules. A `Layout` is cheap to
+/// See the book's layouts chapter for the extent rules. A `Layout` is cheap to
 /// clone (its unit is shared).
 ///
 /// # Examples
@@ -457,7 +457,7 @@ impl Layout {
         self.bounds.map_or(0, |(lb, ub)| (ub - lb) as usize)
     }
 
-    /// The lower bound (see the [module documentation](self)); 0 for a layout with no
+    /// The lower bound (see the book's layouts chapter); 0 for a layout with no
     /// elements and no explicit bounds.
     ///
     /// # Examples

@@ -4,7 +4,7 @@ use crate::transport::TransportKind;
 use mpi::topology::Rank;
 use std::fmt;
 
-/// What [`Comm::new`] set up, as seen from one rank.
+/// What [`Comm::new`](crate::Comm::new) set up, as seen from one rank.
 ///
 /// # Examples
 ///
@@ -34,7 +34,7 @@ pub struct Info {
     pub transport: TransportKind,
     /// Why that transport.
     pub reason: String,
-    /// Whether buffers in the shared heap ([`Comm::alloc`], [`ShmAlloc`](crate::ShmAlloc))
+    /// Whether buffers in the shared heap ([`Comm::alloc`](crate::Comm::alloc), [`ShmAlloc`](crate::ShmAlloc))
     /// are mapped by every rank of the node, and copied with loads and stores.
     pub heap: bool,
     /// The control segment's size in bytes.
@@ -54,7 +54,7 @@ pub struct Info {
     pub arrival: crate::tune::Flags,
 }
 
-/// How the collectives of a [`Comm`] cross nodes: [`Info::inter_node`].
+/// How the collectives of a [`Comm`](crate::Comm) cross nodes: [`Info::inter_node`].
 ///
 /// # Examples
 ///
@@ -132,7 +132,7 @@ impl fmt::Display for Info {
     }
 }
 
-/// Bytes one rank moved with single copies, by transport: see [`Comm::traffic`].
+/// Bytes one rank moved with single copies, by transport: see [`Comm::traffic`](crate::Comm::traffic).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Traffic {

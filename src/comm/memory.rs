@@ -13,7 +13,7 @@ impl Comm {
     ///
     /// The peers of the node map the heap, so collectives on this buffer copy it with
     /// loads and stores, with no system call and no page pinning (on nodes whose transport
-    /// is `heap`, or `cma` with [`Info::heap`]; elsewhere it is an ordinary buffer). Not
+    /// is `heap`, or `cma` with [`Info::heap`](crate::Info::heap); elsewhere it is an ordinary buffer). Not
     /// collective: each rank allocates its own.
     ///
     /// # Examples

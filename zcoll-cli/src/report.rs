@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 #[derive(clap::Parser, Debug, Clone)]
 #[command(name = "report")]
 pub struct ReportArgs {
-    /// The directory `scripts/compare` wrote (meta.txt, <library>-<run>.csv and .log).
+    /// The directory `scripts/compare` wrote (`meta.txt`, `<library>-<run>.csv` and `.log`).
     pub dir: PathBuf,
     /// Write the report to this file [default: standard output].
     #[arg(long)]

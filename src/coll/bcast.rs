@@ -31,8 +31,8 @@
 //!   `alpha ceil(n / chunk) + n beta + ...` after the first chunk's latency.
 //! - [`BcastAlgorithm::Fifo`]: copy-in/copy-out through the node's Bcast FIFO (Blue
 //!   Gene/P): the root writes 8 KiB packets as far ahead as the 16-slot ring allows, every
-//!   reader copies each out, the last one frees the slot. No system call; the default
-//!   for small messages.
+//!   reader copies each out, the last one frees the slot. No system call; by name only
+//!   (the staging pipeline's streamed copies beat it).
 //! - [`BcastAlgorithm::Staged`]: copy-in/copy-out through the root's staging area in the
 //!   control segment, pipelined in two half-area chunks. Two copies per byte, no system
 //!   call, no permission: the path for large messages on the `cico` transport.
@@ -47,14 +47,6 @@ use crate::error::Result;
 use crate::sync::{Call, Round, PRIVATE};
 use crate::transport::TransportKind;
 use crate::tune::{select, Algo};
-
-/// The smallest message the default sends through the Bcast FIFO: below it the plain
-/// staged path is 15-20% faster with ranks bound to cores (0.33 against 0.39 us at 8 B,
-/// even at 4 KiB), the FIFO from 32 KiB (4.6 against 5.3 us).
-const FIFO_MIN_BYTES: usize = 4096 + 1;
-/// The largest message the default sends through the Bcast FIFO (what its ring holds);
-/// larger copy-in/copy-out broadcasts take the staging pipeline.
-const FIFO_MAX_BYTES: usize = crate::sync::fifo::BCAST_SLOTS * crate::sync::fifo::BCAST_PAYLOAD;
 
 /// The radix of [`BcastAlgorithm::KnomialRead`] when a name gives none.
 pub(crate) const DEFAULT_RADIX: u32 = 4;
@@ -141,13 +133,15 @@ super::algorithm::vocabulary! {
         ArrivalAware => "arrival-aware",
     ]
     /// The cost model's choice for `len` bytes on `p` ranks; its copy-in/copy-out choice
-    /// is the Bcast FIFO while the message fits in the ring, the staging pipeline beyond.
+    /// is the staging pipeline. The Bcast FIFO was the choice from 4 KiB to its ring's
+    /// 128 KiB until the staged copies streamed (`sync::publish`): its 8 KiB packets are
+    /// written with ordinary stores, and took 31 us for 64 KiB where the staging pipeline
+    /// takes 6 when the two cores sit far apart.
     fn model(len: usize, p: usize) -> BcastAlgorithm {
         match select::choose(select::Coll::Bcast, len, p) {
             Algo::BcastDirectWrite => BcastAlgorithm::DirectWrite,
             Algo::BcastKnomial(k) => BcastAlgorithm::KnomialRead { k: k as u32 },
             Algo::BcastScatterAllgather => BcastAlgorithm::ScatterAllgather,
-            Algo::BcastStaged if (FIFO_MIN_BYTES..=FIFO_MAX_BYTES).contains(&len) => BcastAlgorithm::Fifo,
             Algo::BcastStaged => BcastAlgorithm::Staged,
             _ => BcastAlgorithm::DirectRead,
         }
@@ -225,8 +219,10 @@ pub(crate) fn bcast(
         all_equal(r, |c| c.send_len, expected)
     };
     // Its root leaves at once where it can (the verdict deferred: `Control::leave_staged`);
-    // the readers judge the round.
-    if prestaged && ctx.ctl.me() == src && ctx.alone() && ctx.ctl.may_leave() {
+    // the readers judge the round. A root outside the communicator (which names local
+    // rank 0 as `src`) is judged in the call, like every argument a rank can check alone.
+    let valid_root = usize::try_from(root).is_ok_and(|r| r < ctx.ctl.size());
+    if prestaged && valid_root && ctx.ctl.me() == src && ctx.alone() && ctx.ctl.may_leave() {
         let parts: &[&[u8]] = if inline { &[] } else { &[&*buf] };
         return ctx.ctl.leave_staged(&call, &[], parts);
     }

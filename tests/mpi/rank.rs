@@ -224,13 +224,17 @@ fn bcast(world: &SimpleCommunicator, comm: &Comm) {
 fn errors(world: &SimpleCommunicator, comm: &Comm) {
     let me = world.rank();
     let p = world.size();
-    let n = 5000;
+    // Larger than a one-phase broadcast (half a staging area), whose root leaves before
+    // the verdict and learns a failure at its next call: the `deferred` jobs test that.
+    let n = 40_000;
     let original = |r: i32| -> Vec<u8> { (0..n + 1).map(|i| pattern(r as u64, i)).collect() };
 
-    // A root outside the communicator, given alike by everyone.
-    for bad in [p, -1, i32::MAX] {
+    // A root outside the communicator, given alike by everyone: also at 8 bytes, where a
+    // root may leave a broadcast before its verdict (and must not, for a root it can see
+    // is bad).
+    for (bad, len) in [p, -1, i32::MAX].into_iter().flat_map(|bad| [(bad, n), (bad, 8)]) {
         let mut buf = original(me);
-        let e = comm.broadcast_into(&mut buf[..n], bad).unwrap_err();
+        let e = comm.broadcast_into(&mut buf[..len], bad).unwrap_err();
         assert_eq!(e, Error::InvalidRoot { rank: me, root: bad, size: p });
         assert_eq!(buf, original(me), "a failed call changed the buffer");
     }

@@ -10,6 +10,7 @@
 //! area with its chunk `g` only once the consumer of its chunk `g - 2` has acknowledged
 //! it, so an area of two halves carries any number of chunks.
 
+use super::publish::copy_for_peers;
 use super::Round;
 use crate::error::Result;
 use crate::transport::{Read, RemoteBuf};
@@ -75,7 +76,7 @@ impl Round<'_> {
             // SAFETY: `at + len <= 2 * half <= stage_bytes`, inside our own staging area.
             // Every peer acknowledged level `c - 2`, the last that used this half (read with
             // Acquire above), and none reads it again before we publish `level` below.
-            unsafe { std::ptr::copy_nonoverlapping(mine.as_ptr(), area.add(at), len) };
+            unsafe { copy_for_peers(mine, area.add(at)) };
             self.post_progress(level);
             for k in 1..p {
                 // Start with the next rank, so that the readers of one area are spread.
@@ -169,7 +170,7 @@ impl Round<'_> {
                 // consumer of chunk `i - 2`, the last one in this half, has acknowledged it
                 // (Acquire above), and no consumer reads the half again before we publish
                 // `i + 1` below.
-                unsafe { std::ptr::copy_nonoverlapping(piece.as_ptr(), area.add((i % 2) * half), len) };
+                unsafe { copy_for_peers(piece, area.add((i % 2) * half)) };
                 self.post_progress(i as u32 + 1);
             }
             if i < consume_total {

@@ -23,6 +23,7 @@
 //! Several streams can share a FIFO: every packet carries its stream, and a reader that
 //! meets another stream's packet hands it to whoever demultiplexes.
 
+use super::publish::copy_for_peers;
 use super::wait;
 use super::{Control, Round};
 use crate::error::{Error, Result};
@@ -206,7 +207,7 @@ impl<'c> Fifo<'c> {
         let (packet, payload) = self.slot(t);
         // SAFETY: the slot's payload has `self.payload >= data.len()` bytes and nobody
         // reads it until `seq` is published below (the caller's contract).
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), payload, data.len()) };
+        unsafe { copy_for_peers(data, payload) };
         packet.len.store(data.len() as u64, Ordering::Relaxed);
         packet.stream.store(stream as u64, Ordering::Relaxed);
         packet.meta.store(meta, Ordering::Relaxed);

@@ -48,7 +48,7 @@
 //! round in progress: the peers' buffers, the copies, the step counters), `fence`
 //! (stopping a timed-out peer that may still write into this rank's buffers), and the
 //! protocols built on them (`stage`, `parts`, `spans`, `exchange`, `fifo`, `counter`,
-//! `arrival`, `meta`).
+//! `arrival`, `meta`), and `publish`, the one copy into a staging area that peers read.
 
 #![allow(unsafe_code)]
 
@@ -63,6 +63,7 @@ mod fragments;
 mod layout;
 mod meta;
 mod parts;
+mod publish;
 mod round;
 mod spans;
 mod stage;

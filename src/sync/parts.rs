@@ -17,6 +17,7 @@
 //! increasing in `g`, so these cumulative step counts only grow within the round, as the
 //! monotonic counters require.
 
+use super::publish::copy_for_peers;
 use super::Round;
 use crate::error::Result;
 use std::ops::Range;
@@ -178,7 +179,7 @@ impl Round<'_> {
             // previous item, `g - slots`, was acknowledged by its consumer (Acquire above), and
             // the consumer of item `g` reads it only after our step below: nobody else
             // touches the slot while we write it.
-            unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), area.add(plan.area.slot(g)), item.len) };
+            unsafe { copy_for_peers(from, area.add(plan.area.slot(g))) };
             self.post_progress(step(g));
         }
         Ok(())

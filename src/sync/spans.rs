@@ -23,6 +23,7 @@
 //! carrying the same number of chunks, which variable counts do not give.)
 
 use super::parts::{step, Slots};
+use super::publish::copy_for_peers;
 use super::Round;
 use crate::error::Result;
 
@@ -126,9 +127,7 @@ impl Round<'_> {
                 // SAFETY: slot `k` lies in our own area (`Schedule` invariant); the consumer
                 // of the item it held last acknowledged it (Acquire above), and nobody reads
                 // the slot again before we publish step `k + 1` below.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(piece.as_ptr(), area.add(plan.area.slot(k)), item.len)
-                };
+                unsafe { copy_for_peers(piece, area.add(plan.area.slot(k))) };
                 self.post_progress(step(k));
             } else if item.dst == me {
                 self.wait_progress(item.src, step(item.produced))?;

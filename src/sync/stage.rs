@@ -8,6 +8,7 @@
 //! larger than a few pages, whatever the message size.
 
 use super::call::{FLAG_LEFT, STATUS};
+use super::publish::copy_for_peers;
 use super::{Call, Control, Round, PRIVATE, SCRATCH_HALF};
 use crate::error::{Error, Result};
 use crate::tune::Flags;
@@ -145,7 +146,7 @@ impl Control {
             // `epoch - 1`, as we saw), or a round left early that `settle` waited for. The
             // peers read it only after they see the arrival that `begin` publishes with
             // Release, which orders these bytes before it.
-            unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), area.add(at), part.len()) };
+            unsafe { copy_for_peers(part, area.add(at)) };
             at += part.len();
         }
     }
@@ -211,7 +212,7 @@ impl Round<'_> {
                 // reader has finished copying the chunk it held (progress >= c - 1, read
                 // with Acquire above), and no reader copies it again before we publish
                 // `step` below, so nothing reads it while we write.
-                unsafe { std::ptr::copy_nonoverlapping(piece.as_ptr(), area.add(half), piece.len()) };
+                unsafe { copy_for_peers(piece, area.add(half)) };
                 self.post_progress(step);
             } else {
                 self.wait_progress(root, step)?;
@@ -271,10 +272,15 @@ impl Round<'_> {
             // SAFETY: the half lies in our own staging area; every consumer acknowledged
             // the chunk it held (ack >= c - 1, seen with Acquire), and nobody reads it again
             // before we publish `step`.
-            unsafe { std::ptr::copy_nonoverlapping(mine.as_ptr(), area.add(at), n) };
+            unsafe { copy_for_peers(&mine[..n], area.add(at)) };
             self.post_progress(step);
             if consumes(self.me()) {
                 for r in 0..self.size() {
+                    if r == self.me() {
+                        // Our own chunk, still in our cache (the staged copy went past it).
+                        combine(offset, r, &mine[..n])?;
+                        continue;
+                    }
                     self.wait_progress(r, step)?;
                     // SAFETY: `r` published chunk `c` in this half with Release (seen with
                     // Acquire) and does not overwrite it before we acknowledge it below;

@@ -177,11 +177,10 @@ pub(crate) fn hand_off(ctx: &Ctx<'_>, kind: Kind, buf: &mut [u8]) -> Result<()> 
         true => ctx.ctl.begin_staged(&call, &[], &[&*buf])?,
         false => ctx.ctl.begin_staged(&call, &[], &[])?,
     };
-    let moved = same_call(&round).and_then(|()| {
+    let moved = same_call(&round).map(|()| {
         if !leader {
             round.read_staged(0, 0, buf);
         }
-        Ok(())
     });
     round.finish(moved)
 }

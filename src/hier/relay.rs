@@ -194,7 +194,7 @@ impl Hierarchy {
             Err(e) => Some(e),
             Ok(()) => decode(error(k), rank).err().filter(|e| culprit(e).is_some()),
         });
-        if let Some(e) = culprits.min_by_key(|e| culprit(e)) {
+        if let Some(e) = culprits.min_by_key(culprit) {
             return Err(e);
         }
         if let Some(k) = (0..nodes).find(|&k| error(k)[0] != 0) {

@@ -86,13 +86,6 @@ impl<T: Pod> Scratch<T> {
         }
     }
 
-    /// A copy of `from`, in the shared heap if `shared` and it has room.
-    pub(crate) fn copy_of(from: &[T], shared: bool) -> Scratch<T> {
-        let mut s = Scratch::zeroed(from.len(), shared);
-        s.copy_from_slice(from);
-        s
-    }
-
     /// No elements.
     pub(crate) fn empty() -> Scratch<T> {
         Scratch::Mem(Vec::new())

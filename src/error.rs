@@ -75,10 +75,13 @@ pub enum Error {
     },
     /// The previous collective call on this communicator failed, and a rank had left it
     /// before its checks (the root of a broadcast small enough to travel with its
-    /// arrival, which returns at once): so that every rank learns of the failure, this
-    /// call fails on every rank and does nothing. A rank that returned `Ok` from the
-    /// failed call learns of it here; the others, which got the failure's own error then,
-    /// get this one too. See the book's chapter on safety ("The deferred verdict").
+    /// arrival, which returns at once), or, across nodes, it failed on one node after the
+    /// leaders had exchanged their verdicts (a bcast, allreduce, reduce or barrier, which
+    /// other nodes may have returned `Ok` from): so that every rank learns of the
+    /// failure, this call fails on every rank and does nothing. A rank that returned `Ok`
+    /// from the failed call learns of it here; the others, which got the failure's own
+    /// error then, get this one too. See the book's chapter on safety ("The deferred
+    /// verdict", and "The deferred verdict across nodes").
     PreviousFailed {
         /// The rank reporting the error.
         rank: i32,
@@ -237,7 +240,7 @@ impl fmt::Display for Error {
             Error::PreviousFailed { rank } => write!(
                 f,
                 "rank {rank}: the previous collective on this communicator failed after a rank had \
-                 left it early; this call did nothing"
+                 left it early or another node had judged it; this call did nothing"
             ),
             Error::PeerDied { rank, peer, pid } => {
                 write!(f, "rank {rank}: rank {peer} (pid {pid}) died")

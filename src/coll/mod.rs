@@ -20,6 +20,7 @@ pub(crate) mod legs;
 pub(crate) mod pap;
 pub(crate) mod probe;
 pub(crate) mod reduce;
+pub(crate) mod relay;
 pub(crate) mod rooted;
 pub(crate) mod scan;
 pub(crate) mod scatter;

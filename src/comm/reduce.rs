@@ -180,7 +180,9 @@ impl Comm {
     ) -> Result<()> {
         match self.route()? {
             Route::Node => coll::scan::scan(&self.ctx(), which, send, recv, op),
-            Route::Nodes(hier, parent) => hier.scan(parent, which, send, recv, op),
+            Route::Nodes(hier, parent) => {
+                hier.scan(crate::hier::Net { parent, ctx: &self.ctx() }, which, send, recv, op)
+            }
         }
     }
 

@@ -91,7 +91,7 @@ impl Hierarchy {
         let Net { parent, ctx } = net;
         let size = parent.size() as usize;
         let n = send.unwrap_or(recv / size);
-        self.check(parent, Kind::Allgather, 0, n)?;
+        self.check(net, Kind::Allgather, 0, n)?;
         // Ranks must agree on what they asked for; each node then resolves it for its own
         // size, and nodes of different sizes may well choose differently.
         let word = algorithm.op();

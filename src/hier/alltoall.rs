@@ -41,7 +41,7 @@ impl Hierarchy {
                 return self.pap_alltoall(net, send, recv, a);
             }
         }
-        self.check(parent, Kind::Alltoall, 0, send.len())?;
+        self.check(net, Kind::Alltoall, 0, send.len())?;
         // Ranks must agree on what they asked for.
         let word = op(Kind::Alltoall, algorithm.code(), 0);
         let whole = |first: usize| first / size * size;

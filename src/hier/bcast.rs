@@ -1,16 +1,22 @@
 //! Broadcast and barrier across nodes.
 
-use super::{Hierarchy, Net};
+use super::relay::{Relay, CARRY};
+use super::{Hierarchy, Net, Stand};
+use crate::coll::relay::Claim;
 use crate::coll::{self, bcast::BcastAlgorithm};
 use crate::error::Result;
 use crate::to_mpi::{self, Spot};
 use mpi::traits::*;
 
 impl Hierarchy {
-    /// Broadcast over several nodes: the root's node first; then the leaders over MPI in
-    /// chunks, while every other node reads behind its leader through its message counter
-    /// (the pipelined broadcast), so the network leg and the node's copies overlap. With
-    /// one rank per node, rsmpi's broadcast after the checks.
+    /// Broadcast over several nodes. Its verdict and, up to [`CARRY`] bytes, its data
+    /// travel in one exchange among the leaders ([`relay`](Self::relay)): the root's node
+    /// hands the root's bytes to its leader in the gather-in, every leader takes them
+    /// from the root leader's block, and hands them to its node with the verdict. Larger
+    /// ones, once the same exchange has judged them: the root's node first; then the
+    /// leaders over MPI in chunks, while every other node reads behind its leader through
+    /// its message counter (the pipelined broadcast), so the network leg and the node's
+    /// copies overlap. With one rank per node, rsmpi's broadcast after the checks.
     pub(crate) fn bcast(
         &self,
         net: Net<'_>,
@@ -19,14 +25,37 @@ impl Hierarchy {
         algorithm: BcastAlgorithm,
     ) -> Result<()> {
         let Net { parent, ctx } = net;
-        self.check(parent, coll::Kind::Bcast, root, buf.len())?;
         if self.direct() {
+            self.check(net, coll::Kind::Bcast, root, buf.len())?;
             if !buf.is_empty() {
                 parent.process_at_rank(root).broadcast_into(buf);
             }
             return Ok(());
         }
-        let root_node = self.node_of[root as usize];
+        let len = buf.len();
+        let small = len <= CARRY;
+        let Stand { root_node, here, .. } = self.stand(ctx, root);
+        let src = if here { self.local_of(root) } else { 0 };
+        let mine = here && ctx.ctl.me() == src;
+        let carried = small && here;
+        let call = Relay {
+            claim: Claim { kind: coll::Kind::Bcast, root, len, tag: 0, recv: None },
+            rooted: true,
+            part: if carried && mine { &*buf } else { &[] },
+            from: if carried { src..src + 1 } else { 0..0 },
+            gathered: if carried { len } else { 0 },
+            handed: if small { len } else { 0 },
+        };
+        let data = self.relay(net, call, <[u8]>::to_vec, |nodes| match small {
+            true => nodes[root_node][..len].to_vec(),
+            false => Vec::new(),
+        })?;
+        if small {
+            if !mine {
+                buf.copy_from_slice(&data);
+            }
+            return Ok(());
+        }
         let chunk = algorithm.feed_chunk();
         let from_network = |piece: &mut [u8]| {
             if let Some(leaders) = &self.leaders {
@@ -35,7 +64,7 @@ impl Hierarchy {
             }
             Ok(())
         };
-        let result = if root_node == self.my_node {
+        let result = if here {
             let result = coll::bcast::bcast(ctx, buf, root, self.local_of(root), algorithm, None);
             // The leader now holds the data: send it on, in the chunks the others expect.
             let mut send = from_network;
@@ -44,23 +73,15 @@ impl Hierarchy {
             let mut receive = from_network;
             coll::bcast::bcast(ctx, buf, root, 0, algorithm, Some(&mut receive))
         };
-        self.agree(parent, result)
+        self.after_exchange(result)
     }
 
-    /// Barrier over several nodes: node barrier, leader barrier, node barrier (with one
-    /// rank per node, rsmpi's barrier).
+    /// Barrier over several nodes: the node's gather-in (the leader has seen every rank
+    /// of its node arrive), the leaders' exchange (every leader has seen every other's),
+    /// the hand-off ([`relay`](Self::relay), with no payload). With one rank per node,
+    /// the checks' allreduce over the whole communicator, which no rank leaves before
+    /// every rank has entered it.
     pub(crate) fn barrier(&self, net: Net<'_>) -> Result<()> {
-        let Net { parent, ctx } = net;
-        self.check(parent, coll::Kind::Barrier, 0, 0)?;
-        if self.direct() {
-            parent.barrier();
-            return Ok(());
-        }
-        let mut result = coll::barrier::barrier(ctx);
-        if let Some(leaders) = &self.leaders {
-            leaders.barrier();
-        }
-        result = result.and(coll::barrier::barrier(ctx));
-        self.agree(parent, result)
+        self.check(net, coll::Kind::Barrier, 0, 0)
     }
 }

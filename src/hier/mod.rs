@@ -12,16 +12,19 @@ mod alltoall;
 mod bcast;
 mod pap;
 mod reduce;
+pub(crate) mod relay;
 mod rooted;
 mod varcount;
 
 use crate::alloc::Scratch;
+use crate::coll::relay::Claim;
 use crate::coll::{self, Ctx};
 use crate::error::{Error, Result};
 use crate::node::NodeComm;
 use mpi::collective::SystemOperation;
 use mpi::topology::{Color, SimpleCommunicator};
 use mpi::traits::*;
+use std::sync::atomic::AtomicBool;
 
 /// What a call across nodes runs over: the parent communicator (the whole one) and this
 /// rank's node ([`Ctx`]). Every collective of [`Hierarchy`] takes it first.
@@ -59,6 +62,12 @@ pub(crate) struct Hierarchy {
     nodes: usize,
     /// This rank's node.
     my_node: usize,
+    /// For every node: its leader's rank in the parent.
+    leader_rank: Vec<i32>,
+    /// Whether this rank's node failed its previous call after the leaders' exchange,
+    /// which other nodes may have returned `Ok` from: its leader says so in the next
+    /// call's exchange (the deferred verdict across nodes, `relay.rs`).
+    pending: AtomicBool,
 }
 
 impl Hierarchy {
@@ -92,7 +101,9 @@ impl Hierarchy {
         let my_node = node_of[parent.rank() as usize];
         let nodes = leaders_sorted.len();
         let min_node_size = seen.iter().copied().min().unwrap_or(1);
-        Hierarchy { leaders, column, min_node_size, node_of, local_of, nodes, my_node }
+        let pending = AtomicBool::new(false);
+        let leader_rank = leaders_sorted;
+        Hierarchy { leaders, column, min_node_size, node_of, local_of, nodes, my_node, leader_rank, pending }
     }
 
     /// Forgets the hierarchy's MPI communicators without freeing them: for a drop on a
@@ -151,29 +162,33 @@ impl Hierarchy {
 
     /// Checks across nodes that every rank calls `kind` with the same root and length;
     /// the node-local checks then run as usual.
-    pub(crate) fn check(
-        &self,
-        parent: &SimpleCommunicator,
-        kind: coll::Kind,
-        root: i32,
-        len: usize,
-    ) -> Result<()> {
-        self.check_tagged(parent, kind, root, len, 0, None)
+    pub(crate) fn check(&self, net: Net<'_>, kind: coll::Kind, root: i32, len: usize) -> Result<()> {
+        self.check_tagged(net, kind, root, len, 0, None)
     }
 
     /// [`check`](Self::check), that every rank passes the same `tag` (a reduction's
     /// operator and element type), and that every rank's output, where it has one
     /// (`recv`), is `len` bytes long: so that no node moves a byte when a rank of another
     /// node has a buffer of the wrong length.
+    ///
+    /// Across several nodes of more than one rank, the node's ranks compare their calls
+    /// in a node round and only the leaders compare across nodes ([`relay`](Self::relay),
+    /// with no payload); with one rank per node, one allreduce over `parent`.
     pub(crate) fn check_tagged(
         &self,
-        parent: &SimpleCommunicator,
+        net: Net<'_>,
         kind: coll::Kind,
         root: i32,
         len: usize,
         tag: u64,
         recv: Option<usize>,
     ) -> Result<()> {
+        let parent = net.parent;
+        if !self.direct() {
+            let claim = Claim { kind, root, len, tag, recv };
+            let call = relay::Relay { claim, rooted: true, part: &[], from: 0..0, gathered: 0, handed: 0 };
+            return self.relay(net, call, |_| Vec::new(), |_| Vec::new()).map(drop);
+        }
         const N: usize = 5;
         let short = recv.map_or(0, |r| r as i64 - len as i64);
         let mine = [kind as i64, root as i64, len as i64, tag as i64, short];

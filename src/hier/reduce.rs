@@ -1,9 +1,11 @@
 //! The reductions across nodes: reduce, allreduce (by the leaders, or multi-root along
 //! the columns) and the scans.
 
-use super::{Hierarchy, Net};
+use super::relay::{Relay, CARRY};
+use super::{Hierarchy, Net, Stand};
 use crate::alloc::Scratch;
 use crate::coll::reduce::{self as red, partition, reduce_scatter, Bufs, ReduceAlgorithm};
+use crate::coll::relay::Claim;
 use crate::coll::varcount::{Exchange, Given};
 use crate::coll::{self, bcast::BcastAlgorithm};
 use crate::error::{Error, Result};
@@ -67,13 +69,16 @@ impl Hierarchy {
     ) -> Result<()> {
         let Net { parent, ctx } = net;
         let n = bufs.input_len();
-        let recv = match &bufs {
-            Bufs::Apart(_, r) => r.len(),
-            _ => n,
-        };
-        self.check_reduction(parent, coll::Kind::Allreduce, 0, n, Some(recv), oper)?;
-        if let (true, Some(builtin)) = (self.direct(), oper.builtin()) {
-            return self.all_reduce_mpi(parent, bufs, builtin);
+        let recv = recv_of(&bufs);
+        if self.direct() {
+            self.check_reduction(net, coll::Kind::Allreduce, 0, n, recv, oper)?;
+            if let Some(builtin) = oper.builtin() {
+                return self.all_reduce_mpi(parent, bufs, builtin);
+            }
+        } else if n * std::mem::size_of::<T>() <= CARRY {
+            return self.small_reduction(net, bufs, None, oper);
+        } else {
+            self.check_reduction(net, coll::Kind::Allreduce, 0, n, recv, oper)?;
         }
         if self.multi_root(n * std::mem::size_of::<T>(), oper) {
             return self.all_reduce_multi_root(net, bufs, oper, algorithm);
@@ -83,9 +88,11 @@ impl Hierarchy {
     }
 
     /// Reduce to `root` over several nodes. With one rank per node and a built-in
-    /// operator, rsmpi's own reduce after the checks; otherwise through
-    /// [`all_reduce`](Self::all_reduce) (multi-root for large messages), into scratch on
-    /// every rank but the root.
+    /// operator, rsmpi's own reduce after the checks; up to [`CARRY`] bytes, with the
+    /// verdict ([`small_reduction`](Self::small_reduction)); otherwise, after the
+    /// checks, the node reduces to its leader, the leaders reduce to the root's node's
+    /// leader over MPI (a user operator: gathered there and folded in node order), and
+    /// that leader hands the result to the root in a node broadcast.
     ///
     /// # Errors
     ///
@@ -101,47 +108,161 @@ impl Hierarchy {
         let Net { parent, ctx } = net;
         let n = bufs.input_len();
         let size = std::mem::size_of::<T>();
-        if let (true, Some(builtin)) = (self.direct(), oper.builtin()) {
-            self.check_reduction(parent, coll::Kind::Reduce, root, n, recv_of(&bufs), oper)?;
-            if n > 0 {
+        if self.direct() {
+            self.check_reduction(net, coll::Kind::Reduce, root, n, recv_of(&bufs), oper)?;
+            if let Some(builtin) = oper.builtin() {
                 let at = parent.process_at_rank(root);
                 match bufs {
+                    _ if n == 0 => {}
                     Bufs::Apart(s, r) => at.reduce_into_root(s, r, builtin.mpi()),
                     Bufs::InPlace(b) => at.reduce_into_root(&b.to_vec()[..], b, builtin.mpi()),
                     Bufs::SendOnly(s) => at.reduce_into(s, builtin.mpi()),
                 }
+                return Ok(());
             }
-            return Ok(());
+        } else if n * size <= CARRY {
+            return self.small_reduction(net, bufs, Some(root), oper);
+        } else {
+            self.check_reduction(net, coll::Kind::Reduce, root, n, recv_of(&bufs), oper)?;
         }
-        let recv = recv_of(&bufs).map(|r| r * size);
-        self.check_tagged(parent, coll::Kind::Reduce, root, n * size, 0, recv)?;
-        match bufs {
-            Bufs::SendOnly(send) => {
-                // The node's ranks read it: in the shared heap where they map it.
-                let mut scratch = Scratch::copy_of(send, ctx.ctl.loads_heaps());
-                self.all_reduce(net, Bufs::InPlace(&mut scratch), oper, algorithm)
+        let Stand { root_node, here, leader } = self.stand(ctx, root);
+        let loads = ctx.ctl.loads_heaps();
+        // (a) The node reduces to its leader, into scratch the node's ranks reach.
+        let mut partial = Scratch::<T>::zeroed(if leader { n } else { 0 }, loads);
+        let input: &[T] = match &bufs {
+            Bufs::Apart(s, _) | Bufs::SendOnly(s) => s,
+            Bufs::InPlace(b) => b,
+        };
+        let to = Some((root, 0));
+        let node = match leader {
+            true => red::reduce(ctx, Bufs::Apart(input, &mut partial), to, oper, algorithm),
+            false => red::reduce(ctx, Bufs::SendOnly(input), to, oper, algorithm),
+        };
+        // (b) The leaders reduce toward the root's node, whatever their node decided
+        // (the checks made every length equal, so every leader sends `n` elements).
+        let mut result = Scratch::<T>::zeroed(if leader && here { n } else { 0 }, loads);
+        if let Some(leaders) = &self.leaders {
+            reduce_to(leaders, root_node as i32, &partial, &mut result, oper);
+        }
+        // (c) The root's leader hands the result to the root (a node whose step failed,
+        // on every rank alike, leaves its buffers alone).
+        let out = bufs_out(bufs);
+        let handed = match (here && node.is_ok(), self.local_of(root)) {
+            (false, _) => Ok(()),
+            (true, 0) => {
+                if let Some(out) = out {
+                    out.copy_from_slice(&result);
+                }
+                Ok(())
             }
-            other => self.all_reduce(net, other, oper, algorithm),
+            (true, _) => {
+                let mut spare = Scratch::<T>::zeroed(if leader || out.is_some() { 0 } else { n }, loads);
+                let buf: &mut [T] = match (out, leader) {
+                    (Some(out), _) => out,
+                    (None, true) => &mut result,
+                    (None, false) => &mut spare,
+                };
+                coll::bcast::bcast(ctx, bytemuck::cast_slice_mut(buf), root, 0, BcastAlgorithm::Auto, None)
+            }
+        };
+        self.after_exchange(node.and(handed))
+    }
+
+    /// A reduction of up to [`CARRY`] bytes (an allreduce, or a reduce to `root`) in
+    /// one exchange among the leaders ([`relay`](Self::relay)): the leader folds its
+    /// node's inputs (staged with the gather-in) in rank order, every leader folds the
+    /// nodes' results in node order, and hands the result (a reduce: to the root's node
+    /// only) to its node with the verdict. Every rank computes bitwise the same result.
+    ///
+    /// # Errors
+    ///
+    /// As [`all_reduce`](Self::all_reduce).
+    fn small_reduction<T: Pod, O: Operator<T>>(
+        &self,
+        net: Net<'_>,
+        bufs: Bufs<'_, T>,
+        root: Option<i32>,
+        oper: &O,
+    ) -> Result<()> {
+        let Net { parent, ctx } = net;
+        let n = bufs.input_len();
+        let bytes = n * std::mem::size_of::<T>();
+        let (kind, at) = match root {
+            Some(r) => (coll::Kind::Reduce, r),
+            None => (coll::Kind::Allreduce, 0),
+        };
+        let here = root.is_none_or(|r| self.stand(ctx, r).here);
+        let p = ctx.ctl.size();
+        let claim = self.reduction_claim(kind, at, n, recv_of(&bufs), oper);
+        let input: &[u8] = match &bufs {
+            Bufs::Apart(s, _) | Bufs::SendOnly(s) => bytemuck::cast_slice::<T, u8>(s),
+            Bufs::InPlace(b) => bytemuck::cast_slice::<T, u8>(b),
+        };
+        let call = Relay {
+            claim,
+            rooted: root.is_some(),
+            part: input,
+            from: 0..p,
+            gathered: p * bytes,
+            handed: if here { bytes } else { 0 },
+        };
+        let data = self.relay(
+            net,
+            call,
+            |gathered| fold::<T, O>(gathered.chunks(bytes.max(1)).take(p), n, oper),
+            |nodes| match root {
+                Some(r) if self.node_of(r) != self.my_node => Vec::new(),
+                _ => fold::<T, O>(nodes.iter().copied(), n, oper),
+            },
+        )?;
+        self.supported::<T, O>(parent, oper)?;
+        let result: Vec<T> = elements(&data);
+        match (root, bufs) {
+            (Some(r), _) if r != parent.rank() => {}
+            (_, Bufs::Apart(_, out) | Bufs::InPlace(out)) => out.copy_from_slice(&result),
+            (_, Bufs::SendOnly(_)) => {}
         }
+        Ok(())
+    }
+
+    /// What a reduction claims in the checks across nodes: its operator and element
+    /// type in the tag.
+    fn reduction_claim<T: Pod, O: Operator<T>>(
+        &self,
+        kind: coll::Kind,
+        root: i32,
+        n: usize,
+        recv: Option<usize>,
+        oper: &O,
+    ) -> Claim {
+        let size = std::mem::size_of::<T>();
+        let tag = oper.code() | (size as u64) << 16 | coll::type_tag::<T>() << 48;
+        Claim { kind, root, len: n * size, tag, recv: recv.map(|r| r.saturating_mul(size)) }
     }
 
     /// The checks every reduction across nodes starts with: the same collective, root,
-    /// length (`n` elements), operator and element type everywhere; an operator that
-    /// applies to `T`; a non-commutative user operator only over consecutive nodes.
+    /// length (`n` elements), operator and element type everywhere; then
+    /// [`supported`](Self::supported).
     fn check_reduction<T: Pod, O: Operator<T>>(
         &self,
-        parent: &SimpleCommunicator,
+        net: Net<'_>,
         kind: coll::Kind,
         root: i32,
         n: usize,
         recv: Option<usize>,
         oper: &O,
     ) -> Result<()> {
+        let Claim { kind, root, len, tag, recv } = self.reduction_claim(kind, root, n, recv, oper);
+        self.check_tagged(net, kind, root, len, tag, recv)?;
+        self.supported::<T, O>(net.parent, oper)
+    }
+
+    /// An operator that applies to `T`; a non-commutative user operator only over
+    /// consecutive nodes. Every rank passes the same operator and type (checked before),
+    /// so every rank reaches the same verdict here, before MPI (which would abort) sees
+    /// the operator.
+    fn supported<T: Pod, O: Operator<T>>(&self, parent: &SimpleCommunicator, oper: &O) -> Result<()> {
         let size = std::mem::size_of::<T>();
-        let tag = oper.code() | (size as u64) << 16 | coll::type_tag::<T>() << 48;
-        self.check_tagged(parent, kind, root, n * size, tag, recv.map(|r| r.saturating_mul(size)))?;
-        // Every rank passes the same operator and type (checked above), so every rank
-        // reaches the same verdict here, before MPI (which would abort) sees the operator.
         if !oper.apply(&mut [], &[]) {
             return Err(Error::Unsupported {
                 rank: parent.rank(),
@@ -195,7 +316,7 @@ impl Hierarchy {
         oper: &O,
         algorithm: ReduceAlgorithm,
     ) -> Result<()> {
-        let Net { parent, ctx } = net;
+        let Net { ctx, .. } = net;
         let n = bufs.input_len();
         let m = self.min_node_size;
         // (a) Local rank j < m ends with the node's partition j in its output.
@@ -233,7 +354,7 @@ impl Hierarchy {
                 algorithm: coll::allgatherv::AllgathervAlgorithm::Auto,
             },
         );
-        self.agree(parent, result.and(spread))
+        self.after_exchange(result.and(spread))
     }
 
     /// The leaders' and the second node leg of the leader path of
@@ -247,7 +368,7 @@ impl Hierarchy {
         oper: &O,
         mut result: Result<()>,
     ) -> Result<()> {
-        let Net { parent, ctx } = net;
+        let Net { ctx, .. } = net;
         if let Some(leaders) = &self.leaders {
             let mine = if out.len() == n { out.to_vec() } else { vec![T::zeroed(); n] };
             let mut combined = vec![T::zeroed(); n];
@@ -258,7 +379,7 @@ impl Hierarchy {
         }
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
         result = result.and(coll::bcast::bcast(ctx, bytes, 0, 0, BcastAlgorithm::Auto, None));
-        self.agree(parent, result)
+        self.after_exchange(result)
     }
 
     /// `scan`, `exclusive_scan` or `reduce_scatter_block` over several nodes, after the
@@ -272,13 +393,14 @@ impl Hierarchy {
     /// As the checks of [`all_reduce`](Self::all_reduce), on every rank.
     pub(crate) fn scan<T: Pod, O: Operator<T>>(
         &self,
-        parent: &SimpleCommunicator,
+        net: Net<'_>,
         which: coll::scan::Which,
         send: &[T],
         recv: &mut [T],
         oper: &O,
     ) -> Result<()> {
         use coll::scan::Which;
+        let parent = net.parent;
         let (p, me) = (parent.size() as usize, parent.rank() as usize);
         let kind = match which {
             Which::Scan => coll::Kind::Scan,
@@ -291,7 +413,7 @@ impl Hierarchy {
             Which::ReduceScatterBlock => recv.len().saturating_mul(p),
             _ => recv.len(),
         };
-        self.check_reduction(parent, kind, 0, send.len(), Some(claimed), oper)?;
+        self.check_reduction(net, kind, 0, send.len(), Some(claimed), oper)?;
         let n = recv.len();
         if n == 0 {
             return Ok(());
@@ -351,6 +473,69 @@ fn combine<T: Pod, O: Operator<T>>(comm: &SimpleCommunicator, mine: &[T], out: &
                 }
             }
         }
+    }
+}
+
+/// Reduces every member's `mine` over `comm` into `out` on member `root` (`out` is
+/// ignored elsewhere): MPI's own reduce for a built-in operator; otherwise `root`
+/// gathers every contribution and folds them in `comm`'s rank order.
+fn reduce_to<T: Pod, O: Operator<T>>(
+    comm: &SimpleCommunicator,
+    root: i32,
+    mine: &[T],
+    out: &mut [T],
+    oper: &O,
+) {
+    let at = comm.process_at_rank(root);
+    let mut spot = Spot::new();
+    let me = comm.rank() == root;
+    match (oper.builtin(), me) {
+        (Some(b), true) => at.reduce_into_root(to_mpi::send(mine), to_mpi::recv(out, &mut spot), b.mpi()),
+        (Some(b), false) => at.reduce_into(to_mpi::send(mine), b.mpi()),
+        (None, false) => at.gather_into(to_mpi::send(mine)),
+        (None, true) => {
+            let mut all = vec![T::zeroed(); mine.len() * comm.size() as usize];
+            at.gather_into_root(to_mpi::send(mine), to_mpi::recv(&mut all[..], &mut spot));
+            if !mine.is_empty() {
+                let mut members = all.chunks(mine.len());
+                out.copy_from_slice(members.next().expect("one member at least"));
+                for x in members {
+                    oper.apply(out, x);
+                }
+            }
+        }
+    }
+}
+
+/// Folds `parts` (the first `n` elements of each, as bytes) in their order with `oper`,
+/// as bytes.
+fn fold<'p, T: Pod, O: Operator<T>>(parts: impl Iterator<Item = &'p [u8]>, n: usize, oper: &O) -> Vec<u8> {
+    let bytes = n * std::mem::size_of::<T>();
+    let mut acc = vec![T::zeroed(); n];
+    for (i, part) in parts.enumerate() {
+        let x: Vec<T> = elements(&part[..bytes]);
+        match i {
+            0 => acc.copy_from_slice(&x),
+            _ => {
+                oper.apply(&mut acc, &x);
+            }
+        }
+    }
+    bytemuck::cast_slice(&acc).to_vec()
+}
+
+/// `bytes` (a whole number of `T`s) as elements, aligned.
+fn elements<T: Pod>(bytes: &[u8]) -> Vec<T> {
+    let mut out = vec![T::zeroed(); bytes.len() / std::mem::size_of::<T>().max(1)];
+    bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(bytes);
+    out
+}
+
+/// A reduction's output, where this rank has one.
+fn bufs_out<T>(bufs: Bufs<'_, T>) -> Option<&mut [T]> {
+    match bufs {
+        Bufs::Apart(_, r) | Bufs::InPlace(r) => Some(r),
+        Bufs::SendOnly(_) => None,
     }
 }
 

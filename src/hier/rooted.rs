@@ -11,7 +11,6 @@ use crate::coll::Kind;
 use crate::error::{Error, Result};
 use crate::to_mpi::{self, Spot};
 use mpi::datatype::{Partition, PartitionMut};
-use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 impl Hierarchy {
     /// Scatter across nodes: the root's node moves the whole buffer to its leader, the leaders
@@ -25,7 +24,7 @@ impl Hierarchy {
         let Net { parent, ctx } = net;
         let Rooted { bufs, root, local: root_local, elem, algorithm } = call;
         let p = parent.size() as usize;
-        let block = self.rooted_check(parent, Kind::Scatter, root, bufs.claim(p, elem), "send")?;
+        let block = self.rooted_check(net, Kind::Scatter, root, bufs.claim(p, elem), "send")?;
         if self.direct() {
             // A variable zcoll cannot read is the same error as on the other paths.
             algorithm.resolve(block, 1, ctx.transport, ctx.overrides)?;
@@ -109,7 +108,7 @@ impl Hierarchy {
         let Net { parent, ctx } = net;
         let Rooted { bufs, root, local: root_local, elem, algorithm } = call;
         let p = parent.size() as usize;
-        let block = self.rooted_check(parent, Kind::Gather, root, bufs.claim(p, elem), "receive")?;
+        let block = self.rooted_check(net, Kind::Gather, root, bufs.claim(p, elem), "receive")?;
         if self.direct() {
             algorithm.resolve(block, 1, ctx.transport, ctx.overrides)?;
             let at = parent.process_at_rank(root);
@@ -206,14 +205,15 @@ impl Hierarchy {
     /// every rank.
     pub(crate) fn rooted_check(
         &self,
-        parent: &SimpleCommunicator,
+        net: Net<'_>,
         kind: Kind,
         root: i32,
         mine: Claim,
         which: &'static str,
     ) -> Result<usize> {
         // Lengths are judged below, with the roles: the common check sees none.
-        self.check(parent, kind, root, 0)?;
+        self.check(net, kind, root, 0)?;
+        let parent = net.parent;
         let me = parent.rank();
         let p = parent.size() as usize;
         let words = [(mine.aux2() & 3) as i64, mine.block as i64, mine.whole as i64, mine.elem as i64];

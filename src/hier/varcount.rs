@@ -24,7 +24,6 @@ use crate::coll::{Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::to_mpi::{self, Spot};
 use mpi::datatype::{Partition, PartitionMut};
-use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use mpi::Count;
 impl Hierarchy {
@@ -44,7 +43,7 @@ impl Hierarchy {
         };
         let whole = root_send.map(|(send, counts, displs)| (send.len(), counts, displs));
         let RootedCounts { words, elem_root, len, total } =
-            self.rooted_counts(parent, Kind::Scatterv, root, elem, recv.len(), whole, Side::Send)?;
+            self.rooted_counts(net, Kind::Scatterv, root, elem, recv.len(), whole, Side::Send)?;
         let parts = Words(&words);
         // One rank per node: MPI's own, on the root's partition in bytes (every rank has it),
         // once every rank could read its algorithm (a bad variable fails the call everywhere).
@@ -129,7 +128,7 @@ impl Hierarchy {
         };
         let whole = root_recv.as_ref().map(|(recv, counts, displs)| (recv.len(), *counts, *displs));
         let RootedCounts { words, elem_root, len, total } =
-            self.rooted_counts(parent, Kind::Gatherv, root, elem, send.len(), whole, Side::Recv)?;
+            self.rooted_counts(net, Kind::Gatherv, root, elem, send.len(), whole, Side::Recv)?;
         let parts = Words(&words);
         // One rank per node: MPI's own, on the root's partition in bytes (every rank has it),
         // once every rank could read its algorithm (a bad variable fails the call everywhere).
@@ -203,7 +202,7 @@ impl Hierarchy {
         let Exchange { send, recv, parts: Given { counts, displs }, elem, algorithm } = call;
         let p = parent.size() as usize;
         let me = parent.rank();
-        self.check(parent, Kind::Allgatherv, 0, 0)?;
+        self.check(net, Kind::Allgatherv, 0, 0)?;
         // Every rank's send length and algorithm; then every rank judges its own numbers, and
         // the verdicts are gathered.
         let word = algorithm_word(algorithm.requested(ctx.transport, ctx.overrides).map(|a| a.code()));
@@ -270,7 +269,7 @@ impl Hierarchy {
         let Exchange { send, recv, parts: sides, elem, algorithm } = call;
         let p = parent.size() as usize;
         let me = parent.rank();
-        self.check(parent, Kind::Alltoallv, 0, 0)?;
+        self.check(net, Kind::Alltoallv, 0, 0)?;
         // Every rank judges its own numbers, and, as a receiver, what the others send it.
         let (mine_s, mine_r) = (sides.send(), sides.recv());
         let local = alltoallv_local(p, me as usize, &mine_s, &mine_r, elem, (send.len(), recv.len()));
@@ -481,7 +480,7 @@ impl Hierarchy {
     #[allow(clippy::too_many_arguments)] // the call, its root and one rank's claim
     fn rooted_counts(
         &self,
-        parent: &SimpleCommunicator,
+        net: Net<'_>,
         kind: Kind,
         root: i32,
         elem: usize,
@@ -489,9 +488,10 @@ impl Hierarchy {
         whole: Option<(usize, &[Count], &[Count])>,
         side: Side,
     ) -> Result<RootedCounts> {
+        let parent = net.parent;
         let p = parent.size() as usize;
         let me = parent.rank();
-        self.check(parent, kind, root, 0)?;
+        self.check(net, kind, root, 0)?;
         let mine = [whole.is_some() as i64, elem as i64, block as i64, whole.map_or(0, |w| w.0) as i64];
         let mut all = vec![0i64; 4 * p];
         parent.all_gather_into(&mine[..], &mut all[..]);

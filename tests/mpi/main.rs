@@ -19,6 +19,7 @@ mod pap;
 mod random;
 mod rank;
 mod reduce;
+mod relay;
 mod scan;
 mod scatter_gather;
 mod threads;
@@ -220,6 +221,14 @@ at! {
     deferred_cico_np3: 3, "deferred", ["ZCOLL_TRANSPORT" => "cico", "ZCOLL_EXPECT_LEAVE" => "1"];
     deferred_vnodes_np5_k2: 5, "deferred", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_EXPECT_LEAVE" => "0"];
     deferred_vnodes_np8_k3: 8, "deferred", ["ZCOLL_NODE_SIZE" => "3", "ZCOLL_EXPECT_LEAVE" => "0"];
+    // The verdict across nodes carried by the leaders (bcast, allreduce, reduce,
+    // barrier), with its deferral after the exchange: even, uneven and one-rank nodes.
+    relay_vnodes_np4_k1: 4, "relay", ["ZCOLL_NODE_SIZE" => "1"];
+    relay_vnodes_np4_k2: 4, "relay", ["ZCOLL_NODE_SIZE" => "2"];
+    relay_vnodes_np4_k3: 4, "relay", ["ZCOLL_NODE_SIZE" => "3"];
+    relay_vnodes_np8_k1: 8, "relay", ["ZCOLL_NODE_SIZE" => "1"];
+    relay_vnodes_np8_k2: 8, "relay", ["ZCOLL_NODE_SIZE" => "2"];
+    relay_vnodes_np8_k3: 8, "relay", ["ZCOLL_NODE_SIZE" => "3"];
     // The soak's short version (scripts/soak runs 10^6 calls at 2, 3 and 8 ranks).
     soak_np3: 3, "soak", ["ZCOLL_RANDOM_STEPS" => "10000"];
     faults_np3: 3, "faults", [];

@@ -89,6 +89,7 @@ pub(crate) fn main() {
         "unchanged" => crate::unchanged::run(&world, &comm),
         "random" => crate::random::run(&world, &comm),
         "deferred" => crate::deferred::run(&world, &comm),
+        "relay" => crate::relay::run(&world, &comm),
         "soak" => crate::random::soak(&world, &comm),
         "isolation" => crate::isolation::run(&world, &comm),
         "split" => split(&world, &comm),

@@ -1,0 +1,217 @@
+//! The calls across nodes whose verdict the node leaders carry (bcast, allreduce, reduce,
+//! barrier: one exchange among the leaders, with the data up to 512 bytes).
+//!
+//! - Good calls at sizes around the carried limit (0, 8, 512, 520, 4096 and 65536
+//!   bytes), every root, separate and in-place buffers, against rsmpi's own collective
+//!   (built-in operators) or a fold computed independently in rank order (a
+//!   non-commutative user operator, 2x2 matrix products); the barrier with marker files.
+//! - Bad calls (another length, root, operator, output length or collective on one
+//!   rank: a node's leader, or the last rank), small and large: the same `Err` on every
+//!   rank, naming the first rank that differs from rank 0, every buffer as it was; then a
+//!   good call.
+//! - The deferred verdict across nodes (with the `fault-injection` feature, on nodes of
+//!   two ranks or more): a copy fails on one node after the leaders' exchange (a large
+//!   broadcast's node leg); that node's ranks get the error, the others may return `Ok`;
+//!   the next call fails on every rank with `PreviousFailed`, and the one after works.
+
+use crate::common::check_barrier;
+use crate::reduce::{mat_mul, mat_of, Mat2};
+use bytemuck::Zeroable;
+use mpi::collective::SystemOperation;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use zcoll::op::{Builtin, UserOp};
+use zcoll::{Comm, Error};
+
+/// Element counts of `u64`: 0, 8, 512, 520, 4096 and 65536 bytes.
+const COUNTS: [usize; 6] = [0, 1, 64, 65, 512, 8192];
+
+fn data(rank: i32, i: usize, n: usize) -> Vec<u64> {
+    (0..n).map(|j| (rank as u64 + 1).wrapping_mul(1_000_003) ^ (i * 7919 + j) as u64).collect()
+}
+
+pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
+    let p = world.size();
+    let k: i32 = std::env::var("ZCOLL_NODE_SIZE").map_or(p, |k| k.parse().expect("ZCOLL_NODE_SIZE"));
+    good(world, comm);
+    check_barrier(world, comm, "zcoll-relay-barrier", &[0, 3, 0, 1]);
+    // The leader of the second node (or rank 1 on one node), and the last rank.
+    let culprits = [k.min(p - 1), p - 1];
+    for (c, &bad) in culprits.iter().enumerate() {
+        for n in [1usize, 512] {
+            bad_calls(world, comm, bad, n, c * 100 + n);
+        }
+    }
+    // Where the second node has two ranks or more, its second rank fails a copy in a
+    // large broadcast after the exchange.
+    #[cfg(feature = "fault-injection")]
+    if k >= 2 && p >= k + 2 {
+        deferred(world, comm, k + 1);
+    }
+    good(world, comm);
+}
+
+/// Every reworked call at every size and root, against rsmpi or an independent fold.
+fn good(world: &SimpleCommunicator, comm: &Comm) {
+    let (me, p) = (world.rank(), world.size());
+    for (i, &n) in COUNTS.iter().enumerate() {
+        for root in [0, p - 1, p / 2] {
+            let what = format!("{n} u64 from root {root}");
+            // Broadcast.
+            let mut buf = if me == root { data(root, i, n) } else { vec![0xEE; n] };
+            comm.broadcast_into(&mut buf[..], root).unwrap_or_else(|e| panic!("bcast {what}: {e}"));
+            assert!(buf == data(root, i, n), "bcast {what}: wrong data on rank {me}");
+            // Allreduce, apart and in place, against rsmpi's.
+            let send = data(me, i, n);
+            let mut want = vec![0u64; n];
+            if n > 0 {
+                world.all_reduce_into(&send[..], &mut want[..], SystemOperation::sum());
+            }
+            let mut got = vec![7u64; n];
+            comm.all_reduce_into(&send, &mut got, Builtin::Sum)
+                .unwrap_or_else(|e| panic!("allreduce {what}: {e}"));
+            assert!(got == want, "allreduce {what}: wrong sums on rank {me}");
+            let mut inplace = send.clone();
+            comm.all_reduce_in_place(&mut inplace, Builtin::Sum)
+                .unwrap_or_else(|e| panic!("in place {what}: {e}"));
+            assert!(inplace == want, "allreduce in place {what}: wrong sums on rank {me}");
+            // Reduce to the root, apart and in place.
+            let mut out = vec![7u64; n];
+            let r = match me == root {
+                true => comm.reduce_into_root(&send, &mut out, root, Builtin::Sum),
+                false => comm.reduce_into(&send, root, Builtin::Sum),
+            };
+            r.unwrap_or_else(|e| panic!("reduce {what}: {e}"));
+            let expected = if me == root { want.clone() } else { vec![7u64; n] };
+            assert!(out == expected, "reduce {what}: wrong result on rank {me}");
+            let mut inplace = send.clone();
+            let r = match me == root {
+                true => comm.reduce_in_place_root(&mut inplace, root, Builtin::Sum),
+                false => comm.reduce_into(&send, root, Builtin::Sum),
+            };
+            r.unwrap_or_else(|e| panic!("reduce in place {what}: {e}"));
+            let expected = if me == root { want.clone() } else { send.clone() };
+            assert!(inplace == expected, "reduce in place {what}: wrong result on rank {me}");
+            // A non-commutative user operator: the product in rank order.
+            let m = n / 2;
+            let mats: Vec<Mat2> = (0..m).map(|j| mat_of(me, i * 31 + j)).collect();
+            let fold: Vec<Mat2> = (0..m)
+                .map(|j| (1..p).fold(mat_of(0, i * 31 + j), |acc, r| mat_mul(acc, mat_of(r, i * 31 + j))))
+                .collect();
+            let op = UserOp::non_commutative(|acc: &mut [Mat2], x: &[Mat2]| {
+                for (a, b) in acc.iter_mut().zip(x) {
+                    *a = mat_mul(*a, *b);
+                }
+            });
+            let mut prod = vec![Mat2::zeroed(); m];
+            comm.all_reduce_into(&mats, &mut prod, &op).unwrap_or_else(|e| panic!("matmul {what}: {e}"));
+            assert!(prod == fold, "allreduce matmul {what}: wrong product on rank {me}");
+            let mut prod = vec![Mat2::zeroed(); m];
+            let r = match me == root {
+                true => comm.reduce_into_root(&mats, &mut prod, root, &op),
+                false => comm.reduce_into(&mats, root, &op),
+            };
+            r.unwrap_or_else(|e| panic!("reduce matmul {what}: {e}"));
+            let expected = if me == root { fold } else { vec![Mat2::zeroed(); m] };
+            assert!(prod == expected, "reduce matmul {what}: wrong product on rank {me}");
+        }
+    }
+}
+
+/// One bad call of each kind, `bad` the rank that differs, with `n` u64 per rank: every
+/// rank gets the same error and keeps its buffers; then a good call works.
+fn bad_calls(world: &SimpleCommunicator, comm: &Comm, bad: i32, n: usize, i: usize) {
+    let (me, p) = (world.rank(), world.size());
+    let culprit = bad;
+    let odd = me == bad;
+    let unchanged = |what: &str, before: &[u64], after: &[u64]| {
+        assert!(before == after, "{what}: a failed call changed a buffer on rank {me}");
+    };
+    // A broadcast whose length differs.
+    let len = if odd { n + 1 } else { n };
+    let mut buf = data(me, i, len);
+    let e = comm.broadcast_into(&mut buf[..], 0).expect_err("bcast length");
+    let (expected, found) = (8 * n, 8 * (n + 1));
+    assert_eq!(e, Error::LengthMismatch { rank: me, culprit, expected, found }, "bcast length, {n} u64");
+    unchanged("bcast length", &data(me, i, len), &buf);
+    // A broadcast whose root differs.
+    let mut buf = data(me, i, n);
+    let root = if odd { 0 } else { p - 1 };
+    let e = comm.broadcast_into(&mut buf[..], root).expect_err("bcast root");
+    assert_eq!(e, Error::Mismatch { rank: me, culprit, what: "root" }, "bcast root, {n} u64");
+    unchanged("bcast root", &data(me, i, n), &buf);
+    // An allreduce whose operator differs.
+    let send = data(me, i, n);
+    let mut out = vec![5u64; n];
+    let op = if odd { Builtin::Max } else { Builtin::Sum };
+    let e = comm.all_reduce_into(&send, &mut out, op).expect_err("allreduce operator");
+    assert_eq!(
+        e,
+        Error::Mismatch { rank: me, culprit, what: "operator or element type" },
+        "operator, {n} u64"
+    );
+    unchanged("allreduce operator", &vec![5u64; n], &out);
+    // A reduce whose root's output is too long (the root is the odd rank).
+    let mut out = vec![5u64; n + 1];
+    let e = match odd {
+        true => comm.reduce_into_root(&send, &mut out, bad, Builtin::Sum),
+        false => comm.reduce_into(&send, bad, Builtin::Sum),
+    }
+    .expect_err("reduce output");
+    let want = Error::LengthMismatch { rank: me, culprit: bad, expected: 8 * n, found: 8 * (n + 1) };
+    assert_eq!(e, want, "reduce output, {n} u64");
+    unchanged("reduce output", &vec![5u64; n + 1], &out);
+    // One rank calls a barrier, the others an allreduce.
+    let mut out = vec![5u64; n];
+    let e = match odd {
+        true => comm.barrier(),
+        false => comm.all_reduce_into(&send, &mut out, Builtin::Sum),
+    }
+    .expect_err("collective");
+    assert_eq!(e, Error::Mismatch { rank: me, culprit, what: "collective" }, "collective, {n} u64");
+    unchanged("collective", &vec![5u64; n], &out);
+    // And a good call.
+    let mut want = vec![0u64; n];
+    world.all_reduce_into(&send[..], &mut want[..], SystemOperation::sum());
+    comm.all_reduce_into(&send, &mut out, Builtin::Sum).expect("an allreduce after the bad calls");
+    assert!(out == want, "the allreduce after the bad calls: wrong sums on rank {me}");
+}
+
+/// Rank `bad` (not a leader) fails a copy in a large broadcast's node leg, after the
+/// leaders' exchange: its node fails the call, any other rank may return `Ok` (and then
+/// holds the broadcast's data); the next call fails on every rank with
+/// `PreviousFailed` and changes nothing; the call after works.
+#[cfg(feature = "fault-injection")]
+fn deferred(world: &SimpleCommunicator, comm: &Comm, bad: i32) {
+    let me = world.rank();
+    let n = 1 << 16;
+    let root = 0;
+    let mut buf = if me == root { data(root, 9, n) } else { vec![0xEE; n] };
+    if me == bad {
+        zcoll::fault::fail_copy(1);
+    }
+    let r = comm.broadcast_into(&mut buf[..], root);
+    zcoll::fault::fail_copy(0);
+    let failed = r.is_err() as u8;
+    if me == bad {
+        assert!(r.is_err(), "rank {me}: the failed copy went unnoticed");
+    }
+    if r.is_ok() {
+        assert!(buf == data(root, 9, n), "rank {me}: Ok from the broadcast with wrong data");
+    }
+    let mut any = 0u8;
+    world.all_reduce_into(&failed, &mut any, SystemOperation::max());
+    assert_eq!(any, 1);
+    // The next call: every rank gets `PreviousFailed`, its buffers unchanged.
+    let send = data(me, 3, 4);
+    let mut out = vec![5u64; 4];
+    let e =
+        comm.all_reduce_into(&send, &mut out, Builtin::Sum).expect_err("the call after a deferred failure");
+    assert_eq!(e, Error::PreviousFailed { rank: me });
+    assert_eq!(out, vec![5u64; 4], "rank {me}: the call after a deferred failure changed a buffer");
+    // The call after that works.
+    let mut want = vec![0u64; 4];
+    world.all_reduce_into(&send[..], &mut want[..], SystemOperation::sum());
+    comm.all_reduce_into(&send, &mut out, Builtin::Sum).expect("the second call after a deferred failure");
+    assert_eq!(out, want);
+}

@@ -73,7 +73,9 @@ impl Hierarchy {
             let mut receive = from_network;
             coll::bcast::bcast(ctx, buf, root, 0, algorithm, Some(&mut receive))
         };
-        self.after_exchange(result)
+        // A large call agrees on its outcome: a failure on the root's node leaves its
+        // leader sending stale bytes, which other nodes must not return as `Ok`.
+        self.agree(parent, result)
     }
 
     /// Barrier over several nodes: the node's gather-in (the leader has seen every rank

@@ -165,7 +165,9 @@ impl Hierarchy {
                 coll::bcast::bcast(ctx, bytemuck::cast_slice_mut(buf), root, 0, BcastAlgorithm::Auto, None)
             }
         };
-        self.after_exchange(node.and(handed))
+        // A large call agrees on its outcome: a node that failed its reduce sent what its
+        // step left, so the root must not return that result as `Ok`.
+        self.agree(parent, node.and(handed))
     }
 
     /// A reduction of up to [`CARRY`] bytes (an allreduce, or a reduce to `root`) in
@@ -316,7 +318,7 @@ impl Hierarchy {
         oper: &O,
         algorithm: ReduceAlgorithm,
     ) -> Result<()> {
-        let Net { ctx, .. } = net;
+        let Net { parent, ctx } = net;
         let n = bufs.input_len();
         let m = self.min_node_size;
         // (a) Local rank j < m ends with the node's partition j in its output.
@@ -354,7 +356,7 @@ impl Hierarchy {
                 algorithm: coll::allgatherv::AllgathervAlgorithm::Auto,
             },
         );
-        self.after_exchange(result.and(spread))
+        self.agree(parent, result.and(spread))
     }
 
     /// The leaders' and the second node leg of the leader path of
@@ -368,7 +370,7 @@ impl Hierarchy {
         oper: &O,
         mut result: Result<()>,
     ) -> Result<()> {
-        let Net { ctx, .. } = net;
+        let Net { parent, ctx } = net;
         if let Some(leaders) = &self.leaders {
             let mine = if out.len() == n { out.to_vec() } else { vec![T::zeroed(); n] };
             let mut combined = vec![T::zeroed(); n];
@@ -379,7 +381,7 @@ impl Hierarchy {
         }
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
         result = result.and(coll::bcast::bcast(ctx, bytes, 0, 0, BcastAlgorithm::Auto, None));
-        self.after_exchange(result)
+        self.agree(parent, result)
     }
 
     /// `scan`, `exclusive_scan` or `reduce_scatter_block` over several nodes, after the

@@ -164,15 +164,6 @@ impl Hierarchy {
         Ok(handed)
     }
 
-    /// Records a failure of this node after the call's exchange (a data leg of a large
-    /// call): the next call fails on every rank (`PreviousFailed`). Returns `result`.
-    pub(crate) fn after_exchange(&self, result: Result<()>) -> Result<()> {
-        if result.is_err() {
-            self.pending.store(true, Ordering::Relaxed);
-        }
-        result
-    }
-
     /// The verdict over every node's block, the same on every leader.
     fn verdict_of(&self, rank: i32, size: i32, blocks: &[&[u8]], rooted: bool) -> Result<()> {
         let header = |k: usize| words::<HEADER>(blocks[k]);

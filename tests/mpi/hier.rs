@@ -544,7 +544,9 @@ impl Tester<'_> {
         if p < 2 {
             return; // nobody to disagree with
         }
-        let n = 4099;
+        // Elements (`u32`): more than a one-phase broadcast holds (half a staging area),
+        // whose root would leave before the verdict (the `deferred` jobs test that).
+        let n = 8201;
         // The culprit: a random rank, the same everywhere, never rank 0 (the reference);
         // the root: any other rank (its block is the reference of a rooted call).
         let last = 1 + self.rng.below(pu - 1) as i32;

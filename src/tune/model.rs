@@ -163,11 +163,10 @@ fn sync_staged_default() -> f64 {
 pub const FRAGMENT_REMOTE: f64 = 60e-9;
 /// The cost of a local fragment of a direct layout copy with CMA (an iovec walked).
 pub const FRAGMENT_LOCAL: f64 = 10e-9;
-/// The cost of a fragment of the packed path of a layout collective (`Layout::pack_into`
-/// and `unpack`, which flatten the layout on every call): 58 ns with `Vec` buffers and
-/// 30 ns with heap buffers in the 64 KiB transpose of `zcoll bench` on the development
-/// machine.
-pub const FRAGMENT_PACKED: f64 = 50e-9;
+/// The cost of a fragment of the packed path of a layout collective: a turn of the copy
+/// loops over the memoized runs (`layout::runs`), as [`FRAGMENT_LOADS`]. (It was 50 ns
+/// while the packed path flattened the layout on every call.)
+pub const FRAGMENT_PACKED: f64 = 3e-9;
 /// The cost of a fragment of a direct layout copy with loads and stores (a loop turn).
 pub const FRAGMENT_LOADS: f64 = 3e-9;
 /// The smallest block a direct layout copy is chosen for (see [`Params::layout_direct`]).

@@ -308,15 +308,32 @@ pub(crate) fn read_scatter<A>(
     if remote.bytes != local.bytes || !remote.check(src.len) || !local.check(dst.len()) {
         return Err(Errno::EINVAL);
     }
+    let (locals, remotes) = (local.fragments(), remote.fragments());
+    let bounce = locals > remotes && local.bytes < BOUNCE_BELOW * locals;
     let Some(m) = &src.mapped else {
         let pieces: Vec<(usize, usize)> =
             remote.expand().into_iter().map(|(o, l)| (src.addr + o, l)).collect();
-        let locals = local.fragments();
-        if locals > pieces.len() && local.bytes < BOUNCE_BELOW * locals {
-            return bounced(src.pid(), &pieces, dst, local);
+        if bounce {
+            return bounced(&pieces, dst, local, |slice, buf| cma::read_v(src.pid(), slice, buf));
         }
         return cma::read_scatter(src.pid(), &pieces, dst, &local.expand());
     };
+    if bounce {
+        // Copied into the cache-sized bounce buffer with `memcpy`, then stored in tiles:
+        // the stores of single elements a column apart cost more than the extra copy.
+        let pieces = remote.expand();
+        return bounced(&pieces, dst, local, |slice, buf| {
+            let mut at = 0;
+            for &(o, l) in slice {
+                // SAFETY: `o..o + l` lies inside the published range (`remote.check`
+                // above; the slices cut its fragments), which `m.ptr` maps here for `'r`
+                // (as in `read`); `at + l <= buf.len()` (the slice's lengths sum to it).
+                unsafe { std::ptr::copy_nonoverlapping(m.ptr.add(o), buf[at..].as_mut_ptr(), l) };
+                at += l;
+            }
+            Ok(())
+        });
+    }
     let mut to = local.cursor();
     remote
         .cursor()
@@ -355,7 +372,12 @@ const BOUNCE_BYTES: usize = 128 * 1024;
 /// slices of at most [`BOUNCE_BYTES`], into a bounce buffer (one per thread, kept) with one
 /// vectored call each, then scatters each slice onto the local runs (checked by the caller,
 /// selecting as many bytes as the remote pieces).
-fn bounced(pid: libc::pid_t, pieces: &[(usize, usize)], dst: &mut [u8], local: &Runs) -> Result<(), Errno> {
+fn bounced(
+    pieces: &[(usize, usize)],
+    dst: &mut [u8],
+    local: &Runs,
+    fill: impl FnMut(&[(usize, usize)], &mut [u8]) -> Result<(), Errno>,
+) -> Result<(), Errno> {
     thread_local! {
         static BOUNCE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
@@ -364,18 +386,18 @@ fn bounced(pid: libc::pid_t, pieces: &[(usize, usize)], dst: &mut [u8], local: &
     if bounce.len() < BOUNCE_BYTES {
         bounce.resize(BOUNCE_BYTES, 0);
     }
-    let moved = scatter_through(pid, pieces, dst, local, &mut bounce);
+    let moved = scatter_through(pieces, dst, local, &mut bounce, fill);
     BOUNCE.with(|b| *b.borrow_mut() = bounce);
     moved
 }
 
 /// The loop of [`bounced`], through `bounce` (at least [`BOUNCE_BYTES`] long).
 fn scatter_through(
-    pid: libc::pid_t,
     pieces: &[(usize, usize)],
     dst: &mut [u8],
     local: &Runs,
     bounce: &mut [u8],
+    mut fill: impl FnMut(&[(usize, usize)], &mut [u8]) -> Result<(), Errno>,
 ) -> Result<(), Errno> {
     let mut to = local.cursor();
     let mut slice: Vec<(usize, usize)> = Vec::new();
@@ -398,7 +420,7 @@ fn scatter_through(
             return Ok(());
         }
         let got = &mut bounce[..n];
-        cma::read_v(pid, &slice, got)?;
+        fill(&slice, got)?;
         let got = &*got;
         to.scatter(n, dst, |from, d| copy_fixed(&got[from..from + d.len()], d)).map_err(|_| Errno::EINVAL)?;
     }

@@ -159,8 +159,12 @@ fn sync_staged_default() -> f64 {
 }
 
 /// The cost of a remote fragment of a direct layout copy with CMA (an iovec the kernel
-/// pins and walks), in seconds: see [`Params::layout_direct`].
-pub const FRAGMENT_REMOTE: f64 = 60e-9;
+/// pins and walks), in seconds: see [`Params::layout_direct`]. From the transpose of
+/// `zcoll bench` at 2 ranks on the development machine, where the direct path's time less
+/// the packed path's gives 150 to 370 ns per remote iovec (blocks of 90 to 362 rows); it
+/// also stands for the CMA read the packed path saves where its scratch buffers lie in
+/// the shared heap and cross with loads.
+pub const FRAGMENT_REMOTE: f64 = 250e-9;
 /// The cost of a local fragment of a direct layout copy with CMA (an iovec walked).
 pub const FRAGMENT_LOCAL: f64 = 10e-9;
 /// The cost of a fragment of the packed path of a layout collective: a turn of the copy
@@ -206,18 +210,20 @@ impl Params {
     /// cheaper), at most `(remote + local) phi_m` with loads and stores (one
     /// loop turn per overlap of a remote and a local fragment, `phi_m` =
     /// [`FRAGMENT_LOADS`]), so that with loads and stores the direct copy always wins
-    /// above the smallest block, and with CMA it packs only when the remote fragments are
-    /// tiny. Blocks under [`LAYOUT_MIN_BYTES`] pack:
+    /// above the smallest block, and with CMA it packs unless the remote fragments are
+    /// long (a transpose's rows of up to a few KiB pack: measured, the kernel's iovecs cost
+    /// more than the packing, whose loops walk memoized runs and whose contiguous
+    /// collective crosses the shared heap with loads). Blocks under [`LAYOUT_MIN_BYTES`] pack:
     /// the contiguous collective then crosses in one flag phase through the staging areas,
-    /// which the two-phase direct round cannot match. The three constants are set from
-    /// first measurements on the 2-core development machine, not fitted per machine.
+    /// which the two-phase direct round cannot match. The constants are set from
+    /// measurements on the 2-core development machine, not fitted per machine.
     ///
     /// # Examples
     ///
     /// ```
     /// use zcoll::tune::Params;
     /// let p = Params::DEFAULT;
-    /// assert!(p.layout_direct(1 << 20, 256, 256, false)); // 4 KiB fragments
+    /// assert!(p.layout_direct(1 << 20, 16, 16, false)); // 64 KiB fragments
     /// assert!(!p.layout_direct(1 << 20, 1 << 17, 1, false)); // 8-byte remote ones
     /// assert!(p.layout_direct(1 << 20, 256, 1 << 17, true)); // 8-byte stores
     /// assert!(!p.layout_direct(1024, 1, 1, true)); // too small a block

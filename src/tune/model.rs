@@ -173,6 +173,13 @@ pub const FRAGMENT_LOCAL: f64 = 10e-9;
 pub const FRAGMENT_PACKED: f64 = 3e-9;
 /// The cost of a fragment of a direct layout copy with loads and stores (a loop turn).
 pub const FRAGMENT_LOADS: f64 = 3e-9;
+/// The cost of a remote fragment of a direct layout copy with loads: a cache line pulled
+/// from the peer's cache for each fragment, where packing reads the peer's fragments in
+/// its own cache and moves whole lines. From the column gather of `zcoll bench` with heap
+/// buffers at 2 ranks on the development machine (one `u64` per line: the direct path
+/// 75 us against the packed path's 38 us for 8192 fragments, about 4.5 ns each over the
+/// loop turn, rounded up for lines that also miss in the peer's cache).
+pub const FRAGMENT_REMOTE_LOADS: f64 = 10e-9;
 /// The smallest block a direct layout copy is chosen for (see [`Params::layout_direct`]).
 pub const LAYOUT_MIN_BYTES: usize = 4096;
 
@@ -207,10 +214,11 @@ impl Params {
     /// fragment: `remote phi_r + local phi_l` with CMA (each remote iovec is pinned and
     /// walked on its own, `phi_r` = [`FRAGMENT_REMOTE`]; a local one only walked, `phi_l` =
     /// [`FRAGMENT_LOCAL`]; or `n memcpy_beta + local phi_m` where a bounce buffer is
-    /// cheaper), at most `(remote + local) phi_m` with loads and stores (one
-    /// loop turn per overlap of a remote and a local fragment, `phi_m` =
-    /// [`FRAGMENT_LOADS`]), so that with loads and stores the direct copy always wins
-    /// above the smallest block, and with CMA it packs unless the remote fragments are
+    /// cheaper), `remote phi_rl + local phi_m` with loads and stores (a cache line pulled
+    /// from the peer per remote fragment, `phi_rl` = [`FRAGMENT_REMOTE_LOADS`], and one
+    /// loop turn per local one, `phi_m` = [`FRAGMENT_LOADS`]), so that with loads and
+    /// stores the direct copy wins above the smallest block unless the remote fragments
+    /// are single elements (a column gather packs), and with CMA it packs unless the remote fragments are
     /// long (a transpose's rows of up to a few KiB pack: measured, the kernel's iovecs cost
     /// more than the packing, whose loops walk memoized runs and whose contiguous
     /// collective crosses the shared heap with loads). Blocks under [`LAYOUT_MIN_BYTES`] pack:
@@ -226,11 +234,12 @@ impl Params {
     /// assert!(p.layout_direct(1 << 20, 16, 16, false)); // 64 KiB fragments
     /// assert!(!p.layout_direct(1 << 20, 1 << 17, 1, false)); // 8-byte remote ones
     /// assert!(p.layout_direct(1 << 20, 256, 1 << 17, true)); // 8-byte stores
+    /// assert!(!p.layout_direct(1 << 20, 1 << 17, 1, true)); // 8-byte loads
     /// assert!(!p.layout_direct(1024, 1, 1, true)); // too small a block
     /// ```
     pub fn layout_direct(&self, n: usize, remote: usize, local: usize, loads: bool) -> bool {
         let per_fragment = match loads {
-            true => (remote + local) as f64 * FRAGMENT_LOADS,
+            true => remote as f64 * FRAGMENT_REMOTE_LOADS + local as f64 * FRAGMENT_LOADS,
             // Many small local fragments are read into a bounce buffer and stored from
             // there (`transport::read_scatter`): one local copy and a loop turn each.
             false => {

@@ -46,6 +46,8 @@ use mpi::datatype::UserDatatype;
 use mpi::{Address, Count};
 use std::sync::Arc;
 
+pub(crate) mod runs;
+
 /// Why a layout is refused: the `reason` of [`Error::InvalidLayout`].
 pub(crate) const REASONS: [&str; 7] = [
     "its offsets overflow",

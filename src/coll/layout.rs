@@ -1,4 +1,4 @@
-//! The direct copies of the layout collectives (alltoall, allgather and bcast over
+//! The direct copies of the layout collectives (alltoall, allgather, bcast and gather over
 //! [`Layout`]s) inside one node: every reader copies straight from a peer's send layout
 //! into its own receive layout, with no packing on either side.
 //!
@@ -15,8 +15,12 @@
 //! contiguous alltoall (`(me - t) mod p`), the reader copies the peer's block for it (the
 //! list shifted by `me` extents for an alltoall) into its own block for that peer (its
 //! receive list shifted by the peer's index) in one [`Round::read_scatter`]: CMA with both
-//! iovec lists, split at `IOV_MAX` on either side, or loads and stores fragment by
-//! fragment where the peer's buffer is mapped here. Its own block is copied locally.
+//! iovec lists, split at `IOV_MAX` on either side (or into a bounce buffer, then stored,
+//! where the local fragments are many and small), or loads and stores where the peer's
+//! buffer is mapped here. Its own block is copied locally. Every list is kept as runs
+//! (`layout::runs`: fragments of one length at a constant stride), so that a column of
+//! single elements costs a load and a store per element, not a list entry too. A gather
+//! is the allgather's reads on the root alone.
 //!
 //! **Cost** (blocks of `n` bytes, `f_r` fragments on the side read, `f_l` on the side
 //! written, `p` ranks): `T_sync + (p - 1) (alpha + n beta + f_r phi_r + f_l phi_l)` with
@@ -29,6 +33,7 @@
 use super::algorithm::{self, Algorithm};
 use super::{check_staged, op, BadLength, Ctx, Kind};
 use crate::error::{Error, Result};
+use crate::layout::runs::{self, Runs};
 use crate::layout::Layout;
 use crate::sync::{Call, Round};
 use std::collections::HashMap;
@@ -111,9 +116,6 @@ pub(crate) struct Key {
     extent: u64,
 }
 
-/// Byte fragments `(offset, len)` of a buffer, in order.
-type Fragments = Arc<[(usize, usize)]>;
-
 /// One block of a layout, flattened into byte fragments `(offset, len)`, in type-map
 /// order, with its key; `words` is the list as peers read it (offset, then length, as
 /// native-endian `u64`s).
@@ -123,7 +125,9 @@ pub(crate) struct Flat {
     words: Vec<u64>,
     /// The blocks [`shifted`](Flat::shifted) made, by shift: a call of the same layout
     /// copies with the lists the first one made (the translated layouts, memoized).
-    blocks: Mutex<HashMap<usize, Fragments>>,
+    blocks: Mutex<HashMap<usize, Runs>>,
+    /// The list as runs (block 0).
+    runs: Runs,
 }
 
 /// Two hashes of `words`, with different seeds and multipliers: a changed list changes
@@ -156,7 +160,13 @@ impl Flat {
     fn from_words(words: Vec<u64>, extent: u64) -> Flat {
         let bytes = words.iter().skip(1).step_by(2).fold(0u64, |s, &n| s.wrapping_add(n));
         let key = Key { hash: hash(&words), fragments: (words.len() / 2) as u64, bytes, extent };
-        Flat { key, words, blocks: Mutex::default() }
+        let runs = Runs::new(words.chunks_exact(2).map(|w| (w[0] as usize, w[1] as usize)));
+        Flat { key, words, blocks: Mutex::default(), runs }
+    }
+
+    /// The bytes one block selects.
+    pub(crate) fn bytes(&self) -> usize {
+        self.key.bytes as usize
     }
 
     /// The number of fragments.
@@ -172,10 +182,10 @@ impl Flat {
         [k.hash[0], k.hash[1], k.fragments, k.bytes, k.extent, addr, 8 * self.words.len() as u64]
     }
 
-    /// The fragments of the block `k` extents on, as offsets into the buffer; a fragment
-    /// whose offset does not fit lands past any buffer, so that the copy refuses it.
-    /// Made once per `k` and kept.
-    fn shifted(&self, k: usize) -> Fragments {
+    /// The runs of the block `k` extents on, as offsets into the buffer; a run whose
+    /// offset does not fit lands past any buffer, so that the copy refuses it. Made once
+    /// per `k` and kept.
+    pub(crate) fn shifted(&self, k: usize) -> Runs {
         let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
         if blocks.len() >= BLOCKS_CAP {
             blocks.clear();
@@ -183,16 +193,9 @@ impl Flat {
         blocks.entry(k).or_insert_with(|| self.shift(k)).clone()
     }
 
-    fn shift(&self, k: usize) -> Fragments {
-        let by = (k as i64).checked_mul(self.key.extent as i64);
-        self.words
-            .chunks_exact(2)
-            .map(|w| {
-                let at =
-                    by.and_then(|by| (w[0] as i64).checked_add(by)).and_then(|a| usize::try_from(a).ok());
-                (at.unwrap_or(usize::MAX), w[1] as usize)
-            })
-            .collect()
+    fn shift(&self, k: usize) -> Runs {
+        let by = (k as u64).checked_mul(self.key.extent).and_then(|b| usize::try_from(b).ok());
+        self.runs.shifted(by)
     }
 }
 
@@ -206,6 +209,8 @@ pub(crate) struct Memo {
     writable: Vec<(Layout, usize)>,
     /// Calls that took the direct path.
     pub(crate) direct: u64,
+    /// Calls that took the packed path.
+    pub(crate) packed: u64,
     /// Peers' lists read (each a first sight of a layout).
     pub(crate) fetched: u64,
 }
@@ -281,6 +286,7 @@ pub(crate) enum Which {
     Alltoall = 0,
     Allgather = 1,
     Bcast = 2,
+    Gather = 3,
 }
 
 /// A rank's buffers: a send and a receive buffer, or a broadcast's one.
@@ -324,7 +330,8 @@ pub(crate) fn direct(
             None => Ok(()),
         }
     };
-    let round = check_staged(ctx, call, &send.meta(), &[], which == Which::Bcast, lengths)?;
+    let rooted = matches!(which, Which::Bcast | Which::Gather);
+    let round = check_staged(ctx, call, &send.meta(), &[], rooted, lengths)?;
     let moved = copies(&round, memo, which, root_local, bufs, send, recv);
     if moved.is_ok() {
         memo.direct += 1;
@@ -350,13 +357,14 @@ fn copies(
     let sources: Vec<usize> = match which {
         Which::Bcast if me == root => vec![],
         Which::Bcast => vec![root],
+        Which::Gather if me != root => return Ok(()),
         _ => (1..p).map(|t| (me + p - t) % p).collect(),
     };
     for r in sources {
         let theirs = memo.peer(round, r)?;
         let (remote, local) = match which {
             Which::Alltoall => (theirs.shifted(me), recv.shifted(r)),
-            Which::Allgather => (theirs.shifted(0), recv.shifted(r)),
+            Which::Allgather | Which::Gather => (theirs.shifted(0), recv.shifted(r)),
             Which::Bcast => (theirs.shifted(0), recv.shifted(0)),
         };
         round.read_scatter(&round.peer_send(r), r, &remote, dst, &local)?;
@@ -373,42 +381,13 @@ fn copies(
 
 /// This rank's own block: the bytes `from` selects in `src` onto those `to` selects in
 /// `dst`, in order.
-fn copy_local(src: &[u8], from: &[(usize, usize)], dst: &mut [u8], to: &[(usize, usize)]) -> Result<()> {
-    let bad = || Error::InvalidLayout {
+fn copy_local(src: &[u8], from: &Runs, dst: &mut [u8], to: &Runs) -> Result<()> {
+    runs::copy(src, from, dst, to).map_err(|_| Error::InvalidLayout {
         rank: None,
         culprit: None,
         which: "send",
         reason: "its own block lies outside its buffer",
-    };
-    let (mut a, mut b) = (from.iter().copied().filter(|f| f.1 > 0), to.iter().copied().filter(|f| f.1 > 0));
-    let (mut x, mut y) = ((0, 0), (0, 0));
-    loop {
-        if x.1 == 0 {
-            match a.next() {
-                Some(f) => x = f,
-                None => break,
-            }
-        }
-        if y.1 == 0 {
-            match b.next() {
-                Some(f) => y = f,
-                None => break,
-            }
-        }
-        let n = x.1.min(y.1);
-        let s = src.get(x.0..x.0.checked_add(n).ok_or_else(bad)?).ok_or_else(bad)?;
-        let d = dst.get_mut(y.0..y.0 + n).ok_or_else(bad)?;
-        match n {
-            // Fixed sizes compile to one load and store; `copy_from_slice` of a length
-            // known only at run time is a call to `memcpy`.
-            8 => d.copy_from_slice(&s[..8]),
-            4 => d.copy_from_slice(&s[..4]),
-            _ => d.copy_from_slice(s),
-        }
-        x = (x.0 + n, x.1 - n);
-        y = (y.0 + n, y.1 - n);
-    }
-    Ok(())
+    })
 }
 
 #[cfg(test)]
@@ -448,13 +427,13 @@ mod tests {
     fn shifted_blocks_and_local_copies_follow_the_type_map() {
         let col = Layout::vector(3, 1, 4).unwrap().resized(1).unwrap();
         let f = Flat::new(&col, 2);
-        assert_eq!(*f.shifted(0), [(0, 2), (8, 2), (16, 2)]);
-        assert_eq!(*f.shifted(2), [(4, 2), (12, 2), (20, 2)]);
-        assert_eq!(*f.shifted(2), [(4, 2), (12, 2), (20, 2)]);
+        assert_eq!(f.shifted(0).expand(), [(0, 2), (8, 2), (16, 2)]);
+        assert_eq!(f.shifted(2).expand(), [(4, 2), (12, 2), (20, 2)]);
+        assert_eq!(f.shifted(2).expand(), [(4, 2), (12, 2), (20, 2)]);
         let src: Vec<u8> = (0..24).collect();
         let mut dst = [0u8; 6];
-        copy_local(&src, &f.shifted(1), &mut dst, &[(0, 1), (1, 5)]).unwrap();
+        copy_local(&src, &f.shifted(1), &mut dst, &Runs::new([(0, 1), (1, 5)])).unwrap();
         assert_eq!(dst, [2, 3, 10, 11, 18, 19]);
-        assert!(copy_local(&src, &f.shifted(4), &mut dst, &[(0, 6)]).is_err());
+        assert!(copy_local(&src, &f.shifted(4), &mut dst, &Runs::new([(0, 6)])).is_err());
     }
 }

@@ -146,4 +146,6 @@ pub struct Traffic {
     pub layout_direct: u64,
     /// Peers' flattened layouts read by those calls: one per peer and layout first seen.
     pub layout_lists: u64,
+    /// Layout collectives that packed, called the contiguous collective and unpacked.
+    pub layout_packed: u64,
 }

@@ -1,4 +1,4 @@
-//! Collectives over non-contiguous [`Layout`]s: alltoall, allgather and bcast.
+//! Collectives over non-contiguous [`Layout`]s: alltoall, allgather, bcast and gather.
 //!
 //! Each takes a buffer with the layout that says which of its elements take part, as
 //! rsmpi's `View`/`MutView` pair a buffer with a datatype and a count; the layout is
@@ -20,17 +20,23 @@
 //!   flattened layouts memoized per peer, so that a repeated call reads none;
 //! - `packed` (and every call across nodes, and on a `cico` node): pack the send side
 //!   into a contiguous scratch buffer (in the shared heap where the node's ranks map each
-//!   other's heaps), call the contiguous collective, with all its checks, and unpack: two
-//!   extra local copies (`2 n β_memcpy`), as rsmpi's derived datatypes make.
+//!   other's heaps; kept for the next call of the same length), call the contiguous
+//!   collective over bytes, with all its checks, and unpack: two extra local copies
+//!   (`2 n β_memcpy`), as rsmpi's derived datatypes make. Both copies walk the layouts'
+//!   memoized runs (`layout::runs`), not a flattening per call.
 
 use super::{Comm, Route};
 use crate::alloc::Scratch;
-use crate::coll::layout::{self as engine, Bufs, LayoutAlgorithm, Shape, Which};
+use crate::coll::layout::{self as engine, Bufs, Flat, LayoutAlgorithm, Shape, Which};
 use crate::error::{Error, Result};
+use crate::layout::runs::{self, Runs};
 use crate::layout::{Layout, COUNTS, REASONS};
 use crate::op::Builtin;
 use crate::pod::Pod;
 use mpi::topology::Rank;
+use mpi::Count;
+use std::ops::Range;
+use std::sync::Arc;
 
 /// The layouts a rank can get wrong, by their index in the agreement word.
 const WHICH: [&str; 2] = ["send", "receive"];
@@ -138,15 +144,21 @@ impl Comm {
             Ok((sends, recvs))
         })();
         let shape = self.shape_of(send, send_layout, recv_layout);
-        let ((sends, recvs), shape) = self.agree_on_layouts(local, shape)?;
+        let (_checked, shape) = self.agree_on_layouts(local, shape)?;
         if self.direct(algorithm, shape)? {
             let bufs = Bufs::Two(bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
             return self.run_direct::<T>(Which::Alltoall, (0, 0), bufs, send_layout, recv_layout);
         }
-        let packed = self.packed(send, &sends)?;
-        let mut got = Scratch::zeroed(recvs.count(), self.ctx().ctl.loads_heaps());
-        self.all_to_all_into(&packed, &mut got)?;
-        recvs.unpack(&got, recv)
+        let (s, r) = self.flats::<T>(send_layout, recv_layout);
+        let n = s.bytes();
+        let packed = self.pack(bytemuck::cast_slice(send), &s, 0..p, n)?;
+        let mut got = self.scratch(p * n);
+        let moved = self.all_to_all_into(&packed[..], &mut got[..]);
+        self.keep(packed);
+        let moved = moved.and_then(|()| unpack(&got, &r, 0..p, n, bytemuck::cast_slice_mut(recv)));
+        self.keep(got);
+        self.count_packed(&moved);
+        moved
     }
 
     /// Allgather over layouts: the elements `send_layout` selects in `send` go to every
@@ -236,15 +248,21 @@ impl Comm {
             Ok(recvs)
         })();
         let shape = self.shape_of(send, send_layout, recv_layout);
-        let (recvs, shape) = self.agree_on_layouts(local, shape)?;
+        let (_checked, shape) = self.agree_on_layouts(local, shape)?;
         if self.direct(algorithm, shape)? {
             let bufs = Bufs::Two(bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
             return self.run_direct::<T>(Which::Allgather, (0, 0), bufs, send_layout, recv_layout);
         }
-        let packed = self.packed(send, send_layout)?;
-        let mut got = Scratch::zeroed(recvs.count(), self.ctx().ctl.loads_heaps());
-        self.all_gather_into(&packed, &mut got)?;
-        recvs.unpack(&got, recv)
+        let (s, r) = self.flats::<T>(send_layout, recv_layout);
+        let n = s.bytes();
+        let packed = self.pack(bytemuck::cast_slice(send), &s, 0..1, n)?;
+        let mut got = self.scratch(p * n);
+        let moved = self.all_gather_into(&packed[..], &mut got[..]);
+        self.keep(packed);
+        let moved = moved.and_then(|()| unpack(&got, &r, 0..p, n, bytemuck::cast_slice_mut(recv)));
+        self.keep(got);
+        self.count_packed(&moved);
+        moved
     }
 
     /// Broadcast over a layout: the elements `layout` selects in the root's `buf` are
@@ -322,15 +340,327 @@ impl Comm {
             let bufs = Bufs::One(bytemuck::cast_slice_mut(buf));
             return self.run_direct::<T>(Which::Bcast, (root, self.local_of(root)), bufs, layout, layout);
         }
+        let (flat, _) = self.flats::<T>(layout, layout);
+        let n = flat.bytes();
         let mut packed = match self.rank() == root {
-            true => self.packed(buf, layout)?,
-            false => Scratch::zeroed(layout.count(), self.ctx().ctl.loads_heaps()),
+            true => self.pack(bytemuck::cast_slice(buf), &flat, 0..1, n)?,
+            false => self.scratch(n),
         };
-        self.broadcast_into(&mut packed, root)?;
-        match self.rank() == root {
-            true => Ok(()),
-            false => layout.unpack(&packed, buf),
+        let moved = self.broadcast_into(&mut packed[..], root);
+        let moved = match self.rank() == root {
+            true => moved,
+            false => moved.and_then(|()| unpack(&packed, &flat, 0..1, n, bytemuck::cast_slice_mut(buf))),
+        };
+        self.keep(packed);
+        self.count_packed(&moved);
+        moved
+    }
+
+    /// Gather over layouts, on the root: the elements every rank's `send_layout` selects
+    /// in its `send` land in block `k` of the root's `recv` (`recv_layout` shifted by `k`
+    /// times its extent) for rank `k`, in type-map order (`MPI_Gather` with a count of 1
+    /// and these derived datatypes; DDTBench's column gather). The other ranks call
+    /// [`gather_layout_into`](Self::gather_layout_into).
+    ///
+    /// # Examples
+    ///
+    /// The first column of every rank's 4 x 4 row-major matrix, as the rows of the root's
+    /// `p` x 4 matrix:
+    ///
+    /// ```no_run
+    /// # use zcoll::{Layout, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let p = comm.size() as usize;
+    /// let mine: Vec<f64> = (0..16).map(|i| (i + 100 * comm.rank()) as f64).collect();
+    /// let column = Layout::vector(4, 1, 4)?;
+    /// if comm.rank() == 0 {
+    ///     let mut rows = vec![0.0; 4 * p];
+    ///     comm.gather_layout_into_root(&mine, &column, &mut rows, &Layout::contiguous(4)?, 0)?;
+    ///     assert!((0..4 * p).all(|i| rows[i] == (4 * (i % 4) + 100 * (i / 4)) as f64));
+    /// } else {
+    ///     comm.gather_layout_into(&mine, &column, 0)?;
+    /// }
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// On every rank, before any element moves: `Error::InvalidLayout` naming the first
+    /// rank whose `send_layout` reaches outside `send`, or, on the root, whose
+    /// `recv_layout` (over all `size()` blocks) reaches outside `recv` or writes an
+    /// element twice, or selects another number of elements than its `send_layout`;
+    /// `Error::InvalidRoot`, `Error::Mismatch` and `Error::LengthMismatch` as
+    /// [`gather_into_root`](Self::gather_into_root) (lengths in bytes). A transport error
+    /// or a peer's failure during the copies. `recv` is unchanged on error.
+    ///
+    /// # Standard section(s)
+    ///
+    /// MPI 4.1, 6.5 (`MPI_Gather`), 5.1 (derived datatypes).
+    pub fn gather_layout_into_root<T: Pod>(
+        &self,
+        send: &[T],
+        send_layout: &Layout,
+        recv: &mut [T],
+        recv_layout: &Layout,
+        root: Rank,
+    ) -> Result<()> {
+        self.gather_layout_into_root_with(send, send_layout, recv, recv_layout, root, LayoutAlgorithm::Auto)
+    }
+
+    /// [`gather_layout_into_root`](Self::gather_layout_into_root) with the algorithm
+    /// named (see [`all_to_all_layout_into_with`](Self::all_to_all_layout_into_with)).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::{Layout, LayoutAlgorithm, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let p = comm.size() as usize;
+    /// let mine = [comm.rank(); 6];
+    /// let two = Layout::vector(2, 1, 3)?;
+    /// if comm.rank() == 0 {
+    ///     let mut all = vec![-1; 2 * p];
+    ///     let pair = Layout::contiguous(2)?;
+    ///     comm.gather_layout_into_root_with(&mine, &two, &mut all, &pair, 0, LayoutAlgorithm::Packed)?;
+    ///     assert!((0..2 * p).all(|i| all[i] == (i / 2) as i32));
+    /// } else {
+    ///     comm.gather_layout_into_with(&mine, &two, 0, LayoutAlgorithm::Packed)?;
+    /// }
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`gather_layout_into_root`](Self::gather_layout_into_root); `Error::Config` if
+    /// `ZCOLL_LAYOUT_ALGORITHM` holds no algorithm's name.
+    pub fn gather_layout_into_root_with<T: Pod>(
+        &self,
+        send: &[T],
+        send_layout: &Layout,
+        recv: &mut [T],
+        recv_layout: &Layout,
+        root: Rank,
+        algorithm: LayoutAlgorithm,
+    ) -> Result<()> {
+        self.gather_layout(send, send_layout, Some((recv, recv_layout)), root, algorithm)
+    }
+
+    /// Gather over layouts, on a rank other than the root: sends the elements
+    /// `send_layout` selects in `send` (see
+    /// [`gather_layout_into_root`](Self::gather_layout_into_root)).
+    ///
+    /// # Examples
+    ///
+    /// See [`gather_layout_into_root`](Self::gather_layout_into_root).
+    ///
+    /// ```no_run
+    /// # use zcoll::{Layout, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let (p, column) = (comm.size() as usize, Layout::vector(3, 1, 3)?);
+    /// let mine = [comm.rank(); 9];
+    /// if comm.rank() == 0 {
+    ///     let mut all = vec![-1; 3 * p];
+    ///     comm.gather_layout_into_root(&mine, &column, &mut all, &Layout::contiguous(3)?, 0)?;
+    /// } else {
+    ///     comm.gather_layout_into(&mine, &column, 0)?;
+    /// }
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`gather_layout_into_root`](Self::gather_layout_into_root).
+    pub fn gather_layout_into<T: Pod>(&self, send: &[T], send_layout: &Layout, root: Rank) -> Result<()> {
+        self.gather_layout_into_with(send, send_layout, root, LayoutAlgorithm::Auto)
+    }
+
+    /// [`gather_layout_into`](Self::gather_layout_into) with the algorithm named.
+    ///
+    /// # Examples
+    ///
+    /// See [`gather_layout_into_root_with`](Self::gather_layout_into_root_with).
+    ///
+    /// ```no_run
+    /// # use zcoll::{Layout, LayoutAlgorithm, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// if comm.rank() != 0 {
+    ///     comm.gather_layout_into_with(&[1u8; 4], &Layout::vector(2, 1, 2)?, 0, LayoutAlgorithm::Direct)?;
+    /// }
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`gather_layout_into_root`](Self::gather_layout_into_root); `Error::Config` if
+    /// `ZCOLL_LAYOUT_ALGORITHM` holds no algorithm's name.
+    pub fn gather_layout_into_with<T: Pod>(
+        &self,
+        send: &[T],
+        send_layout: &Layout,
+        root: Rank,
+        algorithm: LayoutAlgorithm,
+    ) -> Result<()> {
+        self.gather_layout(send, send_layout, None, root, algorithm)
+    }
+
+    /// The gather over layouts, on the root (with its receive side) or not.
+    fn gather_layout<T: Pod>(
+        &self,
+        send: &[T],
+        send_layout: &Layout,
+        recv: Option<(&mut [T], &Layout)>,
+        root: Rank,
+        algorithm: LayoutAlgorithm,
+    ) -> Result<()> {
+        let p = self.size() as usize;
+        let recv_layout = recv.as_ref().map_or(send_layout, |r| r.1);
+        let local = (|| {
+            send_layout.check(send.len()).map_err(|e| (0, e))?;
+            if let Some((buf, l)) = &recv {
+                let recvs = Layout::contiguous_of(p, l).map_err(|e| (1, e))?;
+                self.check_writable(&recvs, buf.len()).map_err(|e| (1, e))?;
+                same_count(send_layout, l)?;
+            }
+            Ok(())
+        })();
+        let shape = self.shape_of(send, send_layout, recv_layout);
+        let ((), shape) = self.agree_on_layouts(local, shape)?;
+        let mut recv = recv.map(|(b, _)| b);
+        if self.direct(algorithm, shape)? {
+            let mut none = [0u8; 0];
+            let dst: &mut [u8] = match &mut recv {
+                Some(b) => bytemuck::cast_slice_mut(b),
+                None => &mut none,
+            };
+            let bufs = Bufs::Two(bytemuck::cast_slice(send), dst);
+            let at = (root, self.local_of(root));
+            return self.run_direct::<T>(Which::Gather, at, bufs, send_layout, recv_layout);
         }
+        let (s, r) = self.flats::<T>(send_layout, recv_layout);
+        let n = s.bytes();
+        let packed = self.pack(bytemuck::cast_slice(send), &s, 0..1, n)?;
+        let moved = match recv {
+            Some(buf) => {
+                let mut got = self.scratch(p * n);
+                let moved = self.gather_into_root(&packed[..], &mut got[..], root);
+                let moved = moved.and_then(|()| unpack(&got, &r, 0..p, n, bytemuck::cast_slice_mut(buf)));
+                self.keep(got);
+                moved
+            }
+            None => self.gather_into(&packed[..], root),
+        };
+        self.keep(packed);
+        self.count_packed(&moved);
+        moved
+    }
+
+    /// Alltoall with a layout per peer (`MPI_Alltoallw` with counts of 1 and
+    /// displacements of 0): the elements `send_layouts[k]` selects in `send` go to rank
+    /// `k`, where they land on the elements its `recv_layouts[me]` selects in its `recv`,
+    /// in type-map order. Each layout places its elements from the start of its buffer
+    /// (as MPI's datatypes with a displacement of 0); a rank that sends a peer nothing
+    /// passes an empty layout (`Layout::contiguous(0)`). The faces of a 3D grid are
+    /// subarrays, one per neighbour.
+    ///
+    /// Every call packs (each send layout into its part of a scratch buffer, the
+    /// contiguous [`all_to_all_varcount_into`](Self::all_to_all_varcount_into) over
+    /// bytes, and each receive layout unpacked from its part), from the memoized runs of
+    /// the layouts; `LayoutAlgorithm::Direct` is not built for it yet and packs too.
+    ///
+    /// # Examples
+    ///
+    /// Every rank sends rank `k` the `k`-th row of its `p` x 3 matrix and stores rank
+    /// `k`'s row as its own matrix's `k`-th column (a transpose by rows and columns):
+    ///
+    /// ```no_run
+    /// # use zcoll::{Layout, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let (p, me) = (comm.size() as usize, comm.rank() as usize);
+    /// let rows: Vec<Layout> = (0..p).map(|k| Layout::subarray(&[p, 3], &[1, 3], &[k, 0])).collect::<Result<_, _>>()?;
+    /// let cols: Vec<Layout> = (0..p).map(|k| Layout::subarray(&[3, p], &[3, 1], &[0, k])).collect::<Result<_, _>>()?;
+    /// let mine: Vec<usize> = (0..3 * p).map(|i| 1000 * me + i).collect();
+    /// let mut got = vec![0usize; 3 * p];
+    /// comm.all_to_all_layouts_into(&mine, &rows, &mut got, &cols)?;
+    /// // Column k of `got` is row `me` of rank k's matrix.
+    /// assert!((0..3 * p).all(|i| got[i] == 1000 * (i % p) + 3 * me + i / p));
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// On every rank, before any element moves: `Error::InvalidLayout` naming the first
+    /// rank that passed other than `size()` layouts on a side, a send layout that reaches
+    /// outside `send`, or receive layouts that reach outside `recv`, select an element
+    /// twice or overlap each other; `Error::LengthMismatch` (lengths in bytes) if rank `k`'s
+    /// `send_layouts[j]` and rank `j`'s `recv_layouts[k]` select different numbers of
+    /// elements, as [`all_to_all_varcount_into`](Self::all_to_all_varcount_into);
+    /// `Error::Count` if a block's bytes do not fit MPI's `int`. A transport error or a
+    /// peer's failure during the copies. `recv` is unchanged on error.
+    ///
+    /// # Standard section(s)
+    ///
+    /// MPI 4.1, 6.8 (`MPI_Alltoallw`), 5.1 (derived datatypes).
+    pub fn all_to_all_layouts_into<T: Pod>(
+        &self,
+        send: &[T],
+        send_layouts: &[Layout],
+        recv: &mut [T],
+        recv_layouts: &[Layout],
+    ) -> Result<()> {
+        let p = self.size() as usize;
+        let size = std::mem::size_of::<T>();
+        let local = (|| {
+            let shape = |which| Error::InvalidLayout { rank: None, culprit: None, which, reason: REASONS[1] };
+            if send_layouts.len() != p {
+                return Err((0, shape("send")));
+            }
+            if recv_layouts.len() != p {
+                return Err((1, shape("receive")));
+            }
+            send_layouts.iter().try_for_each(|l| l.check(send.len())).map_err(|e| (0, e))?;
+            disjoint(recv_layouts, recv.len()).map_err(|e| (1, e))?;
+            let sends = byte_counts(send_layouts, size).map_err(|e| (0, e))?;
+            let recvs = byte_counts(recv_layouts, size).map_err(|e| (1, e))?;
+            Ok((sends, recvs))
+        })();
+        let (((sc, sd), (rc, rd)), _) = self.agree_on_layouts(local, [0; 4])?;
+        let (sends, recvs): (Vec<Arc<Flat>>, Vec<Arc<Flat>>) = {
+            let mut memo = self.layouts.borrow_mut();
+            (
+                send_layouts.iter().map(|l| memo.own(l, size)).collect(),
+                recv_layouts.iter().map(|l| memo.own(l, size)).collect(),
+            )
+        };
+        let total = |c: &[Count]| c.iter().map(|&n| n as usize).sum::<usize>();
+        let mut packed = self.scratch(total(&sc));
+        for (k, f) in sends.iter().enumerate() {
+            let n = sc[k] as usize;
+            let whole = Runs::new([(0, n)]);
+            let out = &mut packed[sd[k] as usize..][..n];
+            runs::copy(bytemuck::cast_slice(send), &f.shifted(0), out, &whole)
+                .map_err(|_| outside("send"))?;
+        }
+        let mut got = self.scratch(total(&rc));
+        let moved = self.all_to_all_varcount_into(&packed[..], &sc, &sd, &mut got[..], &rc, &rd);
+        self.keep(packed);
+        let moved = moved.and_then(|()| {
+            let buf: &mut [u8] = bytemuck::cast_slice_mut(recv);
+            for (k, f) in recvs.iter().enumerate() {
+                let n = rc[k] as usize;
+                let whole = Runs::new([(0, n)]);
+                runs::copy(&got[rd[k] as usize..][..n], &whole, buf, &f.shifted(0))
+                    .map_err(|_| outside("receive"))?;
+            }
+            Ok(())
+        });
+        self.keep(got);
+        self.count_packed(&moved);
+        moved
     }
 
     /// What this rank's call weighs for the choice of path, as words to agree on (the
@@ -419,12 +749,105 @@ impl Comm {
         }
     }
 
-    /// The elements `layout` selects in `buf`, packed into a scratch buffer in the shared
-    /// heap where the node's ranks map each other's heaps. `layout` was checked.
-    fn packed<T: Pod>(&self, buf: &[T], layout: &Layout) -> Result<Scratch<T>> {
-        let mut out = Scratch::zeroed(layout.count(), self.ctx().ctl.loads_heaps());
-        layout.pack_into(buf, &mut out)?;
+    /// This rank's two layouts flattened over `T`, from the communicator's memo.
+    fn flats<T: Pod>(&self, send: &Layout, recv: &Layout) -> (Arc<Flat>, Arc<Flat>) {
+        let size = std::mem::size_of::<T>();
+        let mut memo = self.layouts.borrow_mut();
+        (memo.own(send, size), memo.own(recv, size))
+    }
+
+    /// Blocks `ks` of `layout` (flattened, checked against `buf`) in `buf`, packed one
+    /// after the other (`n` bytes each) into a scratch buffer: from the memoized runs,
+    /// not a flattening per call.
+    fn pack(&self, buf: &[u8], layout: &Flat, ks: Range<usize>, n: usize) -> Result<Scratch<u8>> {
+        let whole = Runs::new([(0, n)]);
+        let mut out = self.scratch(ks.len() * n);
+        for (i, k) in ks.enumerate() {
+            runs::copy(buf, &layout.shifted(k), &mut out[i * n..][..n], &whole)
+                .map_err(|_| outside("send"))?;
+        }
         Ok(out)
+    }
+
+    /// A scratch buffer of `n` bytes, in the shared heap where the node's ranks map each
+    /// other's heaps: one an earlier call of the same length left ([`keep`](Self::keep)),
+    /// else a new one (whose zeroing and first touch cost as much as a copy).
+    fn scratch(&self, n: usize) -> Scratch<u8> {
+        let mut spare = self.layout_scratch.borrow_mut();
+        match spare.iter().position(|s| s.len() == n) {
+            Some(i) => spare.swap_remove(i),
+            None => Scratch::zeroed(n, self.ctx().ctl.loads_heaps()),
+        }
+    }
+
+    /// Counts a call that took the packed path and succeeded ([`Traffic::layout_packed`](crate::Traffic::layout_packed)).
+    fn count_packed(&self, moved: &Result<()>) {
+        if moved.is_ok() {
+            self.layouts.borrow_mut().packed += 1;
+        }
+    }
+
+    /// Keeps a scratch buffer for the next call (the last few).
+    fn keep(&self, s: Scratch<u8>) {
+        let mut spare = self.layout_scratch.borrow_mut();
+        if spare.len() >= SPARE {
+            spare.remove(0);
+        }
+        spare.push(s);
+    }
+}
+
+/// The most scratch buffers a communicator keeps for its layout collectives.
+const SPARE: usize = 4;
+
+/// Unpacks `packed` (`n` bytes per block) into blocks `ks` of `layout` (flattened,
+/// checked against `buf`) in `buf`.
+fn unpack(packed: &[u8], layout: &Flat, ks: Range<usize>, n: usize, buf: &mut [u8]) -> Result<()> {
+    let whole = Runs::new([(0, n)]);
+    for (i, k) in ks.enumerate() {
+        runs::copy(&packed[i * n..][..n], &whole, buf, &layout.shifted(k)).map_err(|_| outside("receive"))?;
+    }
+    Ok(())
+}
+
+/// A checked layout that still reaches outside its buffer: a defect, not the caller's.
+fn outside(which: &'static str) -> Error {
+    Error::InvalidLayout {
+        rank: None,
+        culprit: None,
+        which,
+        reason: "a checked layout reaches outside its buffer",
+    }
+}
+
+/// The bytes each layout of `ls` selects over elements of `size` bytes, and their
+/// displacements one after the other, as MPI's `int`s.
+fn byte_counts(ls: &[Layout], size: usize) -> Result<(Vec<Count>, Vec<Count>)> {
+    let big = || Error::InvalidLayout { rank: None, culprit: None, which: "layout", reason: REASONS[6] };
+    let (mut counts, mut displs, mut at) =
+        (Vec::with_capacity(ls.len()), Vec::with_capacity(ls.len()), 0 as Count);
+    for l in ls {
+        let n = l.count().checked_mul(size).and_then(|n| Count::try_from(n).ok()).ok_or_else(big)?;
+        counts.push(n);
+        displs.push(at);
+        at = at.checked_add(n).ok_or_else(big)?;
+    }
+    Ok((counts, displs))
+}
+
+/// `Ok` if every layout of `ls` lies inside a buffer of `len` elements, and no element is
+/// selected twice, by one layout or by two.
+fn disjoint(ls: &[Layout], len: usize) -> Result<()> {
+    let twice = || Error::InvalidLayout { rank: None, culprit: None, which: "layout", reason: REASONS[4] };
+    ls.iter().try_for_each(|l| l.check(len))?;
+    if ls.iter().map(|l| l.count()).try_fold(0usize, |a, c| a.checked_add(c)).is_none_or(|n| n > len) {
+        return Err(twice());
+    }
+    let mut frags: Vec<(isize, usize)> = ls.iter().flat_map(|l| l.flatten()).collect();
+    frags.sort_unstable();
+    match frags.windows(2).any(|w| w[0].0 + w[0].1 as isize > w[1].0) {
+        true => Err(twice()),
+        false => Ok(()),
     }
 }
 

@@ -50,6 +50,13 @@ impl Comm {
     pub fn traffic(&self) -> Traffic {
         let [cma, heap, xpmem] = self.node.ctl.traffic();
         let memo = self.layouts.borrow();
-        Traffic { cma, heap, xpmem, layout_direct: memo.direct, layout_lists: memo.fetched }
+        Traffic {
+            cma,
+            heap,
+            xpmem,
+            layout_direct: memo.direct,
+            layout_lists: memo.fetched,
+            layout_packed: memo.packed,
+        }
     }
 }

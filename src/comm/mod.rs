@@ -121,6 +121,8 @@ pub struct Comm {
     home: Home,
     /// The layouts this rank has flattened and read from its peers (`comm/layout.rs`).
     layouts: std::cell::RefCell<crate::coll::layout::Memo>,
+    /// The layout collectives' packed buffers, kept for the next call of the same length.
+    layout_scratch: std::cell::RefCell<Vec<crate::alloc::Scratch<u8>>>,
 }
 
 // SAFETY: the fields that are not `Send` are rsmpi's communicator handles (`parent`,
@@ -294,6 +296,7 @@ impl Comm {
             overrides: Overrides::from_env(),
             home: Home::here(),
             layouts: Default::default(),
+            layout_scratch: Default::default(),
         })
     }
 

@@ -1,15 +1,16 @@
-//! The copies of the layout collectives: a read with fragment lists on both sides
+//! The copies of the layout collectives: a read with runs of fragments on both sides
 //! ([`Round::read_scatter`], through the one road `Round::copy`), and the flattened
 //! layout a peer published for the round ([`Round::peer_list`]), which a reader fetches
 //! once and then remembers by its key (`coll::layout`).
 
 use super::Round;
 use crate::error::Result;
+use crate::layout::runs::Runs;
 use crate::transport::{self, Read, RemoteBuf};
 
 impl Round<'_> {
-    /// Copies the ranges `remote` `(offset, len)` of `src`, local rank `peer`'s buffer, in
-    /// order, into the ranges `local` `(offset, len)` of `dst`, in order (both lists
+    /// Copies the bytes the runs `remote` select in `src`, local rank `peer`'s buffer, in
+    /// order, onto those the runs `local` select in `dst`, in order (both sides
     /// non-contiguous: no packing on either side).
     ///
     /// # Errors
@@ -20,12 +21,11 @@ impl Round<'_> {
         &self,
         src: &RemoteBuf<'_, A>,
         peer: usize,
-        remote: &[(usize, usize)],
+        remote: &Runs,
         dst: &mut [u8],
-        local: &[(usize, usize)],
+        local: &Runs,
     ) -> Result<()> {
-        let n = local.iter().fold(0usize, |s, r| s.saturating_add(r.1));
-        self.copy(src.kind(), false, peer, n, || transport::read_scatter(src, remote, dst, local))
+        self.copy(src.kind(), false, peer, local.bytes, || transport::read_scatter(src, remote, dst, local))
     }
 
     /// The range local rank `r` published for this round in its metadata words `at`

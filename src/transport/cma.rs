@@ -277,6 +277,10 @@ mod tests {
     use super::super::Read;
     use super::*;
 
+    fn runs(frags: &[(usize, usize)]) -> crate::layout::runs::Runs {
+        crate::layout::runs::Runs::new(frags.iter().copied())
+    }
+
     fn own(buf: &[u8]) -> RemoteBuf<'_, Read> {
         // SAFETY: the buffer is our own, alive and unchanged while the handle is used.
         unsafe { RemoteBuf::new(std::process::id() as libc::pid_t, buf.as_ptr() as usize, buf.len()) }
@@ -340,24 +344,24 @@ mod tests {
         for &(o, n) in &local {
             want[o..o + n].iter_mut().for_each(|b| *b = *s.next().unwrap());
         }
-        super::super::read_scatter(&own(&src), &remote, &mut dst, &local).unwrap();
+        super::super::read_scatter(&own(&src), &runs(&remote), &mut dst, &runs(&local)).unwrap();
         assert_eq!(dst, want);
         // Many tiny local fragments go through the bounce buffer, in several slices.
         let big: Vec<u8> = (0..600_000u32).map(|i| (i * 7 + i / 4096) as u8).collect();
         let remote = [(5, 300_000), (300_100, 90_001)];
         let local: Vec<(usize, usize)> = (0..390_001).map(|i| (2 * i, 1)).collect();
         let mut dst = vec![0u8; 2 * 390_001];
-        super::super::read_scatter(&own(&big), &remote, &mut dst, &local).unwrap();
+        super::super::read_scatter(&own(&big), &runs(&remote), &mut dst, &runs(&local)).unwrap();
         let stream: Vec<u8> = remote.iter().flat_map(|&(o, n)| big[o..o + n].iter().copied()).collect();
         assert!(dst.iter().step_by(2).eq(stream.iter()));
         assert!(dst.iter().skip(1).step_by(2).all(|&b| b == 0));
         // Sums that differ, and a local range past the end, are refused.
         assert_eq!(
-            super::super::read_scatter(&own(&src), &[(0, 3)], &mut [0u8; 4], &[(0, 4)]),
+            super::super::read_scatter(&own(&src), &runs(&[(0, 3)]), &mut [0u8; 4], &runs(&[(0, 4)])),
             Err(Errno::EINVAL)
         );
         assert_eq!(
-            super::super::read_scatter(&own(&src), &[(0, 3)], &mut [0u8; 4], &[(2, 3)]),
+            super::super::read_scatter(&own(&src), &runs(&[(0, 3)]), &mut [0u8; 4], &runs(&[(2, 3)])),
             Err(Errno::EINVAL)
         );
     }

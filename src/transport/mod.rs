@@ -17,6 +17,7 @@ pub(crate) mod heap;
 pub(crate) mod xpmem;
 
 use crate::error::Errno;
+use crate::layout::runs::{copy_fixed, Runs};
 
 /// The ways zcoll can move collective data between the processes of a node.
 ///
@@ -286,73 +287,75 @@ pub(crate) fn write(src: &[u8], dst: &RemoteBuf<'_, Write>, offset: usize) -> Re
     }
 }
 
-/// Copies the ranges `remote` `(offset, len)` of `src`, in order, into the ranges `local`
-/// `(offset, len)` of `dst`, in order: the bytes the first list selects land, one for one,
-/// on the bytes the second selects (a copy between two non-contiguous layouts, with no
-/// packing). With loads where `src` is mapped here, one copy per overlap of a remote and
-/// a local range; else with CMA, both iovec lists in each call, split at
-/// [`cma_sys::IOV_MAX`] ranges on either side and at [`cma_sys::MAX_RW_COUNT`] bytes.
+/// Copies the bytes the runs `remote` select in `src`, in order, onto the bytes the runs
+/// `local` select in `dst`, in order (a copy between two non-contiguous layouts, with no
+/// packing). With loads where `src` is mapped here: each remote fragment scattered onto
+/// the local runs, a fragment of 4 or 8 bytes as one load and store; else with CMA, both
+/// iovec lists in each call, split at [`cma_sys::IOV_MAX`] ranges on either side and at
+/// [`cma_sys::MAX_RW_COUNT`] bytes, or, for many small local fragments, through a bounce
+/// buffer ([`bounced`]).
 ///
 /// # Errors
 ///
-/// `EINVAL` if a remote range is outside `src`, a local one outside `dst`, or the two
-/// lists' lengths differ in sum; CMA's errors.
+/// `EINVAL` if a remote fragment is outside `src`, a local one outside `dst`, or the two
+/// select different lengths; CMA's errors.
 pub(crate) fn read_scatter<A>(
     src: &RemoteBuf<'_, A>,
-    remote: &[(usize, usize)],
+    remote: &Runs,
     dst: &mut [u8],
-    local: &[(usize, usize)],
+    local: &Runs,
 ) -> Result<(), Errno> {
-    let mut total = 0usize;
-    let mut locals = Vec::with_capacity(local.len());
-    for &(offset, len) in local.iter().filter(|r| r.1 > 0) {
-        match offset.checked_add(len) {
-            Some(end) if end <= dst.len() => locals.push((offset, len)),
-            _ => return Err(Errno::EINVAL),
-        }
-        total = total.checked_add(len).ok_or(Errno::EINVAL)?;
+    if remote.bytes != local.bytes || !remote.check(src.len) || !local.check(dst.len()) {
+        return Err(Errno::EINVAL);
     }
-    let pieces = src.pieces(remote, total)?;
+    let (locals, remotes) = (local.fragments(), remote.fragments());
+    let bounce = locals > remotes && local.bytes < BOUNCE_BELOW * locals;
     let Some(m) = &src.mapped else {
-        if locals.len() > pieces.len() && total < BOUNCE_BELOW * locals.len() {
-            return bounced(src.pid(), &pieces, dst, &locals);
+        let pieces: Vec<(usize, usize)> =
+            remote.expand().into_iter().map(|(o, l)| (src.addr + o, l)).collect();
+        if bounce {
+            return bounced(&pieces, dst, local, |slice, buf| cma::read_v(src.pid(), slice, buf));
         }
-        return cma::read_scatter(src.pid(), &pieces, dst, &locals);
+        return cma::read_scatter(src.pid(), &pieces, dst, &local.expand());
     };
-    let (mut r, mut l) = (pieces.iter().copied(), locals.iter().copied());
-    let (mut from, mut to) = ((0usize, 0usize), (0usize, 0usize));
-    loop {
-        if from.1 == 0 {
-            match r.next() {
-                Some(p) => from = p,
-                None => break,
+    if bounce {
+        // Copied into the cache-sized bounce buffer with `memcpy`, then stored in tiles:
+        // the stores of single elements a column apart cost more than the extra copy.
+        let pieces = remote.expand();
+        return bounced(&pieces, dst, local, |slice, buf| {
+            let mut at = 0;
+            for &(o, l) in slice {
+                // SAFETY: `o..o + l` lies inside the published range (`remote.check`
+                // above; the slices cut its fragments), which `m.ptr` maps here for `'r`
+                // (as in `read`); `at + l <= buf.len()` (the slice's lengths sum to it).
+                unsafe { std::ptr::copy_nonoverlapping(m.ptr.add(o), buf[at..].as_mut_ptr(), l) };
+                at += l;
             }
-        }
-        if to.1 == 0 {
-            match l.next() {
-                Some(p) => to = p,
-                None => break,
-            }
-        }
-        let n = from.1.min(to.1);
-        // SAFETY: `from.0..from.0 + n` lies inside the published range (every piece was
-        // checked by `pieces`), which `m.ptr` maps here for `'r` (as in `read`); the owner
-        // does not write it during the round. `to.0..to.0 + n` lies inside `dst`, which
-        // we borrow mutably (checked above).
-        unsafe {
-            let (s, d) = (m.ptr.add(from.0 - src.addr), dst.as_mut_ptr().add(to.0));
-            // Fixed sizes compile to one load and store (a layout of single `f64`s or
-            // `u32`s); a length known only at run time is a call to `memcpy`.
-            match n {
-                8 => std::ptr::copy_nonoverlapping(s, d, 8),
-                4 => std::ptr::copy_nonoverlapping(s, d, 4),
-                _ => std::ptr::copy_nonoverlapping(s, d, n),
-            }
-        }
-        from = (from.0 + n, from.1 - n);
-        to = (to.0 + n, to.1 - n);
+            Ok(())
+        });
     }
-    Ok(())
+    let mut to = local.cursor();
+    remote
+        .cursor()
+        .pieces(remote.bytes, |_, at, len| {
+            to.scatter(len, dst, |from, d| {
+                // SAFETY: `at..at + len` lies inside the published range (`remote.check`
+                // above; `pieces` yields only fragments of the checked runs), which `m.ptr`
+                // maps here for `'r` (as in `read`), and `from + d.len() <= len`; the owner
+                // does not write it during the round. `d` is a slice of `dst`, ours.
+                unsafe {
+                    let s = m.ptr.add(at + from);
+                    // Fixed sizes compile to one load and store (a layout of single `f64`s
+                    // or `u32`s); a length known only at run time is a call to `memcpy`.
+                    match d.len() {
+                        8 => std::ptr::copy_nonoverlapping(s, d.as_mut_ptr(), 8),
+                        4 => std::ptr::copy_nonoverlapping(s, d.as_mut_ptr(), 4),
+                        n => std::ptr::copy_nonoverlapping(s, d.as_mut_ptr(), n),
+                    }
+                }
+            })
+        })
+        .map_err(|_| Errno::EINVAL)
 }
 
 /// The mean local fragment under which [`read_scatter`] with CMA reads into a bounce
@@ -366,17 +369,37 @@ const BOUNCE_BELOW: usize = 256;
 const BOUNCE_BYTES: usize = 128 * 1024;
 
 /// [`read_scatter`] with CMA for many small local fragments: reads the remote pieces, in
-/// slices of at most [`BOUNCE_BYTES`], into a bounce buffer with one vectored call each,
-/// then copies each slice onto the local ranges (checked by the caller, none empty, adding
-/// up to the remote pieces' length).
+/// slices of at most [`BOUNCE_BYTES`], into a bounce buffer (one per thread, kept) with one
+/// vectored call each, then scatters each slice onto the local runs (checked by the caller,
+/// selecting as many bytes as the remote pieces).
 fn bounced(
-    pid: libc::pid_t,
     pieces: &[(usize, usize)],
     dst: &mut [u8],
-    local: &[(usize, usize)],
+    local: &Runs,
+    fill: impl FnMut(&[(usize, usize)], &mut [u8]) -> Result<(), Errno>,
 ) -> Result<(), Errno> {
-    let mut bounce = vec![0u8; BOUNCE_BYTES];
-    let (mut l, mut to) = (local.iter().copied(), (0usize, 0usize));
+    thread_local! {
+        static BOUNCE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    // Taken out of the cell for the copy, and put back: nothing is borrowed across it.
+    let mut bounce = BOUNCE.with(|b| std::mem::take(&mut *b.borrow_mut()));
+    if bounce.len() < BOUNCE_BYTES {
+        bounce.resize(BOUNCE_BYTES, 0);
+    }
+    let moved = scatter_through(pieces, dst, local, &mut bounce, fill);
+    BOUNCE.with(|b| *b.borrow_mut() = bounce);
+    moved
+}
+
+/// The loop of [`bounced`], through `bounce` (at least [`BOUNCE_BYTES`] long).
+fn scatter_through(
+    pieces: &[(usize, usize)],
+    dst: &mut [u8],
+    local: &Runs,
+    bounce: &mut [u8],
+    mut fill: impl FnMut(&[(usize, usize)], &mut [u8]) -> Result<(), Errno>,
+) -> Result<(), Errno> {
+    let mut to = local.cursor();
     let mut slice: Vec<(usize, usize)> = Vec::new();
     let mut pending = pieces.iter().copied();
     let mut carry: Option<(usize, usize)> = None;
@@ -396,22 +419,9 @@ fn bounced(
         if n == 0 {
             return Ok(());
         }
-        cma::read_v(pid, &slice, &mut bounce[..n])?;
-        let mut at = 0;
-        while at < n {
-            if to.1 == 0 {
-                to = l.next().ok_or(Errno::EINVAL)?;
-            }
-            let k = to.1.min(n - at);
-            let (d, s) = (&mut dst[to.0..to.0 + k], &bounce[at..at + k]);
-            match k {
-                // As in `read_scatter`: one load and store for the common element sizes.
-                8 => d.copy_from_slice(&s[..8]),
-                4 => d.copy_from_slice(&s[..4]),
-                _ => d.copy_from_slice(s),
-            }
-            at += k;
-            to = (to.0 + k, to.1 - k);
-        }
+        let got = &mut bounce[..n];
+        fill(&slice, got)?;
+        let got = &*got;
+        to.scatter(n, dst, |from, d| copy_fixed(&got[from..from + d.len()], d)).map_err(|_| Errno::EINVAL)?;
     }
 }

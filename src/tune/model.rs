@@ -159,17 +159,27 @@ fn sync_staged_default() -> f64 {
 }
 
 /// The cost of a remote fragment of a direct layout copy with CMA (an iovec the kernel
-/// pins and walks), in seconds: see [`Params::layout_direct`].
-pub const FRAGMENT_REMOTE: f64 = 60e-9;
+/// pins and walks), in seconds: see [`Params::layout_direct`]. From the transpose of
+/// `zcoll bench` at 2 ranks on the development machine, where the direct path's time less
+/// the packed path's gives 150 to 370 ns per remote iovec (blocks of 90 to 362 rows); it
+/// also stands for the CMA read the packed path saves where its scratch buffers lie in
+/// the shared heap and cross with loads.
+pub const FRAGMENT_REMOTE: f64 = 250e-9;
 /// The cost of a local fragment of a direct layout copy with CMA (an iovec walked).
 pub const FRAGMENT_LOCAL: f64 = 10e-9;
-/// The cost of a fragment of the packed path of a layout collective (`Layout::pack_into`
-/// and `unpack`, which flatten the layout on every call): 58 ns with `Vec` buffers and
-/// 30 ns with heap buffers in the 64 KiB transpose of `zcoll bench` on the development
-/// machine.
-pub const FRAGMENT_PACKED: f64 = 50e-9;
+/// The cost of a fragment of the packed path of a layout collective: a turn of the copy
+/// loops over the memoized runs (`layout::runs`), as [`FRAGMENT_LOADS`]. (It was 50 ns
+/// while the packed path flattened the layout on every call.)
+pub const FRAGMENT_PACKED: f64 = 3e-9;
 /// The cost of a fragment of a direct layout copy with loads and stores (a loop turn).
 pub const FRAGMENT_LOADS: f64 = 3e-9;
+/// The cost of a remote fragment of a direct layout copy with loads: a cache line pulled
+/// from the peer's cache for each fragment, where packing reads the peer's fragments in
+/// its own cache and moves whole lines. From the column gather of `zcoll bench` with heap
+/// buffers at 2 ranks on the development machine (one `u64` per line: the direct path
+/// 75 us against the packed path's 38 us for 8192 fragments, about 4.5 ns each over the
+/// loop turn, rounded up for lines that also miss in the peer's cache).
+pub const FRAGMENT_REMOTE_LOADS: f64 = 10e-9;
 /// The smallest block a direct layout copy is chosen for (see [`Params::layout_direct`]).
 pub const LAYOUT_MIN_BYTES: usize = 4096;
 
@@ -204,28 +214,32 @@ impl Params {
     /// fragment: `remote phi_r + local phi_l` with CMA (each remote iovec is pinned and
     /// walked on its own, `phi_r` = [`FRAGMENT_REMOTE`]; a local one only walked, `phi_l` =
     /// [`FRAGMENT_LOCAL`]; or `n memcpy_beta + local phi_m` where a bounce buffer is
-    /// cheaper), at most `(remote + local) phi_m` with loads and stores (one
-    /// loop turn per overlap of a remote and a local fragment, `phi_m` =
-    /// [`FRAGMENT_LOADS`]), so that with loads and stores the direct copy always wins
-    /// above the smallest block, and with CMA it packs only when the remote fragments are
-    /// tiny. Blocks under [`LAYOUT_MIN_BYTES`] pack:
+    /// cheaper), `remote phi_rl + local phi_m` with loads and stores (a cache line pulled
+    /// from the peer per remote fragment, `phi_rl` = [`FRAGMENT_REMOTE_LOADS`], and one
+    /// loop turn per local one, `phi_m` = [`FRAGMENT_LOADS`]), so that with loads and
+    /// stores the direct copy wins above the smallest block unless the remote fragments
+    /// are single elements (a column gather packs), and with CMA it packs unless the remote fragments are
+    /// long (a transpose's rows of up to a few KiB pack: measured, the kernel's iovecs cost
+    /// more than the packing, whose loops walk memoized runs and whose contiguous
+    /// collective crosses the shared heap with loads). Blocks under [`LAYOUT_MIN_BYTES`] pack:
     /// the contiguous collective then crosses in one flag phase through the staging areas,
-    /// which the two-phase direct round cannot match. The three constants are set from
-    /// first measurements on the 2-core development machine, not fitted per machine.
+    /// which the two-phase direct round cannot match. The constants are set from
+    /// measurements on the 2-core development machine, not fitted per machine.
     ///
     /// # Examples
     ///
     /// ```
     /// use zcoll::tune::Params;
     /// let p = Params::DEFAULT;
-    /// assert!(p.layout_direct(1 << 20, 256, 256, false)); // 4 KiB fragments
+    /// assert!(p.layout_direct(1 << 20, 16, 16, false)); // 64 KiB fragments
     /// assert!(!p.layout_direct(1 << 20, 1 << 17, 1, false)); // 8-byte remote ones
     /// assert!(p.layout_direct(1 << 20, 256, 1 << 17, true)); // 8-byte stores
+    /// assert!(!p.layout_direct(1 << 20, 1 << 17, 1, true)); // 8-byte loads
     /// assert!(!p.layout_direct(1024, 1, 1, true)); // too small a block
     /// ```
     pub fn layout_direct(&self, n: usize, remote: usize, local: usize, loads: bool) -> bool {
         let per_fragment = match loads {
-            true => (remote + local) as f64 * FRAGMENT_LOADS,
+            true => remote as f64 * FRAGMENT_REMOTE_LOADS + local as f64 * FRAGMENT_LOADS,
             // Many small local fragments are read into a bounce buffer and stored from
             // there (`transport::read_scatter`): one local copy and a loop turn each.
             false => {

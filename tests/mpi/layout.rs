@@ -145,9 +145,12 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
     let algos = [LayoutAlgorithm::Direct, LayoutAlgorithm::Packed, LayoutAlgorithm::Auto];
     // Where the direct path can run: a communicator of one node, not on `cico`.
     let zero_copy = comm.info().nodes == 1 && comm.info().transport != TransportKind::Cico;
+    // First, while the memo is nearly empty: a full memo forgets every peer's layouts at
+    // once (bounded memory), which would make a repeated layout be read again.
+    memoized(world, comm, zero_copy);
     for round in 0..90u64 {
         let algo = algos[round as usize % algos.len()];
-        let before = comm.traffic().layout_direct;
+        let (before, packed_before) = (comm.traffic().layout_direct, comm.traffic().layout_packed);
         let mut own = Rng(mix(seed ^ (round << 20) ^ me as u64));
         // Mostly small counts, some of thousands of elements, whose fragments cross pages.
         let c = match shared.below(6) {
@@ -196,15 +199,43 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
             world.process_at_rank(root).broadcast_into(&mut recv_view(&mut theirs, 1, &rdt));
         }
         assert!(ours == theirs, "bcast from {root} {algo} {what}: differs from MPI's");
+
+        // Gather to another root (the column gather of DDTBench, on random shapes).
+        let root = ((round + 1) % p as u64) as i32;
+        let send = words(me, room(&sl, 1, &mut own), round + 5000);
+        let recv0 = words(me, room(&rl, pu, &mut own), round + 6000);
+        let (mut ours, mut theirs) = (recv0.clone(), recv0.clone());
+        let at = world.process_at_rank(root);
+        match me == root {
+            true => {
+                comm.gather_layout_into_root_with(&send, &sl, &mut ours, &rl, root, algo)
+                    .unwrap_or_else(|e| panic!("gather {algo} {what}: {e}"));
+                if c > 0 {
+                    at.gather_into_root(&send_view(&send, 1, &sdt), &mut recv_view(&mut theirs, pu, &rdt));
+                }
+            }
+            false => {
+                comm.gather_layout_into_with(&send, &sl, root, algo)
+                    .unwrap_or_else(|e| panic!("gather {algo} {what}: {e}"));
+                if c > 0 {
+                    at.gather_into(&send_view(&send, 1, &sdt));
+                }
+            }
+        }
+        assert!(ours == theirs, "gather to {root} {algo} {what}: differs from MPI's");
+
+        // Which path ran: four calls, each direct or packed on every rank.
         let direct = comm.traffic().layout_direct - before;
+        let packed = comm.traffic().layout_packed - packed_before;
+        assert_eq!(direct + packed, 4, "{algo} {what}: {direct} direct and {packed} packed calls");
         match algo {
-            LayoutAlgorithm::Direct => assert_eq!(direct, if zero_copy { 3 } else { 0 }, "{what}"),
-            LayoutAlgorithm::Packed => assert_eq!(direct, 0, "{what}"),
+            LayoutAlgorithm::Direct => assert_eq!(direct, if zero_copy { 4 } else { 0 }, "{what}"),
+            LayoutAlgorithm::Packed => assert_eq!(packed, 4, "{what}"),
             _ => {}
         }
     }
     transpose(world, comm);
-    memoized(world, comm, zero_copy);
+    per_peer(world, comm);
     documented(world, comm);
     errors(world, comm);
 }
@@ -239,19 +270,25 @@ fn memoized(world: &SimpleCommunicator, comm: &Comm, zero_copy: bool) {
     let c = Layout::indexed(&[2, 2, 2], &[17, 3, 40]).unwrap();
     let packed = Layout::contiguous(6).unwrap();
     let peers = (p - 1) as u64;
-    for (i, (l, new)) in
-        [(&a, true), (&b, true), (&a, false), (&c, true), (&b, false)].into_iter().enumerate()
-    {
-        let send = words(me, 42 * p + 1, 7000 + i as u64);
-        let (mut ours, mut theirs) = (vec![0u32; 6 * p], vec![0u32; 6 * p]);
-        let lists = comm.traffic().layout_lists;
-        comm.all_to_all_layout_into_with(&send, l, &mut ours, &packed, LayoutAlgorithm::Direct).unwrap();
-        let (sdt, rdt) = (datatype(l, "memo"), datatype(&packed, "memo"));
-        world.all_to_all_into(&send_view(&send, p, &sdt), &mut recv_view(&mut theirs, p, &rdt));
-        assert_eq!(ours, theirs, "memo call {i}: differs from MPI's");
-        let read = comm.traffic().layout_lists - lists;
-        if zero_copy {
-            assert_eq!(read, if new { peers } else { 0 }, "memo call {i}: lists read");
+    // The packed path first (its own lists come from the same memo, and it reads none of
+    // the peers'), with the changed layouts on the receive side too; then the direct one.
+    for algo in [LayoutAlgorithm::Packed, LayoutAlgorithm::Direct] {
+        for (i, (l, new)) in
+            [(&a, true), (&b, true), (&a, false), (&c, true), (&b, false)].into_iter().enumerate()
+        {
+            let send = words(me, 42 * p + 1, 7000 + i as u64);
+            let (mut ours, mut theirs) = (vec![0u32; 42 * p + 1], vec![0u32; 42 * p + 1]);
+            let lists = comm.traffic().layout_lists;
+            let recv = if algo == LayoutAlgorithm::Packed { l } else { &packed };
+            comm.all_to_all_layout_into_with(&send, l, &mut ours, recv, algo).unwrap();
+            let (sdt, rdt) = (datatype(l, "memo"), datatype(recv, "memo"));
+            world.all_to_all_into(&send_view(&send, p, &sdt), &mut recv_view(&mut theirs, p, &rdt));
+            assert_eq!(ours, theirs, "memo call {i} {algo}: differs from MPI's");
+            let read = comm.traffic().layout_lists - lists;
+            let want = if new && algo == LayoutAlgorithm::Direct { peers } else { 0 };
+            if zero_copy || algo == LayoutAlgorithm::Packed {
+                assert_eq!(read, want, "memo call {i} {algo}: lists read");
+            }
         }
     }
     // Heap buffers, copied with loads and stores where peers map heaps.
@@ -271,6 +308,123 @@ fn memoized(world: &SimpleCommunicator, comm: &Comm, zero_copy: bool) {
             assert!(comm.traffic().heap > heap, "heap transpose b={b}: no loads and stores");
         }
     }
+}
+
+/// `l` moved `off` elements on (its type map shifted; an indexed layout of one copy of
+/// `l` resized to `off`).
+fn moved(l: &Layout, off: usize) -> Layout {
+    Layout::indexed_of(&[1], &[1], &l.resized(off).unwrap()).unwrap()
+}
+
+/// `MPI_Alltoallw` over `send` and `recv` with one datatype per peer (displacements 0; a
+/// count of 0 for an empty layout), which rsmpi does not wrap: the oracle of
+/// `all_to_all_layouts_into`.
+fn mpi_alltoallw(world: &SimpleCommunicator, send: &[u32], sl: &[Layout], recv: &mut [u32], rl: &[Layout]) {
+    // Displacements are 0 and counts 1, so extents play no part (and Open MPI's extent of
+    // an empty layout moved by a resized unit is 0, where the type map's bounds say more).
+    let types = |ls: &[Layout]| ls.iter().map(|l| l.to_datatype::<u32>().unwrap()).collect::<Vec<_>>();
+    let (st, rt) = (types(sl), types(rl));
+    let counts = |ls: &[Layout]| ls.iter().map(|l| (l.count() > 0) as i32).collect::<Vec<i32>>();
+    let (sc, rc) = (counts(sl), counts(rl));
+    let zeros = vec![0i32; sl.len()];
+    let raw = |ts: &[UserDatatype]| ts.iter().map(|t| t.as_raw()).collect::<Vec<_>>();
+    let (sr, rr) = (raw(&st), raw(&rt));
+    // SAFETY: every send layout passed `check` against `send` and every receive layout
+    // `check_writable` against `recv` (zcoll's call accepted them first), so MPI reads and
+    // writes inside the buffers; the count, displacement and datatype arrays hold one
+    // entry per rank and outlive the call.
+    let rc_ = unsafe {
+        mpi::ffi::MPI_Alltoallw(
+            send.as_ptr().cast(),
+            sc.as_ptr(),
+            zeros.as_ptr(),
+            sr.as_ptr(),
+            recv.as_mut_ptr().cast(),
+            rc.as_ptr(),
+            zeros.as_ptr(),
+            rr.as_ptr(),
+            world.as_raw(),
+        )
+    };
+    assert_eq!(rc_, 0, "MPI_Alltoallw");
+}
+
+/// Alltoall with a layout per peer (the faces of a 3D grid in DDTBench), on random
+/// shapes: counts per pair of ranks from the shared generator, every rank's layouts its
+/// own, the receive layouts in disjoint regions; against `MPI_Alltoallw`. Then the faces
+/// of a grid, and bad calls: the same `Err` on every rank, nothing written.
+fn per_peer(world: &SimpleCommunicator, comm: &Comm) {
+    let (me, p) = (world.rank() as usize, world.size() as usize);
+    let seed = seed();
+    let mut shared = Rng(seed ^ 0xa11);
+    for round in 0..12u64 {
+        let counts: Vec<Vec<usize>> = (0..p)
+            .map(|_| (0..p).map(|_| if shared.below(5) == 0 { 0 } else { 1 + shared.below(300) }).collect())
+            .collect();
+        let mut own = Rng(mix(seed ^ (round << 24) ^ 0x77 ^ me as u64));
+        let place = |own: &mut Rng, c: usize, at: &mut usize| {
+            let l = random_layout(own, c, 1);
+            let here = moved(&l, *at);
+            *at += room(&l, 1, own);
+            here
+        };
+        let (mut s_at, mut r_at) = (0, 0);
+        let sl: Vec<Layout> = (0..p).map(|k| place(&mut own, counts[me][k], &mut s_at)).collect();
+        let rl: Vec<Layout> = (0..p).map(|k| place(&mut own, counts[k][me], &mut r_at)).collect();
+        let send = words(me as i32, s_at + 1, round + 8000);
+        let recv0 = words(me as i32, r_at + 1, round + 9000);
+        let (mut ours, mut theirs) = (recv0.clone(), recv0.clone());
+        let what = format!("per-peer round {round} rank {me}");
+        comm.all_to_all_layouts_into(&send, &sl, &mut ours, &rl).unwrap_or_else(|e| panic!("{what}: {e}"));
+        mpi_alltoallw(world, &send, &sl, &mut theirs, &rl);
+        assert!(ours == theirs, "{what}: differs from MPI's");
+    }
+
+    // The faces of an n^3 grid of every rank: rank k gets face k % 6 of it (x, y or z,
+    // low or high), into the k-th n x n plane of a receive grid.
+    let n = 9;
+    let face = |k: usize| {
+        let (axis, high) = (k % 3, (k / 3) % 2 == 1);
+        let mut sub = [n, n, n];
+        let mut start = [0, 0, 0];
+        sub[axis] = 1;
+        start[axis] = if high { n - 1 } else { 0 };
+        Layout::subarray(&[n, n, n], &sub, &start).unwrap()
+    };
+    let sl: Vec<Layout> = (0..p).map(face).collect();
+    let rl: Vec<Layout> =
+        (0..p).map(|k| Layout::subarray(&[p, n, n], &[1, n, n], &[k, 0, 0]).unwrap()).collect();
+    let grid: Vec<u32> = (0..n * n * n).map(|i| (1000 * me + i) as u32).collect();
+    let (mut ours, mut theirs) = (vec![0u32; p * n * n], vec![0u32; p * n * n]);
+    comm.all_to_all_layouts_into(&grid, &sl, &mut ours, &rl).unwrap();
+    mpi_alltoallw(world, &grid, &sl, &mut theirs, &rl);
+    assert_eq!(ours, theirs, "faces: differs from MPI's");
+    // Plane k holds rank k's face `me`: check one element independently.
+    let f = face(me).flatten();
+    assert!((0..p).all(|k| ours[k * n * n] == (1000 * k) as u32 + f[0].0 as u32), "faces: first elements");
+
+    // Bad calls on the last rank: too few layouts, overlapping receive layouts.
+    let last = p - 1;
+    let bad = me == last;
+    let before = ours.clone();
+    let few = if bad { &sl[..p - 1] } else { &sl[..] };
+    let e = comm.all_to_all_layouts_into(&grid, few, &mut ours, &rl).unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidLayout { culprit: Some(c), which: "send", .. } if c == last as i32),
+        "rank {me}: {e}"
+    );
+    let mut overlapping = rl.clone();
+    if bad && p > 1 {
+        overlapping[1] = rl[0].clone();
+    }
+    if p > 1 {
+        let e = comm.all_to_all_layouts_into(&grid, &sl, &mut ours, &overlapping).unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidLayout { culprit: Some(c), which: "receive", .. } if c == last as i32),
+            "rank {me}: {e}"
+        );
+    }
+    assert_eq!(ours, before, "a failed call changed the receive buffer on rank {me}");
 }
 
 /// The matrix transpose of the kernels: columns out (a resized vector), rows in.

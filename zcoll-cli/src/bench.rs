@@ -818,6 +818,8 @@ mod tests {
             "allgatherv",
             "alltoallv",
             "transpose",
+            "colgather",
+            "faces",
             "barrier",
         ];
         assert_eq!(
@@ -829,12 +831,15 @@ mod tests {
         let all: Vec<&str> =
             std::iter::once("auto").chain(zcoll::BcastAlgorithm::ALL.iter().map(|a| a.name())).collect();
         assert_eq!(p.colls[0].1, all);
-        // Every collective but the barrier and the transpose (whose algorithms are
+        // Every collective but the barrier and the layout kernels (whose algorithms are
         // `packed` and `direct`) has a `staged` algorithm.
         let p = plan(&args(&["--algorithms", "staged,default"]), 2).unwrap();
         assert_eq!(
             p.colls.iter().map(|(c, a)| (c.name(), a.len())).collect::<Vec<_>>(),
-            names.map(|n| (n, if matches!(n, "barrier" | "transpose") { 1 } else { 2 }))
+            names.map(|n| (
+                n,
+                if matches!(n, "barrier" | "transpose" | "colgather" | "faces") { 1 } else { 2 }
+            ))
         );
         let p =
             plan(&args(&["--coll", "alltoall", "--algorithms", "pairwise,pap-write,pap-read"]), 2).unwrap();

@@ -154,6 +154,8 @@ pub const ALL: &[&dyn Collective] = &[
     &Allgatherv,
     &Alltoallv,
     &Transpose,
+    &Colgather,
+    &Faces,
     &Barrier,
 ];
 
@@ -684,6 +686,239 @@ impl Instance for TransposeRun<'_> {
         let n = b * self.env.world.size() as usize;
         match (0..b * n).find(|&i| self.recv[i] != word(seq, (i % n) * n + me * b + i / n)) {
             Some(i) => Err(format!("element ({}, {}) of the transpose is wrong", i / n, i % n)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The column gather of DDTBench, as a gather over layouts: every rank holds a `b` x 8
+/// row-major matrix of `u64`s (one element per 64-byte line of a column) and sends its
+/// first column (a vector layout) to the root, which stores rank `k`'s as row `k` of a
+/// `p` x `b` matrix. `size` is a column's bytes, `8 b`. MPI runs `MPI_Gather` with the
+/// column as a derived datatype (`Layout::to_datatype`), which packs.
+pub struct Colgather;
+
+/// The width of the column gather's matrices: one `u64` of a column per cache line.
+const COLGATHER_WIDTH: usize = 8;
+
+impl Collective for Colgather {
+    fn name(&self) -> &'static str {
+        "colgather"
+    }
+
+    fn algorithms(&self) -> Vec<&'static str> {
+        LayoutAlgorithm::ALL.iter().map(|a| a.name()).collect()
+    }
+
+    fn received(&self, env: Env<'_>, size: usize) -> usize {
+        match env.rank() == env.root {
+            true => elements(size) * 8 * env.world.size() as usize,
+            false => 0,
+        }
+    }
+
+    fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
+        let (p, b) = (env.world.size() as usize, elements(size));
+        let column = Layout::vector(b, 1, COLGATHER_WIDTH as isize).expect("a column");
+        let rows = Layout::contiguous(b).expect("a row");
+        let column_type = column.to_datatype::<u64>().expect("MPI's datatype");
+        let root = env.rank() == env.root;
+        Box::new(ColgatherRun {
+            env,
+            algo: LayoutAlgorithm::Auto,
+            b,
+            send: env.buf(b * COLGATHER_WIDTH),
+            recv: env.buf(if root { b * p } else { 0 }),
+            column,
+            rows,
+            column_type,
+        })
+    }
+}
+
+struct ColgatherRun<'a> {
+    env: Env<'a>,
+    algo: LayoutAlgorithm,
+    b: usize,
+    send: Buf<u64>,
+    recv: Buf<u64>,
+    column: Layout,
+    rows: Layout,
+    column_type: mpi::datatype::UserDatatype,
+}
+
+impl Instance for ColgatherRun<'_> {
+    fn fill(&mut self, seq: u64) {
+        let first = self.env.rank() as usize * self.send.len();
+        self.send.iter_mut().enumerate().for_each(|(i, w)| *w = word(seq, first + i));
+    }
+
+    fn select(&mut self, name: &str) -> zcoll::Result<()> {
+        self.algo = algorithm(name)?;
+        Ok(())
+    }
+
+    fn zcoll(&mut self) -> zcoll::Result<()> {
+        let (comm, root) = (self.env.comm, self.env.root);
+        match self.env.rank() == root {
+            true => comm.gather_layout_into_root_with(
+                &self.send,
+                &self.column,
+                &mut self.recv,
+                &self.rows,
+                root,
+                self.algo,
+            ),
+            false => comm.gather_layout_into_with(&self.send, &self.column, root, self.algo),
+        }
+    }
+
+    #[allow(unsafe_code)]
+    fn mpi(&mut self) {
+        // SAFETY: one column of `b` elements, 8 apart, lies inside the `8 b` elements of
+        // `send` (zcoll's `check` accepts it, as the first zcoll call shows).
+        let send =
+            unsafe { mpi::datatype::View::with_count_and_datatype(&self.send[..], 1, &self.column_type) };
+        let at = self.env.world.process_at_rank(self.env.root);
+        match self.env.rank() == self.env.root {
+            true => at.gather_into_root(&send, &mut self.recv[..]),
+            false => at.gather_into(&send),
+        }
+    }
+
+    fn check(&mut self, seq: u64) -> Result<(), String> {
+        // Row k of the root's result is rank k's first column.
+        let (b, width) = (self.b, COLGATHER_WIDTH);
+        match (0..self.recv.len()).find(|&i| self.recv[i] != word(seq, (i / b) * b * width + (i % b) * width))
+        {
+            Some(i) => Err(format!("element {} of rank {}'s column is wrong", i % b, i / b)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The faces of a 3D grid of DDTBench, as an alltoall with a layout per peer: every rank
+/// holds an `n`^3 grid of `u64`s and sends every rank `k` one face of it, the low face
+/// across axis `(k + 2) mod 3` (at 2 ranks: the `z` face, `n^2` single elements `n`
+/// apart, to rank 0; the contiguous `x` face to rank 1), which lands in plane `q` of
+/// rank `k`'s `p` x `n` x `n` array for sender `q`. `size` is a face's bytes, `8 n^2`
+/// (`n` rounded down). MPI runs `MPI_Alltoallw` with the faces as subarray datatypes.
+pub struct Faces;
+
+/// The face of an `n`^3 grid rank `k` gets: the low one across axis `(k + 2) mod 3`.
+fn face(n: usize, k: usize) -> Layout {
+    let axis = (k + 2) % 3;
+    let mut sub = [n, n, n];
+    sub[axis] = 1;
+    Layout::subarray(&[n, n, n], &sub, &[0, 0, 0]).expect("a face")
+}
+
+impl Collective for Faces {
+    fn name(&self) -> &'static str {
+        "faces"
+    }
+
+    fn algorithms(&self) -> Vec<&'static str> {
+        vec!["packed"]
+    }
+
+    fn received(&self, env: Env<'_>, size: usize) -> usize {
+        let n = transpose_side(size);
+        8 * n * n * env.world.size() as usize
+    }
+
+    fn prepare<'a>(&self, env: Env<'a>, size: usize) -> Box<dyn Instance + 'a> {
+        let (p, n) = (env.world.size() as usize, transpose_side(size));
+        let sends: Vec<Layout> = (0..p).map(|k| face(n, k)).collect();
+        let recvs: Vec<Layout> =
+            (0..p).map(|q| Layout::subarray(&[p, n, n], &[1, n, n], &[q, 0, 0]).expect("a plane")).collect();
+        let types = |ls: &[Layout]| -> Vec<mpi::datatype::UserDatatype> {
+            ls.iter().map(|l| l.to_datatype::<u64>().expect("MPI's datatype")).collect()
+        };
+        Box::new(FacesRun {
+            env,
+            n,
+            send: env.buf(n * n * n),
+            recv: env.buf(p * n * n),
+            send_types: types(&sends),
+            recv_types: types(&recvs),
+            sends,
+            recvs,
+        })
+    }
+}
+
+struct FacesRun<'a> {
+    env: Env<'a>,
+    n: usize,
+    send: Buf<u64>,
+    recv: Buf<u64>,
+    sends: Vec<Layout>,
+    recvs: Vec<Layout>,
+    send_types: Vec<mpi::datatype::UserDatatype>,
+    recv_types: Vec<mpi::datatype::UserDatatype>,
+}
+
+impl Instance for FacesRun<'_> {
+    fn fill(&mut self, seq: u64) {
+        let first = self.env.rank() as usize * self.send.len();
+        self.send.iter_mut().enumerate().for_each(|(i, w)| *w = word(seq, first + i));
+    }
+
+    fn select(&mut self, name: &str) -> zcoll::Result<()> {
+        match name {
+            "packed" | "auto" => Ok(()),
+            _ => Err(zcoll::Error::Config {
+                name: "--algorithms",
+                value: name.to_owned(),
+                expected: "packed (the only path of a layout per peer)",
+            }),
+        }
+    }
+
+    fn zcoll(&mut self) -> zcoll::Result<()> {
+        self.env.comm.all_to_all_layouts_into(&self.send, &self.sends, &mut self.recv, &self.recvs)
+    }
+
+    #[allow(unsafe_code)]
+    fn mpi(&mut self) {
+        use mpi::raw::AsRaw;
+        let p = self.env.world.size() as usize;
+        let (ones, zeros) = (vec![1 as Count; p], vec![0 as Count; p]);
+        let st: Vec<_> = self.send_types.iter().map(|t| t.as_raw()).collect();
+        let rt: Vec<_> = self.recv_types.iter().map(|t| t.as_raw()).collect();
+        // SAFETY: every face lies inside the `n^3` send grid and every plane inside the
+        // `p n^2` receive array (zcoll's checks accept them, as the first zcoll call
+        // shows); the count, displacement and datatype arrays hold one entry per rank and
+        // outlive the call.
+        let rc = unsafe {
+            mpi::ffi::MPI_Alltoallw(
+                self.send.as_ptr().cast(),
+                ones.as_ptr(),
+                zeros.as_ptr(),
+                st.as_ptr(),
+                self.recv.as_mut_ptr().cast(),
+                ones.as_ptr(),
+                zeros.as_ptr(),
+                rt.as_ptr(),
+                self.env.world.as_raw(),
+            )
+        };
+        assert_eq!(rc, 0, "MPI_Alltoallw");
+    }
+
+    fn check(&mut self, seq: u64) -> Result<(), String> {
+        // Plane q is sender q's face for this rank: element i is word `q n^3 + f_i`.
+        let n = self.n;
+        let offsets: Vec<usize> = face(n, self.env.rank() as usize)
+            .flatten()
+            .into_iter()
+            .flat_map(|(o, l)| o as usize..o as usize + l)
+            .collect();
+        match (0..self.recv.len())
+            .find(|&i| self.recv[i] != word(seq, (i / (n * n)) * n * n * n + offsets[i % (n * n)]))
+        {
+            Some(i) => Err(format!("element {} of rank {}'s face is wrong", i % (n * n), i / (n * n))),
             None => Ok(()),
         }
     }
@@ -1323,6 +1558,8 @@ mod tests {
                 "allgatherv",
                 "alltoallv",
                 "transpose",
+                "colgather",
+                "faces",
                 "barrier"
             ]
         );

@@ -1,0 +1,454 @@
+//! Flattened layouts compressed into runs: `count` fragments of `len` bytes, a constant
+//! `stride` apart. A column of a row-major matrix is one run however long it is, where its
+//! fragment list holds a pair per element; the copy loops of the layout collectives walk
+//! runs, so that a fragment of one element costs one load and one store, not the reading
+//! of a list entry too (the list of single `f64`s is twice the data it selects).
+//!
+//! Every run is checked against its buffer once ([`Runs::check`]: its first and last
+//! fragments, between which the others lie); the cursors then slice with `get`, so that
+//! a run that was not checked can only fail the copy, never panic or reach outside.
+
+use std::sync::Arc;
+
+/// `count` fragments of `len` bytes, the `i`-th at byte `off + i * stride`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Run {
+    pub(crate) off: usize,
+    pub(crate) len: usize,
+    pub(crate) stride: isize,
+    pub(crate) count: usize,
+}
+
+impl Run {
+    /// The offset of fragment `i` (`i < count`; checked runs never overflow).
+    #[inline(always)]
+    fn at(&self, i: usize) -> usize {
+        self.off.wrapping_add((i as isize).wrapping_mul(self.stride) as usize)
+    }
+
+    /// The offset of the last fragment, if it fits.
+    fn last(&self) -> Option<usize> {
+        let k = isize::try_from(self.count.checked_sub(1)?).ok()?;
+        let d = k.checked_mul(self.stride)?;
+        let off = isize::try_from(self.off).ok()?;
+        usize::try_from(off.checked_add(d)?).ok()
+    }
+}
+
+/// A block's runs, in type-map order, and the bytes they select.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Runs {
+    pub(crate) runs: Arc<[Run]>,
+    pub(crate) bytes: usize,
+}
+
+impl Runs {
+    /// The runs of the ordered fragments `frags` (empty ones dropped): consecutive
+    /// fragments of one length at a constant stride join a run.
+    pub(crate) fn new(frags: impl IntoIterator<Item = (usize, usize)>) -> Runs {
+        let mut out: Vec<Run> = Vec::new();
+        let mut bytes = 0usize;
+        for (off, len) in frags.into_iter().filter(|f| f.1 > 0) {
+            bytes = bytes.saturating_add(len);
+            if let Some(r) = out.last_mut() {
+                if r.len == len {
+                    let step = (off as isize).checked_sub(r.at(r.count - 1) as isize);
+                    match (r.count, step) {
+                        (1, Some(s)) if off <= isize::MAX as usize => {
+                            r.stride = s;
+                            r.count = 2;
+                            continue;
+                        }
+                        (_, Some(s)) if s == r.stride && off <= isize::MAX as usize => {
+                            r.count += 1;
+                            continue;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            out.push(Run { off, len, stride: 0, count: 1 });
+        }
+        Runs { runs: out.into(), bytes }
+    }
+
+    /// The number of fragments.
+    pub(crate) fn fragments(&self) -> usize {
+        self.runs.iter().map(|r| r.count).sum()
+    }
+
+    /// These runs `by` bytes further on; a run whose offset does not fit lands past any
+    /// buffer, so that [`check`](Self::check) refuses it.
+    pub(crate) fn shifted(&self, by: Option<usize>) -> Runs {
+        let runs = self
+            .runs
+            .iter()
+            .map(|r| {
+                let off = by.and_then(|b| r.off.checked_add(b)).filter(|&o| o <= isize::MAX as usize);
+                Run { off: off.unwrap_or(usize::MAX), ..*r }
+            })
+            .collect();
+        Runs { runs, bytes: self.bytes }
+    }
+
+    /// Whether every fragment lies inside a buffer of `len` bytes.
+    pub(crate) fn check(&self, len: usize) -> bool {
+        self.runs.iter().all(|r| {
+            let inside = |o: usize| o.checked_add(r.len).is_some_and(|end| end <= len);
+            inside(r.off) && r.last().is_some_and(inside)
+        })
+    }
+
+    /// The fragments, one pair each (for CMA's iovecs).
+    pub(crate) fn expand(&self) -> Vec<(usize, usize)> {
+        let mut out = Vec::with_capacity(self.runs.len());
+        for r in self.runs.iter() {
+            out.extend((0..r.count).map(|i| (r.at(i), r.len)));
+        }
+        out
+    }
+
+    /// A cursor at the first byte of the first fragment.
+    pub(crate) fn cursor(&self) -> Cursor<'_> {
+        Cursor { runs: &self.runs, at: 0, i: 0, into: 0 }
+    }
+}
+
+/// A place in the byte stream some runs select: run `at`, fragment `i`, byte `into`.
+#[derive(Debug)]
+pub(crate) struct Cursor<'a> {
+    runs: &'a [Run],
+    at: usize,
+    i: usize,
+    into: usize,
+}
+
+/// A fragment that lies outside its buffer, or a stream longer than the runs.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Outside;
+
+impl Cursor<'_> {
+    /// Writes the next `n` bytes of the stream into `dst` at the places the runs select:
+    /// `copy(from, to)` fills `to` with the stream's bytes from byte `from` of these `n`
+    /// on. Whole fragments of 8 and 4 bytes are one fixed-size `copy` each, which inlines
+    /// to a load and a store.
+    ///
+    /// # Errors
+    ///
+    /// `Outside` if a place lies outside `dst` or the runs end first (what was copied
+    /// before stays copied).
+    #[inline]
+    pub(crate) fn scatter(
+        &mut self,
+        n: usize,
+        dst: &mut [u8],
+        mut copy: impl FnMut(usize, &mut [u8]),
+    ) -> Result<(), Outside> {
+        self.tiles(n, |from, at, len| {
+            let to = dst.get_mut(at..at.checked_add(len).ok_or(Outside)?).ok_or(Outside)?;
+            copy(from, to);
+            Ok(())
+        })
+    }
+
+    /// Reads the next `n` bytes of the stream from `src` at the places the runs select:
+    /// `copy(from, to)` takes the bytes `from` as the stream's bytes from byte `to` of
+    /// these `n` on.
+    ///
+    /// # Errors
+    ///
+    /// `Outside` if a place lies outside `src` or the runs end first.
+    #[inline]
+    pub(crate) fn gather(
+        &mut self,
+        n: usize,
+        src: &[u8],
+        mut copy: impl FnMut(&[u8], usize),
+    ) -> Result<(), Outside> {
+        self.tiles(n, |to, at, len| {
+            copy(src.get(at..at.checked_add(len).ok_or(Outside)?).ok_or(Outside)?, to);
+            Ok(())
+        })
+    }
+
+    /// As [`pieces`](Self::pieces), but not in stream order: where runs of one shape lie
+    /// side by side in the buffer (the columns of a row-major matrix: offsets `len`
+    /// apart, one stride), up to a cache line of them are walked together, fragment `i`
+    /// of each in turn, so that the buffer is written (or read) a line at a time rather
+    /// than a column at a time (a blocked transpose). For `scatter` and `gather`, whose
+    /// copies do not depend on one another.
+    #[inline(always)]
+    fn tiles(
+        &mut self,
+        n: usize,
+        mut f: impl FnMut(usize, usize, usize) -> Result<(), Outside>,
+    ) -> Result<(), Outside> {
+        let mut done = 0;
+        while done < n {
+            let r = *self.runs.get(self.at).ok_or(Outside)?;
+            if self.i == 0 && self.into == 0 && r.count > 1 && r.len < LINE {
+                let block = r.count.saturating_mul(r.len);
+                let most = (LINE / r.len).min((n - done) / block);
+                let mut g = 1;
+                while g < most {
+                    match self.runs.get(self.at + g) {
+                        Some(q)
+                            if (q.len, q.count, q.stride) == (r.len, r.count, r.stride)
+                                && q.off == r.off.wrapping_add(g * r.len) =>
+                        {
+                            g += 1
+                        }
+                        _ => break,
+                    }
+                }
+                if g >= 2 {
+                    match r.len {
+                        8 => tile(&r, g, done, 8, &mut f)?,
+                        4 => tile(&r, g, done, 4, &mut f)?,
+                        l => tile(&r, g, done, l, &mut f)?,
+                    }
+                    done += g * block;
+                    self.at += g;
+                    continue;
+                }
+            }
+            // The rest of this run, in order.
+            let left = ((r.count - self.i) * r.len - self.into).min(n - done);
+            let d0 = done;
+            self.pieces(left, |s, a, l| f(d0 + s, a, l))?;
+            done += left;
+        }
+        Ok(())
+    }
+
+    /// Calls `f(stream offset, buffer offset, len)` for the next `n` bytes of the stream,
+    /// piece by piece, and advances.
+    #[inline(always)]
+    pub(crate) fn pieces(
+        &mut self,
+        n: usize,
+        mut f: impl FnMut(usize, usize, usize) -> Result<(), Outside>,
+    ) -> Result<(), Outside> {
+        let mut done = 0;
+        while done < n {
+            let r = *self.runs.get(self.at).ok_or(Outside)?;
+            if self.into == 0 && n - done >= r.len {
+                // Whole fragments: the tight loop, specialised for the element sizes.
+                let k = ((n - done) / r.len).min(r.count - self.i);
+                let (i0, d0) = (self.i, done);
+                match r.len {
+                    8 => (0..k).try_for_each(|j| f(d0 + 8 * j, r.at(i0 + j), 8))?,
+                    4 => (0..k).try_for_each(|j| f(d0 + 4 * j, r.at(i0 + j), 4))?,
+                    l => (0..k).try_for_each(|j| f(d0 + l * j, r.at(i0 + j), l))?,
+                }
+                done += k * r.len;
+                self.i += k;
+            } else {
+                let k = (r.len - self.into).min(n - done);
+                f(done, r.at(self.i).wrapping_add(self.into), k)?;
+                done += k;
+                self.into += k;
+                if self.into == r.len {
+                    self.into = 0;
+                    self.i += 1;
+                }
+            }
+            if self.i == r.count {
+                self.i = 0;
+                self.at += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The bytes of a cache line: the widest tile [`Cursor::tiles`] writes at once.
+const LINE: usize = 64;
+
+/// `g` runs of the shape of `r`, side by side (run `j` at `r.off + j len`), walked
+/// fragment by fragment across the runs: stream byte `d0 + (j count + i) len` is
+/// fragment `i` of run `j`.
+#[inline(always)]
+fn tile(
+    r: &Run,
+    g: usize,
+    d0: usize,
+    len: usize,
+    f: &mut impl FnMut(usize, usize, usize) -> Result<(), Outside>,
+) -> Result<(), Outside> {
+    for i in 0..r.count {
+        let at = r.at(i);
+        for j in 0..g {
+            f(d0 + (j * r.count + i) * len, at.wrapping_add(j * len), len)?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies the bytes `from` selects in `src` onto those `to` selects in `dst`, in order
+/// (a rank's own block, and packing and unpacking with one side contiguous).
+///
+/// # Errors
+///
+/// `Outside` if a fragment lies outside its buffer or the two select different lengths.
+pub(crate) fn copy(src: &[u8], from: &Runs, dst: &mut [u8], to: &Runs) -> Result<(), Outside> {
+    if from.bytes != to.bytes {
+        return Err(Outside);
+    }
+    let mut w = to.cursor();
+    let mut r = from.cursor();
+    // Walk the side with the longer fragments, and scatter or gather each of them whole.
+    let (long_from, long_to) = (mean(from), mean(to));
+    if long_from.min(long_to) < LINE && from.fragments() > 1 && to.fragments() > 1 {
+        // Small fragments on one side at least, and neither side contiguous: the long
+        // fragments would each scatter into one column. Through a cache-sized chunk,
+        // gathered and scattered in tiles (a blocked transpose), one extra copy that stays
+        // in the cache.
+        return chunked(src, from, dst, to);
+    }
+    if long_from >= long_to {
+        r.pieces(from.bytes, |_, at, len| {
+            let s = src.get(at..at.checked_add(len).ok_or(Outside)?).ok_or(Outside)?;
+            w.scatter(len, dst, |f, d| copy_fixed(&s[f..f + d.len()], d))
+        })
+    } else {
+        w.pieces(to.bytes, |_, at, len| {
+            let d = dst.get_mut(at..at.checked_add(len).ok_or(Outside)?).ok_or(Outside)?;
+            r.gather(len, src, |s, t| copy_fixed(s, &mut d[t..t + s.len()]))
+        })
+    }
+}
+
+/// The chunk [`copy`] goes through where fragments are small: a slice of the stream that
+/// stays in the cache between the gather and the scatter.
+const CHUNK: usize = 32 * 1024;
+
+/// [`copy`] through a chunk of at most [`CHUNK`] bytes (one per thread, kept).
+fn chunked(src: &[u8], from: &Runs, dst: &mut [u8], to: &Runs) -> Result<(), Outside> {
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    // Taken out of the cell for the copy, and put back: nothing is borrowed across it.
+    let mut chunk = BUF.with(|b| std::mem::take(&mut *b.borrow_mut()));
+    chunk.resize(CHUNK, 0);
+    let (mut r, mut w) = (from.cursor(), to.cursor());
+    let mut moved = Ok(());
+    let mut done = 0;
+    while done < from.bytes && moved.is_ok() {
+        let n = CHUNK.min(from.bytes - done);
+        let part = &mut chunk[..n];
+        moved = r.gather(n, src, |s, t| copy_fixed(s, &mut part[t..t + s.len()]));
+        let part = &chunk[..n];
+        moved = moved.and_then(|()| w.scatter(n, dst, |f, d| copy_fixed(&part[f..f + d.len()], d)));
+        done += n;
+    }
+    BUF.with(|b| *b.borrow_mut() = chunk);
+    moved
+}
+
+/// The mean fragment of some runs, in bytes.
+fn mean(r: &Runs) -> usize {
+    r.bytes / r.fragments().max(1)
+}
+
+/// `to.copy_from_slice(from)`, with the element sizes as fixed-size copies (one load and
+/// store; a length known only at run time is a call to `memcpy`).
+#[inline(always)]
+pub(crate) fn copy_fixed(from: &[u8], to: &mut [u8]) {
+    match to.len() {
+        8 => to.copy_from_slice(&from[..8]),
+        4 => to.copy_from_slice(&from[..4]),
+        _ => to.copy_from_slice(from),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_column_is_one_run() {
+        let frags: Vec<(usize, usize)> = (0..1000).map(|i| (i * 80, 8)).collect();
+        let r = Runs::new(frags.iter().copied());
+        assert_eq!(*r.runs, [Run { off: 0, len: 8, stride: 80, count: 1000 }]);
+        assert_eq!((r.fragments(), r.bytes), (1000, 8000));
+        assert_eq!(r.expand(), frags);
+        assert!(r.check(999 * 80 + 8));
+        assert!(!r.check(999 * 80 + 7));
+        assert!(!r.shifted(None).check(usize::MAX));
+        assert_eq!(r.shifted(Some(16)).runs[0].off, 16);
+    }
+
+    /// The columns of a matrix (runs side by side, walked in tiles) take a stream and give
+    /// it back exactly as the fragment-by-fragment walk does, with partial calls.
+    #[test]
+    fn tiled_columns_follow_the_stream() {
+        for (rows, cols, len, start) in [(13, 10, 8, 0), (5, 17, 4, 3), (9, 3, 8, 16), (64, 9, 2, 1)] {
+            let row = cols * len + 5;
+            let frags: Vec<(usize, usize)> =
+                (0..cols).flat_map(|c| (0..rows).map(move |r| (start + r * row + c * len, len))).collect();
+            let runs = Runs::new(frags.iter().copied());
+            assert_eq!(runs.runs.len(), cols);
+            let total = rows * cols * len;
+            let stream: Vec<u8> = (0..total).map(|i| (i * 7 + i / 251) as u8).collect();
+            let mut dst = vec![0u8; start + rows * row];
+            let mut want = dst.clone();
+            let mut at = 0;
+            for &(o, l) in &frags {
+                want[o..o + l].copy_from_slice(&stream[at..at + l]);
+                at += l;
+            }
+            // In pieces of odd sizes, so that tiles start mid-run and stop short.
+            let mut cur = runs.cursor();
+            let mut done = 0;
+            for step in [len * rows * 3 + 1, 5, len * rows * 2, total].iter().cycle() {
+                let n = (*step).min(total - done);
+                if n == 0 {
+                    break;
+                }
+                let part = &stream[done..done + n];
+                cur.scatter(n, &mut dst, |f, d| copy_fixed(&part[f..f + d.len()], d)).unwrap();
+                done += n;
+            }
+            assert_eq!(dst, want, "{rows} x {cols} of {len}");
+            let mut back = vec![0u8; total];
+            runs.cursor().gather(total, &dst, |s, t| back[t..t + s.len()].copy_from_slice(s)).unwrap();
+            assert_eq!(back, stream);
+        }
+    }
+
+    proptest! {
+        /// Runs keep the fragments and their order; `copy` between any two lists of the
+        /// same length moves the bytes in stream order, as the fragment-by-fragment walk.
+        #[test]
+        fn runs_are_the_fragments(
+            a in proptest::collection::vec((0usize..64, 0usize..9), 0..40),
+            b in proptest::collection::vec((0usize..64, 0usize..9), 0..40),
+        ) {
+            let ra = Runs::new(a.iter().copied());
+            let want: Vec<(usize, usize)> = a.iter().copied().filter(|f| f.1 > 0).collect();
+            prop_assert_eq!(ra.expand(), want.clone());
+            // Destination: b's lengths, laid out without overlap, cut to a's total.
+            let total: usize = want.iter().map(|f| f.1).sum();
+            let mut dst_frags = Vec::new();
+            let (mut left, mut at) = (total, 0);
+            for &(gap, len) in &b {
+                if left == 0 { break; }
+                let l = len.max(1).min(left);
+                dst_frags.push((at + gap % 3, l));
+                at += gap % 3 + l;
+                left -= l;
+            }
+            if left > 0 { dst_frags.push((at, left)); at += left; }
+            let rb = Runs::new(dst_frags.iter().copied());
+            let src: Vec<u8> = (0..80u8).collect();
+            let mut dst = vec![0u8; at];
+            prop_assert!(ra.check(src.len()) && rb.check(dst.len()));
+            copy(&src, &ra, &mut dst, &rb).unwrap();
+            let stream: Vec<u8> = want.iter().flat_map(|&(o, l)| src[o..o + l].to_vec()).collect();
+            let got: Vec<u8> = dst_frags.iter().flat_map(|&(o, l)| dst[o..o + l].to_vec()).collect();
+            prop_assert_eq!(got, stream);
+        }
+    }
+}

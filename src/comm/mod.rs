@@ -295,7 +295,12 @@ impl Comm {
                 (_, true) => InterNode::DirectMpi,
                 (_, false) => InterNode::Hierarchical { columns: hier.min_node_size() },
             },
-            progress: immediate::Progress::decide(progress, hier.nodes() == 1, home.multiple),
+            progress: immediate::Progress::decide(
+                progress,
+                hier.nodes() == 1,
+                home.multiple,
+                crate::sync::wait::union_size(&crate::sync::wait::affinity()) > node.ctl.size(),
+            ),
         };
         Ok(Comm {
             parent,

@@ -5,8 +5,10 @@
 //! Every iteration runs the four implementations in an order drawn anew (the same on
 //! every rank), each after a barrier, on data that changes every step and is checked
 //! after each call. The nonblocking ones are timed from the issue to the end of `wait`.
-//! zcoll's scope (and its worker thread) is set up before the barrier, untimed: a program
-//! keeps one scope around many calls.
+//! Up to 8 iterations run in one zcoll scope (its worker thread started once per scope,
+//! untimed, as a program keeps one scope around many calls); since a request borrows its
+//! buffers until the scope ends, zcoll's nonblocking calls take one of up to 8 buffer
+//! sets each (256 KiB in all), checked when the scope ends and reused in the next.
 //!
 //! `--overlap` measures as OSU's `osu_iallreduce` does: `pure` is the nonblocking call's
 //! latency measured before; each timed iteration issues the call, computes for `pure`
@@ -83,7 +85,9 @@ struct Bufs {
 impl Bufs {
     fn new(allreduce: bool, root: i32, size: usize) -> Bufs {
         let n = size.div_ceil(8).max(1);
-        Bufs { allreduce, root, n, send: vec![0; n], recv: vec![0; n], want: vec![0; n] }
+        // Written, not `calloc`'s untouched zero pages: no call pays the first touch.
+        let touched = || vec![u64::MAX; n];
+        Bufs { allreduce, root, n, send: touched(), recv: touched(), want: touched() }
     }
 
     /// Step `seq`'s data: the root's broadcast buffer, or every rank's send buffer (its
@@ -108,23 +112,6 @@ impl Bufs {
     }
 }
 
-/// zcoll's nonblocking call in the scope `s`: issued, `compute` run, waited for.
-fn izcoll<'scope>(
-    s: &zcoll::Scope<'scope, '_>,
-    allreduce: bool,
-    root: i32,
-    send: &'scope [u64],
-    recv: &'scope mut [u64],
-    compute: Duration,
-) -> zcoll::Result<()> {
-    let req = match allreduce {
-        true => s.immediate_all_reduce_into(send, recv, Builtin::Sum),
-        false => s.immediate_broadcast_into(recv, root),
-    };
-    busy(compute);
-    req.wait()
-}
-
 /// Busy for `d` (the computation of `--overlap`; nothing for a zero `d`).
 fn busy(d: Duration) {
     if d.is_zero() {
@@ -139,60 +126,42 @@ fn busy(d: Duration) {
     }
 }
 
-/// Runs `imp` once on `b` after a barrier, computing for `compute` between issue and
-/// wait (nonblocking calls only), and returns its time in seconds.
+/// Runs `imp` (not [`Imp::Izcoll`]) once on `b` after a barrier, computing for `compute`
+/// between issue and wait (the MPI library's nonblocking call only), and returns its time
+/// in seconds. zcoll's blocking call runs in its turn in the scope `s`.
 fn once(
     world: &SimpleCommunicator,
-    comm: &mut Comm,
+    s: &zcoll::Scope<'_, '_>,
     b: &mut Bufs,
     imp: Imp,
     compute: Duration,
 ) -> Result<f64, String> {
     let root = world.process_at_rank(b.root);
     let Bufs { allreduce, root: b_root, ref send, ref mut recv, .. } = *b;
-    let t = match imp {
-        Imp::Mpi => {
-            world.barrier();
-            let t = Instant::now();
-            match allreduce {
-                true => world.all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum()),
-                false => root.broadcast_into(&mut recv[..]),
-            }
-            t.elapsed()
-        }
-        Imp::Impi => {
-            world.barrier();
-            let t = Instant::now();
-            mpi::request::scope(|sc| {
-                let req = match allreduce {
-                    true => {
-                        world.immediate_all_reduce_into(sc, &send[..], &mut recv[..], SystemOperation::sum())
-                    }
-                    false => root.immediate_broadcast_into(sc, &mut recv[..]),
-                };
-                busy(compute);
-                req.wait();
-            });
-            t.elapsed()
-        }
-        Imp::Zcoll => {
-            world.barrier();
-            let t = Instant::now();
-            match allreduce {
+    world.barrier();
+    let t = Instant::now();
+    match imp {
+        Imp::Mpi => match allreduce {
+            true => world.all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum()),
+            false => root.broadcast_into(&mut recv[..]),
+        },
+        Imp::Impi => mpi::request::scope(|sc| {
+            let req = match allreduce {
+                true => world.immediate_all_reduce_into(sc, &send[..], &mut recv[..], SystemOperation::sum()),
+                false => root.immediate_broadcast_into(sc, &mut recv[..]),
+            };
+            busy(compute);
+            req.wait();
+        }),
+        Imp::Zcoll => s
+            .blocking(|comm| match allreduce {
                 true => comm.all_reduce_into(send, recv, Builtin::Sum),
                 false => comm.broadcast_into(recv, b_root),
-            }
-            .map_err(|e| e.to_string())?;
-            t.elapsed()
-        }
-        Imp::Izcoll => comm
-            .immediate_scope(|s| {
-                world.barrier();
-                let t = Instant::now();
-                izcoll(s, allreduce, b_root, send, recv, compute).map(|()| t.elapsed())
             })
             .map_err(|e| e.to_string())?,
-    };
+        Imp::Izcoll => unreachable!("zcoll's nonblocking calls run on the pool's buffers"),
+    }
+    let t = t.elapsed();
     b.check()?;
     Ok(t.as_secs_f64())
 }
@@ -204,13 +173,92 @@ fn slowest(world: &SimpleCommunicator, times: &[f64]) -> Vec<f64> {
     max
 }
 
+/// Times `imps` at one size, `warmup + iters` iterations each in an order drawn anew
+/// every iteration, the nonblocking calls computing for `compute[k]` between issue and
+/// wait; returns every rank's own times (seconds), per implementation.
+///
+/// The iterations run inside zcoll's scopes, each of up to 8 iterations: a request borrows
+/// its buffers until the scope ends, so zcoll's nonblocking calls take a buffer set of a
+/// pool each (reused from scope to scope; at most 256 KiB in all, so that they are as warm
+/// in the caches as the others' one set: one set, and a scope per iteration, from 64 KiB),
+/// filled before the scope and checked after it; the other implementations share one
+/// set, filled and checked around every call.
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    world: &SimpleCommunicator,
+    comm: &mut Comm,
+    (allreduce, root, size): (bool, i32, usize),
+    imps: &[Imp],
+    compute: &[Duration],
+    iters: usize,
+    warmup: usize,
+    seq: &mut u64,
+) -> Result<Vec<Vec<f64>>, String> {
+    let mut times = vec![vec![0f64; iters]; imps.len()];
+    let mut b = Bufs::new(allreduce, root, size);
+    let pool = ((256usize << 10) / (3 * size).max(1)).clamp(1, 8);
+    let sets_needed = if imps.contains(&Imp::Izcoll) { pool } else { 0 };
+    let mut sets: Vec<(u64, Bufs)> =
+        (0..sets_needed).map(|_| (0, Bufs::new(allreduce, root, size))).collect();
+    let mut it = 0;
+    while it < warmup + iters {
+        let n = pool.min(warmup + iters - it);
+        for (set_seq, set) in sets.iter_mut().take(n) {
+            *seq += 1;
+            *set_seq = *seq;
+            set.fill(world, *seq);
+        }
+        let first = it;
+        comm.immediate_scope(|s| {
+            let mut pool = sets.iter_mut();
+            for it in first..first + n {
+                for &k in &stats::shuffled(imps.len(), stats::mix((size as u64) << 32 ^ it as u64)) {
+                    let t = match imps[k] {
+                        Imp::Izcoll => {
+                            let (_, set) = pool.next().expect("a buffer set per call");
+                            let (send, recv) = (&set.send, &mut set.recv);
+                            world.barrier();
+                            let t = Instant::now();
+                            let req = match allreduce {
+                                true => s.immediate_all_reduce_into(send, recv, Builtin::Sum),
+                                false => s.immediate_broadcast_into(recv, root),
+                            };
+                            busy(compute[k]);
+                            req.wait().map_err(|e| format!("izcoll: {e}"))?;
+                            t.elapsed().as_secs_f64()
+                        }
+                        imp => {
+                            *seq += 1;
+                            b.fill(world, *seq);
+                            once(world, s, &mut b, imp, compute[k]).map_err(|e| format!("{imp:?}: {e}"))?
+                        }
+                    };
+                    if it >= warmup {
+                        times[k][it - warmup] = t;
+                    }
+                }
+            }
+            Ok::<(), String>(())
+        })?;
+        for (seq, set) in sets.iter_mut().take(n) {
+            // The expected result of the set's step (its own data is already in place).
+            let got = set.recv.clone();
+            set.fill(world, *seq);
+            set.recv = got;
+            set.check().map_err(|e| format!("Izcoll: {e}"))?;
+        }
+        it += n;
+    }
+    Ok(times)
+}
+
 /// Times the nonblocking collectives `names` at every size of `args` on every rank of
 /// `world`; rank 0 prints the table. Returns the rows (on every rank).
 ///
 /// # Errors
 ///
-/// A bad `--sizes`, or a wrong result or failed call (the job is then aborted by the
-/// caller's error path on every rank: every rank checks the same call).
+/// A bad `--sizes`, or a wrong result or failed call (every rank checks the same call;
+/// the caller aborts the job).
 pub fn run(
     world: &SimpleCommunicator,
     comm: &mut Comm,
@@ -232,29 +280,37 @@ pub fn run(
         for &size in &sizes {
             let iters = args.iters.unwrap_or_else(|| stats::default_iters(size)).max(1);
             let warmup = args.warmup.unwrap_or_else(|| stats::default_warmup(iters));
-            let mut b = Bufs::new(name == "iallreduce", args.root, size);
-            let mut times = vec![vec![0f64; iters]; IMPS.len()];
-            for it in 0..warmup + iters {
-                for &k in &stats::shuffled(IMPS.len(), stats::mix((size as u64) << 32 ^ it as u64)) {
-                    seq += 1;
-                    b.fill(world, seq);
-                    let t = once(world, comm, &mut b, IMPS[k], Duration::ZERO)
-                        .map_err(|e| format!("{name} {:?} at {size} bytes, rank {me}: {e}", IMPS[k]))?;
-                    if it >= warmup {
-                        times[k][it - warmup] = t;
-                    }
-                }
-            }
+            let call = (name == "iallreduce", args.root, size);
+            let fail = |e: String| format!("{name} at {size} bytes, rank {me}: {e}");
+            let times = measure(world, comm, call, &IMPS, &[Duration::ZERO; 4], iters, warmup, &mut seq)
+                .map_err(fail)?;
             let sum: Vec<Summary> = times
                 .iter()
                 .map(|t| Summary::of(&slowest(world, t)).expect("iterations").scaled(1e6))
                 .collect();
             let overlap = match args.overlap {
                 false => None,
-                true => Some((
-                    overlap(world, comm, &mut b, Imp::Impi, sum[1].median, iters, &mut seq)?,
-                    overlap(world, comm, &mut b, Imp::Izcoll, sum[3].median, iters, &mut seq)?,
-                )),
+                true => {
+                    let mut pct = [0f64; 2];
+                    for (i, (imp, pure)) in
+                        [(Imp::Impi, sum[1].median), (Imp::Izcoll, sum[3].median)].into_iter().enumerate()
+                    {
+                        let compute = Duration::from_secs_f64(pure * 1e-6);
+                        let total = measure(world, comm, call, &[imp], &[compute], iters, 0, &mut seq)
+                            .map_err(fail)?;
+                        let total = Summary::of(&slowest(world, &total[0])).expect("iterations").median * 1e6;
+                        let mut cpu = vec![0f64; iters];
+                        for c in &mut cpu {
+                            world.barrier();
+                            let t = Instant::now();
+                            busy(compute);
+                            *c = t.elapsed().as_secs_f64();
+                        }
+                        let cpu = Summary::of(&slowest(world, &cpu)).expect("iterations").median * 1e6;
+                        pct[i] = (100.0 - 100.0 * (total - cpu) / pure).clamp(0.0, 100.0);
+                    }
+                    Some((pct[0], pct[1]))
+                }
             };
             let row =
                 Row { coll: name, size, mpi: sum[0], impi: sum[1], zcoll: sum[2], izcoll: sum[3], overlap };
@@ -276,33 +332,6 @@ pub fn run(
         }
     }
     Ok(rows)
-}
-
-/// OSU's overlap of `imp` whose pure latency is `pure_us`: `iters` iterations computing
-/// `pure_us` between issue and wait, against that computation alone.
-fn overlap(
-    world: &SimpleCommunicator,
-    comm: &mut Comm,
-    b: &mut Bufs,
-    imp: Imp,
-    pure_us: f64,
-    iters: usize,
-    seq: &mut u64,
-) -> Result<f64, String> {
-    let compute = Duration::from_secs_f64(pure_us * 1e-6);
-    let (mut total, mut cpu) = (vec![0f64; iters], vec![0f64; iters]);
-    for it in 0..iters {
-        *seq += 1;
-        b.fill(world, *seq);
-        total[it] = once(world, comm, b, imp, compute).map_err(|e| format!("{imp:?} --overlap: {e}"))?;
-        world.barrier();
-        let t = Instant::now();
-        busy(compute);
-        cpu[it] = t.elapsed().as_secs_f64();
-    }
-    let total = Summary::of(&slowest(world, &total)).expect("iterations").median * 1e6;
-    let cpu = Summary::of(&slowest(world, &cpu)).expect("iterations").median * 1e6;
-    Ok((100.0 - 100.0 * (total - cpu) / pure_us).clamp(0.0, 100.0))
 }
 
 #[cfg(test)]

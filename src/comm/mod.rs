@@ -96,6 +96,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 ///   node (so the other ranks see the call missing, and time out: `ZCOLL_TIMEOUT`),
 ///   [`Comm::mpi`] panics, and dropping the `Comm` there leaks its MPI communicators
 ///   instead of freeing them.
+/// - The one exception: the worker thread of an
+///   [`immediate_scope`](Comm::immediate_scope) runs the calls of a communicator of one
+///   node, whose collectives make no MPI call (see [`Progress`]).
 ///
 /// # Examples of threads
 ///

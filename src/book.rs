@@ -39,6 +39,7 @@ chapters! {
     Reduce: "collectives/reduce.md",
     Layouts: "layouts.md",
     Hierarchy: "hierarchy.md",
+    Nonblocking: "nonblocking.md",
     Bgp: "bgp.md",
     Tuning: "tuning.md",
     Benchmarks: "benchmarks.md",

@@ -49,6 +49,7 @@
 //! | `ZCOLL_TIMEOUT=s` | give up a wait after `s` seconds with [`Error::Timeout`] (a peer that could still write into the waiting rank's buffer is killed first: [`Error::Fenced`]) |
 //! | `ZCOLL_WARN_AFTER=s` | a wait that lasts `s` seconds (default 60; 0: never) says in one line on standard error which collective it is in, that call's number on the node, the ranks not yet in it and whether the awaited rank has entered the call, and again each time its length doubles |
 //! | `ZCOLL_ARRIVAL=auto\|flat\|tree:k` | how a round awaits the node's arrivals: every rank polls every other (`flat`), or up a tree of flags of fan-in `k` and down from its root (`tree:k`); default `auto`, the cost model's choice for the node's size (a tree from 8 ranks); every rank of a node must agree |
+//! | `ZCOLL_PROGRESS=thread\|thread:bytes\|wait` | how the calls of an [`immediate_scope`](Comm::immediate_scope) progress ([`Progress`]): on a worker thread per scope, woken when a call of at least `bytes` (default 65536 where this process may run on more CPUs than its node has ranks, else never: [`Progress`]) is issued (default where MPI allows it: one node, or `MPI_THREAD_MULTIPLE`), or only in `wait`/`test` on the caller's thread |
 //! | `ZCOLL_YIELD_US=us` | how long a wait spins (when the node's ranks fit on the CPUs their affinity masks allow between them; default 2000) or yields (otherwise; default 20) before it sleeps |
 //! | `ZCOLL_PROFILE=path` | the machine profile to read (default `$XDG_CONFIG_HOME/zcoll/<cpu>-<cores>c-<kernel>.toml`) |
 //! | `ZCOLL_BCAST_ALGORITHM=name[:k]` | the default broadcast algorithm ([`BcastAlgorithm`]) |
@@ -108,7 +109,9 @@ pub use coll::reduce::ReduceAlgorithm;
 pub use coll::scatter::ScatterAlgorithm;
 pub use coll::varcount::{Partition, PartitionMut};
 pub use comm::exposure::Exposure;
-pub use comm::{Comm, Info, InterNode, Traffic, ZeroCopy};
+pub use comm::{
+    wait_all, wait_any, Comm, Info, InterNode, Persistent, Progress, Request, Scope, Traffic, ZeroCopy,
+};
 pub use error::{Errno, Error, Result};
 pub use layout::Layout;
 pub use pod::Pod;

@@ -52,6 +52,10 @@ pub struct Info {
     /// every other (`flat`), or a tree of flags of fan-in `k` (`tree:k`), as the cost
     /// model chose for the node's size or `ZCOLL_ARRIVAL` asked.
     pub arrival: crate::tune::Flags,
+    /// How the calls of an [`immediate_scope`](crate::Comm::immediate_scope) progress: a
+    /// worker thread, or only in `wait` and `test` (`ZCOLL_PROGRESS`, and what MPI's
+    /// thread level allows).
+    pub progress: super::Progress,
 }
 
 /// How the collectives of a [`Comm`](crate::Comm) cross nodes: [`Info::inter_node`].
@@ -128,6 +132,7 @@ impl fmt::Display for Info {
         )?;
         writeln!(f, "  inter-node {}", self.inter_node)?;
         writeln!(f, "  arrivals   {}", self.arrival)?;
+        writeln!(f, "  progress   {}", self.progress)?;
         write!(f, "  tuning     {}", self.tuning)
     }
 }

@@ -23,15 +23,19 @@ macro_rules! route {
 
 mod all;
 pub(crate) mod exposure;
+mod immediate;
 mod info;
 mod layout;
 mod memory;
+mod persistent;
 mod reduce;
 mod rooted;
 mod tune;
 mod varcount;
 
+pub use immediate::{wait_all, wait_any, Progress, Request, Scope};
 pub use info::{Info, InterNode, Traffic};
+pub use persistent::Persistent;
 
 use crate::coll::{Ctx, Overrides};
 use crate::error::{Error, Result};
@@ -92,6 +96,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 ///   node (so the other ranks see the call missing, and time out: `ZCOLL_TIMEOUT`),
 ///   [`Comm::mpi`] panics, and dropping the `Comm` there leaks its MPI communicators
 ///   instead of freeing them.
+/// - The one exception: the worker thread of an
+///   [`immediate_scope`](Comm::immediate_scope) runs the calls of a communicator of one
+///   node, whose collectives make no MPI call (see [`Progress`]).
 ///
 /// # Examples of threads
 ///
@@ -131,7 +138,9 @@ pub struct Comm {
 // Every use of them goes through a method that first asks `home.allows()` (`route`,
 // `mpi`, `duplicate`, `split`, `calibrate`), which is true on the thread that built the
 // communicator, or on any thread under `MPI_THREAD_MULTIPLE`; `Drop` leaks them rather
-// than free them from a thread MPI does not allow. The rest is `Send`: the segment's
+// than free them from a thread MPI does not allow. (`route` also lets an immediate scope's
+// worker thread run the calls of a one-node communicator, whose node path uses no MPI
+// handle.) The rest is `Send`: the segment's
 // mapping and the per-call state in `Cell`s (moved with the `Comm`, never shared, since
 // `Comm` is not `Sync`).
 #[allow(unsafe_code)]
@@ -242,6 +251,7 @@ impl Comm {
         let split = Split::from_env();
         let policy = WaitPolicy::from_env();
         let arrival = crate::node::arrival_from_env();
+        let progress = immediate::Progress::from_env();
         // Every rank takes part in the splits even with a bad variable, so none is left
         // waiting; the error is reported after.
         let node = NodeComm::new(
@@ -252,18 +262,21 @@ impl Comm {
         );
         // Every node must hear of a failure on another before the next collective step
         // (the hierarchy's splits), or it would wait there for ever.
-        let set_up = match (&split, &policy, &arrival, &node) {
-            (Err(e), ..) | (_, Err(e), ..) | (.., Err(e), _) | (.., Err(e)) => Err(e.clone()),
+        let set_up = match (&split, &policy, &arrival, &node, &progress) {
+            (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), ..) | (.., Err(e), _) | (.., Err(e)) => {
+                Err(e.clone())
+            }
             _ => Ok(()),
         };
         crate::hier::agree(&parent, set_up)?;
-        let (split, node) = (split?, node?);
+        let (split, node, progress) = (split?, node?, progress?);
         if parent.rank() == 0 {
             if let Some(w) = crate::tune::select::warning() {
                 eprintln!("zcoll: {w}");
             }
         }
         let hier = Hierarchy::new(&parent, &node);
+        let home = Home::here();
         let info = Info {
             rank: parent.rank(),
             size: parent.size(),
@@ -287,6 +300,12 @@ impl Comm {
                 (_, true) => InterNode::DirectMpi,
                 (_, false) => InterNode::Hierarchical { columns: hier.min_node_size() },
             },
+            progress: immediate::Progress::decide(
+                progress,
+                hier.nodes() == 1,
+                home.multiple,
+                crate::sync::wait::union_size(&crate::sync::wait::affinity()) > node.ctl.size(),
+            ),
         };
         Ok(Comm {
             parent,
@@ -294,7 +313,7 @@ impl Comm {
             hier,
             info,
             overrides: Overrides::from_env(),
-            home: Home::here(),
+            home,
             layouts: Default::default(),
             layout_scratch: Default::default(),
         })
@@ -380,12 +399,19 @@ impl Comm {
     /// Where a call goes: to this node's collectives, or to the two-level ones. Every
     /// collective enters here.
     ///
+    /// The one exception to the thread rule: on an immediate scope's worker thread, a
+    /// communicator of one node routes its calls to the node's collectives, which make no
+    /// MPI call (`coll` holds no MPI handle); the worker runs only the `immediate_*` and
+    /// persistent calls, whose methods call MPI nowhere but through this route.
+    ///
     /// # Errors
     ///
     /// `Unsupported` on a thread that may not call MPI (see [Threads](Comm#threads)).
     #[inline]
     pub(crate) fn route(&self) -> Result<Route<'_>> {
-        self.home.check(self.rank())?;
+        if !(self.home.allows() || (self.hier.nodes() == 1 && immediate::on_worker())) {
+            return Err(Home::refused(self.rank()));
+        }
         Ok(match self.hier.nodes() {
             1 => Route::Node,
             _ => Route::Nodes(&self.hier, &self.parent),

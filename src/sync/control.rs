@@ -146,6 +146,11 @@ impl Control {
         Ok(ctl)
     }
 
+    /// The node's wait policy (`ZCOLL_TIMEOUT`, `ZCOLL_YIELD_US`, fitted to its CPUs).
+    pub(crate) fn policy(&self) -> &WaitPolicy {
+        &self.policy
+    }
+
     /// This rank's index on the node.
     pub(crate) fn me(&self) -> usize {
         self.me

@@ -26,6 +26,9 @@ pub(crate) fn main() {
         // It initializes MPI at a thread level of its own.
         return crate::threads::run();
     }
+    if std::env::var("ZCOLL_TEST_SCENARIO").as_deref() == Ok("immediate-multiple") {
+        return crate::immediate::run_multiple();
+    }
     let universe = mpi::initialize().expect("MPI initializes once");
     let world = universe.world();
     if let Ok(r) = std::env::var("ZCOLL_TEST_NONDUMPABLE_RANK") {
@@ -84,6 +87,7 @@ pub(crate) fn main() {
             check_bcast::<u8>(&world, &comm, 4096, 0, BcastAlgorithm::DirectRead, 2);
         }
         "reduce" => crate::reduce::reduce(&world, &comm),
+        "immediate" => crate::immediate::run(&world, false),
         "faults" => crate::faults::run(&world, &comm),
         "empty" => crate::empty::run(&world, &comm),
         "unchanged" => crate::unchanged::run(&world, &comm),

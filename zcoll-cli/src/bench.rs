@@ -27,7 +27,8 @@ use zcoll::Comm;
 #[derive(clap::Parser, Debug, Clone)]
 #[command(name = "bench")]
 pub struct BenchArgs {
-    /// Collectives to time: comma-separated names (bcast, barrier), or `all`.
+    /// Collectives to time: comma-separated names (bcast, barrier), or `all`; `ibcast` and
+    /// `iallreduce` time the nonblocking ones beside the MPI library's (a table of their own).
     #[arg(long, default_value = "all")]
     pub coll: String,
     /// Message sizes in bytes per rank: `A:B` (powers of two from A to B), `A:B:F` (times
@@ -67,6 +68,10 @@ pub struct BenchArgs {
     /// The root of rooted collectives.
     #[arg(long, default_value_t = 0)]
     pub root: i32,
+    /// With the nonblocking collectives (`--coll ibcast,iallreduce`): also the overlap of
+    /// communication and computation, as OSU's `osu_iallreduce` measures it.
+    #[arg(long)]
+    pub overlap: bool,
 }
 
 /// The CSV header, column for column.

@@ -2,7 +2,7 @@
 //! tests of `zcoll` share with it: the table of collectives (`colls`), the benchmark loop
 //! and its output (`bench`, `stats`, `plot`), the comparison report from `scripts/compare`'s
 //! files (`report`), the model check of `zcoll tune` (`tune`), the progress of long runs
-//! (`progress`), and the switchable global allocator behind `--buffers global` (`alloc`).
+//! (`progress`), the nonblocking collectives' benchmark (`immediate`), and the switchable global allocator behind `--buffers global` (`alloc`).
 //!
 //! Adding a collective to every benchmark is adding an entry to [`colls::ALL`].
 
@@ -12,6 +12,7 @@
 pub mod alloc;
 pub mod bench;
 pub mod colls;
+pub mod immediate;
 pub mod plot;
 pub mod progress;
 pub mod report;

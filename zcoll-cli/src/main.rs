@@ -14,8 +14,9 @@ use clap::{Parser, Subcommand};
 use mpi::traits::*;
 use std::process::ExitCode;
 use zcoll::ZeroCopy;
+use zcoll_cli::bench::BenchArgs;
 use zcoll_cli::progress::Progress;
-use zcoll_cli::{bench, report, tune};
+use zcoll_cli::{bench, immediate, report, tune};
 
 /// `zcoll bench --buffers global` measures `Vec`s in the shared heap: this allocator
 /// serves them from it while the benchmark says so, from the system allocator otherwise.
@@ -114,7 +115,7 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     };
     let world = universe.world();
-    let comm = match world.zero_copy() {
+    let mut comm = match world.zero_copy() {
         Ok(comm) => comm,
         Err(e) => {
             eprintln!("zcoll: {e}");
@@ -124,9 +125,19 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Info => info(&world, &comm),
         Command::Bench(args) => {
-            if let Err(e) = bench::run(&world, &comm, &args) {
-                eprintln!("zcoll bench: {e}");
-                return ExitCode::FAILURE;
+            let (nonblocking, rest) = immediate::split(&args.coll);
+            let table = BenchArgs { coll: rest, ..args.clone() };
+            if !table.coll.is_empty() || nonblocking.is_empty() {
+                if let Err(e) = bench::run(&world, &comm, &table) {
+                    eprintln!("zcoll bench: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+            if !nonblocking.is_empty() {
+                if let Err(e) = immediate::run(&world, &mut comm, &args, &nonblocking) {
+                    eprintln!("zcoll bench: {e}");
+                    world.abort(2);
+                }
             }
         }
         Command::Tune(args) => return calibrate(&world, &comm, &args),

@@ -1,0 +1,326 @@
+//! Persistent collectives, as MPI 4 has them (`MPI_Bcast_init` and its kin): a
+//! [`Persistent`] handle made once in a [`Scope`], started and completed many times.
+//!
+//! The handle owns its buffers' borrows (for `'scope`) and hands them to each start's call
+//! through a mutex the call holds while it runs; [`Persistent::start`] borrows the handle
+//! until its request is done, so [`Persistent::with_buffers`] cannot be called meanwhile
+//! (a compile error), and a leaked start's request only makes the next `start` or
+//! `with_buffers` wait for that call (it runs in its turn anyway).
+//!
+//! The send buffers are taken by `&mut` too: as in MPI, a program changes what it sends
+//! between starts, through [`Persistent::with_buffers`].
+//!
+//! Each start issues the blocking collective again: zcoll's calls exchange no addresses
+//! beforehand on their small paths, and publish them in the round's call record on the
+//! others, so a start costs what a blocking call costs, plus the queueing.
+
+use super::immediate::{Engine, Request, Scope, Slot};
+use super::Comm;
+use crate::error::Result;
+use crate::op::Operator;
+use crate::pod::Pod;
+use mpi::topology::Rank;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// The blocking call a persistent collective runs over its buffers `B`.
+type Call<'scope, B> = Box<dyn FnMut(&mut Comm, &mut B) -> Result<()> + Send + 'scope>;
+
+/// The buffers of a persistent collective and the call that runs over them.
+struct Held<'scope, B> {
+    bufs: B,
+    call: Call<'scope, B>,
+}
+
+/// A persistent collective (MPI 4's `MPI_*_init`), made by a [`Scope`]'s `*_init`
+/// methods: [`start`](Persistent::start) it as often as needed; each start is a
+/// [`Request`]. `B` is its buffers (one slice, or the send and receive slices).
+///
+/// # Examples
+///
+/// ```no_run
+/// # use zcoll::ZeroCopy;
+/// # let universe = mpi::initialize().unwrap();
+/// # let mut comm = universe.world().zero_copy()?;
+/// let mut buf = vec![0u64; 1024];
+/// comm.immediate_scope(|s| {
+///     let mut bcast = s.broadcast_init(&mut buf, 0);
+///     for step in 0..100u64 {
+///         if s.rank() == 0 {
+///             bcast.with_buffers(|buf| buf.fill(step));
+///         }
+///         bcast.start().wait()?;
+///         bcast.with_buffers(|buf| assert_eq!(buf[0], step));
+///     }
+///     Ok::<(), zcoll::Error>(())
+/// })?;
+/// # Ok::<(), zcoll::Error>(())
+/// ```
+///
+/// The buffers cannot be touched while a start is pending:
+///
+/// ```compile_fail
+/// # use zcoll::ZeroCopy;
+/// # let universe = mpi::initialize().unwrap();
+/// # let mut comm = universe.world().zero_copy()?;
+/// let mut buf = vec![0u64; 1024];
+/// comm.immediate_scope(|s| {
+///     let mut bcast = s.broadcast_init(&mut buf, 0);
+///     let req = bcast.start();
+///     bcast.with_buffers(|buf| buf[0] = 1); // the call may be reading or writing `buf`
+///     req.wait()
+/// })?;
+/// # Ok::<(), zcoll::Error>(())
+/// ```
+pub struct Persistent<'scope, B> {
+    engine: Arc<Engine<'scope>>,
+    held: Arc<Mutex<Held<'scope, B>>>,
+    bytes: usize,
+    /// The last start's call, which the buffers wait for if its request was leaked.
+    last: Option<Arc<Slot>>,
+}
+
+impl<'scope, B: Send + 'scope> Persistent<'scope, B> {
+    fn new(
+        scope: &Scope<'scope, '_>,
+        bufs: B,
+        bytes: usize,
+        call: impl FnMut(&mut Comm, &mut B) -> Result<()> + Send + 'scope,
+    ) -> Self {
+        Persistent {
+            engine: scope.engine().clone(),
+            held: Arc::new(Mutex::new(Held { bufs, call: Box::new(call) })),
+            bytes,
+            last: None,
+        }
+    }
+
+    /// Starts the collective (`MPI_Start`): queues its call, in its turn among the scope's
+    /// calls, as an `immediate_*` call would. The handle stays borrowed until the request
+    /// is done.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// comm.immediate_scope(|s| {
+    ///     let mut barrier = s.barrier_init();
+    ///     (0..1000).try_for_each(|_| barrier.start().wait())
+    /// })?;
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// From [`Request::wait`] or [`Request::test`]: those of the blocking collective.
+    pub fn start(&mut self) -> Request<'_> {
+        self.settle();
+        let held = self.held.clone();
+        let job = Box::new(move |comm: &mut Comm| {
+            let mut held = held.lock().unwrap_or_else(PoisonError::into_inner);
+            let Held { bufs, call } = &mut *held;
+            call(comm, bufs)
+        });
+        let slot = self.engine.push(job, self.bytes);
+        self.last = Some(slot.clone());
+        Request::new(slot, self.engine.clone())
+    }
+
+    /// Runs `f` on the buffers between starts (to fill the send buffer, read the result).
+    /// If the last start's request was dropped or leaked unfinished, waits for its call
+    /// first.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::{op::Builtin, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// let (mut send, mut recv) = (vec![1.0f64; 8], vec![0.0f64; 8]);
+    /// comm.immediate_scope(|s| {
+    ///     let mut sum = s.all_reduce_init(&mut send, &mut recv, Builtin::Sum);
+    ///     sum.start().wait()?;
+    ///     let total = sum.with_buffers(|(_, recv)| recv[0]);
+    ///     assert_eq!(total, s.size() as f64);
+    ///     Ok::<(), zcoll::Error>(())
+    /// })?;
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    pub fn with_buffers<R>(&mut self, f: impl FnOnce(&mut B) -> R) -> R {
+        self.settle();
+        f(&mut self.held.lock().unwrap_or_else(PoisonError::into_inner).bufs)
+    }
+
+    /// Waits for the last start's call if its request was not waited for.
+    fn settle(&mut self) {
+        if let Some(last) = self.last.take() {
+            let _ = Request::new(last, self.engine.clone()).wait();
+        }
+    }
+}
+
+impl<B> fmt::Debug for Persistent<'_, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Persistent").field("bytes", &self.bytes).finish_non_exhaustive()
+    }
+}
+
+impl<'scope> Scope<'scope, '_> {
+    /// A persistent barrier (`MPI_Barrier_init`).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// comm.immediate_scope(|s| s.barrier_init().start().wait())?;
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// From each start's request: those of [`Comm::barrier`].
+    pub fn barrier_init(&self) -> Persistent<'scope, ()> {
+        Persistent::new(self, (), 0, |comm, ()| comm.barrier())
+    }
+
+    /// A persistent broadcast (`MPI_Bcast_init`) of `buf` from `root`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// let mut buf = [comm.rank(); 4];
+    /// comm.immediate_scope(|s| s.broadcast_init(&mut buf, 0).start().wait())?;
+    /// assert_eq!(buf, [0; 4]);
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// From each start's request: those of [`Comm::broadcast_into`].
+    pub fn broadcast_init<T: Pod + Send>(
+        &self,
+        buf: &'scope mut [T],
+        root: Rank,
+    ) -> Persistent<'scope, &'scope mut [T]> {
+        let bytes = std::mem::size_of_val(buf);
+        Persistent::new(self, buf, bytes, move |comm, buf| comm.broadcast_into(buf, root))
+    }
+
+    /// A persistent allgather (`MPI_Allgather_init`).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// let (mut mine, mut all) = ([comm.rank()], vec![0; comm.size() as usize]);
+    /// comm.immediate_scope(|s| s.all_gather_init(&mut mine, &mut all).start().wait())?;
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// From each start's request: those of [`Comm::all_gather_into`].
+    pub fn all_gather_init<T: Pod + Send + Sync>(
+        &self,
+        send: &'scope mut [T],
+        recv: &'scope mut [T],
+    ) -> Persistent<'scope, (&'scope mut [T], &'scope mut [T])> {
+        let bytes = std::mem::size_of_val(recv);
+        Persistent::new(self, (send, recv), bytes, |comm, (send, recv)| comm.all_gather_into(send, recv))
+    }
+
+    /// A persistent alltoall (`MPI_Alltoall_init`).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// let p = comm.size() as usize;
+    /// let (mut send, mut recv) = (vec![comm.rank(); p], vec![0; p]);
+    /// comm.immediate_scope(|s| s.all_to_all_init(&mut send, &mut recv).start().wait())?;
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// From each start's request: those of [`Comm::all_to_all_into`].
+    pub fn all_to_all_init<T: Pod + Send + Sync>(
+        &self,
+        send: &'scope mut [T],
+        recv: &'scope mut [T],
+    ) -> Persistent<'scope, (&'scope mut [T], &'scope mut [T])> {
+        let bytes = std::mem::size_of_val(recv);
+        Persistent::new(self, (send, recv), bytes, |comm, (send, recv)| comm.all_to_all_into(send, recv))
+    }
+
+    /// A persistent allreduce (`MPI_Allreduce_init`).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::{op::Builtin, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// let (mut one, mut sum) = ([1u32], [0u32]);
+    /// comm.immediate_scope(|s| s.all_reduce_init(&mut one, &mut sum, Builtin::Sum).start().wait())?;
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// From each start's request: those of [`Comm::all_reduce_into`].
+    pub fn all_reduce_init<T: Pod + Send + Sync, O: Operator<T> + Send + 'scope>(
+        &self,
+        send: &'scope mut [T],
+        recv: &'scope mut [T],
+        op: O,
+    ) -> Persistent<'scope, (&'scope mut [T], &'scope mut [T])> {
+        let bytes = std::mem::size_of_val(send);
+        Persistent::new(self, (send, recv), bytes, move |comm, (send, recv)| {
+            comm.all_reduce_into(send, recv, &op)
+        })
+    }
+
+    /// A persistent reduce (`MPI_Reduce_init`): `recv` is `Some` on the root, `None`
+    /// elsewhere.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::{op::Builtin, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// let (mut one, mut sum) = ([1u32], [0u32]);
+    /// let recv = (comm.rank() == 0).then_some(&mut sum[..]);
+    /// comm.immediate_scope(|s| s.reduce_init(&mut one, recv, 0, Builtin::Sum).start().wait())?;
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// From each start's request: those of [`Comm::reduce_into_root`].
+    pub fn reduce_init<T: Pod + Send + Sync, O: Operator<T> + Send + 'scope>(
+        &self,
+        send: &'scope mut [T],
+        recv: Option<&'scope mut [T]>,
+        root: Rank,
+        op: O,
+    ) -> Persistent<'scope, (&'scope mut [T], Option<&'scope mut [T]>)> {
+        let bytes = std::mem::size_of_val(send);
+        Persistent::new(self, (send, recv), bytes, move |comm, (send, recv)| match recv {
+            Some(recv) => comm.reduce_into_root(send, recv, root, &op),
+            None => comm.reduce_into(send, root, &op),
+        })
+    }
+}

@@ -1,0 +1,302 @@
+//! Nonblocking and persistent collectives (`Comm::immediate_scope`): every `immediate_*`
+//! call in flight at once on one communicator, mixed with blocking calls, completed in
+//! another order than issued, compared with rsmpi's blocking collectives (the
+//! variable-count ones with independently computed values); a leaked and a dropped
+//! request; a bad call, an `Err` from `wait` on every rank with the receive buffer
+//! unchanged; persistent handles started 1000 times.
+
+use crate::common::pattern;
+use mpi::collective::SystemOperation;
+use mpi::environment::Threading;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use mpi::Count;
+use zcoll::op::Builtin;
+use zcoll::{wait_all, wait_any, Comm, Progress};
+
+/// The scenario `immediate`; `immediate-multiple` initializes MPI with
+/// `MPI_THREAD_MULTIPLE` first (so the worker runs calls across nodes too).
+pub(crate) fn run(world: &SimpleCommunicator, multiple: bool) {
+    let mut comm = Comm::new(world).unwrap_or_else(|e| panic!("Comm::new: {e}"));
+    let one_node = comm.info().nodes == 1;
+    let thread = matches!(comm.info().progress, Progress::Thread { .. });
+    let forced_wait = std::env::var("ZCOLL_PROGRESS").as_deref() == Ok("wait");
+    assert_eq!(thread, (one_node || multiple) && !forced_wait, "progress: {}", comm.info().progress);
+    for (k, &n) in [1usize, 1000, 70_001].iter().enumerate() {
+        all_at_once(world, &mut comm, n, 10 * k as u64);
+    }
+    leaked(world, &mut comm);
+    bad_call(world, &mut comm);
+    any_and_test(world, &mut comm);
+    persistent(world, &mut comm);
+}
+
+/// MPI initialized with `MPI_THREAD_MULTIPLE`, then [`run`].
+pub(crate) fn run_multiple() {
+    let (universe, got) = mpi::initialize_with_threading(Threading::Multiple).expect("MPI initializes once");
+    assert_eq!(got, Threading::Multiple, "this MPI does not provide MPI_THREAD_MULTIPLE");
+    let world = universe.world();
+    run(&world, true);
+    println!("ZCOLL-RANK-OK {}", world.rank());
+}
+
+fn input(rank: i32, n: usize, seed: u64) -> Vec<u64> {
+    (0..n).map(|i| u64::from(pattern(seed, i)) + 1000 * rank as u64).collect()
+}
+
+/// Every collective issued at once, a blocking broadcast among them, waited for in
+/// reverse order (and the last few with `wait_any`); then the same with rsmpi.
+fn all_at_once(world: &SimpleCommunicator, comm: &mut Comm, n: usize, seed: u64) {
+    let (me, p) = (world.rank(), world.size());
+    let pu = p as usize;
+    let root = p - 1;
+    let mine = input(me, n, seed);
+    let per_rank: Vec<u64> = (0..n * pu).map(|i| u64::from(pattern(seed + 1, i)) + me as u64).collect();
+    let mut bcast = if me == root { input(root, n, seed + 2) } else { vec![0; n] };
+    let mut blocking = if me == 0 { input(0, n, seed + 3) } else { vec![0; n] };
+    let (mut sum, mut max, mut all, mut exchanged) =
+        (vec![0; n], vec![0; n], vec![0; n * pu], vec![0; n * pu]);
+    let (mut scattered, mut gathered) = (vec![0; n], vec![0; n * pu]);
+    // Variable counts: rank r contributes r + 1 elements (times a block `m`).
+    let m = n.div_ceil(8);
+    let counts: Vec<Count> = (0..p).map(|r| ((r as usize + 1) * m) as Count).collect();
+    let displs: Vec<Count> = counts.iter().scan(0, |at, &c| Some(std::mem::replace(at, *at + c))).collect();
+    let total = counts.iter().sum::<Count>() as usize;
+    let vmine: Vec<u64> = input(me, counts[me as usize] as usize, seed + 4);
+    let vall_send: Vec<u64> = (0..total).map(|i| i as u64 * 3 + seed).collect();
+    let (mut vall, mut vgathered, mut vscattered) =
+        (vec![0; total], vec![0; total], vec![0; counts[me as usize] as usize]);
+    // All-to-all-v: to rank r, `r + 1` elements; from rank q, `me + 1`.
+    let to: Vec<Count> = (0..p).map(|r| r + 1).collect();
+    let to_displs: Vec<Count> = (0..p).map(|r| r * (r + 1) / 2).collect();
+    let from: Vec<Count> = vec![me + 1; pu];
+    let from_displs: Vec<Count> = (0..p).map(|q| q * (me + 1)).collect();
+    let vsend: Vec<u64> =
+        (0..p).flat_map(|r| (0..=r).map(move |i| (me * 100 + r) as u64 * 1000 + i as u64)).collect();
+    let mut vrecv = vec![0u64; pu * (me as usize + 1)];
+    let mut reduced = vec![0u64; n];
+
+    let outcome = comm.immediate_scope(|s| {
+        let mut reqs = vec![
+            s.immediate_broadcast_into(&mut bcast, root),
+            s.immediate_all_reduce_into(&mine, &mut sum, Builtin::Sum),
+            s.immediate_all_gather_into(&mine, &mut all),
+            s.immediate_all_to_all_into(&per_rank, &mut exchanged),
+            match me == 0 {
+                true => s.immediate_scatter_into_root(&per_rank, &mut scattered, 0),
+                false => s.immediate_scatter_into(&mut scattered, 0),
+            },
+            match me == root {
+                true => s.immediate_gather_into_root(&mine, &mut gathered, root),
+                false => s.immediate_gather_into(&mine, root),
+            },
+        ];
+        // A blocking call in the middle: it runs after the six above, before the rest.
+        s.blocking(|c| c.broadcast_into(&mut blocking, 0))?;
+        reqs.push(match me == 0 {
+            true => s.immediate_reduce_into_root(&mine, &mut reduced, 0, Builtin::Max),
+            false => s.immediate_reduce_into(&mine, 0, Builtin::Max),
+        });
+        reqs.push(s.immediate_all_reduce_into(&mine, &mut max, Builtin::Max));
+        reqs.push(s.immediate_all_gather_varcount_into(&vmine, &mut vall, &counts, &displs));
+        reqs.push(match me == 0 {
+            true => s.immediate_gather_varcount_into_root(&vmine, &mut vgathered, &counts, &displs, 0),
+            false => s.immediate_gather_varcount_into(&vmine, 0),
+        });
+        reqs.push(match me == root {
+            true => {
+                s.immediate_scatter_varcount_into_root(&vall_send, &counts, &displs, &mut vscattered, root)
+            }
+            false => s.immediate_scatter_varcount_into(&mut vscattered, root),
+        });
+        reqs.push(s.immediate_all_to_all_varcount_into(
+            &vsend,
+            &to,
+            &to_displs,
+            &mut vrecv,
+            &from,
+            &from_displs,
+        ));
+        reqs.push(s.immediate_barrier());
+        let mut tail = reqs.split_off(reqs.len() - 4);
+        while let Some((_, r)) = wait_any(&mut tail) {
+            r?;
+        }
+        reqs.reverse();
+        wait_all(reqs)
+    });
+    outcome.unwrap_or_else(|e| panic!("rank {me}, n = {n}: {e}"));
+
+    // The oracle: rsmpi's blocking collectives.
+    let at = |r| world.process_at_rank(r);
+    let mut want = if me == root { input(root, n, seed + 2) } else { vec![0; n] };
+    at(root).broadcast_into(&mut want[..]);
+    assert_eq!(bcast, want, "broadcast, n = {n}");
+    let mut want = if me == 0 { input(0, n, seed + 3) } else { vec![0; n] };
+    at(0).broadcast_into(&mut want[..]);
+    assert_eq!(blocking, want, "the blocking broadcast, n = {n}");
+    let mut want = vec![0; n];
+    world.all_reduce_into(&mine[..], &mut want[..], SystemOperation::sum());
+    assert_eq!(sum, want, "allreduce, n = {n}");
+    world.all_reduce_into(&mine[..], &mut want[..], SystemOperation::max());
+    assert_eq!(max, want, "allreduce max, n = {n}");
+    if me == 0 {
+        assert_eq!(reduced, want, "reduce, n = {n}");
+    }
+    let mut want = vec![0; n * pu];
+    world.all_gather_into(&mine[..], &mut want[..]);
+    assert_eq!(all, want, "allgather, n = {n}");
+    if me == root {
+        assert_eq!(gathered, want, "gather, n = {n}");
+    }
+    world.all_to_all_into(&per_rank[..], &mut want[..]);
+    assert_eq!(exchanged, want, "alltoall, n = {n}");
+    let mut want = vec![0; n];
+    match me == 0 {
+        true => at(0).scatter_into_root(&per_rank[..], &mut want[..]),
+        false => at(0).scatter_into(&mut want[..]),
+    }
+    assert_eq!(scattered, want, "scatter, n = {n}");
+    // The variable-count ones, computed.
+    let want: Vec<u64> = (0..p).flat_map(|r| input(r, counts[r as usize] as usize, seed + 4)).collect();
+    assert_eq!(vall, want, "allgatherv, n = {n}");
+    if me == 0 {
+        assert_eq!(vgathered, want, "gatherv, n = {n}");
+    }
+    let d = displs[me as usize] as usize;
+    assert_eq!(vscattered, vall_send[d..d + vscattered.len()], "scatterv, n = {n}");
+    let want: Vec<u64> =
+        (0..p).flat_map(|q| (0..=me).map(move |i| (q * 100 + me) as u64 * 1000 + i as u64)).collect();
+    assert_eq!(vrecv, want, "alltoallv, n = {n}");
+}
+
+/// A request leaked and one dropped: their calls still run in their turn, and the
+/// buffers hold the result after the scope.
+fn leaked(world: &SimpleCommunicator, comm: &mut Comm) {
+    let me = world.rank();
+    let n = 50_000;
+    let fill = |r: i32| if me == 0 { input(0, n, 77 + r as u64) } else { vec![0; n] };
+    let (mut a, mut b, mut c) = (fill(0), fill(1), fill(2));
+    comm.immediate_scope(|s| {
+        std::mem::forget(s.immediate_broadcast_into(&mut a, 0));
+        drop(s.immediate_broadcast_into(&mut b, 0));
+        s.immediate_broadcast_into(&mut c, 0).wait()
+    })
+    .expect("a call after a leaked one");
+    assert_eq!(a, input(0, n, 77), "the leaked request's broadcast");
+    assert_eq!(b, input(0, n, 78), "the dropped request's broadcast");
+    assert_eq!(c, input(0, n, 79), "the broadcast after them");
+    // Leaked as the last call of a scope: the scope still completes it.
+    let mut d = fill(3);
+    comm.immediate_scope(|s| std::mem::forget(s.immediate_broadcast_into(&mut d, 0)));
+    assert_eq!(d, input(0, n, 80), "a leaked request at the end of the scope");
+}
+
+/// A bad call (the last rank's receive buffer one element longer): `Err` from `wait` on
+/// every rank, the receive buffers unchanged; the next call works.
+fn bad_call(world: &SimpleCommunicator, comm: &mut Comm) {
+    let (me, p) = (world.rank(), world.size());
+    let n = 1000;
+    let mine = input(me, n, 5);
+    let len = if me == p - 1 { n * p as usize + 1 } else { n * p as usize };
+    let mut all = vec![7u64; len];
+    let mut sum = vec![0u64; n];
+    let (bad, good) = comm.immediate_scope(|s| {
+        let bad = s.immediate_all_gather_into(&mine, &mut all);
+        let good = s.immediate_all_reduce_into(&mine, &mut sum, Builtin::Sum);
+        (bad.wait(), good.wait())
+    });
+    assert!(bad.is_err(), "rank {me}: a mismatched allgather succeeded");
+    assert!(all.iter().all(|&x| x == 7), "rank {me}: the failed call wrote its receive buffer");
+    good.unwrap_or_else(|e| panic!("rank {me}: the call after the bad one: {e}"));
+    let mut want = vec![0; n];
+    world.all_reduce_into(&mine[..], &mut want[..], SystemOperation::sum());
+    assert_eq!(sum, want, "the allreduce after the bad call");
+}
+
+/// `wait_any` hands back every request once; `test` polls a large call to its end.
+fn any_and_test(world: &SimpleCommunicator, comm: &mut Comm) {
+    let me = world.rank();
+    let n = 100_000;
+    let mut bufs: Vec<Vec<u64>> =
+        (0..4).map(|k| if me == 0 { input(0, n, 90 + k) } else { vec![0; n] }).collect();
+    let mut sum = vec![0u64; n];
+    let mine = input(me, n, 95);
+    comm.immediate_scope(|s| {
+        let mut reqs: Vec<_> = bufs.iter_mut().map(|b| s.immediate_broadcast_into(b, 0)).collect();
+        let mut seen = Vec::new();
+        while let Some((i, r)) = wait_any(&mut reqs) {
+            r?;
+            seen.push(i);
+        }
+        assert_eq!(seen.len(), 4, "wait_any returned {seen:?}");
+        let req = s.immediate_all_reduce_into(&mine, &mut sum, Builtin::Sum);
+        let r = loop {
+            match req.test() {
+                Some(r) => break r,
+                None => std::hint::spin_loop(),
+            }
+        };
+        assert!(req.is_done() && req.test().is_some(), "a done request stays done");
+        r
+    })
+    .unwrap_or_else(|e| panic!("rank {me}: {e}"));
+    for (k, b) in bufs.iter().enumerate() {
+        assert_eq!(*b, input(0, n, 90 + k as u64), "wait_any's broadcast {k}");
+    }
+    let mut want = vec![0; n];
+    world.all_reduce_into(&mine[..], &mut want[..], SystemOperation::sum());
+    assert_eq!(sum, want, "the tested allreduce");
+}
+
+/// Persistent handles started 1000 times: a broadcast whose root changes the data between
+/// starts, an allreduce and a barrier, interleaved; then a start whose request is leaked,
+/// which the next use of the buffers waits for.
+fn persistent(world: &SimpleCommunicator, comm: &mut Comm) {
+    let (me, p) = (world.rank(), world.size());
+    let root = p / 2;
+    let n = 257;
+    let mut buf = vec![0u64; n];
+    let mut mine: Vec<u64> = (0..n as u64).map(|i| i + me as u64).collect();
+    let mut mine2 = mine.clone();
+    let mut sum = vec![0u64; n];
+    let mut reduced = vec![0u64; n];
+    let want_sum: Vec<u64> = (0..n as u64).map(|i| i * p as u64 + (p * (p - 1) / 2) as u64).collect();
+    comm.immediate_scope(|s| {
+        let mut bcast = s.broadcast_init(&mut buf, root);
+        let mut allreduce = s.all_reduce_init(&mut mine, &mut sum, Builtin::Sum);
+        let mut reduce = s.reduce_init(&mut mine2, (me == 0).then_some(&mut reduced[..]), 0, Builtin::Sum);
+        let mut barrier = s.barrier_init();
+        for step in 0..1000u64 {
+            if me == root {
+                bcast.with_buffers(|b| {
+                    b.iter_mut().enumerate().for_each(|(i, x)| *x = step * 1_000_003 + i as u64)
+                });
+            }
+            let r1 = bcast.start();
+            let r2 = allreduce.start();
+            let r3 = reduce.start();
+            barrier.start().wait()?;
+            wait_all([r3, r2, r1])?;
+            bcast.with_buffers(|b| {
+                assert!(
+                    b.iter().enumerate().all(|(i, &x)| x == step * 1_000_003 + i as u64),
+                    "bcast start {step}"
+                )
+            });
+            allreduce.with_buffers(|(_, sum)| assert_eq!(**sum, want_sum[..], "allreduce start {step}"));
+            if me == 0 {
+                reduce.with_buffers(|(_, r)| {
+                    assert_eq!(r.as_deref(), Some(&want_sum[..]), "reduce start {step}")
+                });
+            }
+        }
+        if me == root {
+            bcast.with_buffers(|b| b.fill(4242));
+        }
+        std::mem::forget(bcast.start());
+        bcast.with_buffers(|b| assert!(b.iter().all(|&x| x == 4242), "after a leaked start"));
+        Ok::<(), zcoll::Error>(())
+    })
+    .unwrap_or_else(|e| panic!("rank {me}: {e}"));
+}

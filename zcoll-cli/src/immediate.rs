@@ -1,0 +1,347 @@
+//! `zcoll bench --coll ibcast,iallreduce [--overlap]`: zcoll's nonblocking collectives
+//! (`Comm::immediate_scope`) beside the MPI library's (rsmpi's `immediate_*` in
+//! `mpi::request::scope`), with both blocking calls, in the same run.
+//!
+//! Every iteration runs the four implementations in an order drawn anew (the same on
+//! every rank), each after a barrier, on data that changes every step and is checked
+//! after each call. The nonblocking ones are timed from the issue to the end of `wait`.
+//! Up to 8 iterations run in one zcoll scope (its worker thread started once per scope,
+//! untimed, as a program keeps one scope around many calls); since a request borrows its
+//! buffers until the scope ends, zcoll's nonblocking calls take one of up to 8 buffer
+//! sets each (256 KiB in all), checked when the scope ends and reused in the next.
+//!
+//! `--overlap` measures as OSU's `osu_iallreduce` does: `pure` is the nonblocking call's
+//! latency measured before; each timed iteration issues the call, computes for `pure`
+//! (a busy loop, timed alone as `compute`), then waits (`total`); the overlap is
+//! `max(0, 100 - 100 (total - compute) / pure)` percent, from the medians over iterations
+//! of the slowest rank.
+
+use crate::bench::BenchArgs;
+use crate::colls::fill_words;
+use crate::stats::{self, Summary};
+use mpi::collective::SystemOperation;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use std::time::{Duration, Instant};
+use zcoll::op::Builtin;
+use zcoll::Comm;
+
+/// The nonblocking collectives `--coll` knows.
+pub const NAMES: &[&str] = &["ibcast", "iallreduce"];
+
+/// Splits a `--coll` list into the nonblocking names and the rest (joined again).
+pub fn split(colls: &str) -> (Vec<&'static str>, String) {
+    let mut imm = Vec::new();
+    let mut rest = Vec::new();
+    for name in colls.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match NAMES.iter().find(|n| **n == name) {
+            Some(n) => imm.push(*n),
+            None => rest.push(name),
+        }
+    }
+    (imm, rest.join(","))
+}
+
+/// One size of one nonblocking collective: the four latencies (microseconds, medians of
+/// the per-iteration slowest rank) and, with `--overlap`, the overlap of each library.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// `ibcast` or `iallreduce`.
+    pub coll: &'static str,
+    /// Bytes per rank.
+    pub size: usize,
+    /// The MPI library's blocking call.
+    pub mpi: Summary,
+    /// The MPI library's nonblocking call, issued and waited for.
+    pub impi: Summary,
+    /// zcoll's blocking call.
+    pub zcoll: Summary,
+    /// zcoll's nonblocking call, issued and waited for.
+    pub izcoll: Summary,
+    /// Overlap percentages (MPI, zcoll), with `--overlap`.
+    pub overlap: Option<(f64, f64)>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Imp {
+    Mpi,
+    Impi,
+    Zcoll,
+    Izcoll,
+}
+
+const IMPS: [Imp; 4] = [Imp::Mpi, Imp::Impi, Imp::Zcoll, Imp::Izcoll];
+
+/// The buffers of one size: a broadcast's, or an allreduce's two.
+struct Bufs {
+    allreduce: bool,
+    root: i32,
+    n: usize,
+    send: Vec<u64>,
+    recv: Vec<u64>,
+    want: Vec<u64>,
+}
+
+impl Bufs {
+    fn new(allreduce: bool, root: i32, size: usize) -> Bufs {
+        let n = size.div_ceil(8).max(1);
+        // Written, not `calloc`'s untouched zero pages: no call pays the first touch.
+        let touched = || vec![u64::MAX; n];
+        Bufs { allreduce, root, n, send: touched(), recv: touched(), want: touched() }
+    }
+
+    /// Step `seq`'s data: the root's broadcast buffer, or every rank's send buffer (its
+    /// rank added to each word), and the expected result.
+    fn fill(&mut self, world: &SimpleCommunicator, seq: u64) {
+        let (me, p) = (world.rank() as u64, world.size() as u64);
+        fill_words(&mut self.want, seq);
+        if self.allreduce {
+            self.send.iter_mut().zip(&self.want).for_each(|(s, w)| *s = w.wrapping_add(me));
+            let ranks = p * (p - 1) / 2;
+            self.want.iter_mut().for_each(|w| *w = w.wrapping_mul(p).wrapping_add(ranks));
+        } else if world.rank() == self.root {
+            self.recv.copy_from_slice(&self.want);
+        }
+    }
+
+    fn check(&self) -> Result<(), String> {
+        match self.recv.iter().zip(&self.want).position(|(g, w)| g != w) {
+            None => Ok(()),
+            Some(i) => Err(format!("word {i} of {} is {:#x}, not {:#x}", self.n, self.recv[i], self.want[i])),
+        }
+    }
+}
+
+/// Busy for `d` (the computation of `--overlap`; nothing for a zero `d`).
+fn busy(d: Duration) {
+    if d.is_zero() {
+        return;
+    }
+    let start = Instant::now();
+    let mut x = 0u64;
+    while start.elapsed() < d {
+        for i in 0..64 {
+            x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(i));
+        }
+    }
+}
+
+/// Runs `imp` (not [`Imp::Izcoll`]) once on `b` after a barrier, computing for `compute`
+/// between issue and wait (the MPI library's nonblocking call only), and returns its time
+/// in seconds. zcoll's blocking call runs in its turn in the scope `s`.
+fn once(
+    world: &SimpleCommunicator,
+    s: &zcoll::Scope<'_, '_>,
+    b: &mut Bufs,
+    imp: Imp,
+    compute: Duration,
+) -> Result<f64, String> {
+    let root = world.process_at_rank(b.root);
+    let Bufs { allreduce, root: b_root, ref send, ref mut recv, .. } = *b;
+    world.barrier();
+    let t = Instant::now();
+    match imp {
+        Imp::Mpi => match allreduce {
+            true => world.all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum()),
+            false => root.broadcast_into(&mut recv[..]),
+        },
+        Imp::Impi => mpi::request::scope(|sc| {
+            let req = match allreduce {
+                true => world.immediate_all_reduce_into(sc, &send[..], &mut recv[..], SystemOperation::sum()),
+                false => root.immediate_broadcast_into(sc, &mut recv[..]),
+            };
+            busy(compute);
+            req.wait();
+        }),
+        Imp::Zcoll => s
+            .blocking(|comm| match allreduce {
+                true => comm.all_reduce_into(send, recv, Builtin::Sum),
+                false => comm.broadcast_into(recv, b_root),
+            })
+            .map_err(|e| e.to_string())?,
+        Imp::Izcoll => unreachable!("zcoll's nonblocking calls run on the pool's buffers"),
+    }
+    let t = t.elapsed();
+    b.check()?;
+    Ok(t.as_secs_f64())
+}
+
+/// The per-iteration maxima over ranks of `times` (every rank's own).
+fn slowest(world: &SimpleCommunicator, times: &[f64]) -> Vec<f64> {
+    let mut max = vec![0f64; times.len()];
+    world.all_reduce_into(times, &mut max[..], SystemOperation::max());
+    max
+}
+
+/// Times `imps` at one size, `warmup + iters` iterations each in an order drawn anew
+/// every iteration, the nonblocking calls computing for `compute[k]` between issue and
+/// wait; returns every rank's own times (seconds), per implementation.
+///
+/// The iterations run inside zcoll's scopes, each of up to 8 iterations: a request borrows
+/// its buffers until the scope ends, so zcoll's nonblocking calls take a buffer set of a
+/// pool each (reused from scope to scope; at most 256 KiB in all, so that they are as warm
+/// in the caches as the others' one set: one set, and a scope per iteration, from 64 KiB),
+/// filled before the scope and checked after it; the other implementations share one
+/// set, filled and checked around every call.
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    world: &SimpleCommunicator,
+    comm: &mut Comm,
+    (allreduce, root, size): (bool, i32, usize),
+    imps: &[Imp],
+    compute: &[Duration],
+    iters: usize,
+    warmup: usize,
+    seq: &mut u64,
+) -> Result<Vec<Vec<f64>>, String> {
+    let mut times = vec![vec![0f64; iters]; imps.len()];
+    let mut b = Bufs::new(allreduce, root, size);
+    let pool = ((256usize << 10) / (3 * size).max(1)).clamp(1, 8);
+    let sets_needed = if imps.contains(&Imp::Izcoll) { pool } else { 0 };
+    let mut sets: Vec<(u64, Bufs)> =
+        (0..sets_needed).map(|_| (0, Bufs::new(allreduce, root, size))).collect();
+    let mut it = 0;
+    while it < warmup + iters {
+        let n = pool.min(warmup + iters - it);
+        for (set_seq, set) in sets.iter_mut().take(n) {
+            *seq += 1;
+            *set_seq = *seq;
+            set.fill(world, *seq);
+        }
+        let first = it;
+        comm.immediate_scope(|s| {
+            let mut pool = sets.iter_mut();
+            for it in first..first + n {
+                for &k in &stats::shuffled(imps.len(), stats::mix((size as u64) << 32 ^ it as u64)) {
+                    let t = match imps[k] {
+                        Imp::Izcoll => {
+                            let (_, set) = pool.next().expect("a buffer set per call");
+                            let (send, recv) = (&set.send, &mut set.recv);
+                            world.barrier();
+                            let t = Instant::now();
+                            let req = match allreduce {
+                                true => s.immediate_all_reduce_into(send, recv, Builtin::Sum),
+                                false => s.immediate_broadcast_into(recv, root),
+                            };
+                            busy(compute[k]);
+                            req.wait().map_err(|e| format!("izcoll: {e}"))?;
+                            t.elapsed().as_secs_f64()
+                        }
+                        imp => {
+                            *seq += 1;
+                            b.fill(world, *seq);
+                            once(world, s, &mut b, imp, compute[k]).map_err(|e| format!("{imp:?}: {e}"))?
+                        }
+                    };
+                    if it >= warmup {
+                        times[k][it - warmup] = t;
+                    }
+                }
+            }
+            Ok::<(), String>(())
+        })?;
+        for (seq, set) in sets.iter_mut().take(n) {
+            // The expected result of the set's step (its own data is already in place).
+            let got = set.recv.clone();
+            set.fill(world, *seq);
+            set.recv = got;
+            set.check().map_err(|e| format!("Izcoll: {e}"))?;
+        }
+        it += n;
+    }
+    Ok(times)
+}
+
+/// Times the nonblocking collectives `names` at every size of `args` on every rank of
+/// `world`; rank 0 prints the table. Returns the rows (on every rank).
+///
+/// # Errors
+///
+/// A bad `--sizes`, or a wrong result or failed call (every rank checks the same call;
+/// the caller aborts the job).
+pub fn run(
+    world: &SimpleCommunicator,
+    comm: &mut Comm,
+    args: &BenchArgs,
+    names: &[&'static str],
+) -> Result<Vec<Row>, String> {
+    let sizes = stats::parse_sizes(&args.sizes).map_err(|e| format!("--sizes: {e}"))?;
+    let me = world.rank();
+    if me == 0 {
+        let over = if args.overlap { "  overlap% mpi  zcoll" } else { "" };
+        println!(
+            "{:<11}{:>9}{:>10}{:>10}{:>10}{:>10}{:>9}{:>9}{over}",
+            "coll", "size", "mpi_us", "impi_us", "zcoll_us", "izcoll_us", "i/zcoll", "impi/iz"
+        );
+    }
+    let mut rows = Vec::new();
+    let mut seq = 0u64;
+    for &name in names {
+        for &size in &sizes {
+            let iters = args.iters.unwrap_or_else(|| stats::default_iters(size)).max(1);
+            let warmup = args.warmup.unwrap_or_else(|| stats::default_warmup(iters));
+            let call = (name == "iallreduce", args.root, size);
+            let fail = |e: String| format!("{name} at {size} bytes, rank {me}: {e}");
+            let times = measure(world, comm, call, &IMPS, &[Duration::ZERO; 4], iters, warmup, &mut seq)
+                .map_err(fail)?;
+            let sum: Vec<Summary> = times
+                .iter()
+                .map(|t| Summary::of(&slowest(world, t)).expect("iterations").scaled(1e6))
+                .collect();
+            let overlap = match args.overlap {
+                false => None,
+                true => {
+                    let mut pct = [0f64; 2];
+                    for (i, (imp, pure)) in
+                        [(Imp::Impi, sum[1].median), (Imp::Izcoll, sum[3].median)].into_iter().enumerate()
+                    {
+                        let compute = Duration::from_secs_f64(pure * 1e-6);
+                        let total = measure(world, comm, call, &[imp], &[compute], iters, 0, &mut seq)
+                            .map_err(fail)?;
+                        let total = Summary::of(&slowest(world, &total[0])).expect("iterations").median * 1e6;
+                        let mut cpu = vec![0f64; iters];
+                        for c in &mut cpu {
+                            world.barrier();
+                            let t = Instant::now();
+                            busy(compute);
+                            *c = t.elapsed().as_secs_f64();
+                        }
+                        let cpu = Summary::of(&slowest(world, &cpu)).expect("iterations").median * 1e6;
+                        pct[i] = (100.0 - 100.0 * (total - cpu) / pure).clamp(0.0, 100.0);
+                    }
+                    Some((pct[0], pct[1]))
+                }
+            };
+            let row =
+                Row { coll: name, size, mpi: sum[0], impi: sum[1], zcoll: sum[2], izcoll: sum[3], overlap };
+            if me == 0 {
+                let over = row.overlap.map(|(m, z)| format!("{m:>13.1}{z:>7.1}")).unwrap_or_default();
+                println!(
+                    "{:<11}{:>9}{:>10.2}{:>10.2}{:>10.2}{:>10.2}{:>9.3}{:>9.3}{over}",
+                    name,
+                    stats::format_size(size),
+                    row.mpi.median,
+                    row.impi.median,
+                    row.zcoll.median,
+                    row.izcoll.median,
+                    row.izcoll.median / row.zcoll.median,
+                    row.impi.median / row.izcoll.median,
+                );
+            }
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nonblocking_names_are_split_off() {
+        assert_eq!(split("ibcast,bcast, iallreduce"), (vec!["ibcast", "iallreduce"], "bcast".to_string()));
+        assert_eq!(split("all"), (vec![], "all".to_string()));
+        assert_eq!(split("iallreduce"), (vec!["iallreduce"], String::new()));
+    }
+}

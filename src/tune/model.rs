@@ -197,11 +197,7 @@ impl Params {
         flag: 0.2e-6,
         sync_copy: 1.5e-6,
         sync_staged: 0.8e-6,
-        // A CMA write into lines their owner has just touched: 1.8x a read, as the
-        // calibration measured it on the development machine. Without it the model
-        // priced the gather's parallel write like a read and chose it at 2 ranks, where
-        // the root's reads were 1.5 to 2x faster.
-        write_beta: Some(1.8 / 20e9),
+        write_beta: None,
         cross_socket: None,
         node_beta: None,
         sockets: None,

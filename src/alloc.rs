@@ -70,6 +70,7 @@ impl<T: Pod + fmt::Debug> fmt::Debug for ShmBox<T> {
 /// A scratch buffer of a two-level collective: in the shared heap when the node's ranks
 /// map each other's heaps, so the node legs copy it with loads and stores as they do the
 /// user's heap buffers, else (or when the heap is full) ordinary memory.
+#[derive(Debug)]
 pub(crate) enum Scratch<T: Pod> {
     /// In the shared heap.
     Heap(ShmBox<T>),

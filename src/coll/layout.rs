@@ -32,6 +32,7 @@
 
 use super::algorithm::{self, Algorithm};
 use super::{check_staged, op, BadLength, Ctx, Kind};
+use crate::alloc::Scratch;
 use crate::error::{Error, Result};
 use crate::layout::runs::{self, Runs};
 use crate::layout::Layout;
@@ -118,11 +119,13 @@ pub(crate) struct Key {
 
 /// One block of a layout, flattened into byte fragments `(offset, len)`, in type-map
 /// order, with its key; `words` is the list as peers read it (offset, then length, as
-/// native-endian `u64`s).
+/// native-endian `u64`s): for this rank's own layouts, in the shared heap where the
+/// node's ranks map each other's heaps, so that a peer reads it with loads, as it reads
+/// heap buffers, and no CMA call is left on that path.
 #[derive(Debug)]
 pub(crate) struct Flat {
     key: Key,
-    words: Vec<u64>,
+    words: Scratch<u64>,
     /// The blocks [`shifted`](Flat::shifted) made, by shift: a call of the same layout
     /// copies with the lists the first one made (the translated layouts, memoized).
     blocks: Mutex<HashMap<usize, Runs>>,
@@ -146,21 +149,29 @@ fn hash(words: &[u64]) -> [u64; 2] {
 
 impl Flat {
     /// `layout` over elements of `size` bytes (checked against its buffer, so its
-    /// offsets, in bytes, fit an `isize`).
-    pub(crate) fn new(layout: &Layout, size: usize) -> Flat {
+    /// offsets, in bytes, fit an `isize`), its list in the shared heap if `shared`.
+    pub(crate) fn new(layout: &Layout, size: usize, shared: bool) -> Flat {
         let frags = layout.flatten();
         let mut words = Vec::with_capacity(2 * frags.len());
         for (offset, len) in frags {
             words.push(offset.wrapping_mul(size as isize) as u64);
             words.push((len * size) as u64);
         }
-        Flat::from_words(words, (layout.extent() * size) as u64)
+        Flat::from_words(words, (layout.extent() * size) as u64, shared)
     }
 
-    fn from_words(words: Vec<u64>, extent: u64) -> Flat {
+    fn from_words(words: Vec<u64>, extent: u64, shared: bool) -> Flat {
         let bytes = words.iter().skip(1).step_by(2).fold(0u64, |s, &n| s.wrapping_add(n));
         let key = Key { hash: hash(&words), fragments: (words.len() / 2) as u64, bytes, extent };
         let runs = Runs::new(words.chunks_exact(2).map(|w| (w[0] as usize, w[1] as usize)));
+        let words = match shared {
+            true => {
+                let mut s = Scratch::zeroed(words.len(), true);
+                s.copy_from_slice(&words);
+                s
+            }
+            false => Scratch::Mem(words),
+        };
         Flat { key, words, blocks: Mutex::default(), runs }
     }
 
@@ -222,15 +233,16 @@ const MEMO_CAP: usize = 256;
 const BLOCKS_CAP: usize = 1 << 16;
 
 impl Memo {
-    /// `layout` flattened over elements of `size` bytes, remembered.
-    pub(crate) fn own(&mut self, layout: &Layout, size: usize) -> Arc<Flat> {
+    /// `layout` flattened over elements of `size` bytes, remembered (its list in the
+    /// shared heap if `shared`: see [`Flat`]).
+    pub(crate) fn own(&mut self, layout: &Layout, size: usize, shared: bool) -> Arc<Flat> {
         if let Some((_, _, f)) = self.own.iter().find(|(l, s, _)| *s == size && l == layout) {
             return f.clone();
         }
         if self.own.len() >= MEMO_CAP {
             self.own.clear();
         }
-        let f = Arc::new(Flat::new(layout, size));
+        let f = Arc::new(Flat::new(layout, size, shared));
         self.own.push((layout.clone(), size, f.clone()));
         f
     }
@@ -261,7 +273,7 @@ impl Memo {
         round.read(&round.peer_list(r, 5), r, 0, &mut bytes)?;
         let words =
             bytes.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes"))).collect();
-        let flat = Flat::from_words(words, key.extent);
+        let flat = Flat::from_words(words, key.extent, false);
         if flat.key != key || len % 16 != 0 {
             return Err(Error::InvalidLayout {
                 rank: Some(round.rank_of(round.me())),
@@ -402,7 +414,7 @@ mod tests {
         let a = Layout::indexed(&[2, 2, 2], &[0, 4, 8]).unwrap();
         let b = Layout::indexed(&[2, 2, 2], &[0, 5, 8]).unwrap();
         let c = Layout::indexed(&[2, 2, 2], &[4, 0, 8]).unwrap();
-        let (fa, fb, fc) = (Flat::new(&a, 8), Flat::new(&b, 8), Flat::new(&c, 8));
+        let (fa, fb, fc) = (Flat::new(&a, 8, false), Flat::new(&b, 8, false), Flat::new(&c, 8, false));
         assert_eq!(
             (fa.key.fragments, fa.key.bytes, fa.key.extent),
             (fb.key.fragments, fb.key.bytes, fb.key.extent)
@@ -413,20 +425,20 @@ mod tests {
         );
         assert_ne!(fa.key, fb.key);
         assert_ne!(fa.key, fc.key);
-        assert_eq!(Flat::new(&a.clone(), 8).key, fa.key);
-        assert_ne!(Flat::new(&a, 4).key, fa.key);
+        assert_eq!(Flat::new(&a.clone(), 8, true).key, fa.key);
+        assert_ne!(Flat::new(&a, 4, false).key, fa.key);
         // A memo's own entries follow the layout, not its shape.
         let mut memo = Memo::default();
-        assert_eq!(memo.own(&a, 8).key, fa.key);
-        assert_eq!(memo.own(&b, 8).key, fb.key);
-        assert_eq!(memo.own(&a, 8).key, fa.key);
+        assert_eq!(memo.own(&a, 8, false).key, fa.key);
+        assert_eq!(memo.own(&b, 8, false).key, fb.key);
+        assert_eq!(memo.own(&a, 8, false).key, fa.key);
         assert_eq!(memo.own.len(), 2);
     }
 
     #[test]
     fn shifted_blocks_and_local_copies_follow_the_type_map() {
         let col = Layout::vector(3, 1, 4).unwrap().resized(1).unwrap();
-        let f = Flat::new(&col, 2);
+        let f = Flat::new(&col, 2, false);
         assert_eq!(f.shifted(0).expand(), [(0, 2), (8, 2), (16, 2)]);
         assert_eq!(f.shifted(2).expand(), [(4, 2), (12, 2), (20, 2)]);
         assert_eq!(f.shifted(2).expand(), [(4, 2), (12, 2), (20, 2)]);

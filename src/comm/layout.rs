@@ -630,10 +630,11 @@ impl Comm {
         })();
         let (((sc, sd), (rc, rd)), _) = self.agree_on_layouts(local, [0; 4])?;
         let (sends, recvs): (Vec<Arc<Flat>>, Vec<Arc<Flat>>) = {
+            let shared = self.ctx().ctl.loads_heaps();
             let mut memo = self.layouts.borrow_mut();
             (
-                send_layouts.iter().map(|l| memo.own(l, size)).collect(),
-                recv_layouts.iter().map(|l| memo.own(l, size)).collect(),
+                send_layouts.iter().map(|l| memo.own(l, size, shared)).collect(),
+                recv_layouts.iter().map(|l| memo.own(l, size, shared)).collect(),
             )
         };
         let total = |c: &[Count]| c.iter().map(|&n| n as usize).sum::<usize>();
@@ -668,8 +669,9 @@ impl Comm {
     /// its send buffer is not copied with loads and stores.
     fn shape_of<T: Pod>(&self, send: &[T], send_layout: &Layout, recv_layout: &Layout) -> [u64; 4] {
         let size = std::mem::size_of::<T>();
+        let shared = self.ctx().ctl.loads_heaps();
         let mut memo = self.layouts.borrow_mut();
-        let (s, r) = (memo.own(send_layout, size), memo.own(recv_layout, size));
+        let (s, r) = (memo.own(send_layout, size, shared), memo.own(recv_layout, size, shared));
         let loads = self.ctx().ctl.reaches_by_loads(bytemuck::cast_slice(send));
         [(send_layout.count() * size) as u64, s.fragments() as u64, r.fragments() as u64, !loads as u64]
     }
@@ -705,8 +707,9 @@ impl Comm {
         recv_layout: &Layout,
     ) -> Result<()> {
         let size = std::mem::size_of::<T>();
+        let shared = self.ctx().ctl.loads_heaps();
         let mut memo = self.layouts.borrow_mut();
-        let (s, r) = (memo.own(send_layout, size), memo.own(recv_layout, size));
+        let (s, r) = (memo.own(send_layout, size, shared), memo.own(recv_layout, size, shared));
         engine::direct(&self.ctx(), &mut memo, which, root, bufs, &s, &r)
     }
 
@@ -752,8 +755,9 @@ impl Comm {
     /// This rank's two layouts flattened over `T`, from the communicator's memo.
     fn flats<T: Pod>(&self, send: &Layout, recv: &Layout) -> (Arc<Flat>, Arc<Flat>) {
         let size = std::mem::size_of::<T>();
+        let shared = self.ctx().ctl.loads_heaps();
         let mut memo = self.layouts.borrow_mut();
-        (memo.own(send, size), memo.own(recv, size))
+        (memo.own(send, size, shared), memo.own(recv, size, shared))
     }
 
     /// Blocks `ks` of `layout` (flattened, checked against `buf`) in `buf`, packed one

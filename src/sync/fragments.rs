@@ -31,7 +31,8 @@ impl Round<'_> {
     /// The range local rank `r` published for this round in its metadata words `at`
     /// (address) and `at + 1` (length in bytes), to read from: a buffer of its own it keeps
     /// alive and unchanged until the round ends (its flattened layout). Mapped here where
-    /// the node maps every address space (XPMEM), else read with CMA.
+    /// the node maps every address space (XPMEM) or where the list lies in the peer's heap
+    /// (a rank keeps its lists there when peers map heaps), else read with CMA.
     pub(crate) fn peer_list(&self, r: usize, at: usize) -> RemoteBuf<'_, Read> {
         let (addr, len) = (self.meta(r, at) as usize, self.meta(r, at + 1) as usize);
         // SAFETY: rank `r` published this range in its metadata of this round (the layout
@@ -39,8 +40,9 @@ impl Round<'_> {
         // does not write until it has seen every rank's `done`); we saw its arrival with
         // Acquire, and the handle borrows `self`, so it cannot outlive our `finish`. A
         // range that was not so published can only fail the copy (CMA and XPMEM check the
-        // peer's mappings), never touch memory of ours. Not in a heap: not mapped as one.
-        unsafe { RemoteBuf::new(self.ctl.pids[r], addr, len).map(&self.ctl.links, r, false) }
+        // peer's mappings), never touch memory of ours; a range outside the peer's heap
+        // is not located there, and is read with CMA.
+        unsafe { RemoteBuf::new(self.ctl.pids[r], addr, len).map(&self.ctl.links, r, true) }
     }
 }
 

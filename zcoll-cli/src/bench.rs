@@ -274,7 +274,7 @@ pub fn measure(
     }
     let mut rows = Vec::new();
     let mut seq = 0u64;
-    let points: usize = plan.colls.iter().map(|(c, _)| if c.sized() { plan.sizes.len() } else { 1 }).sum();
+    let points: usize = plan.colls.iter().map(|(c, _)| c.sizes_of(&plan.sizes).len()).sum();
     let mut progress = Progress::new("zcoll bench", (points * args.buffers.len()) as u64, me == 0);
     for &buffers in &args.buffers {
         let env = Env { world, comm, root: args.root, buffers };
@@ -303,8 +303,7 @@ fn measure_buffers(
     let world = env.world;
     let (me, np) = (world.rank(), world.size() as usize);
     for &(coll, ref algos) in &plan.colls {
-        let sizes = if coll.sized() { plan.sizes.clone() } else { vec![0] };
-        for size in sizes {
+        for size in coll.sizes_of(&plan.sizes) {
             let iters = args.iters.unwrap_or_else(|| stats::default_iters(size)).max(1);
             let warmup = args.warmup.unwrap_or_else(|| stats::default_warmup(iters));
             let point = format!("{} {} {}", env.buffers, coll.name(), stats::format_size(size));

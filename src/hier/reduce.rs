@@ -467,14 +467,21 @@ fn combine<T: Pod, O: Operator<T>>(comm: &SimpleCommunicator, mine: &[T], out: &
         None => {
             let mut all = vec![T::zeroed(); mine.len() * comm.size() as usize];
             comm.all_gather_into(to_mpi::send(mine), to_mpi::recv(&mut all[..], &mut spot));
-            if !mine.is_empty() {
-                let mut members = all.chunks(mine.len());
-                out.copy_from_slice(members.next().expect("one member at least"));
-                for x in members {
-                    oper.apply(out, x);
-                }
-            }
+            fold_in_order(&all, mine.len(), out, oper);
         }
+    }
+}
+
+/// Folds the members' contributions of `n` elements each, laid out one after the other in
+/// `all`, into `out` in that order.
+fn fold_in_order<T: Pod, O: Operator<T>>(all: &[T], n: usize, out: &mut [T], oper: &O) {
+    if n == 0 {
+        return;
+    }
+    let mut members = all.chunks(n);
+    out.copy_from_slice(members.next().expect("one member at least"));
+    for x in members {
+        oper.apply(out, x);
     }
 }
 
@@ -498,13 +505,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         (None, true) => {
             let mut all = vec![T::zeroed(); mine.len() * comm.size() as usize];
             at.gather_into_root(to_mpi::send(mine), to_mpi::recv(&mut all[..], &mut spot));
-            if !mine.is_empty() {
-                let mut members = all.chunks(mine.len());
-                out.copy_from_slice(members.next().expect("one member at least"));
-                for x in members {
-                    oper.apply(out, x);
-                }
-            }
+            fold_in_order(&all, mine.len(), out, oper);
         }
     }
 }

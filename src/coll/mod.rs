@@ -216,6 +216,26 @@ fn verdict_of(
     lengths: impl FnOnce() -> std::result::Result<(), BadLength>,
 ) -> Result<()> {
     let (_, first, exposure) = call(0);
+    let out_of_range = |root: i64| rooted && !(0..comm_size as i64).contains(&root);
+    let bad_length = |BadLength { culprit, expected, found }| Error::LengthMismatch {
+        rank,
+        culprit: call(culprit).0,
+        expected,
+        found,
+    };
+    // The common case first, in one pass over the records: every rank made the same call
+    // (collective, algorithm, element type, parameters, root and exposure alike), so only
+    // the root's range and the lengths remain to judge. Any difference takes the checks
+    // below, in their order, which name the culprit.
+    let same = |(_, c, x): (i32, Call, u64)| {
+        c.op == first.op && c.root == first.root && c.aux == first.aux && x == exposure
+    };
+    if (1..p).map(&call).all(same) {
+        if out_of_range(first.root) {
+            return Err(Error::InvalidRoot { rank, root: first.root as i32, size: comm_size });
+        }
+        return lengths().map_err(bad_length);
+    }
     let mismatch =
         |what, pred: &dyn Fn(&Call, u64) -> bool| match (0..p).map(&call).find(|(_, c, x)| !pred(c, *x)) {
             Some((culprit, _, _)) => Err(Error::Mismatch { rank, culprit, what }),
@@ -224,12 +244,10 @@ fn verdict_of(
     mismatch("collective", &|c, _| c.op & 0xff == first.op & 0xff)?;
     mismatch("exposure", &|_, x| x == exposure)?;
     mismatch("root", &|c, _| c.root == first.root && c.aux == first.aux)?;
-    if rooted && !(0..comm_size as i64).contains(&first.root) {
+    if out_of_range(first.root) {
         return Err(Error::InvalidRoot { rank, root: first.root as i32, size: comm_size });
     }
-    if let Err(BadLength { culprit, expected, found }) = lengths() {
-        return Err(Error::LengthMismatch { rank, culprit: call(culprit).0, expected, found });
-    }
+    lengths().map_err(bad_length)?;
     let type_of = |c: &Call| c.op >> TYPE_SHIFT & TYPE_MASK;
     mismatch("element type", &|c, _| type_of(c) == type_of(&first))?;
     mismatch("algorithm", &|c, _| c.op == first.op)

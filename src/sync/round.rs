@@ -68,13 +68,34 @@ impl Control {
     /// before ended: publish, await the arrivals, fail the round on every rank if the
     /// round before failed after a rank had left it (`FLAG_PREV_FAILED`).
     pub(super) fn arrive(&self, call: &Call) -> Result<Round<'_>> {
+        self.arrive_staged(call, false)
+    }
+
+    /// [`arrive`](Control::arrive); with `staged`, a one-phase round's
+    /// ([`begin_staged`](Control::begin_staged)): while a flat wait polls a rank's stamp,
+    /// it also asks for the first lines of what that rank staged, so that the payload
+    /// crosses between the caches with the stamp instead of one trip after it.
+    pub(super) fn arrive_staged(&self, call: &Call, staged: bool) -> Result<Round<'_>> {
         let mut round = self.publish(call, 0);
         let epoch = round.epoch;
         let arrived = match self.arrival {
             Flags::Tree(k) if self.size() > 2 => self.gather_arrivals(epoch, k.max(2)),
             _ => {
                 let parity = (epoch % 2) as usize;
-                (0..self.size()).try_for_each(|r| self.wait_ge(r, |s| &s.call[parity][STAMP], epoch))
+                let at = parity * self.one_phase_bytes();
+                (0..self.size()).try_for_each(|r| {
+                    let stamp = &self.slot(r).call[parity][STAMP];
+                    let staged_at = self.stage(r).wrapping_add(at);
+                    let ready = || {
+                        let seen = stamp.load(Ordering::Acquire) >= epoch;
+                        if staged {
+                            prefetch(staged_at);
+                            prefetch(staged_at.wrapping_add(64));
+                        }
+                        seen
+                    };
+                    wait::wait_until_any_saying(&self.policy, &[self.peer(r)], ready, &|| self.standing(r))
+                })
             }
         };
         if let Err(e) = arrived {
@@ -209,6 +230,20 @@ impl Control {
         self.owed.set(round.epoch);
         self.owed_staged.set(false);
     }
+}
+
+/// Asks the processor to bring the cache line at `p` closer, without waiting for it: a
+/// hint, which reads nothing a program can see (and so races with no store).
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults nor changes memory, whatever the address; `p` is
+    // in the segment anyway.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// One collective call in progress. Created by [`Control::begin`]; ended by

@@ -53,7 +53,7 @@ impl Control {
             }
         }
         self.stage_own(meta, parts);
-        let mut round = self.arrive(call)?;
+        let mut round = self.arrive_staged(call, true)?;
         round.staged = true;
         Ok(round)
     }

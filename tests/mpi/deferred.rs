@@ -8,7 +8,9 @@
 //! against rsmpi); then each kind of bad broadcast (a short buffer, a reader naming
 //! another root, every rank naming itself the root, a reader calling an allreduce) with
 //! each kind of next call (a barrier, an allreduce, a one-phase broadcast whose root
-//! leaves too, a large broadcast), then a good broadcast. `ZCOLL_EXPECT_LEAVE=1` says the
+//! leaves too, a large broadcast, and a one-phase broadcast from the bad call's own root
+//! after two good ones from it, so that the root leaves three calls in a row and judges
+//! the bad one as it leaves the next), then a good broadcast. `ZCOLL_EXPECT_LEAVE=1` says the
 //! job must defer (one node, flat arrivals), `0` that it must not (virtual nodes, a tree
 //! of arrivals), which the cases assert. The `deferred-drop` scenario drops a
 //! communicator right after a bad call its root left: the root reports it on standard
@@ -63,9 +65,17 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
     assert!(p >= 2, "a bad broadcast needs two ranks");
     let expect = std::env::var("ZCOLL_EXPECT_LEAVE").ok();
     for (c, (name, bad)) in BADS.iter().enumerate() {
-        for next in 0..4 {
+        for next in 0..5 {
             let what = format!("{name}, then next call {next}");
             let i = 1000 + c * 10 + next;
+            if next == 4 {
+                // Two good one-phase broadcasts from rank 0, which leaves each after
+                // judging the one before (`Control::learn`).
+                for k in 0..2 {
+                    next_call(world, comm, 4, i + 100 + k)
+                        .unwrap_or_else(|e| panic!("{what}: good call {k}: {e}"));
+                }
+            }
             // The bad call.
             let (result, root, unchanged) = match bad(me, p) {
                 Part::Bcast { root, len } => {
@@ -113,7 +123,8 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
 }
 
 /// Call `kind` of the next calls (a barrier, an allreduce, a one-phase broadcast from
-/// rank 1, a broadcast of 1 MiB from rank 0); when it succeeds, its result is checked.
+/// rank 1, a broadcast of 1 MiB from rank 0, a one-phase broadcast from rank 0); when it
+/// succeeds, its result is checked.
 fn next_call(world: &SimpleCommunicator, comm: &Comm, kind: usize, i: usize) -> zcoll::Result<()> {
     let (me, p) = (world.rank(), world.size());
     match kind {
@@ -126,7 +137,11 @@ fn next_call(world: &SimpleCommunicator, comm: &Comm, kind: usize, i: usize) -> 
             Ok(())
         }
         _ => {
-            let (root, len) = if kind == 2 { (1 % p, 300) } else { (0, 1 << 20) };
+            let (root, len) = match kind {
+                2 => (1 % p, 300),
+                3 => (0, 1 << 20),
+                _ => (0, 40),
+            };
             let mut buf = if me == root { bytes(i, root, len) } else { vec![0xEE; len] };
             comm.broadcast_into(&mut buf[..], root)?;
             assert!(buf == bytes(i, root, len), "broadcast {i} of {len} bytes from {root}: wrong bytes");

@@ -9,17 +9,22 @@ use mpi::Count;
 use std::ops::Range;
 
 /// The mean block from which `Auto` never stages an allgatherv (see [`auto_stages`]).
-pub(crate) const ALLGATHERV_STAGED_MAX: usize = 8 * 1024;
+pub(crate) const ALLGATHERV_STAGED_MAX: usize = 16 * 1024;
 /// The mean block from which `Auto` never stages an alltoallv (see [`auto_stages`]).
 pub(crate) const ALLTOALLV_STAGED_MAX: usize = 1024;
 
 /// Whether `Auto` stages every block of an allgatherv or alltoallv whose blocks between
 /// distinct ranks average `mean` bytes on `p` ranks: the cost model's choice for the
-/// fixed-size collective `coll` with that block, and never from `max` bytes up. The
-/// variable-count staged path moves spans on a deadlock-free schedule that the model
-/// does not describe: measured at 2 ranks it costs 3 us more per call and 4 to 6 times
-/// more per byte than the fixed-size one (BENCHMARKS.md), so it wins only below a few
-/// KiB (`max`: [`ALLGATHERV_STAGED_MAX`], [`ALLTOALLV_STAGED_MAX`]). Every rank computes `mean`
+/// fixed-size collective `coll` with that block, and never from `max` bytes up. Below
+/// `max` every block travels with its rank's arrival (one phase); above it the staged
+/// path moves spans on a deadlock-free schedule that the model does not describe and
+/// that costs several times more per byte than the fixed-size one. Measured at 2 ranks
+/// (2 runs with the cores near), the one-phase allgatherv beats the ring of reads from 8
+/// to 16 KiB blocks (2.2-3.6 against 3.6-5.4 us) and loses from 24 KiB (7.3-8.7 against
+/// 5.4-9.5); with the cores far apart (3 runs, load 6.6) it still wins at 8 and 12 KiB
+/// (10.9 against 14.2 us, 6.2 against 6.7) but loses at 16 KiB (16.6 against 12.7), hence
+/// [`ALLGATHERV_STAGED_MAX`]; the alltoallv's [`ALLTOALLV_STAGED_MAX`] is older and
+/// lower. Every rank computes `mean`
 /// from the published counts, and the published [`select::fingerprint`] guarantees the
 /// same parameters, so every rank decides alike. One path for the whole call: a mix of
 /// staged and single-copy blocks would pay both paths' synchronisation.

@@ -18,9 +18,14 @@
 //! copy ends with a store fence, and a flag published after it (with Release) is seen only
 //! after the bytes.
 
-/// The smallest copy made with streaming stores: 16 KiB, where they break even when the
-/// cores are close and win by 10x when they are far apart.
-pub(crate) const STREAM_MIN: usize = 16 << 10;
+/// The smallest copy made with streaming stores: 8 KiB. Measured at 2 ranks through the
+/// one-phase collectives: with the cores far apart, streaming stores from 4 KiB took an
+/// 8 KiB broadcast from 4.4 to 1.5 us and a 12 KiB one from 6.6 to 1.9 (gather, allgather,
+/// reduce alike), which were losses against the MPI library; with the cores near, the
+/// 4 KiB calls became 40-60% slower (broadcast 0.53 to 0.90 us, still 3x the MPI
+/// library's) and the 8 KiB ones 5-45% slower (reduce 1.6 to 2.3 us, still 1.4x), the
+/// 16 KiB ones unchanged. From 8 KiB the far case's gain outweighs the near case's loss.
+pub(crate) const STREAM_MIN: usize = 8 << 10;
 
 /// Copies `src` to `dst`, which a peer will read after a flag this rank publishes next,
 /// with streaming stores from [`STREAM_MIN`] bytes on x86-64 (ordinary stores elsewhere).

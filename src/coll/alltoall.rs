@@ -162,13 +162,22 @@ pub(crate) fn alltoall(
 ) -> Result<()> {
     let p = ctx.ctl.size();
     let n = send.len() / p;
+    let requested = algorithm;
     let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport, ctx.overrides);
     match algorithm {
         Ok(a) if a.arrival_aware() => return super::pap::alltoall(ctx, send, recv, a.pap_mode(), a.code()),
         _ => {}
     }
     let code = algorithm.as_ref().map_or(0, |a| a.code());
-    let word = op(Kind::Alltoall, code, 0) | staged_private(algorithm == Ok(AlltoallAlgorithm::Staged));
+    // `Auto`'s staged path beyond one phase (the model prices single copies as CMA
+    // calls) where the node maps its ranks' heaps: the call publishes its buffers, and
+    // once every record is in, every rank reads its blocks in place if every send buffer
+    // turns out to be mapped (`switch_to_loads`), else goes through the staging areas.
+    let switchable = requested == AlltoallAlgorithm::Auto
+        && algorithm == Ok(AlltoallAlgorithm::Staged)
+        && super::heap_switchable::<AlltoallAlgorithm>(ctx, send.len());
+    let word = op(Kind::Alltoall, code, 0)
+        | staged_private(algorithm == Ok(AlltoallAlgorithm::Staged) && !switchable);
     // Only the pairwise writers let peers write into the receive buffers.
     let call = Call::new(word, send, recv, algorithm == Ok(AlltoallAlgorithm::PairwiseWrite));
     let check_lengths = |r: &Round<'_>| {
@@ -189,9 +198,25 @@ pub(crate) fn alltoall(
         }
         return round.finish(Ok(()));
     }
-    let round = check(ctx, call, false, check_lengths)?;
+    let mut round = check(ctx, call, false, check_lengths)?;
+    let algorithm = match algorithm {
+        Ok(_) if switchable && switch_to_loads(&round) => Ok(AlltoallAlgorithm::Pairwise),
+        Ok(a) if switchable => {
+            // Staged after all: nobody touches anybody's buffers, so the call ends as a
+            // private one would.
+            round.leave_early();
+            Ok(a)
+        }
+        a => a,
+    };
     let moved = algorithm.and_then(|a| exchange(&round, a, send, recv, n));
     round.finish(moved)
+}
+
+/// Whether a switchable alltoall reads its blocks in place: every rank's send buffer is
+/// reached with loads (a pure function of the records, so every rank decides alike).
+fn switch_to_loads(round: &Round<'_>) -> bool {
+    (0..round.size()).all(|r| round.loads(r, false))
 }
 
 /// Moves the blocks of a checked alltoall.

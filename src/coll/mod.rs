@@ -108,6 +108,19 @@ pub(crate) fn all_equal(
 /// The `op` bits of a call whose algorithm copies through the staging areas only
 /// (`staged`): it shares no buffer with the peers, so it is a private round (see
 /// [`PRIVATE`](crate::sync::PRIVATE)), one flag phase instead of two.
+/// Whether `Auto`'s staged choice for a call whose rank stages `bytes` may turn into
+/// single copies with loads once the records are in: the node maps its ranks' heaps, the
+/// call does not fit a one-phase round (one that does is private: it publishes no
+/// address, and its `Vec` buffers pay for the second record line an address costs: 10%
+/// at 16-32 KiB with the cores far apart), and no override (`A::VAR`) names the
+/// algorithm. The same on every rank (the node's links, the call's size, and the rank's
+/// environment, whose algorithm the checks compare).
+pub(crate) fn heap_switchable<A: algorithm::Algorithm>(ctx: &Ctx<'_>, bytes: usize) -> bool {
+    ctx.ctl.loads_heaps()
+        && bytes > ctx.ctl.one_phase_bytes()
+        && matches!(ctx.overrides.choice::<A>(A::VAR), Ok(None))
+}
+
 pub(crate) fn staged_private(staged: bool) -> u64 {
     if staged {
         crate::sync::PRIVATE

@@ -224,9 +224,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
     let switchable = src.is_some()
         && requested == ReduceAlgorithm::Auto
         && algorithm == Ok(ReduceAlgorithm::Staged)
-        && ctx.ctl.loads_heaps()
-        && n * size > ctx.ctl.one_phase_bytes()
-        && matches!(ctx.overrides.choice::<ReduceAlgorithm>(var), Ok(None));
+        && super::heap_switchable::<ReduceAlgorithm>(ctx, n * size);
     // The staged reduction crosses only the segment: a private call (one flag phase).
     let private = super::staged_private(algorithm == Ok(ReduceAlgorithm::Staged) && !switchable);
     // A staged reduction whose input fits in the staging area travels with the arrival:
@@ -266,10 +264,16 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         }
         Ok(())
     };
-    let round = match prestaged {
+    let mut round = match prestaged {
         true => check_staged(ctx, call, &[], parts, src.is_some(), lengths)?,
         false => check(ctx, call, src.is_some(), lengths)?,
     };
+    let loads = switchable && loads_everywhere(&round, target);
+    if switchable && !loads && algorithm.is_ok() {
+        // Staged after all: nobody touches anybody's buffers, so the call ends as a
+        // private one would.
+        round.leave_early();
+    }
     let moved = algorithm.and_then(|algorithm| {
         let rank = round.rank_of(round.me());
         let supported = oper.apply(&mut [], &[]);
@@ -288,7 +292,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         }
         match algorithm {
             ReduceAlgorithm::Partitioned => partitioned(&round, bufs, target, oper),
-            _ if switchable && loads_everywhere(&round, target) => partitioned(&round, bufs, target, oper),
+            _ if loads => partitioned(&round, bufs, target, oper),
             _ if prestaged => fold_staged(&round, bufs, target, oper, inline),
             _ => staged(&round, bufs, target, oper),
         }

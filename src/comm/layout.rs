@@ -1,4 +1,6 @@
-//! Collectives over non-contiguous [`Layout`]s: alltoall, allgather, bcast and gather.
+//! Collectives over non-contiguous [`Layout`]s: alltoall, allgather, bcast, gather and
+//! scatter; and, with a layout per rank, alltoall, allgather, gather and scatter (the
+//! `*_layouts_*` calls, MPI's `*w`/`*v` with a datatype per block), which always pack.
 //!
 //! Each takes a buffer with the layout that says which of its elements take part, as
 //! rsmpi's `View`/`MutView` pair a buffer with a datatype and a count; the layout is
@@ -840,12 +842,8 @@ impl Comm {
         let p = self.size() as usize;
         let size = std::mem::size_of::<T>();
         let local = (|| {
-            one_per_rank(send_layouts, p, 0)?;
-            one_per_rank(recv_layouts, p, 1)?;
-            send_layouts.iter().try_for_each(|l| l.check(send.len())).map_err(|e| (0, e))?;
-            disjoint(recv_layouts, recv.len()).map_err(|e| (1, e))?;
-            let sends = byte_counts(send_layouts, size).map_err(|e| (0, e))?;
-            let recvs = byte_counts(recv_layouts, size).map_err(|e| (1, e))?;
+            let sends = per_rank(send_layouts, p, send.len(), size, 0)?;
+            let recvs = per_rank(recv_layouts, p, recv.len(), size, 1)?;
             Ok((sends, recvs))
         })();
         let (((sc, sd), (rc, rd)), _) = self.agree_on_layouts(local, [0; 4])?;
@@ -1114,9 +1112,7 @@ impl Comm {
         let size = std::mem::size_of::<T>();
         let local = (|| {
             send_layout.check(send.len()).map_err(|e| (0, e))?;
-            one_per_rank(recv_layouts, p, 1)?;
-            disjoint(recv_layouts, recv.len()).map_err(|e| (1, e))?;
-            byte_counts(recv_layouts, size).map_err(|e| (1, e))
+            per_rank(recv_layouts, p, recv.len(), size, 1)
         })();
         let ((rc, rd), _) = self.agree_on_layouts(local, [0; 4])?;
         let (s, _) = self.flats::<T>(send_layout, send_layout);
@@ -1146,11 +1142,7 @@ impl Comm {
         let local = (|| {
             self.role(send.is_some(), root)?;
             let counts = match send {
-                Some((buf, ls)) => {
-                    one_per_rank(ls, p, 0)?;
-                    ls.iter().try_for_each(|l| l.check(buf.len())).map_err(|e| (0, e))?;
-                    byte_counts(ls, size).map_err(|e| (0, e))?
-                }
+                Some((buf, ls)) => per_rank(ls, p, buf.len(), size, 0)?,
                 None => (vec![], vec![]),
             };
             self.check_writable(recv_layout, recv.len()).map_err(|e| (1, e))?;
@@ -1190,11 +1182,7 @@ impl Comm {
             self.role(recv.is_some(), root)?;
             send_layout.check(send.len()).map_err(|e| (0, e))?;
             match &recv {
-                Some((buf, ls)) => {
-                    one_per_rank(ls, p, 1)?;
-                    disjoint(ls, buf.len()).map_err(|e| (1, e))?;
-                    byte_counts(ls, size).map_err(|e| (1, e))
-                }
+                Some((buf, ls)) => per_rank(ls, p, buf.len(), size, 1),
                 None => Ok((vec![], vec![])),
             }
         })();
@@ -1436,16 +1424,28 @@ fn total(counts: &[Count]) -> usize {
     counts.iter().map(|&n| n as usize).sum()
 }
 
-/// `Ok` if `layouts` holds one layout per rank of `p`; else the `InvalidLayout` of side
-/// `which` (0 send, 1 receive).
-fn one_per_rank(layouts: &[Layout], p: usize, which: usize) -> std::result::Result<(), (usize, Error)> {
-    match layouts.len() == p {
-        true => Ok(()),
-        false => Err((
-            which,
-            Error::InvalidLayout { rank: None, culprit: None, which: WHICH[which], reason: REASONS[1] },
-        )),
+/// The checks of the side `which` (0 send, 1 receive) of a call with a layout per rank:
+/// `size()` = `p` layouts, each inside a buffer of `len` elements, and, on the receive
+/// side, no element selected twice, by one layout or by two. Returns each layout's bytes
+/// over elements of `size` bytes, and their displacements one after the other, as
+/// MPI's `int`s.
+fn per_rank(
+    layouts: &[Layout],
+    p: usize,
+    len: usize,
+    size: usize,
+    which: usize,
+) -> std::result::Result<(Vec<Count>, Vec<Count>), (usize, Error)> {
+    if layouts.len() != p {
+        let reason = REASONS[1];
+        return Err((which, Error::InvalidLayout { rank: None, culprit: None, which: WHICH[which], reason }));
     }
+    match which {
+        0 => layouts.iter().try_for_each(|l| l.check(len)),
+        _ => disjoint(layouts, len),
+    }
+    .and_then(|()| byte_counts(layouts, size))
+    .map_err(|e| (which, e))
 }
 
 /// A checked layout that still reaches outside its buffer: a defect, not the caller's.

@@ -283,6 +283,30 @@ fn documented(world: &SimpleCommunicator, comm: &Comm) {
     let last_column = Layout::subarray(&[4, 4], &[4, 1], &[0, 3]).unwrap();
     comm.broadcast_layout_into(&mut grid, &last_column, 0).unwrap();
     assert_eq!(last_column.pack(&grid).unwrap(), b"dhlp");
+
+    // Column k of the root's 4 x p matrix to rank k, on each path.
+    let me = world.rank() as usize;
+    for algo in [LayoutAlgorithm::Direct, LayoutAlgorithm::Packed] {
+        let mut column = [0u32; 4];
+        let row = Layout::contiguous(4).unwrap();
+        if me == 0 {
+            let matrix: Vec<u32> = (0..4 * p as u32).collect();
+            let columns = Layout::vector(4, 1, p as isize).unwrap().resized(1).unwrap();
+            comm.scatter_layout_into_root_with(&matrix, &columns, &mut column, &row, 0, algo).unwrap();
+        } else {
+            comm.scatter_layout_into_with(&mut column, &row, 0, algo).unwrap();
+        }
+        assert!((0..4).all(|i| column[i] as usize == i * p + me), "scatter example {algo}: {column:?}");
+    }
+    let mut mine = [-1; 6];
+    let two = Layout::vector(2, 1, 3).unwrap();
+    if me == 0 {
+        let all: Vec<i32> = (0..2 * p as i32).map(|i| i / 2).collect();
+        comm.scatter_layout_into_root(&all, &Layout::contiguous(2).unwrap(), &mut mine, &two, 0).unwrap();
+    } else {
+        comm.scatter_layout_into(&mut mine, &two, 0).unwrap();
+    }
+    assert_eq!(mine, [me as i32, -1, -1, me as i32, -1, -1], "scatter example");
 }
 
 /// FALCON's memo: a repeated layout is read from each peer once; a changed layout of the

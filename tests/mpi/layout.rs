@@ -341,6 +341,31 @@ fn memoized(world: &SimpleCommunicator, comm: &Comm, zero_copy: bool) {
             }
         }
     }
+    // A scatter's non-roots read the root's list: once, and again when it changes to
+    // another of the same shape; the root reads none.
+    let a = Layout::indexed(&[2, 2, 2], &[5, 23, 41]).unwrap();
+    let b = Layout::indexed(&[2, 2, 2], &[5, 24, 41]).unwrap();
+    let root = (p - 1) as i32;
+    for (i, (l, new)) in [(&a, true), (&a, false), (&b, true), (&a, false)].into_iter().enumerate() {
+        let send = words(me, 43 * p + 1, 7100 + i as u64);
+        let (mut ours, mut theirs) = (vec![0u32; 7], vec![0u32; 7]);
+        let lists = comm.traffic().layout_lists;
+        let at = world.process_at_rank(root);
+        let (sdt, rdt) = (datatype(l, "memo"), datatype(&packed, "memo"));
+        let direct = LayoutAlgorithm::Direct;
+        if me == root {
+            comm.scatter_layout_into_root_with(&send, l, &mut ours, &packed, root, direct).unwrap();
+            at.scatter_into_root(&send_view(&send, p, &sdt), &mut recv_view(&mut theirs, 1, &rdt));
+        } else {
+            comm.scatter_layout_into_with(&mut ours, &packed, root, direct).unwrap();
+            at.scatter_into(&mut recv_view(&mut theirs, 1, &rdt));
+        }
+        assert_eq!(ours, theirs, "memo scatter {i}: differs from MPI's");
+        let read = comm.traffic().layout_lists - lists;
+        if zero_copy {
+            assert_eq!(read, (new && me != root) as u64, "memo scatter {i}: lists read on rank {me}");
+        }
+    }
     // Heap buffers, copied with loads and stores where peers map heaps.
     for b in [1usize, 300] {
         let n = b * p;

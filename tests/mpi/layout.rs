@@ -832,6 +832,20 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
         ),
         (
             (
+                "scatter: a root outside the communicator, on the direct path",
+                len,
+                8,
+                Box::new(|s, r| match me == 0 {
+                    true => {
+                        comm.scatter_layout_into_root_with(s, &block, r, &block, -1, LayoutAlgorithm::Direct)
+                    }
+                    false => comm.scatter_layout_into_with(r, &block, -1, LayoutAlgorithm::Direct),
+                }),
+            ),
+            Some(Error::InvalidRoot { rank: me, root: -1, size: p }),
+        ),
+        (
+            (
                 "alltoall: send and receive counts disagree on one rank",
                 len,
                 len,

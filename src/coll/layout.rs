@@ -1,5 +1,5 @@
-//! The direct copies of the layout collectives (alltoall, allgather, bcast and gather over
-//! [`Layout`]s) inside one node: every reader copies straight from a peer's send layout
+//! The direct copies of the layout collectives (alltoall, allgather, bcast, gather and
+//! scatter over [`Layout`]s) inside one node: every reader copies straight from a peer's send layout
 //! into its own receive layout, with no packing on either side.
 //!
 //! **Algorithm.** Each rank flattens its send layout (one block) into byte fragments
@@ -20,7 +20,8 @@
 //! buffer is mapped here. Its own block is copied locally. Every list is kept as runs
 //! (`layout::runs`: fragments of one length at a constant stride), so that a column of
 //! single elements costs a load and a store per element, not a list entry too. A gather
-//! is the allgather's reads on the root alone.
+//! is the allgather's reads on the root alone; a scatter, the alltoall's read of the
+//! root's block on every other rank (the root's list shifted by the reader's index).
 //!
 //! **Cost** (blocks of `n` bytes, `f_r` fragments on the side read, `f_l` on the side
 //! written, `p` ranks): `T_sync + (p - 1) (alpha + n beta + f_r phi_r + f_l phi_l)` with
@@ -299,6 +300,7 @@ pub(crate) enum Which {
     Allgather = 1,
     Bcast = 2,
     Gather = 3,
+    Scatter = 4,
 }
 
 /// A rank's buffers: a send and a receive buffer, or a broadcast's one.
@@ -309,8 +311,9 @@ pub(crate) enum Bufs<'a> {
 
 /// The direct copy of a layout collective inside one node. `send` and `recv` are this
 /// rank's flattened layouts (one block each), checked against its buffers and agreed on
-/// by every rank of the communicator; `root` is the broadcast root, as a rank of the
-/// communicator and as a local rank.
+/// by every rank of the communicator (a scatter's non-root passes its receive layout as
+/// `send` too: it publishes that block's bytes, and nobody reads its list); `root` is the
+/// root of a rooted call, as a rank of the communicator and as a local rank.
 ///
 /// # Errors
 ///
@@ -334,15 +337,17 @@ pub(crate) fn direct(
     };
     let call =
         Call { op, root: root as i64, send: mine.as_ptr() as usize, send_len: mine.len(), ..Call::default() };
+    let rooted = matches!(which, Which::Bcast | Which::Gather | Which::Scatter);
     let bytes = |round: &Round<'_>, r: usize| round.meta(r, 3) as usize;
+    // Every block against the root's (rank 0's where there is no root).
+    let first = if rooted && root_local < ctx.ctl.size() { root_local } else { 0 };
     let lengths = |round: &Round<'_>| {
-        let expected = bytes(round, 0);
+        let expected = bytes(round, first);
         match (0..round.size()).find(|&r| bytes(round, r) != expected) {
             Some(culprit) => Err(BadLength { culprit, expected, found: bytes(round, culprit) }),
             None => Ok(()),
         }
     };
-    let rooted = matches!(which, Which::Bcast | Which::Gather);
     let round = check_staged(ctx, call, &send.meta(), &[], rooted, lengths)?;
     let moved = copies(&round, memo, which, root_local, bufs, send, recv);
     if moved.is_ok() {
@@ -370,25 +375,28 @@ fn copies(
         Which::Bcast if me == root => vec![],
         Which::Bcast => vec![root],
         Which::Gather if me != root => return Ok(()),
+        Which::Scatter if me == root => vec![],
+        Which::Scatter => vec![root],
         _ => (1..p).map(|t| (me + p - t) % p).collect(),
     };
     for r in sources {
         let theirs = memo.peer(round, r)?;
         let (remote, local) = match which {
             Which::Alltoall => (theirs.shifted(me), recv.shifted(r)),
+            Which::Scatter => (theirs.shifted(me), recv.shifted(0)),
             Which::Allgather | Which::Gather => (theirs.shifted(0), recv.shifted(r)),
             Which::Bcast => (theirs.shifted(0), recv.shifted(0)),
         };
         round.read_scatter(&round.peer_send(r), r, &remote, dst, &local)?;
     }
-    if let Some(src) = own {
-        let from = match which {
-            Which::Alltoall => send.shifted(me),
-            _ => send.shifted(0),
-        };
-        copy_local(src, &from, dst, &recv.shifted(me))?;
-    }
-    Ok(())
+    let Some(src) = own else { return Ok(()) };
+    let (from, to) = match which {
+        Which::Alltoall => (send.shifted(me), recv.shifted(me)),
+        Which::Scatter if me == root => (send.shifted(me), recv.shifted(0)),
+        Which::Scatter => return Ok(()),
+        _ => (send.shifted(0), recv.shifted(me)),
+    };
+    copy_local(src, &from, dst, &to)
 }
 
 /// This rank's own block: the bytes `from` selects in `src` onto those `to` selects in

@@ -1,4 +1,6 @@
-//! Collectives over non-contiguous [`Layout`]s: alltoall, allgather, bcast and gather.
+//! Collectives over non-contiguous [`Layout`]s: alltoall, allgather, bcast, gather and
+//! scatter; and, with a layout per rank, alltoall, allgather, gather and scatter (the
+//! `*_layouts_*` calls, MPI's `*w`/`*v` with a datatype per block), which always pack.
 //!
 //! Each takes a buffer with the layout that says which of its elements take part, as
 //! rsmpi's `View`/`MutView` pair a buffer with a datatype and a count; the layout is
@@ -28,6 +30,7 @@
 use super::{Comm, Route};
 use crate::alloc::Scratch;
 use crate::coll::layout::{self as engine, Bufs, Flat, LayoutAlgorithm, Shape, Which};
+use crate::coll::rooted::ROLE;
 use crate::error::{Error, Result};
 use crate::layout::runs::{self, Runs};
 use crate::layout::{Layout, COUNTS, REASONS};
@@ -40,6 +43,10 @@ use std::sync::Arc;
 
 /// The layouts a rank can get wrong, by their index in the agreement word.
 const WHICH: [&str; 2] = ["send", "receive"];
+
+/// The index in the agreement word of a rank that called the wrong one of a rooted
+/// call's two methods ([`Comm::role`]).
+const ROLE_WORD: u64 = 2;
 
 impl Comm {
     /// Alltoall over layouts: block `k` of `send` (the elements of `send_layout` shifted
@@ -519,6 +526,7 @@ impl Comm {
         let p = self.size() as usize;
         let recv_layout = recv.as_ref().map_or(send_layout, |r| r.1);
         let local = (|| {
+            self.role(recv.is_some(), root)?;
             send_layout.check(send.len()).map_err(|e| (0, e))?;
             if let Some((buf, l)) = &recv {
                 let recvs = Layout::contiguous_of(p, l).map_err(|e| (1, e))?;
@@ -554,6 +562,225 @@ impl Comm {
             None => self.gather_into(&packed[..], root),
         };
         self.keep(packed);
+        self.count_packed(&moved);
+        moved
+    }
+
+    /// Scatter over layouts, on the root: block `k` of the root's `send` (`send_layout`
+    /// shifted by `k` times its extent) goes to rank `k`, where it lands on the elements
+    /// that rank's `recv_layout` selects in its `recv`, in type-map order (`MPI_Scatter`
+    /// with a count of 1 and these derived datatypes); the root's own block lands in its
+    /// own `recv`. The other ranks call [`scatter_layout_into`](Self::scatter_layout_into).
+    ///
+    /// # Examples
+    ///
+    /// Column `k` of the root's 4 x `p` row-major matrix, as rank `k`'s 4 contiguous
+    /// elements:
+    ///
+    /// ```no_run
+    /// # use zcoll::{Layout, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let (p, me) = (comm.size() as usize, comm.rank() as usize);
+    /// let mut column = [0u32; 4];
+    /// let row = Layout::contiguous(4)?;
+    /// if me == 0 {
+    ///     let matrix: Vec<u32> = (0..4 * p as u32).collect();
+    ///     // One column, then the next one element on: blocks one element apart.
+    ///     let columns = Layout::vector(4, 1, p as isize)?.resized(1)?;
+    ///     comm.scatter_layout_into_root(&matrix, &columns, &mut column, &row, 0)?;
+    /// } else {
+    ///     comm.scatter_layout_into(&mut column, &row, 0)?;
+    /// }
+    /// assert!((0..4).all(|i| column[i] as usize == i * p + me));
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// On every rank, before any element moves: `Error::InvalidLayout` naming the first
+    /// rank whose `recv_layout` reaches outside `recv` or writes an element twice, or, on
+    /// the root, whose `send_layout` (over all `size()` blocks) reaches outside `send` or
+    /// selects another number of elements than its `recv_layout`; `Error::Mismatch` if the
+    /// root called [`scatter_layout_into`](Self::scatter_layout_into) or another rank this
+    /// method (`what` is `"root/non-root method"`), or ranks called different
+    /// collectives; `Error::InvalidRoot` and `Error::LengthMismatch` as
+    /// [`scatter_into_root`](Self::scatter_into_root) (lengths in bytes). A transport
+    /// error or a peer's failure during the copies. `recv` is unchanged on error.
+    ///
+    /// # Standard section(s)
+    ///
+    /// MPI 4.1, 6.6 (`MPI_Scatter`), 5.1 (derived datatypes).
+    pub fn scatter_layout_into_root<T: Pod>(
+        &self,
+        send: &[T],
+        send_layout: &Layout,
+        recv: &mut [T],
+        recv_layout: &Layout,
+        root: Rank,
+    ) -> Result<()> {
+        self.scatter_layout_into_root_with(send, send_layout, recv, recv_layout, root, LayoutAlgorithm::Auto)
+    }
+
+    /// [`scatter_layout_into_root`](Self::scatter_layout_into_root) with the algorithm
+    /// named (see [`all_to_all_layout_into_with`](Self::all_to_all_layout_into_with)).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::{Layout, LayoutAlgorithm, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let p = comm.size() as usize;
+    /// let mut mine = [-1; 6];
+    /// let two = Layout::vector(2, 1, 3)?; // elements 0 and 3
+    /// if comm.rank() == 0 {
+    ///     let all: Vec<i32> = (0..2 * p as i32).map(|i| i / 2).collect();
+    ///     let pair = Layout::contiguous(2)?;
+    ///     comm.scatter_layout_into_root_with(&all, &pair, &mut mine, &two, 0, LayoutAlgorithm::Direct)?;
+    /// } else {
+    ///     comm.scatter_layout_into_with(&mut mine, &two, 0, LayoutAlgorithm::Direct)?;
+    /// }
+    /// assert_eq!([mine[0], mine[3]], [comm.rank(); 2]);
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`scatter_layout_into_root`](Self::scatter_layout_into_root); `Error::Config` if
+    /// `ZCOLL_LAYOUT_ALGORITHM` holds no algorithm's name.
+    pub fn scatter_layout_into_root_with<T: Pod>(
+        &self,
+        send: &[T],
+        send_layout: &Layout,
+        recv: &mut [T],
+        recv_layout: &Layout,
+        root: Rank,
+        algorithm: LayoutAlgorithm,
+    ) -> Result<()> {
+        self.scatter_layout(Some((send, send_layout)), recv, recv_layout, root, algorithm)
+    }
+
+    /// Scatter over layouts, on a rank other than the root: receives this rank's block of
+    /// the root's `send` onto the elements `recv_layout` selects in `recv` (see
+    /// [`scatter_layout_into_root`](Self::scatter_layout_into_root)).
+    ///
+    /// # Examples
+    ///
+    /// See [`scatter_layout_into_root`](Self::scatter_layout_into_root).
+    ///
+    /// ```no_run
+    /// # use zcoll::{Layout, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let (p, column) = (comm.size() as usize, Layout::vector(3, 1, 3)?);
+    /// let mut mine = [0u8; 9];
+    /// if comm.rank() == 0 {
+    ///     comm.scatter_layout_into_root(&vec![7u8; 3 * p], &Layout::contiguous(3)?, &mut mine, &column, 0)?;
+    /// } else {
+    ///     comm.scatter_layout_into(&mut mine, &column, 0)?;
+    /// }
+    /// assert_eq!(column.pack(&mine)?, [7; 3]);
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`scatter_layout_into_root`](Self::scatter_layout_into_root).
+    pub fn scatter_layout_into<T: Pod>(
+        &self,
+        recv: &mut [T],
+        recv_layout: &Layout,
+        root: Rank,
+    ) -> Result<()> {
+        self.scatter_layout_into_with(recv, recv_layout, root, LayoutAlgorithm::Auto)
+    }
+
+    /// [`scatter_layout_into`](Self::scatter_layout_into) with the algorithm named.
+    ///
+    /// # Examples
+    ///
+    /// See [`scatter_layout_into_root_with`](Self::scatter_layout_into_root_with).
+    ///
+    /// ```no_run
+    /// # use zcoll::{Layout, LayoutAlgorithm, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// if comm.rank() != 0 {
+    ///     let mut mine = [0u8; 4];
+    ///     comm.scatter_layout_into_with(&mut mine, &Layout::vector(2, 1, 2)?, 0, LayoutAlgorithm::Packed)?;
+    /// }
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`scatter_layout_into_root`](Self::scatter_layout_into_root); `Error::Config` if
+    /// `ZCOLL_LAYOUT_ALGORITHM` holds no algorithm's name.
+    pub fn scatter_layout_into_with<T: Pod>(
+        &self,
+        recv: &mut [T],
+        recv_layout: &Layout,
+        root: Rank,
+        algorithm: LayoutAlgorithm,
+    ) -> Result<()> {
+        self.scatter_layout(None, recv, recv_layout, root, algorithm)
+    }
+
+    /// The scatter over layouts, on the root (with its send side) or not.
+    fn scatter_layout<T: Pod>(
+        &self,
+        send: Option<(&[T], &Layout)>,
+        recv: &mut [T],
+        recv_layout: &Layout,
+        root: Rank,
+        algorithm: LayoutAlgorithm,
+    ) -> Result<()> {
+        let p = self.size() as usize;
+        let local = (|| {
+            self.role(send.is_some(), root)?;
+            if let Some((buf, l)) = send {
+                let sends = Layout::contiguous_of(p, l).map_err(|e| (0, e))?;
+                sends.check(buf.len()).map_err(|e| (0, e))?;
+            }
+            self.check_writable(recv_layout, recv.len()).map_err(|e| (1, e))?;
+            match send {
+                Some((_, l)) => same_count(l, recv_layout),
+                None => Ok(()),
+            }
+        })();
+        // The side read is the root's send layout: only the root weighs it.
+        let shape = match send {
+            Some((buf, l)) => self.shape_of(buf, l, recv_layout),
+            None => {
+                let [bytes, _, written, _] = self.shape_of(&*recv, recv_layout, recv_layout);
+                [bytes, 0, written, 0]
+            }
+        };
+        let ((), shape) = self.agree_on_layouts(local, shape)?;
+        // A non-root publishes its receive layout as its block (its bytes are checked
+        // against the root's; nobody reads its list).
+        let send_layout = send.map_or(recv_layout, |(_, l)| l);
+        if self.direct(algorithm, shape)? {
+            let src: &[u8] = send.map_or(&[], |(b, _)| bytemuck::cast_slice(b));
+            let bufs = Bufs::Two(src, bytemuck::cast_slice_mut(recv));
+            let at = (root, self.local_of(root));
+            return self.run_direct::<T>(Which::Scatter, at, bufs, send_layout, recv_layout);
+        }
+        let (s, r) = self.flats::<T>(send_layout, recv_layout);
+        let n = r.bytes();
+        let mut got = self.scratch(n);
+        let moved = match send {
+            Some((buf, _)) => {
+                let packed = self.pack(bytemuck::cast_slice(buf), &s, 0..p, n)?;
+                let moved = self.scatter_into_root(&packed[..], &mut got[..], root);
+                self.keep(packed);
+                moved
+            }
+            None => self.scatter_into(&mut got[..], root),
+        };
+        let moved = moved.and_then(|()| unpack(&got, &r, 0..1, n, bytemuck::cast_slice_mut(recv)));
+        self.keep(got);
         self.count_packed(&moved);
         moved
     }
@@ -615,51 +842,367 @@ impl Comm {
         let p = self.size() as usize;
         let size = std::mem::size_of::<T>();
         let local = (|| {
-            let shape = |which| Error::InvalidLayout { rank: None, culprit: None, which, reason: REASONS[1] };
-            if send_layouts.len() != p {
-                return Err((0, shape("send")));
-            }
-            if recv_layouts.len() != p {
-                return Err((1, shape("receive")));
-            }
-            send_layouts.iter().try_for_each(|l| l.check(send.len())).map_err(|e| (0, e))?;
-            disjoint(recv_layouts, recv.len()).map_err(|e| (1, e))?;
-            let sends = byte_counts(send_layouts, size).map_err(|e| (0, e))?;
-            let recvs = byte_counts(recv_layouts, size).map_err(|e| (1, e))?;
+            let sends = per_rank(send_layouts, p, send.len(), size, 0)?;
+            let recvs = per_rank(recv_layouts, p, recv.len(), size, 1)?;
             Ok((sends, recvs))
         })();
         let (((sc, sd), (rc, rd)), _) = self.agree_on_layouts(local, [0; 4])?;
-        let (sends, recvs): (Vec<Arc<Flat>>, Vec<Arc<Flat>>) = {
-            let shared = self.ctx().ctl.loads_heaps();
-            let mut memo = self.layouts.borrow_mut();
-            (
-                send_layouts.iter().map(|l| memo.own(l, size, shared)).collect(),
-                recv_layouts.iter().map(|l| memo.own(l, size, shared)).collect(),
-            )
-        };
-        let total = |c: &[Count]| c.iter().map(|&n| n as usize).sum::<usize>();
-        let mut packed = self.scratch(total(&sc));
-        for (k, f) in sends.iter().enumerate() {
-            let n = sc[k] as usize;
-            let whole = Runs::new([(0, n)]);
-            let out = &mut packed[sd[k] as usize..][..n];
-            runs::copy(bytemuck::cast_slice(send), &f.shifted(0), out, &whole)
-                .map_err(|_| outside("send"))?;
-        }
+        let packed =
+            self.pack_each(bytemuck::cast_slice(send), &self.flats_each::<T>(send_layouts), &sc, &sd)?;
         let mut got = self.scratch(total(&rc));
         let moved = self.all_to_all_varcount_into(&packed[..], &sc, &sd, &mut got[..], &rc, &rd);
         self.keep(packed);
         let moved = moved.and_then(|()| {
-            let buf: &mut [u8] = bytemuck::cast_slice_mut(recv);
-            for (k, f) in recvs.iter().enumerate() {
-                let n = rc[k] as usize;
-                let whole = Runs::new([(0, n)]);
-                runs::copy(&got[rd[k] as usize..][..n], &whole, buf, &f.shifted(0))
-                    .map_err(|_| outside("receive"))?;
-            }
-            Ok(())
+            unpack_each(&got, &self.flats_each::<T>(recv_layouts), &rc, &rd, bytemuck::cast_slice_mut(recv))
         });
         self.keep(got);
+        self.count_packed(&moved);
+        moved
+    }
+
+    /// Scatter with a layout per rank (`MPI_Scatterv` with a datatype per block, counts of
+    /// 1 and displacements of 0), on the root: the elements `send_layouts[k]` selects in
+    /// `send` go to rank `k`, where they land on the elements its `recv_layout` selects in
+    /// its `recv`, in type-map order; the root's own in its own `recv`. Each layout places
+    /// its elements from the start of `send`; a rank that gets nothing receives an empty
+    /// layout (`Layout::contiguous(0)`). The other ranks call
+    /// [`scatter_layouts_into`](Self::scatter_layouts_into).
+    ///
+    /// Every call packs, as [`all_to_all_layouts_into`](Self::all_to_all_layouts_into)
+    /// does: the root packs each send layout into its part of a scratch buffer, the
+    /// contiguous [`scatter_varcount_into_root`](Self::scatter_varcount_into_root) moves
+    /// the bytes, and each rank unpacks its block, from the memoized runs of the layouts.
+    ///
+    /// # Examples
+    ///
+    /// Row `k` of the lower triangle of the root's `p` x `p` matrix (`k + 1` elements) to
+    /// rank `k`:
+    ///
+    /// ```no_run
+    /// # use zcoll::{Layout, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let (p, me) = (comm.size() as usize, comm.rank() as usize);
+    /// let mut mine = vec![0u32; me + 1];
+    /// let row = Layout::contiguous(me + 1)?;
+    /// if me == 0 {
+    ///     let matrix: Vec<u32> = (0..(p * p) as u32).collect();
+    ///     let rows: Vec<Layout> =
+    ///         (0..p).map(|k| Layout::subarray(&[p, p], &[1, k + 1], &[k, 0])).collect::<Result<_, _>>()?;
+    ///     comm.scatter_layouts_into_root(&matrix, &rows, &mut mine, &row, 0)?;
+    /// } else {
+    ///     comm.scatter_layouts_into(&mut mine, &row, 0)?;
+    /// }
+    /// assert!((0..=me).all(|j| mine[j] as usize == me * p + j));
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// On every rank, before any element moves: `Error::InvalidLayout` naming the first
+    /// rank whose `recv_layout` reaches outside `recv` or writes an element twice, or, on
+    /// the root, that passed other than `size()` send layouts or one that reaches outside
+    /// `send`; `Error::Mismatch` if the root called
+    /// [`scatter_layouts_into`](Self::scatter_layouts_into) or another rank this method;
+    /// `Error::InvalidRoot`, and `Error::LengthMismatch` (lengths in bytes) if a rank's
+    /// `recv_layout` selects another number of elements than the root's layout for it, as
+    /// [`scatter_varcount_into_root`](Self::scatter_varcount_into_root); `Error::InvalidLayout`
+    /// too if a block's bytes do not fit MPI's `int`. A transport error or a peer's
+    /// failure during the copies. `recv` is unchanged on error.
+    ///
+    /// # Standard section(s)
+    ///
+    /// MPI 4.1, 6.6 (`MPI_Scatterv`), 5.1 (derived datatypes).
+    pub fn scatter_layouts_into_root<T: Pod>(
+        &self,
+        send: &[T],
+        send_layouts: &[Layout],
+        recv: &mut [T],
+        recv_layout: &Layout,
+        root: Rank,
+    ) -> Result<()> {
+        self.scatter_layouts(Some((send, send_layouts)), recv, recv_layout, root)
+    }
+
+    /// Scatter with a layout per rank, on a rank other than the root: receives this rank's
+    /// block onto the elements `recv_layout` selects in `recv` (see
+    /// [`scatter_layouts_into_root`](Self::scatter_layouts_into_root)).
+    ///
+    /// # Examples
+    ///
+    /// See [`scatter_layouts_into_root`](Self::scatter_layouts_into_root).
+    ///
+    /// ```no_run
+    /// # use zcoll::{Layout, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let p = comm.size() as usize;
+    /// let mut mine = [0u8; 4];
+    /// let every_other = Layout::vector(2, 1, 2)?;
+    /// if comm.rank() == 0 {
+    ///     let pairs: Vec<Layout> = (0..p).map(|k| Layout::indexed(&[2], &[2 * k as isize])).collect::<Result<_, _>>()?;
+    ///     comm.scatter_layouts_into_root(&vec![9u8; 2 * p], &pairs, &mut mine, &every_other, 0)?;
+    /// } else {
+    ///     comm.scatter_layouts_into(&mut mine, &every_other, 0)?;
+    /// }
+    /// assert_eq!(mine, [9, 0, 9, 0]);
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`scatter_layouts_into_root`](Self::scatter_layouts_into_root).
+    pub fn scatter_layouts_into<T: Pod>(
+        &self,
+        recv: &mut [T],
+        recv_layout: &Layout,
+        root: Rank,
+    ) -> Result<()> {
+        self.scatter_layouts(None, recv, recv_layout, root)
+    }
+
+    /// Gather with a layout per rank (`MPI_Gatherv` with a datatype per block, counts of 1
+    /// and displacements of 0), on the root: the elements every rank `k`'s `send_layout`
+    /// selects in its `send` land on those `recv_layouts[k]` selects in the root's `recv`,
+    /// in type-map order. Each receive layout places its elements from the start of
+    /// `recv`; no two may select the same element. The other ranks call
+    /// [`gather_layouts_into`](Self::gather_layouts_into).
+    ///
+    /// Every call packs, as [`all_to_all_layouts_into`](Self::all_to_all_layouts_into)
+    /// does, through the contiguous
+    /// [`gather_varcount_into_root`](Self::gather_varcount_into_root).
+    ///
+    /// # Examples
+    ///
+    /// The first `k + 1` elements of column 0 of rank `k`'s `p` x 3 matrix, as row `k` of
+    /// the lower triangle of the root's `p` x `p` matrix:
+    ///
+    /// ```no_run
+    /// # use zcoll::{Layout, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let (p, me) = (comm.size() as usize, comm.rank() as usize);
+    /// let mine: Vec<u32> = (0..3 * p as u32).map(|i| i + 100 * me as u32).collect();
+    /// let column = Layout::vector(me + 1, 1, 3)?;
+    /// if me == 0 {
+    ///     let rows: Vec<Layout> =
+    ///         (0..p).map(|k| Layout::subarray(&[p, p], &[1, k + 1], &[k, 0])).collect::<Result<_, _>>()?;
+    ///     let mut lower = vec![0u32; p * p];
+    ///     comm.gather_layouts_into_root(&mine, &column, &mut lower, &rows, 0)?;
+    ///     assert!((0..p).all(|k| (0..=k).all(|j| lower[k * p + j] as usize == 3 * j + 100 * k)));
+    /// } else {
+    ///     comm.gather_layouts_into(&mine, &column, 0)?;
+    /// }
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// On every rank, before any element moves: `Error::InvalidLayout` naming the first
+    /// rank whose `send_layout` reaches outside `send`, or, on the root, that passed other
+    /// than `size()` receive layouts, or receive layouts that reach outside `recv`, select
+    /// an element twice or overlap each other, or whose blocks' bytes do not fit MPI's
+    /// `int`; `Error::Mismatch` if the root called
+    /// [`gather_layouts_into`](Self::gather_layouts_into) or another rank this method;
+    /// `Error::InvalidRoot`, and `Error::LengthMismatch` (lengths in bytes) if a rank's
+    /// `send_layout` selects another number of elements than the root's layout for it, as
+    /// [`gather_varcount_into_root`](Self::gather_varcount_into_root). A transport error
+    /// or a peer's failure during the copies. `recv` is unchanged on error.
+    ///
+    /// # Standard section(s)
+    ///
+    /// MPI 4.1, 6.5 (`MPI_Gatherv`), 5.1 (derived datatypes).
+    pub fn gather_layouts_into_root<T: Pod>(
+        &self,
+        send: &[T],
+        send_layout: &Layout,
+        recv: &mut [T],
+        recv_layouts: &[Layout],
+        root: Rank,
+    ) -> Result<()> {
+        self.gather_layouts(send, send_layout, Some((recv, recv_layouts)), root)
+    }
+
+    /// Gather with a layout per rank, on a rank other than the root: sends the elements
+    /// `send_layout` selects in `send` (see
+    /// [`gather_layouts_into_root`](Self::gather_layouts_into_root)).
+    ///
+    /// # Examples
+    ///
+    /// See [`gather_layouts_into_root`](Self::gather_layouts_into_root).
+    ///
+    /// ```no_run
+    /// # use zcoll::{Layout, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let p = comm.size() as usize;
+    /// let mine = [comm.rank() as u8; 4];
+    /// let every_other = Layout::vector(2, 1, 2)?;
+    /// if comm.rank() == 0 {
+    ///     let pairs: Vec<Layout> = (0..p).map(|k| Layout::indexed(&[2], &[2 * k as isize])).collect::<Result<_, _>>()?;
+    ///     let mut all = vec![0u8; 2 * p];
+    ///     comm.gather_layouts_into_root(&mine, &every_other, &mut all, &pairs, 0)?;
+    ///     assert!((0..2 * p).all(|i| all[i] as usize == i / 2));
+    /// } else {
+    ///     comm.gather_layouts_into(&mine, &every_other, 0)?;
+    /// }
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`gather_layouts_into_root`](Self::gather_layouts_into_root).
+    pub fn gather_layouts_into<T: Pod>(&self, send: &[T], send_layout: &Layout, root: Rank) -> Result<()> {
+        self.gather_layouts(send, send_layout, None, root)
+    }
+
+    /// Allgather with a layout per rank (`MPI_Allgatherv` with a datatype per block, counts
+    /// of 1 and displacements of 0): the elements every rank `k`'s `send_layout` selects
+    /// in its `send` land, on every rank, on those its `recv_layouts[k]` selects in its
+    /// `recv`, in type-map order. Each receive layout places its elements from the start
+    /// of `recv`; no two may select the same element; ranks may pass different receive
+    /// layouts.
+    ///
+    /// Every call packs, as [`all_to_all_layouts_into`](Self::all_to_all_layouts_into)
+    /// does, through the contiguous
+    /// [`all_gather_varcount_into`](Self::all_gather_varcount_into).
+    ///
+    /// # Examples
+    ///
+    /// Rank `k`'s `k + 1` elements as row `k` of the lower triangle of every rank's `p` x
+    /// `p` matrix, the upper triangle left as it was:
+    ///
+    /// ```no_run
+    /// # use zcoll::{Layout, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let (p, me) = (comm.size() as usize, comm.rank() as usize);
+    /// let mine = vec![me as u32; me + 1];
+    /// let rows: Vec<Layout> =
+    ///     (0..p).map(|k| Layout::subarray(&[p, p], &[1, k + 1], &[k, 0])).collect::<Result<_, _>>()?;
+    /// let mut lower = vec![u32::MAX; p * p];
+    /// comm.all_gather_layouts_into(&mine, &Layout::contiguous(me + 1)?, &mut lower, &rows)?;
+    /// assert!((0..p * p).all(|i| lower[i] == if i % p <= i / p { (i / p) as u32 } else { u32::MAX }));
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// On every rank, before any element moves: `Error::InvalidLayout` naming the first
+    /// rank whose `send_layout` reaches outside `send`, that passed other than `size()`
+    /// receive layouts, or receive layouts that reach outside `recv`, select an element
+    /// twice or overlap each other, or whose blocks' bytes do not fit MPI's `int`;
+    /// `Error::LengthMismatch` (lengths in bytes) if a rank's `recv_layouts[k]` selects
+    /// another number of elements than rank `k`'s `send_layout`, as
+    /// [`all_gather_varcount_into`](Self::all_gather_varcount_into); `Error::Mismatch` if
+    /// ranks called different collectives. A transport error or a peer's failure during
+    /// the copies. `recv` is unchanged on error.
+    ///
+    /// # Standard section(s)
+    ///
+    /// MPI 4.1, 6.7 (`MPI_Allgatherv`), 5.1 (derived datatypes).
+    pub fn all_gather_layouts_into<T: Pod>(
+        &self,
+        send: &[T],
+        send_layout: &Layout,
+        recv: &mut [T],
+        recv_layouts: &[Layout],
+    ) -> Result<()> {
+        let p = self.size() as usize;
+        let size = std::mem::size_of::<T>();
+        let local = (|| {
+            send_layout.check(send.len()).map_err(|e| (0, e))?;
+            per_rank(recv_layouts, p, recv.len(), size, 1)
+        })();
+        let ((rc, rd), _) = self.agree_on_layouts(local, [0; 4])?;
+        let (s, _) = self.flats::<T>(send_layout, send_layout);
+        let n = s.bytes();
+        let packed = self.pack(bytemuck::cast_slice(send), &s, 0..1, n)?;
+        let mut got = self.scratch(total(&rc));
+        let moved = self.all_gather_varcount_into(&packed[..], &mut got[..], &rc, &rd);
+        self.keep(packed);
+        let moved = moved.and_then(|()| {
+            unpack_each(&got, &self.flats_each::<T>(recv_layouts), &rc, &rd, bytemuck::cast_slice_mut(recv))
+        });
+        self.keep(got);
+        self.count_packed(&moved);
+        moved
+    }
+
+    /// The scatter with a layout per rank, on the root (with its send side) or not.
+    fn scatter_layouts<T: Pod>(
+        &self,
+        send: Option<(&[T], &[Layout])>,
+        recv: &mut [T],
+        recv_layout: &Layout,
+        root: Rank,
+    ) -> Result<()> {
+        let p = self.size() as usize;
+        let size = std::mem::size_of::<T>();
+        let local = (|| {
+            self.role(send.is_some(), root)?;
+            let counts = match send {
+                Some((buf, ls)) => per_rank(ls, p, buf.len(), size, 0)?,
+                None => (vec![], vec![]),
+            };
+            self.check_writable(recv_layout, recv.len()).map_err(|e| (1, e))?;
+            Ok(counts)
+        })();
+        let ((sc, sd), _) = self.agree_on_layouts(local, [0; 4])?;
+        let (r, _) = self.flats::<T>(recv_layout, recv_layout);
+        let n = r.bytes();
+        let mut got = self.scratch(n);
+        let moved = match send {
+            Some((buf, ls)) => {
+                let packed =
+                    self.pack_each(bytemuck::cast_slice(buf), &self.flats_each::<T>(ls), &sc, &sd)?;
+                let moved = self.scatter_varcount_into_root(&packed[..], &sc, &sd, &mut got[..], root);
+                self.keep(packed);
+                moved
+            }
+            None => self.scatter_varcount_into(&mut got[..], root),
+        };
+        let moved = moved.and_then(|()| unpack(&got, &r, 0..1, n, bytemuck::cast_slice_mut(recv)));
+        self.keep(got);
+        self.count_packed(&moved);
+        moved
+    }
+
+    /// The gather with a layout per rank, on the root (with its receive side) or not.
+    fn gather_layouts<T: Pod>(
+        &self,
+        send: &[T],
+        send_layout: &Layout,
+        recv: Option<(&mut [T], &[Layout])>,
+        root: Rank,
+    ) -> Result<()> {
+        let p = self.size() as usize;
+        let size = std::mem::size_of::<T>();
+        let local = (|| {
+            self.role(recv.is_some(), root)?;
+            send_layout.check(send.len()).map_err(|e| (0, e))?;
+            match &recv {
+                Some((buf, ls)) => per_rank(ls, p, buf.len(), size, 1),
+                None => Ok((vec![], vec![])),
+            }
+        })();
+        let ((rc, rd), _) = self.agree_on_layouts(local, [0; 4])?;
+        let (s, _) = self.flats::<T>(send_layout, send_layout);
+        let n = s.bytes();
+        let packed = self.pack(bytemuck::cast_slice(send), &s, 0..1, n)?;
+        let moved = match recv {
+            Some((buf, ls)) => {
+                let mut got = self.scratch(total(&rc));
+                let moved = self.gather_varcount_into_root(&packed[..], &mut got[..], &rc, &rd, root);
+                let moved = moved.and_then(|()| {
+                    unpack_each(&got, &self.flats_each::<T>(ls), &rc, &rd, bytemuck::cast_slice_mut(buf))
+                });
+                self.keep(got);
+                moved
+            }
+            None => self.gather_varcount_into(&packed[..], root),
+        };
+        self.keep(packed);
         self.count_packed(&moved);
         moved
     }
@@ -743,6 +1286,9 @@ impl Comm {
         };
         match (all[0], local) {
             (0, Ok(v)) => Ok((v, shape)),
+            (w, _) if (w >> 8) & 0xff == ROLE_WORD => {
+                Err(Error::Mismatch { rank: me, culprit: size - (w >> 16) as Rank, what: ROLE })
+            }
             (w, _) => Err(Error::InvalidLayout {
                 rank: Some(me),
                 culprit: Some(size - (w >> 16) as Rank),
@@ -752,12 +1298,54 @@ impl Comm {
         }
     }
 
+    /// `Ok` unless this rank called a rooted layout collective's root method (`root_method`)
+    /// and is not `root`, or the other way round: then the `Mismatch` of the contiguous
+    /// call ([`ROLE`]), made global by [`agree_on_layouts`](Self::agree_on_layouts) before
+    /// any path is taken (the direct copy has no role in its round). A root outside the
+    /// communicator is left to the call's own `InvalidRoot`.
+    fn role(&self, root_method: bool, root: Rank) -> std::result::Result<(), (usize, Error)> {
+        let real = (0..self.size()).contains(&root);
+        match real && root_method != (self.rank() == root) {
+            true => Err((
+                ROLE_WORD as usize,
+                Error::Mismatch { rank: self.rank(), culprit: self.rank(), what: ROLE },
+            )),
+            false => Ok(()),
+        }
+    }
+
     /// This rank's two layouts flattened over `T`, from the communicator's memo.
     fn flats<T: Pod>(&self, send: &Layout, recv: &Layout) -> (Arc<Flat>, Arc<Flat>) {
         let size = std::mem::size_of::<T>();
         let shared = self.ctx().ctl.loads_heaps();
         let mut memo = self.layouts.borrow_mut();
         (memo.own(send, size, shared), memo.own(recv, size, shared))
+    }
+
+    /// Each of `layouts` flattened over `T`, from the communicator's memo.
+    fn flats_each<T: Pod>(&self, layouts: &[Layout]) -> Vec<Arc<Flat>> {
+        let size = std::mem::size_of::<T>();
+        let shared = self.ctx().ctl.loads_heaps();
+        let mut memo = self.layouts.borrow_mut();
+        layouts.iter().map(|l| memo.own(l, size, shared)).collect()
+    }
+
+    /// Each of `layouts` (flattened, checked against `buf`, one per rank) packed into its
+    /// part of a scratch buffer: `counts[k]` bytes from `displs[k]`.
+    fn pack_each(
+        &self,
+        buf: &[u8],
+        layouts: &[Arc<Flat>],
+        counts: &[Count],
+        displs: &[Count],
+    ) -> Result<Scratch<u8>> {
+        let mut packed = self.scratch(total(counts));
+        for (k, f) in layouts.iter().enumerate() {
+            let n = counts[k] as usize;
+            let out = &mut packed[displs[k] as usize..][..n];
+            runs::copy(buf, &f.shifted(0), out, &Runs::new([(0, n)])).map_err(|_| outside("send"))?;
+        }
+        Ok(packed)
     }
 
     /// Blocks `ks` of `layout` (flattened, checked against `buf`) in `buf`, packed one
@@ -812,6 +1400,52 @@ fn unpack(packed: &[u8], layout: &Flat, ks: Range<usize>, n: usize, buf: &mut [u
         runs::copy(&packed[i * n..][..n], &whole, buf, &layout.shifted(k)).map_err(|_| outside("receive"))?;
     }
     Ok(())
+}
+
+/// Unpacks part `k` of `packed` (`counts[k]` bytes from `displs[k]`) into each of
+/// `layouts` (flattened, checked against `buf`, one per rank) in `buf`.
+fn unpack_each(
+    packed: &[u8],
+    layouts: &[Arc<Flat>],
+    counts: &[Count],
+    displs: &[Count],
+    buf: &mut [u8],
+) -> Result<()> {
+    for (k, f) in layouts.iter().enumerate() {
+        let n = counts[k] as usize;
+        runs::copy(&packed[displs[k] as usize..][..n], &Runs::new([(0, n)]), buf, &f.shifted(0))
+            .map_err(|_| outside("receive"))?;
+    }
+    Ok(())
+}
+
+/// The sum of `counts` (checked to fit MPI's `int` together).
+fn total(counts: &[Count]) -> usize {
+    counts.iter().map(|&n| n as usize).sum()
+}
+
+/// The checks of the side `which` (0 send, 1 receive) of a call with a layout per rank:
+/// `size()` = `p` layouts, each inside a buffer of `len` elements, and, on the receive
+/// side, no element selected twice, by one layout or by two. Returns each layout's bytes
+/// over elements of `size` bytes, and their displacements one after the other, as
+/// MPI's `int`s.
+fn per_rank(
+    layouts: &[Layout],
+    p: usize,
+    len: usize,
+    size: usize,
+    which: usize,
+) -> std::result::Result<(Vec<Count>, Vec<Count>), (usize, Error)> {
+    if layouts.len() != p {
+        let reason = REASONS[1];
+        return Err((which, Error::InvalidLayout { rank: None, culprit: None, which: WHICH[which], reason }));
+    }
+    match which {
+        0 => layouts.iter().try_for_each(|l| l.check(len)),
+        _ => disjoint(layouts, len),
+    }
+    .and_then(|()| byte_counts(layouts, size))
+    .map_err(|e| (which, e))
 }
 
 /// A checked layout that still reaches outside its buffer: a defect, not the caller's.

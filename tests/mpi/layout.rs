@@ -224,18 +224,44 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
         }
         assert!(ours == theirs, "gather to {root} {algo} {what}: differs from MPI's");
 
-        // Which path ran: four calls, each direct or packed on every rank.
+        // Scatter from a third root: the root's send layout over p blocks.
+        let root = ((round + 2) % p as u64) as i32;
+        let send = words(me, room(&sl, pu, &mut own), round + 5500);
+        let recv0 = words(me, room(&rl, 1, &mut own), round + 6500);
+        let (mut ours, mut theirs) = (recv0.clone(), recv0.clone());
+        let at = world.process_at_rank(root);
+        match me == root {
+            true => {
+                comm.scatter_layout_into_root_with(&send, &sl, &mut ours, &rl, root, algo)
+                    .unwrap_or_else(|e| panic!("scatter {algo} {what}: {e}"));
+                if c > 0 {
+                    at.scatter_into_root(&send_view(&send, pu, &sdt), &mut recv_view(&mut theirs, 1, &rdt));
+                }
+            }
+            false => {
+                comm.scatter_layout_into_with(&mut ours, &rl, root, algo)
+                    .unwrap_or_else(|e| panic!("scatter {algo} {what}: {e}"));
+                if c > 0 {
+                    at.scatter_into(&mut recv_view(&mut theirs, 1, &rdt));
+                }
+            }
+        }
+        assert!(ours == theirs, "scatter from {root} {algo} {what}: differs from MPI's");
+        assert!(c == 0 || ours != recv0, "scatter {what}: nothing was written");
+
+        // Which path ran: five calls, each direct or packed on every rank.
         let direct = comm.traffic().layout_direct - before;
         let packed = comm.traffic().layout_packed - packed_before;
-        assert_eq!(direct + packed, 4, "{algo} {what}: {direct} direct and {packed} packed calls");
+        assert_eq!(direct + packed, 5, "{algo} {what}: {direct} direct and {packed} packed calls");
         match algo {
-            LayoutAlgorithm::Direct => assert_eq!(direct, if zero_copy { 4 } else { 0 }, "{what}"),
-            LayoutAlgorithm::Packed => assert_eq!(packed, 4, "{what}"),
+            LayoutAlgorithm::Direct => assert_eq!(direct, if zero_copy { 5 } else { 0 }, "{what}"),
+            LayoutAlgorithm::Packed => assert_eq!(packed, 5, "{what}"),
             _ => {}
         }
     }
     transpose(world, comm);
     per_peer(world, comm);
+    per_rank(world, comm);
     documented(world, comm);
     errors(world, comm);
 }
@@ -257,6 +283,30 @@ fn documented(world: &SimpleCommunicator, comm: &Comm) {
     let last_column = Layout::subarray(&[4, 4], &[4, 1], &[0, 3]).unwrap();
     comm.broadcast_layout_into(&mut grid, &last_column, 0).unwrap();
     assert_eq!(last_column.pack(&grid).unwrap(), b"dhlp");
+
+    // Column k of the root's 4 x p matrix to rank k, on each path.
+    let me = world.rank() as usize;
+    for algo in [LayoutAlgorithm::Direct, LayoutAlgorithm::Packed] {
+        let mut column = [0u32; 4];
+        let row = Layout::contiguous(4).unwrap();
+        if me == 0 {
+            let matrix: Vec<u32> = (0..4 * p as u32).collect();
+            let columns = Layout::vector(4, 1, p as isize).unwrap().resized(1).unwrap();
+            comm.scatter_layout_into_root_with(&matrix, &columns, &mut column, &row, 0, algo).unwrap();
+        } else {
+            comm.scatter_layout_into_with(&mut column, &row, 0, algo).unwrap();
+        }
+        assert!((0..4).all(|i| column[i] as usize == i * p + me), "scatter example {algo}: {column:?}");
+    }
+    let mut mine = [-1; 6];
+    let two = Layout::vector(2, 1, 3).unwrap();
+    if me == 0 {
+        let all: Vec<i32> = (0..2 * p as i32).map(|i| i / 2).collect();
+        comm.scatter_layout_into_root(&all, &Layout::contiguous(2).unwrap(), &mut mine, &two, 0).unwrap();
+    } else {
+        comm.scatter_layout_into(&mut mine, &two, 0).unwrap();
+    }
+    assert_eq!(mine, [me as i32, -1, -1, me as i32, -1, -1], "scatter example");
 }
 
 /// FALCON's memo: a repeated layout is read from each peer once; a changed layout of the
@@ -289,6 +339,31 @@ fn memoized(world: &SimpleCommunicator, comm: &Comm, zero_copy: bool) {
             if zero_copy || algo == LayoutAlgorithm::Packed {
                 assert_eq!(read, want, "memo call {i} {algo}: lists read");
             }
+        }
+    }
+    // A scatter's non-roots read the root's list: once, and again when it changes to
+    // another of the same shape; the root reads none.
+    let a = Layout::indexed(&[2, 2, 2], &[5, 23, 41]).unwrap();
+    let b = Layout::indexed(&[2, 2, 2], &[5, 24, 41]).unwrap();
+    let root = (p - 1) as i32;
+    for (i, (l, new)) in [(&a, true), (&a, false), (&b, true), (&a, false)].into_iter().enumerate() {
+        let send = words(me, 43 * p + 1, 7100 + i as u64);
+        let (mut ours, mut theirs) = (vec![0u32; 7], vec![0u32; 7]);
+        let lists = comm.traffic().layout_lists;
+        let at = world.process_at_rank(root);
+        let (sdt, rdt) = (datatype(l, "memo"), datatype(&packed, "memo"));
+        let direct = LayoutAlgorithm::Direct;
+        if me == root {
+            comm.scatter_layout_into_root_with(&send, l, &mut ours, &packed, root, direct).unwrap();
+            at.scatter_into_root(&send_view(&send, p, &sdt), &mut recv_view(&mut theirs, 1, &rdt));
+        } else {
+            comm.scatter_layout_into_with(&mut ours, &packed, root, direct).unwrap();
+            at.scatter_into(&mut recv_view(&mut theirs, 1, &rdt));
+        }
+        assert_eq!(ours, theirs, "memo scatter {i}: differs from MPI's");
+        let read = comm.traffic().layout_lists - lists;
+        if zero_copy {
+            assert_eq!(read, (new && me != root) as u64, "memo scatter {i}: lists read on rank {me}");
         }
     }
     // Heap buffers, copied with loads and stores where peers map heaps.
@@ -427,6 +502,184 @@ fn per_peer(world: &SimpleCommunicator, comm: &Comm) {
     assert_eq!(ours, before, "a failed call changed the receive buffer on rank {me}");
 }
 
+/// The variable-count collectives with a layout per rank (`MPI_Scatterv`, `MPI_Gatherv`,
+/// `MPI_Allgatherv` with a datatype per block), on random shapes: counts per rank from
+/// the shared generator (some 0, some of thousands of elements, whose fragments cross
+/// pages), every rank's layouts its own, the per-rank layouts of one side in disjoint
+/// regions of its buffer. MPI has no such calls; the oracle is `MPI_Alltoallw` with the
+/// same datatypes, where a pair of ranks that exchanges nothing passes an empty layout.
+/// Then the docs' examples and bad calls: the same `Err` on every rank, nothing written.
+fn per_rank(world: &SimpleCommunicator, comm: &Comm) {
+    let (me, p) = (world.rank() as usize, world.size() as usize);
+    let seed = seed();
+    let mut shared = Rng(seed ^ 0x5ca7);
+    let empty = Layout::contiguous(0).unwrap();
+    let nothing = vec![empty.clone(); p];
+    for round in 0..15u64 {
+        let counts: Vec<usize> = (0..p)
+            .map(|_| match shared.below(6) {
+                0 => 0,
+                5 => 1000 + shared.below(2000),
+                _ => 1 + shared.below(200),
+            })
+            .collect();
+        let root = shared.below(p);
+        let mut own = Rng(mix(seed ^ (round << 24) ^ 0x5c ^ me as u64));
+        let place = |own: &mut Rng, c: usize, at: &mut usize| {
+            let l = random_layout(own, c, 1);
+            let here = moved(&l, *at);
+            *at += room(&l, 1, own);
+            here
+        };
+        let what = format!("per-rank round {round} rank {me} root {root} counts {counts:?}");
+
+        // Scatter: the root's layouts for every rank, each rank's own receive layout.
+        let (mut s_at, mut r_at) = (0, 0);
+        let sl: Vec<Layout> = (0..p).map(|k| place(&mut own, counts[k], &mut s_at)).collect();
+        let rl = place(&mut own, counts[me], &mut r_at);
+        let send = words(me as i32, s_at + 1, round + 10_000);
+        let recv0 = words(me as i32, r_at + 1, round + 11_000);
+        let (mut ours, mut theirs) = (recv0.clone(), recv0.clone());
+        match me == root {
+            true => comm.scatter_layouts_into_root(&send, &sl, &mut ours, &rl, root as i32),
+            false => comm.scatter_layouts_into(&mut ours, &rl, root as i32),
+        }
+        .unwrap_or_else(|e| panic!("scatter {what}: {e}"));
+        let sends = if me == root { sl.clone() } else { nothing.clone() };
+        let mut recvs = nothing.clone();
+        recvs[root] = rl.clone();
+        mpi_alltoallw(world, &send, &sends, &mut theirs, &recvs);
+        assert!(ours == theirs, "scatter {what}: differs from MPI's");
+        assert!(counts[me] == 0 || ours != recv0, "scatter {what}: nothing was written");
+
+        // Gather: every rank's send layout, the root's layouts for every rank.
+        let (mut s_at, mut r_at) = (0, 0);
+        let sl = place(&mut own, counts[me], &mut s_at);
+        let rl: Vec<Layout> = (0..p).map(|k| place(&mut own, counts[k], &mut r_at)).collect();
+        let send = words(me as i32, s_at + 1, round + 12_000);
+        let recv0 = words(me as i32, r_at + 1, round + 13_000);
+        let (mut ours, mut theirs) = (recv0.clone(), recv0.clone());
+        match me == root {
+            true => comm.gather_layouts_into_root(&send, &sl, &mut ours, &rl, root as i32),
+            false => comm.gather_layouts_into(&send, &sl, root as i32),
+        }
+        .unwrap_or_else(|e| panic!("gather {what}: {e}"));
+        let mut sends = nothing.clone();
+        sends[root] = sl.clone();
+        let recvs = if me == root { rl.clone() } else { nothing.clone() };
+        mpi_alltoallw(world, &send, &sends, &mut theirs, &recvs);
+        assert!(ours == theirs, "gather {what}: differs from MPI's");
+
+        // Allgather: every rank's send layout to all, every rank's layouts for all.
+        let (mut s_at, mut r_at) = (0, 0);
+        let sl = place(&mut own, counts[me], &mut s_at);
+        let rl: Vec<Layout> = (0..p).map(|k| place(&mut own, counts[k], &mut r_at)).collect();
+        let send = words(me as i32, s_at + 1, round + 14_000);
+        let recv0 = words(me as i32, r_at + 1, round + 15_000);
+        let (mut ours, mut theirs) = (recv0.clone(), recv0.clone());
+        comm.all_gather_layouts_into(&send, &sl, &mut ours, &rl)
+            .unwrap_or_else(|e| panic!("allgather {what}: {e}"));
+        mpi_alltoallw(world, &send, &vec![sl; p], &mut theirs, &rl);
+        assert!(ours == theirs, "allgather {what}: differs from MPI's");
+    }
+
+    // The docs' examples: the lower triangle of a p x p matrix, row k from or to rank k.
+    let rows: Vec<Layout> =
+        (0..p).map(|k| Layout::subarray(&[p, p], &[1, k + 1], &[k, 0]).unwrap()).collect();
+    let row = Layout::contiguous(me + 1).unwrap();
+    let mut mine = vec![0u32; me + 1];
+    let matrix: Vec<u32> = (0..(p * p) as u32).collect();
+    match me == 0 {
+        true => comm.scatter_layouts_into_root(&matrix, &rows, &mut mine, &row, 0),
+        false => comm.scatter_layouts_into(&mut mine, &row, 0),
+    }
+    .unwrap();
+    assert!((0..=me).all(|j| mine[j] as usize == me * p + j), "scatterv example: {mine:?}");
+    let column = Layout::vector(me + 1, 1, 3).unwrap();
+    let mine: Vec<u32> = (0..3 * p as u32).map(|i| i + 100 * me as u32).collect();
+    let mut lower = vec![0u32; p * p];
+    match me == 0 {
+        true => comm.gather_layouts_into_root(&mine, &column, &mut lower, &rows, 0),
+        false => comm.gather_layouts_into(&mine, &column, 0),
+    }
+    .unwrap();
+    assert!(me != 0 || (0..p).all(|k| (0..=k).all(|j| lower[k * p + j] as usize == 3 * j + 100 * k)));
+    let mine = vec![me as u32; me + 1];
+    let mut lower = vec![u32::MAX; p * p];
+    comm.all_gather_layouts_into(&mine, &row, &mut lower, &rows).unwrap();
+    assert!(
+        (0..p * p).all(|i| lower[i] == if i % p <= i / p { (i / p) as u32 } else { u32::MAX }),
+        "allgatherv example: {lower:?}"
+    );
+
+    // Bad calls on the last rank, the root of the rooted ones: the same `Err` everywhere.
+    let last = p - 1;
+    let bad = me == last;
+    let lr = last as i32;
+    let invalid =
+        |which, reason| Error::InvalidLayout { rank: Some(me as i32), culprit: Some(lr), which, reason };
+    let shape = "its parameters disagree";
+    let few = &rows[..p - 1];
+    let mut recv = vec![7u32; p * p];
+    let e = match bad {
+        true => comm.scatter_layouts_into_root(
+            &matrix,
+            few,
+            &mut recv[..me + 1],
+            &Layout::contiguous(me + 1).unwrap(),
+            lr,
+        ),
+        false => comm.scatter_layouts_into(&mut recv[..me + 1], &Layout::contiguous(me + 1).unwrap(), lr),
+    }
+    .unwrap_err();
+    assert_eq!(e, invalid("send", shape), "scatterv with too few layouts: rank {me}");
+    let e = match bad {
+        true => comm.gather_layouts_into_root(&matrix, &row, &mut recv, few, lr),
+        false => comm.gather_layouts_into(&matrix, &row, lr),
+    }
+    .unwrap_err();
+    assert_eq!(e, invalid("receive", shape), "gatherv with too few layouts: rank {me}");
+    let e = comm
+        .all_gather_layouts_into(&matrix, &row, &mut recv, if bad { few } else { &rows[..] })
+        .unwrap_err();
+    assert_eq!(e, invalid("receive", shape), "allgatherv with too few layouts: rank {me}");
+    if p > 1 {
+        // Overlapping receive layouts on the root.
+        let mut overlapping = rows.clone();
+        if bad {
+            overlapping[0] = rows[1].clone();
+        }
+        let twice = "it selects an element twice, which a receive side would write twice";
+        let e = match bad {
+            true => comm.gather_layouts_into_root(&matrix, &row, &mut recv, &overlapping, lr),
+            false => comm.gather_layouts_into(&matrix, &row, lr),
+        }
+        .unwrap_err();
+        assert_eq!(e, invalid("receive", twice), "gatherv with overlapping layouts: rank {me}");
+        let e = comm.all_gather_layouts_into(&matrix, &row, &mut recv, &overlapping).unwrap_err();
+        assert_eq!(e, invalid("receive", twice), "allgatherv with overlapping layouts: rank {me}");
+        // The root calling the non-root method.
+        let e = comm.scatter_layouts_into(&mut recv[..me + 1], &row, 0).unwrap_err();
+        let role = Error::Mismatch { rank: me as i32, culprit: 0, what: "root/non-root method" };
+        assert_eq!(e, role, "scatterv with no root method: rank {me}");
+        let e = comm.gather_layouts_into(&matrix, &row, 0).unwrap_err();
+        assert_eq!(e, role, "gatherv with no root method: rank {me}");
+        // A count that disagrees with the root's: the contiguous call's `LengthMismatch`.
+        let other = Layout::contiguous(me + 2).unwrap();
+        let e = match me == 0 {
+            true => comm.scatter_layouts_into_root(&matrix, &rows, &mut recv, &row, 0),
+            false => comm.scatter_layouts_into(&mut recv, if bad { &other } else { &row }, 0),
+        }
+        .unwrap_err();
+        assert!(matches!(e, Error::LengthMismatch { .. } | Error::PeerFailed { .. }), "rank {me}: {e}");
+        let e = comm
+            .all_gather_layouts_into(&matrix, if bad { &other } else { &row }, &mut recv, &rows)
+            .unwrap_err();
+        assert!(matches!(e, Error::LengthMismatch { .. } | Error::PeerFailed { .. }), "rank {me}: {e}");
+    }
+    assert_eq!(recv, vec![7u32; p * p], "a failed call changed the receive buffer on rank {me}");
+}
+
 /// The matrix transpose of the kernels: columns out (a resized vector), rows in.
 fn transpose(world: &SimpleCommunicator, comm: &Comm) {
     let (me, p) = (world.rank() as usize, world.size() as usize);
@@ -519,6 +772,80 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
         ),
         (
             (
+                "scatter: the root's send layout past its buffer",
+                if mine(true) { len - 1 } else { len },
+                8,
+                Box::new(|s, r| match me == last {
+                    true => comm.scatter_layout_into_root(s, &block, r, &block, last),
+                    false => comm.scatter_layout_into(r, &block, last),
+                }),
+            ),
+            Some(invalid("send", past)),
+        ),
+        (
+            (
+                "scatter: receive layout writes twice",
+                len,
+                8,
+                Box::new(|s, r| match me == 0 {
+                    true => comm.scatter_layout_into_root(
+                        s,
+                        &block,
+                        r,
+                        if mine(true) { &twice } else { &block },
+                        0,
+                    ),
+                    false => comm.scatter_layout_into(r, if mine(true) { &twice } else { &block }, 0),
+                }),
+            ),
+            Some(invalid("receive", double)),
+        ),
+        (
+            (
+                "scatter: the root calls the non-root method, on the direct path",
+                len,
+                8,
+                Box::new(|_, r| comm.scatter_layout_into_with(r, &block, 0, LayoutAlgorithm::Direct)),
+            ),
+            Some(Error::Mismatch { rank: me, culprit: 0, what: "root/non-root method" }),
+        ),
+        (
+            (
+                "gather: the root calls the non-root method, on the direct path",
+                8,
+                len,
+                Box::new(|s, _| comm.gather_layout_into_with(s, &block, 0, LayoutAlgorithm::Direct)),
+            ),
+            Some(Error::Mismatch { rank: me, culprit: 0, what: "root/non-root method" }),
+        ),
+        (
+            (
+                "scatter: a root outside the communicator",
+                len,
+                8,
+                Box::new(|s, r| match me == 0 {
+                    true => comm.scatter_layout_into_root(s, &block, r, &block, p),
+                    false => comm.scatter_layout_into(r, &block, p),
+                }),
+            ),
+            Some(Error::InvalidRoot { rank: me, root: p, size: p }),
+        ),
+        (
+            (
+                "scatter: a root outside the communicator, on the direct path",
+                len,
+                8,
+                Box::new(|s, r| match me == 0 {
+                    true => {
+                        comm.scatter_layout_into_root_with(s, &block, r, &block, -1, LayoutAlgorithm::Direct)
+                    }
+                    false => comm.scatter_layout_into_with(r, &block, -1, LayoutAlgorithm::Direct),
+                }),
+            ),
+            Some(Error::InvalidRoot { rank: me, root: -1, size: p }),
+        ),
+        (
+            (
                 "alltoall: send and receive counts disagree on one rank",
                 len,
                 len,
@@ -559,6 +886,14 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
         assert!(matches!(e, Error::LengthMismatch { .. } | Error::PeerFailed { .. }), "rank {me}: {e}");
         let e = comm.all_gather_layout_into_with(&send[..8], s, &mut recv, r, direct).unwrap_err();
         assert!(matches!(e, Error::LengthMismatch { .. } | Error::PeerFailed { .. }), "rank {me}: {e}");
+        for algo in [direct, LayoutAlgorithm::Packed] {
+            let e = match me == 0 {
+                true => comm.scatter_layout_into_root_with(&send, s, &mut recv[..8], r, 0, algo),
+                false => comm.scatter_layout_into_with(&mut recv[..8], r, 0, algo),
+            }
+            .unwrap_err();
+            assert!(matches!(e, Error::LengthMismatch { .. } | Error::PeerFailed { .. }), "rank {me}: {e}");
+        }
         let e = comm.broadcast_layout_into_with(&mut send[..8], s, 0, direct).unwrap_err();
         assert!(matches!(e, Error::LengthMismatch { .. } | Error::PeerFailed { .. }), "rank {me}: {e}");
         // The root of a small broadcast may leave before the verdict (the deferred

@@ -182,6 +182,13 @@ pub const FRAGMENT_LOADS: f64 = 3e-9;
 pub const FRAGMENT_REMOTE_LOADS: f64 = 10e-9;
 /// The smallest block a direct layout copy is chosen for (see [`Params::layout_direct`]).
 pub const LAYOUT_MIN_BYTES: usize = 4096;
+/// The price of a byte written with CMA against a byte read, where no `write_beta` was
+/// measured (see [`Params::over_cma`]). `process_vm_writev` into a buffer its owner has just
+/// touched must take every line from the owner's cache; at 2 ranks on the development
+/// machine a gather's parallel write took 1.3 to 1.5 times the root's sequential reads of
+/// the same 256 KiB to 512 KiB blocks in its fast mode, 2.0 to 3.0 times in its slow one
+/// (`zcoll bench`, `Vec` buffers), and 1.8 is what `zcoll tune` fitted there.
+pub const CMA_WRITE: f64 = 1.8;
 
 impl Params {
     /// Parameters of the order measured on a 2-core x86-64 VM (DESIGN.md): the built-in
@@ -250,6 +257,35 @@ impl Params {
         };
         let packing = 2.0 * n as f64 * self.memcpy_beta + (remote + local) as f64 * FRAGMENT_PACKED;
         n >= LAYOUT_MIN_BYTES && per_fragment <= packing
+    }
+
+    /// The parameters for copies that cross with CMA: a write costs `write_beta` per byte,
+    /// or [`CMA_WRITE`] times `beta` where none was measured. The model chooses before
+    /// the arrival with the parameters as they are, which price a write like a read (as
+    /// the paper does, and as a store into a peer's mapped buffer should be chosen against:
+    /// the gather then turns it into the root's loads); a gather or gatherv whose `Auto`
+    /// chose a write, and whose blocks turn out to cross with CMA, chooses again with
+    /// these (`coll::gather`, `coll::gatherv`). The two choices differ only where a write
+    /// was cheapest: pricing writes up never moves a choice away from a read or a staged
+    /// path.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use zcoll::tune::{Algo, Params, CMA_WRITE};
+    /// let p = Params::DEFAULT;
+    /// assert_eq!(p.over_cma().write_beta, Some(CMA_WRITE * p.beta));
+    /// let measured = Params { write_beta: Some(3.0 * p.beta), ..p };
+    /// assert_eq!(measured.over_cma(), measured);
+    /// // A gather of 512 KiB blocks on 2 ranks: the write and the read cost alike until
+    /// // the write is known to cross with CMA.
+    /// let n = 512 * 1024;
+    /// assert_eq!(p.predict(Algo::GatherParallelWrite, 2, n), p.predict(Algo::GatherSequentialRead, 2, n));
+    /// let cma = p.over_cma();
+    /// assert!(cma.predict(Algo::GatherParallelWrite, 2, n) > cma.predict(Algo::GatherSequentialRead, 2, n));
+    /// ```
+    pub fn over_cma(&self) -> Params {
+        Params { write_beta: Some(self.write_beta.unwrap_or(CMA_WRITE * self.beta)), ..*self }
     }
 
     /// The contention factor for `c` concurrent pinners of one process: `a c^2 + b c`
@@ -799,6 +835,53 @@ mod tests {
         assert_eq!(w.moving(Algo::AllreducePartitioned, 2, m), P.moving(Algo::AllreducePartitioned, 2, m));
         // Without a write beta, writes are priced as reads (the paper's model).
         assert_eq!(P.moving(Algo::GatherParallelWrite, 4, n), P.moving(Algo::ScatterParallelRead, 4, n));
+    }
+
+    #[test]
+    fn cma_writes_move_the_gather_crossover() {
+        let d = Params::DEFAULT;
+        let cma = d.over_cma();
+        let gather =
+            |params: &Params, p: usize, n: usize| params.best(&candidates(Coll::Gather, p), p, n).unwrap().0;
+        // 2 ranks, the built-in parameters: staged costs 2 n / 31e9 + ceil(n / 32 KiB)
+        // x 0.2 us + 0.8 us, a read or a write 0.45 us + n / 20e9 + 50 ns a page + 1.5 us.
+        // At 128 KiB: staged 8.457 + 0.8 + 0.8 = 10.057 us, the read 0.45 + 6.554 + 1.6 +
+        // 1.5 = 10.104 us; at 160 KiB: 10.571 + 1.0 + 0.8 = 12.371 against 0.45 + 8.192 +
+        // 2.0 + 1.5 = 12.142. Priced as a read, the write ties with the read and comes first.
+        let us = |a: Algo, params: &Params, n: usize| params.predict(a, 2, n) * 1e6;
+        assert!((us(Algo::GatherStaged, &d, 128 << 10) - 10.057).abs() < 1e-3);
+        assert!((us(Algo::GatherSequentialRead, &d, 128 << 10) - 10.104).abs() < 1e-3);
+        assert_eq!(gather(&d, 2, 128 << 10), Algo::GatherStaged);
+        assert_eq!(gather(&d, 2, 160 << 10), Algo::GatherParallelWrite);
+        // Priced as CMA writes (1.8 beta), the write costs 0.45 + 14.746 + 2.0 + 1.5 at
+        // 160 KiB, 6.554 us more than the read, and the read takes the write's place.
+        assert!((us(Algo::GatherParallelWrite, &cma, 160 << 10) - 18.696).abs() < 1e-3);
+        assert_eq!(gather(&cma, 2, 128 << 10), Algo::GatherStaged);
+        for n in [160 << 10, 512 << 10, 4 << 20] {
+            assert_eq!(gather(&cma, 2, n), Algo::GatherSequentialRead, "{n} B");
+        }
+        // On 3 to 5 ranks the writes of the (contended) parallel write lose to staging
+        // once priced so; the read-based and staged choices never move.
+        for p in 3..=5 {
+            assert_eq!(gather(&d, p, 512 << 10), Algo::GatherParallelWrite, "{p} ranks");
+            assert_eq!(gather(&cma, p, 512 << 10), Algo::GatherStaged, "{p} ranks");
+        }
+        for coll in Coll::ALL {
+            for p in [2, 3, 8, 16] {
+                for n in [64, 64 << 10, 1 << 20] {
+                    let (mapped, over) = (choose_with(&d, coll, n, p), choose_with(&cma, coll, n, p));
+                    let writes = matches!(
+                        mapped,
+                        Algo::GatherParallelWrite
+                            | Algo::GatherThrottledWrite(_)
+                            | Algo::ScatterSequentialWrite
+                            | Algo::BcastDirectWrite
+                            | Algo::ReducePartitioned
+                    );
+                    assert!(writes || mapped == over, "{coll:?} {p} ranks {n} B: {mapped:?} then {over:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -20,9 +20,12 @@
 //! `Auto` (unless `ZCOLL_GATHERV_ALGORITHM` says otherwise) takes, for the whole call,
 //! what the cost model chooses for a gather of the mean non-empty block the root receives
 //! ([`auto_family`](super::varcount::auto_family)), publishing the profile's fingerprint;
-//! on `cico` everything is staged. Where that is the direct family (the leaves write) and
-//! the root reaches every non-empty block with loads, the root reads them instead, as the
-//! gather does.
+//! on `cico` everything is staged. Where that is the direct family (the leaves write), the
+//! call settles it as the gather does: where the root reaches every non-empty block with
+//! loads, the root reads them instead; where some block crosses with CMA, the family is
+//! chosen again with a CMA write priced as such (`Params::over_cma`,
+//! [`auto_family_over_cma`](super::varcount::auto_family_over_cma)): at 2 ranks, the
+//! root's reads.
 //!
 //! Across nodes (`hier/varcount.rs`): every node gathers to its leader into a packed part,
 //! the leaders gather the parts to the root's leader with rsmpi's
@@ -31,8 +34,8 @@
 
 use super::rooted::{peers, Rooted, RootedBufs};
 use super::varcount::{
-    auto_family, chain, checked, fits, judge_round, partition_len, partition_words, published, root_blocks,
-    stages, Claim, Family, Moves, Side, AUTO_STAGE_MAX,
+    auto_family, auto_family_over_cma, chain, checked, fits, judge_round, partition_len, partition_words,
+    published, root_blocks, stages, Claim, Family, Moves, Side, AUTO_STAGE_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::coll::gather::GatherAlgorithm;
@@ -129,11 +132,14 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
     let (blocks, moves) = match algorithm {
         Ok(a) => root_blocks(&round, dst, |blocks| match family(a, blocks, dst) {
             // `Auto`'s writes become the root's reads where it reaches every block with
-            // loads, as the gather's (`gather::reads`); `Auto` is every rank's request
-            // here (the checks compare the published codes).
-            Family::Direct(_) if a == GatherAlgorithm::Auto && loads_all(&round, blocks, dst) => {
-                Family::ByRoot
-            }
+            // loads, as the gather's (`gather::settle`), and the model's choice with CMA
+            // writes priced as such where some block crosses with CMA; `Auto` is every
+            // rank's request here (the checks compare the published codes, with the
+            // parameters' fingerprint).
+            Family::Direct(_) if a == GatherAlgorithm::Auto => match loads_all(&round, blocks, dst) {
+                true => Family::ByRoot,
+                false => auto_family_over_cma(select::Coll::Gather, blocks, dst),
+            },
             f => f,
         }),
         Err(e) => return round.finish(Err(e)),

@@ -21,16 +21,17 @@
 //! The default is the cost model's choice (`tune::select`), as for the scatter: staged for
 //! small blocks or on the `cico` transport, else parallel, sequential or throttled write
 //! with the `k` the model predicts fastest. The model chooses before the arrival, pricing a
-//! write like a read, and a write so chosen is settled after the arrival, from the
-//! published records (`settle`): where the root reaches every other block with loads
-//! (shared heap, XPMEM) it becomes sequential reads, since stores into a peer's mapping
-//! cost several times its loads; where the blocks cross with CMA it becomes what the model
+//! write like a read, and a write so chosen, or the staged path above the one-phase size,
+//! is settled after the arrival, from the published records (`settle`): where the root
+//! reaches every other block with loads (shared heap, XPMEM) it becomes sequential reads,
+//! since stores into a peer's mapping cost several times its loads and the root's loads
+//! copy each byte once; where the blocks cross with CMA, a write becomes what the model
 //! chooses with a CMA write priced at `write_beta` (`CMA_WRITE` times `beta` unless
 //! measured: `Params::over_cma`), which every rank computed before the arrival and the
-//! root's record carries. At 2 ranks with the built-in parameters that is sequential reads
-//! for blocks above 128 KiB (the staged path below), on 3 to 5 ranks the staged path: the
-//! one writer's `process_vm_writev` took 1.3 to 3 times the root's `process_vm_readv` of
-//! the same block here.
+//! root's record carries (the one writer's `process_vm_writev` took 1.3 to 3 times the
+//! root's `process_vm_readv` of the same block here). With the built-in parameters the
+//! model stages at every size (its copy in and the root's copy out overlap), so `Vec`
+//! blocks are staged and heap blocks read with loads.
 //!
 //! Across nodes (`hier/rooted.rs`): every node gathers to its leader, the leaders gather
 //! node parts to the root's leader over MPI (a gatherv into a scratch buffer, unpacked into
@@ -154,8 +155,13 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
     // A write `Auto` chose is settled once the arrival shows how the root reaches the
     // blocks (see `settle`): said in `aux2`, with what the model runs instead where they
     // cross with CMA.
+    // The staged path above the one-phase size too, where the root may reach the blocks
+    // with loads: the call then publishes its buffers (no private round).
+    let writes =
+        matches!(algorithm, Ok(GatherAlgorithm::ParallelWrite | GatherAlgorithm::ThrottledWrite { .. }));
+    let staged_apart = algorithm == Ok(GatherAlgorithm::Staged) && block > ctx.ctl.one_phase_bytes();
     let switchable = requested == GatherAlgorithm::Auto
-        && matches!(algorithm, Ok(GatherAlgorithm::ParallelWrite | GatherAlgorithm::ThrottledWrite { .. }))
+        && (writes || staged_apart && ctx.ctl.loads_heaps())
         && matches!(ctx.overrides.choice::<GatherAlgorithm>("ZCOLL_GATHER_ALGORITHM"), Ok(None));
     let auto = match switchable {
         true => AUTO_CHOSE | (OverCma::of(block, size) as u64) << OVER_CMA_SHIFT,
@@ -167,10 +173,10 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
     };
     // Only the root of a (throttled) parallel write lets peers write into its buffer (a
     // switchable one too: the switch is decided after the arrival).
-    let writable =
-        matches!(algorithm, Ok(GatherAlgorithm::ParallelWrite | GatherAlgorithm::ThrottledWrite { .. }));
+    let writable = writes;
     let call = Call {
-        op: op(Kind::Gather, code, k) | staged_private(algorithm == Ok(GatherAlgorithm::Staged)),
+        op: op(Kind::Gather, code, k)
+            | staged_private(algorithm == Ok(GatherAlgorithm::Staged) && !switchable),
         root: root as i64,
         send,
         send_len: block,
@@ -240,7 +246,7 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
 /// bits of `aux2` (at [`OVER_CMA_SHIFT`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum OverCma {
-    /// The write stays the cheapest.
+    /// What `Auto` chose stays the cheapest.
     Write = 0,
     /// The root reads every block in turn.
     Read = 1,
@@ -269,16 +275,18 @@ impl OverCma {
     }
 }
 
-/// What a gather runs whose `Auto` chose the write `chosen` on this rank: the same, unless
-/// every rank published it as switchable (`AUTO_CHOSE`). Then, where the root reaches every
+/// What a gather runs whose `Auto` chose `chosen` on this rank (a write, or the staged path
+/// apart from the arrival): the same, unless every rank published it as switchable
+/// (`AUTO_CHOSE`). Then, where the root reaches every
 /// other rank's block with loads (mapped heaps, XPMEM), sequential reads: a store into a
 /// peer's mapping takes each line from the owner's cache first (book, "Loads beat stores
 /// across cores"), and the root's loads need no system call and pin nothing, so the reads
 /// win though they run one after the other: at 2 ranks with heap buffers, 12 against
 /// 19 us at 256 KiB in this machine's fast mode, 19 against 57-75 us in its slow one, 250
 /// against 912 us at 2 MiB in the slow one (122 against 108 us in the fast one, the one
-/// loss measured). Elsewhere (some block crosses with CMA) what the root published as its
-/// model's choice with CMA writes priced as such ([`OverCma`]): at 2 ranks with `Vec`
+/// loss measured); the staged path copies every byte twice. Elsewhere (some block crosses
+/// with CMA) what the root published as its model's choice with CMA writes priced as such
+/// ([`OverCma`]; the staged path stays staged): at 2 ranks with `Vec`
 /// buffers, the root's `process_vm_readv` of a 512 KiB block took 56 us where the leaf's
 /// `process_vm_writev` took 74 in the fast mode, 96 against 264 in the slow one. A pure
 /// function of the published records, so every rank decides alike.

@@ -24,8 +24,10 @@
 //! call settles it as the gather does: where the root reaches every non-empty block with
 //! loads, the root reads them instead; where some block crosses with CMA, the family is
 //! chosen again with a CMA write priced as such (`Params::over_cma`,
-//! [`auto_family_over_cma`](super::varcount::auto_family_over_cma)): at 2 ranks, the
-//! root's reads.
+//! [`auto_family_over_cma`](super::varcount::auto_family_over_cma)). A staged family of
+//! blocks too large to travel with their arrivals becomes the root's reads where it
+//! reaches them all with loads. With the built-in parameters the model stages (its copies
+//! in and out overlap), so `Vec` blocks are staged and heap blocks read with loads.
 //!
 //! Across nodes (`hier/varcount.rs`): every node gathers to its leader into a packed part,
 //! the leaders gather the parts to the root's leader with rsmpi's
@@ -140,6 +142,13 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
                 true => Family::ByRoot,
                 false => auto_family_over_cma(select::Coll::Gather, blocks, dst),
             },
+            // The staged path too, where no block travels with its arrival (copied twice,
+            // where the root's loads copy each byte once).
+            Family::Staged
+                if a == GatherAlgorithm::Auto && !small(blocks, dst) && loads_all(&round, blocks, dst) =>
+            {
+                Family::ByRoot
+            }
             f => f,
         }),
         Err(e) => return round.finish(Err(e)),
@@ -171,6 +180,12 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
             round.finish(moved)
         }
     }
+}
+
+/// Whether some leaf's block of `blocks` (root `dst`) is small enough to travel with its
+/// arrival when `Auto` stages it (`AUTO_STAGE_MAX`).
+fn small(blocks: &[Range<usize>], dst: usize) -> bool {
+    peers(dst, blocks.len()).any(|r| !blocks[r].is_empty() && blocks[r].len() <= AUTO_STAGE_MAX)
 }
 
 /// Whether the root `dst` reaches every non-empty block of `blocks` with loads (mapped

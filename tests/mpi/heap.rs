@@ -478,16 +478,16 @@ fn every_collective_through_the_heap(world: &SimpleCommunicator, comm: &Comm) {
     check_traffic("reduce", before);
 }
 
-/// `Auto`'s gather and gatherv of large blocks settle the write the model chose before the
+/// `Auto`'s gather and gatherv of large blocks settle what the model chose before the
 /// arrival once they know where the blocks are. In the shared heap (or with XPMEM) they
 /// move their bytes by the root's loads: no other rank copies a byte, where a parallel
-/// write has every leaf store its block into the root's mapping; the root copies every
-/// other block itself, by loads (stores into a peer's mapping cost several times what loads
-/// of it cost). In `Vec`s, which cross with CMA, they take the model's choice with a CMA
-/// write priced as such: with the built-in parameters, the root's CMA reads on 2 ranks,
-/// the staging areas (no single copy at all) on more. The data are compared with rsmpi's
-/// gather and gatherv; the same calls with the writes asked for by name show that the
-/// traffic tells them apart.
+/// write has every leaf store its block into the root's mapping and the staged path copies
+/// every byte twice; the root copies every other block itself, by loads (stores into a
+/// peer's mapping cost several times what loads of it cost). In `Vec`s, which cross with
+/// CMA, they take the model's choice with a CMA write priced as such: with the built-in
+/// parameters, the staging areas (no single copy at all). The data are compared with
+/// rsmpi's gather and gatherv; the same calls with the writes asked for by name show that
+/// the traffic tells them apart.
 pub(crate) fn gather_settled(world: &SimpleCommunicator, comm: &Comm) {
     use mpi::datatype::PartitionMut as MpiPartitionMut;
     use zcoll::GatherAlgorithm;
@@ -508,11 +508,7 @@ pub(crate) fn gather_settled(world: &SimpleCommunicator, comm: &Comm) {
         }
     };
     // What `Auto` has the root copy of the others' `bytes`, and where: (CMA, mapped).
-    let by_root = |bytes: u64| match (mapped, pu) {
-        (true, _) => (0, bytes),
-        (false, 2) => (bytes, 0),
-        (false, _) => (0, 0),
-    };
+    let by_root = |bytes: u64| if mapped { (0, bytes) } else { (0, 0) };
     // What a leaf copies of its own `bytes` with the writes asked for by name.
     let written = |bytes: u64| if mapped { (0, bytes) } else { (bytes, 0) };
     let root = p - 1;

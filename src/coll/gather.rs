@@ -20,10 +20,18 @@
 //!
 //! The default is the cost model's choice (`tune::select`), as for the scatter: staged for
 //! small blocks or on the `cico` transport, else parallel, sequential or throttled write
-//! with the `k` the model predicts fastest. A write so chosen becomes sequential reads
-//! after the arrival where the root reaches every other block with loads (shared heap,
-//! XPMEM): stores into a peer's mapping cost several times its loads, which the model does
-//! not price (`reads`).
+//! with the `k` the model predicts fastest. The model chooses before the arrival, pricing a
+//! write like a read, and a write so chosen, or the staged path above the one-phase size,
+//! is settled after the arrival, from the published records (`settle`): where the root
+//! reaches every other block with loads (shared heap, XPMEM) it becomes sequential reads,
+//! since stores into a peer's mapping cost several times its loads and the root's loads
+//! copy each byte once; where the blocks cross with CMA, a write becomes what the model
+//! chooses with a CMA write priced at `write_beta` (`CMA_WRITE` times `beta` unless
+//! measured: `Params::over_cma`), which every rank computed before the arrival and the
+//! root's record carries (the one writer's `process_vm_writev` took 1.3 to 3 times the
+//! root's `process_vm_readv` of the same block here). With the built-in parameters the
+//! model stages at every size (its copy in and the root's copy out overlap), so `Vec`
+//! blocks are staged and heap blocks read with loads.
 //!
 //! Across nodes (`hier/rooted.rs`): every node gathers to its leader, the leaders gather
 //! node parts to the root's leader over MPI (a gatherv into a scratch buffer, unpacked into
@@ -33,6 +41,7 @@
 use super::algorithm::Algorithm;
 use super::rooted::{
     blocks, peers, rooted_check, throttled, Claim, Measure, Rooted, RootedBufs, AUTO_CHOSE, DEFAULT_K,
+    OVER_CMA_SHIFT,
 };
 use super::staged_private;
 use super::{op, Ctx, Kind};
@@ -143,22 +152,31 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
     let requested = algorithm;
     let algorithm = algorithm.resolve(block, size, ctx.transport, ctx.overrides);
     let (code, k) = algorithm.as_ref().map(|a| a.wire()).unwrap_or((0, 0));
-    // A write `Auto` chose may turn into sequential reads once the arrival shows that the
-    // root reaches every block with loads (see `reads`): said in `aux2`.
+    // A write `Auto` chose is settled once the arrival shows how the root reaches the
+    // blocks (see `settle`): said in `aux2`, with what the model runs instead where they
+    // cross with CMA.
+    // The staged path above the one-phase size too, where the root may reach the blocks
+    // with loads: the call then publishes its buffers (no private round).
+    let writes =
+        matches!(algorithm, Ok(GatherAlgorithm::ParallelWrite | GatherAlgorithm::ThrottledWrite { .. }));
+    let staged_apart = algorithm == Ok(GatherAlgorithm::Staged) && block > ctx.ctl.one_phase_bytes();
     let switchable = requested == GatherAlgorithm::Auto
-        && matches!(algorithm, Ok(GatherAlgorithm::ParallelWrite | GatherAlgorithm::ThrottledWrite { .. }))
-        && ctx.ctl.loads_heaps()
+        && (writes || staged_apart && ctx.ctl.loads_heaps())
         && matches!(ctx.overrides.choice::<GatherAlgorithm>("ZCOLL_GATHER_ALGORITHM"), Ok(None));
+    let auto = match switchable {
+        true => AUTO_CHOSE | (OverCma::of(block, size) as u64) << OVER_CMA_SHIFT,
+        false => 0,
+    };
     let (send, recv) = match &bufs {
         GatherBufs::Root { send, recv } => (send.map_or(0, |s| s.as_ptr() as usize), recv.as_ptr() as usize),
         GatherBufs::Leaf { send } => (send.as_ptr() as usize, 0),
     };
     // Only the root of a (throttled) parallel write lets peers write into its buffer (a
     // switchable one too: the switch is decided after the arrival).
-    let writable =
-        matches!(algorithm, Ok(GatherAlgorithm::ParallelWrite | GatherAlgorithm::ThrottledWrite { .. }));
+    let writable = writes;
     let call = Call {
-        op: op(Kind::Gather, code, k) | staged_private(algorithm == Ok(GatherAlgorithm::Staged)),
+        op: op(Kind::Gather, code, k)
+            | staged_private(algorithm == Ok(GatherAlgorithm::Staged) && !switchable),
         root: root as i64,
         send,
         send_len: block,
@@ -166,7 +184,7 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
         recv_len: claim.whole,
         recv_writable: writable && claim.root,
         aux: dst as u64,
-        aux2: claim.aux2() | if switchable { AUTO_CHOSE } else { 0 },
+        aux2: claim.aux2() | auto,
     };
     let measure = Measure { block: |c| c.send_len, whole: |c| c.recv_len, which: "receive" };
     // A staged gather whose block fits in the staging area travels with the arrivals: one
@@ -189,7 +207,7 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
     }
     let round = rooted_check(ctx, call, None, dst, measure)?;
     let algorithm = match algorithm {
-        Ok(_) if switchable && reads(&round, dst) => Ok(GatherAlgorithm::SequentialRead),
+        Ok(chosen) if switchable => Ok(settle(&round, dst, chosen)),
         a => a,
     };
     // Only the root of a (throttled) parallel write lets peers write into its buffer.
@@ -223,18 +241,68 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
     }
 }
 
-/// Whether a gather every rank published as switchable (`AUTO_CHOSE`: `Auto` chose a
-/// parallel or throttled write) runs as sequential reads instead: the root reaches every
-/// other rank's block with loads (mapped heaps, XPMEM). A store into a peer's mapping takes
-/// each line from the owner's cache first (book, "Loads beat stores across cores"), and
-/// the root's loads need no system call and pin nothing, so the reads win though they run
-/// one after the other: at 2 ranks with heap buffers, 12 against 19 us at 256 KiB in this
-/// machine's fast mode, 19 against 57-75 us in its slow one, 250 against 912 us at 2 MiB in
-/// the slow one (122 against 108 us in the fast one, the one loss measured). A pure function
-/// of the published records, so every rank decides alike.
-fn reads(round: &Round<'_>, dst: usize) -> bool {
+/// What a gather whose `Auto` chose a write runs where its blocks cross with CMA: the
+/// model's choice with the CMA write priced (`select::choose_over_cma`), published in two
+/// bits of `aux2` (at [`OVER_CMA_SHIFT`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OverCma {
+    /// What `Auto` chose stays the cheapest.
+    Write = 0,
+    /// The root reads every block in turn.
+    Read = 1,
+    /// Through the root's staging area.
+    Staged = 2,
+}
+
+impl OverCma {
+    /// The model's choice for blocks of `block` bytes on `ranks` ranks, with CMA writes
+    /// priced as such.
+    fn of(block: usize, ranks: usize) -> OverCma {
+        match select::choose_over_cma(select::Coll::Gather, block, ranks) {
+            Algo::GatherSequentialRead => OverCma::Read,
+            Algo::GatherStaged => OverCma::Staged,
+            _ => OverCma::Write,
+        }
+    }
+
+    /// What local rank `r` published.
+    fn published(round: &Round<'_>, r: usize) -> OverCma {
+        match round.call(r).aux2 >> OVER_CMA_SHIFT & 3 {
+            1 => OverCma::Read,
+            2 => OverCma::Staged,
+            _ => OverCma::Write,
+        }
+    }
+}
+
+/// What a gather runs whose `Auto` chose `chosen` on this rank (a write, or the staged path
+/// apart from the arrival): the same, unless every rank published it as switchable
+/// (`AUTO_CHOSE`). Then, where the root reaches every
+/// other rank's block with loads (mapped heaps, XPMEM), sequential reads: a store into a
+/// peer's mapping takes each line from the owner's cache first (book, "Loads beat stores
+/// across cores"), and the root's loads need no system call and pin nothing, so the reads
+/// win though they run one after the other: at 2 ranks with heap buffers, 12 against
+/// 19 us at 256 KiB in this machine's fast mode, 19 against 57-75 us in its slow one, 250
+/// against 912 us at 2 MiB in the slow one (122 against 108 us in the fast one, the one
+/// loss measured); the staged path copies every byte twice. Elsewhere (some block crosses
+/// with CMA) what the root published as its model's choice with CMA writes priced as such
+/// ([`OverCma`]; the staged path stays staged): at 2 ranks with `Vec`
+/// buffers, the root's `process_vm_readv` of a 512 KiB block took 56 us where the leaf's
+/// `process_vm_writev` took 74 in the fast mode, 96 against 264 in the slow one. A pure
+/// function of the published records, so every rank decides alike.
+fn settle(round: &Round<'_>, dst: usize, chosen: GatherAlgorithm) -> GatherAlgorithm {
     let size = round.size();
-    (0..size).all(|r| round.call(r).aux2 & AUTO_CHOSE != 0) && peers(dst, size).all(|r| round.loads(r, false))
+    if !(0..size).all(|r| round.call(r).aux2 & AUTO_CHOSE != 0) {
+        return chosen;
+    }
+    if peers(dst, size).all(|r| round.loads(r, false)) {
+        return GatherAlgorithm::SequentialRead;
+    }
+    match OverCma::published(round, dst) {
+        OverCma::Write => chosen,
+        OverCma::Read => GatherAlgorithm::SequentialRead,
+        OverCma::Staged => GatherAlgorithm::Staged,
+    }
 }
 
 /// The root's side: what it copies itself.

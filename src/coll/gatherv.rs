@@ -20,9 +20,14 @@
 //! `Auto` (unless `ZCOLL_GATHERV_ALGORITHM` says otherwise) takes, for the whole call,
 //! what the cost model chooses for a gather of the mean non-empty block the root receives
 //! ([`auto_family`](super::varcount::auto_family)), publishing the profile's fingerprint;
-//! on `cico` everything is staged. Where that is the direct family (the leaves write) and
-//! the root reaches every non-empty block with loads, the root reads them instead, as the
-//! gather does.
+//! on `cico` everything is staged. Where that is the direct family (the leaves write), the
+//! call settles it as the gather does: where the root reaches every non-empty block with
+//! loads, the root reads them instead; where some block crosses with CMA, the family is
+//! chosen again with a CMA write priced as such (`Params::over_cma`,
+//! [`auto_family_over_cma`](super::varcount::auto_family_over_cma)). A staged family of
+//! blocks too large to travel with their arrivals becomes the root's reads where it
+//! reaches them all with loads. With the built-in parameters the model stages (its copies
+//! in and out overlap), so `Vec` blocks are staged and heap blocks read with loads.
 //!
 //! Across nodes (`hier/varcount.rs`): every node gathers to its leader into a packed part,
 //! the leaders gather the parts to the root's leader with rsmpi's
@@ -31,8 +36,8 @@
 
 use super::rooted::{peers, Rooted, RootedBufs};
 use super::varcount::{
-    auto_family, chain, checked, fits, judge_round, partition_len, partition_words, published, root_blocks,
-    stages, Claim, Family, Moves, Side, AUTO_STAGE_MAX,
+    auto_family, auto_family_over_cma, chain, checked, fits, judge_round, partition_len, partition_words,
+    published, root_blocks, stages, Claim, Family, Moves, Side, AUTO_STAGE_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::coll::gather::GatherAlgorithm;
@@ -129,9 +134,19 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
     let (blocks, moves) = match algorithm {
         Ok(a) => root_blocks(&round, dst, |blocks| match family(a, blocks, dst) {
             // `Auto`'s writes become the root's reads where it reaches every block with
-            // loads, as the gather's (`gather::reads`); `Auto` is every rank's request
-            // here (the checks compare the published codes).
-            Family::Direct(_) if a == GatherAlgorithm::Auto && loads_all(&round, blocks, dst) => {
+            // loads, as the gather's (`gather::settle`), and the model's choice with CMA
+            // writes priced as such where some block crosses with CMA; `Auto` is every
+            // rank's request here (the checks compare the published codes, with the
+            // parameters' fingerprint).
+            Family::Direct(_) if a == GatherAlgorithm::Auto => match loads_all(&round, blocks, dst) {
+                true => Family::ByRoot,
+                false => auto_family_over_cma(select::Coll::Gather, blocks, dst),
+            },
+            // The staged path too, where no block travels with its arrival (copied twice,
+            // where the root's loads copy each byte once).
+            Family::Staged
+                if a == GatherAlgorithm::Auto && !small(blocks, dst) && loads_all(&round, blocks, dst) =>
+            {
                 Family::ByRoot
             }
             f => f,
@@ -165,6 +180,12 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
             round.finish(moved)
         }
     }
+}
+
+/// Whether some leaf's block of `blocks` (root `dst`) is small enough to travel with its
+/// arrival when `Auto` stages it (`AUTO_STAGE_MAX`).
+fn small(blocks: &[Range<usize>], dst: usize) -> bool {
+    peers(dst, blocks.len()).any(|r| !blocks[r].is_empty() && blocks[r].len() <= AUTO_STAGE_MAX)
 }
 
 /// Whether the root `dst` reaches every non-empty block of `blocks` with loads (mapped

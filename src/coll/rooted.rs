@@ -47,9 +47,17 @@ pub(crate) struct Measure {
 
 /// A bit of `Call::aux2` beside a [`Claim`]: `Auto` (no override) chose this rank's
 /// algorithm, so the call may change it after the arrival, from the published records
-/// (the gather's switch to reads, `gather::reads`). Not part of the claim: the checks
-/// ignore it.
+/// (the gather's switch away from a write, `gather::settle`). Not part of the claim: the
+/// checks ignore it.
 pub(crate) const AUTO_CHOSE: u64 = 1 << 63;
+
+/// Where two bits of `Call::aux2` beside [`AUTO_CHOSE`] say what this rank's model runs
+/// instead of the write it chose where the blocks cross with CMA (`gather::OverCma`). Not
+/// part of the claim either.
+pub(crate) const OVER_CMA_SHIFT: u32 = 61;
+
+/// The bits of `Call::aux2` that are not the [`Claim`]'s.
+const NOT_CLAIM: u64 = AUTO_CHOSE | 3 << OVER_CMA_SHIFT;
 
 /// What one rank's call of a rooted collective says, as the checks see it; the
 /// variable-count ones (scatterv, gatherv) say the same, never in place.
@@ -76,7 +84,7 @@ impl Claim {
     /// The claim in a call record, with the block and buffer lengths `measure` picks.
     pub(crate) fn from_call(c: &Call, measure: impl Fn(&Call) -> (usize, usize)) -> Claim {
         let (block, whole) = measure(c);
-        let elem = ((c.aux2 & !AUTO_CHOSE) >> 2) as usize;
+        let elem = ((c.aux2 & !NOT_CLAIM) >> 2) as usize;
         Claim { root: c.aux2 & 1 == 1, in_place: c.aux2 & 2 == 2, block, whole, elem }
     }
 }

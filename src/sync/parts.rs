@@ -17,7 +17,7 @@
 //! increasing in `g`, so these cumulative step counts only grow within the round, as the
 //! monotonic counters require.
 
-use super::publish::copy_for_peers;
+use super::publish::{copy_for_peers, copy_from_peers};
 use super::Round;
 use crate::error::Result;
 use std::ops::Range;
@@ -204,7 +204,7 @@ impl Round<'_> {
             // published item `g` with Release and we saw the step with Acquire; nobody
             // refills the slot before our ack of `g`, published below, so the bytes are
             // stable while we copy them into our own buffer.
-            unsafe { std::ptr::copy_nonoverlapping(area.add(plan.area.slot(g)), to.as_mut_ptr(), item.len) };
+            unsafe { copy_from_peers(area.add(plan.area.slot(g)), to) };
             self.post_ack(step(g));
         }
         Ok(())

@@ -8,7 +8,7 @@
 //! larger than a few pages, whatever the message size.
 
 use super::call::{FLAG_LEFT, STATUS};
-use super::publish::copy_for_peers;
+use super::publish::{copy_for_peers, copy_from_peers};
 use super::{Call, Control, Round, PRIVATE, SCRATCH_HALF};
 use crate::error::{Error, Result};
 use crate::tune::Flags;
@@ -173,7 +173,7 @@ impl Round<'_> {
         // `r` wrote it before its arrival (Release), which `begin` saw (Acquire), and leaves
         // it alone until round `epoch + 2`, which it starts only after we arrive at
         // `epoch + 1`, after this copy: the bytes are stable while we copy them.
-        unsafe { std::ptr::copy_nonoverlapping(self.ctl.stage(r).add(at), dst.as_mut_ptr(), dst.len()) };
+        unsafe { copy_from_peers(self.ctl.stage(r).add(at), dst) };
     }
 }
 
@@ -219,7 +219,7 @@ impl Round<'_> {
                 // SAFETY: the root published chunk `c` with Release and we saw `step` with
                 // Acquire; it does not overwrite this half before we publish `step`, so the
                 // bytes are stable while we copy them into our own buffer.
-                unsafe { std::ptr::copy_nonoverlapping(area.add(half), piece.as_mut_ptr(), piece.len()) };
+                unsafe { copy_from_peers(area.add(half), piece) };
                 self.post_progress(step);
             }
         }
@@ -285,9 +285,7 @@ impl Round<'_> {
                     // SAFETY: `r` published chunk `c` in this half with Release (seen with
                     // Acquire) and does not overwrite it before we acknowledge it below;
                     // `n <= SCRATCH_HALF`, the size of `taken`.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(self.ctl.stage(r).add(at), taken.as_mut_ptr(), n)
-                    };
+                    unsafe { copy_from_peers(self.ctl.stage(r).add(at), &mut taken[..n]) };
                     combine(offset, r, &taken[..n])?;
                 }
                 self.post_ack(step);

@@ -11,5 +11,5 @@ pub mod paper;
 pub mod profile;
 pub mod select;
 
-pub use model::{Algo, CrossSocket, Flags, Params};
+pub use model::{Algo, CrossSocket, Flags, Params, CMA_WRITE};
 pub use profile::{Machine, Profile};

@@ -182,6 +182,13 @@ pub const FRAGMENT_LOADS: f64 = 3e-9;
 pub const FRAGMENT_REMOTE_LOADS: f64 = 10e-9;
 /// The smallest block a direct layout copy is chosen for (see [`Params::layout_direct`]).
 pub const LAYOUT_MIN_BYTES: usize = 4096;
+/// The price of a byte written with CMA against a byte read, where no `write_beta` was
+/// measured (see [`Params::over_cma`]). `process_vm_writev` into a buffer its owner has just
+/// touched must take every line from the owner's cache; at 2 ranks on the development
+/// machine a gather's parallel write took 1.3 to 1.5 times the root's sequential reads of
+/// the same 256 KiB to 512 KiB blocks in its fast mode, 2.0 to 3.0 times in its slow one
+/// (`zcoll bench`, `Vec` buffers), and 1.8 is what `zcoll tune` fitted there.
+pub const CMA_WRITE: f64 = 1.8;
 
 impl Params {
     /// Parameters of the order measured on a 2-core x86-64 VM (DESIGN.md): the built-in
@@ -250,6 +257,35 @@ impl Params {
         };
         let packing = 2.0 * n as f64 * self.memcpy_beta + (remote + local) as f64 * FRAGMENT_PACKED;
         n >= LAYOUT_MIN_BYTES && per_fragment <= packing
+    }
+
+    /// The parameters for copies that cross with CMA: a write costs `write_beta` per byte,
+    /// or [`CMA_WRITE`] times `beta` where none was measured. The model chooses before
+    /// the arrival with the parameters as they are, which price a write like a read (as
+    /// the paper does, and as a store into a peer's mapped buffer should be chosen against:
+    /// the gather then turns it into the root's loads); a gather or gatherv whose `Auto`
+    /// chose a write, and whose blocks turn out to cross with CMA, chooses again with
+    /// these (`coll::gather`, `coll::gatherv`). The two choices differ only where a write
+    /// was cheapest: pricing writes up never moves a choice away from a read or a staged
+    /// path.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use zcoll::tune::{Algo, Params, CMA_WRITE};
+    /// let p = Params::DEFAULT;
+    /// assert_eq!(p.over_cma().write_beta, Some(CMA_WRITE * p.beta));
+    /// let measured = Params { write_beta: Some(3.0 * p.beta), ..p };
+    /// assert_eq!(measured.over_cma(), measured);
+    /// // A gather of 512 KiB blocks on 2 ranks: the write and the read cost alike until
+    /// // the write is known to cross with CMA.
+    /// let n = 512 * 1024;
+    /// assert_eq!(p.predict(Algo::GatherParallelWrite, 2, n), p.predict(Algo::GatherSequentialRead, 2, n));
+    /// let cma = p.over_cma();
+    /// assert!(cma.predict(Algo::GatherParallelWrite, 2, n) > cma.predict(Algo::GatherSequentialRead, 2, n));
+    /// ```
+    pub fn over_cma(&self) -> Params {
+        Params { write_beta: Some(self.write_beta.unwrap_or(CMA_WRITE * self.beta)), ..*self }
     }
 
     /// The contention factor for `c` concurrent pinners of one process: `a c^2 + b c`
@@ -615,9 +651,19 @@ impl Params {
                 .map(|i| spread(n * p / 2, 1 << i, p) + 2.0 * (n * p / 2) as f64 * self.memcpy_beta)
                 .sum(),
             // The root copies every block once, the readers copy theirs out in parallel.
-            Algo::ScatterStaged | Algo::GatherStaged => {
+            Algo::ScatterStaged => {
                 (q * n) as f64 * self.memcpy_beta
                     + n as f64 * mb(q)
+                    + (q * n).div_ceil(STAGE_CHUNK).max(1) as f64 * self.flag
+            }
+            // The writers copy their blocks in while the root copies out what is in, chunk
+            // by chunk through two slots, so the slower of the two streams and one chunk of
+            // the writers' before the root starts (measured at 2 ranks once the copies out
+            // no longer stalled on 4 KiB aliasing: 512 KiB blocks in 47-52 us where one
+            // memcpy of the 1 MiB the root receives took 27 us).
+            Algo::GatherStaged => {
+                ((q * n) as f64 * self.memcpy_beta).max(n as f64 * mb(q))
+                    + n.min(STAGE_CHUNK) as f64 * mb(q)
                     + (q * n).div_ceil(STAGE_CHUNK).max(1) as f64 * self.flag
             }
             // Every rank copies at once.
@@ -799,6 +845,55 @@ mod tests {
         assert_eq!(w.moving(Algo::AllreducePartitioned, 2, m), P.moving(Algo::AllreducePartitioned, 2, m));
         // Without a write beta, writes are priced as reads (the paper's model).
         assert_eq!(P.moving(Algo::GatherParallelWrite, 4, n), P.moving(Algo::ScatterParallelRead, 4, n));
+    }
+
+    #[test]
+    fn staged_gathers_pipeline_and_cma_writes_move_the_crossover() {
+        let d = Params::DEFAULT;
+        let gather =
+            |params: &Params, p: usize, n: usize| params.best(&candidates(Coll::Gather, p), p, n).unwrap().0;
+        let us = |params: &Params, a: Algo, p: usize, n: usize| params.predict(a, p, n) * 1e6;
+        let close = |got: f64, want: f64| (got - want).abs() < 1e-3;
+        // 2 ranks, 512 KiB, the built-in parameters. Staged: the root's copy out (524288 /
+        // 31e9 s = 16.912516 us) hides the writer's copy in but for its first 32 KiB
+        // chunk (1.057032 us), 16 hand-offs (3.2 us), the private round (0.8 us):
+        // 21.969548 us. The root's read: 0.45 + 26.2144 + 128 pages x 0.05 + 1.5 (the
+        // round of a single copy) = 34.5644 us. Before the pipelining was priced (the two
+        // copies added), staged cost 38.825 us and lost.
+        let n = 512 << 10;
+        assert!(close(us(&d, Algo::GatherStaged, 2, n), 21.969548));
+        assert!(close(us(&d, Algo::GatherSequentialRead, 2, n), 34.5644));
+        assert_eq!(gather(&d, 2, n), Algo::GatherStaged);
+        // On 4 ranks the root's copies bound it: 3 x 16.912516 + 1.057032 + 48 x 0.2 and
+        // the round (0.8 + 2 flags beyond two ranks' one x 0.2).
+        assert!(close(us(&d, Algo::GatherStaged, 4, n), 3.0 * 16.912516 + 1.057032 + 9.6 + 1.2));
+        // A machine whose user-space copies cost twice CMA's bytes: the single copy wins,
+        // and the write, priced like the read, comes first. Priced as a CMA write (1.8 beta) it costs 0.8 x 26.2144 us more at
+        // 512 KiB, and the read takes its place; staged or read choices never move.
+        let dear = Params { memcpy_beta: 2.0 * d.beta, ..d };
+        let cma = dear.over_cma();
+        assert_eq!(gather(&dear, 2, n), Algo::GatherParallelWrite);
+        assert!(close(
+            us(&cma, Algo::GatherParallelWrite, 2, n) - us(&cma, Algo::GatherSequentialRead, 2, n),
+            0.8 * 26.2144
+        ));
+        assert_eq!(gather(&cma, 2, n), Algo::GatherSequentialRead);
+        for coll in Coll::ALL {
+            for p in [2, 3, 8, 16] {
+                for n in [64, 64 << 10, 1 << 20] {
+                    let (mapped, over) = (choose_with(&dear, coll, n, p), choose_with(&cma, coll, n, p));
+                    let writes = matches!(
+                        mapped,
+                        Algo::GatherParallelWrite
+                            | Algo::GatherThrottledWrite(_)
+                            | Algo::ScatterSequentialWrite
+                            | Algo::BcastDirectWrite
+                            | Algo::ReducePartitioned
+                    );
+                    assert!(writes || mapped == over, "{coll:?} {p} ranks {n} B: {mapped:?} then {over:?}");
+                }
+            }
+        }
     }
 
     #[test]

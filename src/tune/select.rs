@@ -227,34 +227,57 @@ pub(crate) fn choose_with(params: &Params, coll: Coll, bytes: usize, p: usize) -
 /// the algorithm it chose at 8 bytes.
 #[inline(always)] // the hit path: a few instructions, at every call with `Auto`
 pub(crate) fn choose(coll: Coll, bytes: usize, p: usize) -> Algo {
+    cached(false, coll, bytes, p)
+}
+
+/// [`choose`] with the parameters for copies that cross with CMA ([`Params::over_cma`]:
+/// a write dearer than a read): what a gather or gatherv whose `Auto` chose a write runs
+/// once the arrival shows that its blocks cross with CMA. Cached alike, in a table of its
+/// own.
+#[inline(always)]
+pub(crate) fn choose_over_cma(coll: Coll, bytes: usize, p: usize) -> Algo {
+    cached(true, coll, bytes, p)
+}
+
+/// The hit path of [`choose`] and (with `cma`) [`choose_over_cma`].
+#[inline(always)]
+fn cached(cma: bool, coll: Coll, bytes: usize, p: usize) -> Algo {
     let class = bytes.max(1).next_power_of_two().trailing_zeros() as usize;
-    let cached = DECIDED[coll as usize][class].load(Ordering::Relaxed);
+    let cached = DECIDED[cma as usize][coll as usize][class].load(Ordering::Relaxed);
     if cached >> P_SHIFT == p as u64 {
         if let Some(algo) = Algo::unpack(cached & ((1 << P_SHIFT) - 1)) {
             return algo;
         }
     }
-    decide(coll, bytes, p, class)
+    decide(cma, coll, bytes, p, class)
 }
+
+/// One word per collective and size class.
+type Table = [[AtomicU64; CLASSES]; Coll::ALL.len()];
 
 /// The decisions, one word per collective and size class, shared by the process's
 /// threads (the parameters are the process's): a hit is a plain load, and a word is
-/// stored whole, so a thread reads an old decision or a new one, each valid.
-static DECIDED: [[AtomicU64; CLASSES]; Coll::ALL.len()] =
-    [const { [const { AtomicU64::new(0) }; CLASSES] }; Coll::ALL.len()];
+/// stored whole, so a thread reads an old decision or a new one, each valid. The first
+/// table holds [`choose`]'s, the second [`choose_over_cma`]'s.
+static DECIDED: [Table; 2] =
+    [const { [const { [const { AtomicU64::new(0) }; CLASSES] }; Coll::ALL.len()] }; 2];
 
 /// Where a slot of [`DECIDED`] keeps the node size: the top 16 bits, above the packed
 /// algorithm (a tag below 2^16, `k` below 2^32).
 const P_SHIFT: u32 = 48;
 
-/// The miss path of [`choose`], apart so that the hit path stays a few instructions
+/// The miss path of [`cached`], apart so that the hit path stays a few instructions
 /// with no frame to set up.
 #[cold]
 #[inline(never)]
-fn decide(coll: Coll, bytes: usize, p: usize, class: usize) -> Algo {
-    let algo = choose_with(&active().0, coll, bytes, p);
+fn decide(cma: bool, coll: Coll, bytes: usize, p: usize, class: usize) -> Algo {
+    let params = match cma {
+        true => active().0.over_cma(),
+        false => active().0,
+    };
+    let algo = choose_with(&params, coll, bytes, p);
     if let (Some(word), true) = (algo.pack(), p < 1 << (64 - P_SHIFT)) {
-        DECIDED[coll as usize][class].store((p as u64) << P_SHIFT | word, Ordering::Relaxed);
+        DECIDED[cma as usize][coll as usize][class].store((p as u64) << P_SHIFT | word, Ordering::Relaxed);
     }
     algo
 }

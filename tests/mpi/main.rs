@@ -390,6 +390,8 @@ at! {
     heap_gather_loads_np3: 3, "heap-gather-loads", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
     heap_gather_loads_np5: 5, "heap-gather-loads", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
     heap_gather_loads_xpmem_np3: 3, "heap-gather-loads", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem", "ZCOLL_EXPECT_TRANSPORT" => "xpmem"];
+    cma_gather_staged_np2: 2, "heap-gather-loads", ["ZCOLL_TRANSPORT" => "cma", "ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    cma_gather_staged_np3: 3, "heap-gather-loads", ["ZCOLL_TRANSPORT" => "cma", "ZCOLL_EXPECT_TRANSPORT" => "cma"];
     heap_reduce_np2: 2, "reduce", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
     heap_reduce_np4: 4, "reduce", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];
     heap_reduce_np8: 8, "reduce", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap"];

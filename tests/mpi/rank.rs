@@ -102,7 +102,7 @@ pub(crate) fn main() {
         "exposure-panic" => exposure_panic(&world, &comm),
         "calibrate" => calibrate(&world, &comm),
         "heap" => crate::heap::run(&world, &comm),
-        "heap-gather-loads" => crate::heap::gather_by_loads(&world, &comm),
+        "heap-gather-loads" => crate::heap::gather_settled(&world, &comm),
         s @ ("scatter" | "gather" | "scatter-gather-errors") => crate::scatter_gather::run(s, &world, &comm),
         s @ ("varcount" | "varcount-errors") => crate::varcount::run(s, &world, &comm),
         s if s.starts_with("exchange-") => crate::exchange::run(s, &world, &comm),

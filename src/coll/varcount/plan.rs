@@ -42,6 +42,13 @@ pub(crate) fn auto_family(coll: select::Coll, blocks: &[Range<usize>], root: usi
     auto_family_with(coll, blocks, root, select::choose)
 }
 
+/// [`auto_family`] with a CMA write priced as such (`select::choose_over_cma`): the family
+/// of a gatherv whose `Auto` chose the writes and whose blocks cross with CMA. Every rank
+/// decides alike, as in [`auto_family`].
+pub(crate) fn auto_family_over_cma(coll: select::Coll, blocks: &[Range<usize>], root: usize) -> Family {
+    auto_family_with(coll, blocks, root, select::choose_over_cma)
+}
+
 /// [`auto_family`] with the model's choice from `choose(coll, bytes, p)`.
 fn auto_family_with(
     coll: select::Coll,

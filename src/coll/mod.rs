@@ -105,9 +105,6 @@ pub(crate) fn all_equal(
     }
 }
 
-/// The `op` bits of a call whose algorithm copies through the staging areas only
-/// (`staged`): it shares no buffer with the peers, so it is a private round (see
-/// [`PRIVATE`](crate::sync::PRIVATE)), one flag phase instead of two.
 /// Whether `Auto`'s staged choice for a call whose rank stages `bytes` may turn into
 /// single copies with loads once the records are in: the node maps its ranks' heaps, the
 /// call does not fit a one-phase round (one that does is private: it publishes no
@@ -121,6 +118,9 @@ pub(crate) fn heap_switchable<A: algorithm::Algorithm>(ctx: &Ctx<'_>, bytes: usi
         && matches!(ctx.overrides.choice::<A>(A::VAR), Ok(None))
 }
 
+/// The `op` bits of a call whose algorithm copies through the staging areas only
+/// (`staged`): it shares no buffer with the peers, so it is a private round (see
+/// [`PRIVATE`](crate::sync::PRIVATE)), one flag phase instead of two.
 pub(crate) fn staged_private(staged: bool) -> u64 {
     if staged {
         crate::sync::PRIVATE

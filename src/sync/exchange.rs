@@ -10,7 +10,7 @@
 //! area with its chunk `g` only once the consumer of its chunk `g - 2` has acknowledged
 //! it, so an area of two halves carries any number of chunks.
 
-use super::publish::copy_for_peers;
+use super::publish::{copy_for_peers, copy_from_peers};
 use super::Round;
 use crate::error::Result;
 use crate::transport::{Read, RemoteBuf};
@@ -86,7 +86,7 @@ impl Round<'_> {
                 // SAFETY: `src` published chunk `c` in this half with Release and we saw
                 // `level` with Acquire; it refills the half only after we acknowledge this
                 // level, so the bytes are stable while we copy them into our own buffer.
-                unsafe { std::ptr::copy_nonoverlapping(self.ctl.stage(src).add(at), out.as_mut_ptr(), len) };
+                unsafe { copy_from_peers(self.ctl.stage(src).add(at), out) };
             }
             self.post_ack(level);
         }
@@ -184,13 +184,7 @@ impl Round<'_> {
                 // SAFETY: `src` published its chunk `theirs` in half `theirs % 2` with Release
                 // and we saw it with Acquire; it refills that half only after we acknowledge
                 // this chunk below, so the bytes are stable while we copy them.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        self.ctl.stage(src).add((theirs % 2) * half),
-                        out.as_mut_ptr(),
-                        len,
-                    )
-                };
+                unsafe { copy_from_peers(self.ctl.stage(src).add((theirs % 2) * half), out) };
                 self.post_ack(i as u32 + 1);
             }
         }

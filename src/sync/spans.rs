@@ -23,7 +23,7 @@
 //! carrying the same number of chunks, which variable counts do not give.)
 
 use super::parts::{step, Slots};
-use super::publish::copy_for_peers;
+use super::publish::{copy_for_peers, copy_from_peers};
 use super::Round;
 use crate::error::Result;
 
@@ -136,13 +136,7 @@ impl Round<'_> {
                 // SAFETY: the producer published this item in its slot with Release and we saw
                 // its step with Acquire; it refills the slot only after our ack of the item,
                 // published below, so the bytes are stable while we copy them.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        theirs.add(plan.area.slot(item.produced)),
-                        out.as_mut_ptr(),
-                        item.len,
-                    )
-                };
+                unsafe { copy_from_peers(theirs.add(plan.area.slot(item.produced)), out) };
                 self.post_ack(step(item.consumed));
             }
         }

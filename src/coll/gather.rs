@@ -159,10 +159,11 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
     // with loads: the call then publishes its buffers (no private round).
     let writes =
         matches!(algorithm, Ok(GatherAlgorithm::ParallelWrite | GatherAlgorithm::ThrottledWrite { .. }));
-    let staged_apart = algorithm == Ok(GatherAlgorithm::Staged) && block > ctx.ctl.one_phase_bytes();
+    let no_override = matches!(ctx.overrides.choice::<GatherAlgorithm>(GatherAlgorithm::VAR), Ok(None));
     let switchable = requested == GatherAlgorithm::Auto
-        && (writes || staged_apart && ctx.ctl.loads_heaps())
-        && matches!(ctx.overrides.choice::<GatherAlgorithm>("ZCOLL_GATHER_ALGORITHM"), Ok(None));
+        && (writes && no_override
+            || algorithm == Ok(GatherAlgorithm::Staged)
+                && super::heap_switchable::<GatherAlgorithm>(ctx, block));
     let auto = match switchable {
         true => AUTO_CHOSE | (OverCma::of(block, size) as u64) << OVER_CMA_SHIFT,
         false => 0,

@@ -33,7 +33,8 @@
 use super::algorithm::Algorithm;
 use super::varcount::{
     allgatherv_local, auto_stages, checked, cross_fault, elem_of, first_fault, fits, partition_len,
-    partition_words, published, range, stages, Exchange, Exchanged, Given, Published, ALLGATHERV_STAGED_MAX,
+    partition_words, published, range, stages, Exchange, Exchanged, Given, MetaWords, Published,
+    ALLGATHERV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
@@ -92,7 +93,7 @@ pub(crate) fn allgatherv(ctx: &Ctx<'_>, call: Exchange<'_, Given<'_>>) -> Result
     let p = ctx.ctl.size();
     let algorithm = algorithm.requested(ctx.transport, ctx.overrides);
     let (code, k) = published(&algorithm);
-    let mut meta = Vec::new();
+    let mut meta = MetaWords::new();
     partition_words(&mut meta, p, counts, displs);
     // Only the ring-source writers let peers write into the receive buffers.
     let writable = algorithm == Ok(AllgathervAlgorithm::RingSourceWrite);

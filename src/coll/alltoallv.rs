@@ -33,8 +33,8 @@
 use super::algorithm::Algorithm;
 use super::varcount::{
     alltoallv_local, auto_stages, bytes, checked, cross_fault, elem_of, first_fault, fits, partition_len,
-    partition_words, published, range, staged_blocks, stages, Exchange, Exchanged, Given, Parts, Published,
-    ALLTOALLV_STAGED_MAX,
+    partition_words, published, range, staged_blocks, stages, Exchange, Exchanged, Given, MetaWords, Parts,
+    Published, StagedBlocks, ALLTOALLV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
@@ -111,7 +111,7 @@ pub(crate) fn alltoallv(ctx: &Ctx<'_>, call: Exchange<'_, Sides<'_>>) -> Result<
     let p = ctx.ctl.size();
     let algorithm = algorithm.requested(ctx.transport, ctx.overrides);
     let (code, k) = published(&algorithm);
-    let mut meta = Vec::new();
+    let mut meta = MetaWords::new();
     partition_words(&mut meta, p, sides.send_counts, sides.send_displs);
     partition_words(&mut meta, p, sides.recv_counts, sides.recv_displs);
     // Only the pairwise writers let peers write into the receive buffers.
@@ -121,7 +121,7 @@ pub(crate) fn alltoallv(ctx: &Ctx<'_>, call: Exchange<'_, Sides<'_>>) -> Result<
     // The blocks for the peers travel with the arrival, in rank order, where they fit and
     // may be staged (see `one_phase`).
     let cap = (algorithm == Ok(AlltoallvAlgorithm::Auto)).then(|| auto_cap(p));
-    let mut staged: Vec<&[u8]> = Vec::new();
+    let mut staged = StagedBlocks::new();
     if let Ok(AlltoallvAlgorithm::Auto | AlltoallvAlgorithm::Staged) = algorithm {
         staged = staged_blocks(send, &sides.send(), p, ctx.ctl.me(), elem).unwrap_or_default();
         let bytes = staged.iter().map(|b| b.len()).sum();

@@ -37,7 +37,7 @@
 use super::rooted::{peers, Rooted, RootedBufs};
 use super::varcount::{
     auto_family, auto_family_over_cma, chain, checked, fits, judge_round, partition_len, partition_words,
-    published, root_blocks, stages, Claim, Family, Moves, Side, AUTO_STAGE_MAX,
+    published, root_blocks, stages, Claim, Family, MetaWords, Moves, Side, AUTO_STAGE_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::coll::gather::GatherAlgorithm;
@@ -93,7 +93,7 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
     let p = ctx.ctl.size();
     let algorithm = requested(algorithm, ctx.transport, ctx.overrides);
     let (code, k) = published(&algorithm);
-    let mut meta = Vec::new();
+    let mut meta = MetaWords::new();
     let (is_root, send, recv, recv_len) = match &bufs {
         GathervBufs::Root { send, recv, counts, displs } => {
             partition_words(&mut meta, p, counts, displs);

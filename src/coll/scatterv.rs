@@ -36,7 +36,7 @@
 use super::rooted::{peers, Rooted, RootedBufs};
 use super::varcount::{
     auto_family, chain, checked, fits, judge_round, partition_len, partition_words, published, root_blocks,
-    staged_blocks, stages, Claim, Family, Given, Moves, Side, AUTO_STAGE_MAX,
+    staged_blocks, stages, Claim, Family, Given, MetaWords, Moves, Side, StagedBlocks, AUTO_STAGE_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::coll::scatter::ScatterAlgorithm;
@@ -92,7 +92,7 @@ pub(crate) fn scatterv(ctx: &Ctx<'_>, call: Rooted<ScattervBufs<'_>>) -> Result<
     let p = ctx.ctl.size();
     let algorithm = requested(algorithm, ctx.transport, ctx.overrides);
     let (code, k) = published(&algorithm);
-    let mut meta = Vec::new();
+    let mut meta = MetaWords::new();
     let (is_root, send, send_len, recv) = match &bufs {
         ScattervBufs::Root { send, counts, displs, recv } => {
             partition_words(&mut meta, p, counts, displs);
@@ -118,7 +118,7 @@ pub(crate) fn scatterv(ctx: &Ctx<'_>, call: Rooted<ScattervBufs<'_>>) -> Result<
     // The root stages the peers' blocks, in rank order, with its arrival where they fit
     // (see `one_phase`); not at all where its partition is not valid (the checks fail).
     let cap = (algorithm == Ok(ScatterAlgorithm::Auto)).then_some(AUTO_STAGE_MAX);
-    let mut staged: Vec<&[u8]> = Vec::new();
+    let mut staged = StagedBlocks::new();
     if let (
         ScattervBufs::Root { send, counts, displs, .. },
         Ok(ScatterAlgorithm::Auto | ScatterAlgorithm::Staged),

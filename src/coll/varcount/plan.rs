@@ -105,8 +105,8 @@ pub(crate) fn chain(
 /// whether the root copies every block itself.
 #[derive(Debug, Default)]
 pub(crate) struct Moves {
-    pub(crate) staged: Vec<Range<usize>>,
-    pub(crate) direct: Vec<usize>,
+    pub(crate) staged: Blocks,
+    pub(crate) direct: smallvec::SmallVec<[usize; 16]>,
     pub(crate) k: usize,
     pub(crate) by_root: bool,
 }
@@ -122,6 +122,10 @@ pub(crate) enum Family {
     ByRoot,
 }
 
+/// A byte range per rank: on the stack up to 16 ranks, so that a small call allocates
+/// nothing.
+pub(crate) type Blocks = smallvec::SmallVec<[Range<usize>; 16]>;
+
 /// The blocks of a checked rooted call, as byte ranges in the buffer of its root, local
 /// rank `root`, from the partition the root published; and how the family `family`
 /// picks for them moves them.
@@ -129,11 +133,11 @@ pub(crate) fn root_blocks(
     round: &Round<'_>,
     root: usize,
     family: impl FnOnce(&[Range<usize>]) -> Family,
-) -> (Vec<Range<usize>>, Moves) {
+) -> (Blocks, Moves) {
     let p = round.size();
     let parts = Published { round, owner: root, at: 0 };
     let elem = Claim::from_call(&round.call(root), |_| (0, 0)).elem;
-    let blocks: Vec<Range<usize>> = (0..p).map(|r| range(&parts, r, elem)).collect();
+    let blocks: Blocks = (0..p).map(|r| range(&parts, r, elem)).collect();
     let moves = Moves::new(family(&blocks), p, root, |r| blocks[r].clone());
     (blocks, moves)
 }
@@ -143,7 +147,12 @@ impl Moves {
     /// buffer), `p` ranks, root `root`.
     pub(crate) fn new(family: Family, p: usize, root: usize, block: impl Fn(usize) -> Range<usize>) -> Moves {
         let peers = || (1..p).map(move |i| (root + i) % p).filter(|&r| !block(r).is_empty());
-        let mut m = Moves { staged: vec![0..0; p], direct: Vec::new(), k: usize::MAX, by_root: false };
+        let mut m = Moves {
+            staged: Blocks::from_elem(0..0, p),
+            direct: Default::default(),
+            k: usize::MAX,
+            by_root: false,
+        };
         match family {
             Family::Staged => peers().for_each(|r| m.staged[r] = block(r)),
             Family::Direct(k) => {
@@ -221,7 +230,7 @@ mod tests {
     fn moves_skip_empty_blocks() {
         let blocks = [0..10, 10..10, 20..20_000, 5..6];
         let m = Moves::new(Family::Staged, 4, 0, |r| blocks[r].clone());
-        assert_eq!(m.staged, [0..0, 0..0, 20..20_000, 5..6]);
+        assert_eq!(m.staged[..], [0..0, 0..0, 20..20_000, 5..6]);
         assert!(m.direct.is_empty() && !m.by_root);
         let m = Moves::new(Family::Direct(2), 4, 2, |r| blocks[r].clone());
         assert_eq!((m.direct.as_slice(), m.k), (&[3, 0][..], 2));

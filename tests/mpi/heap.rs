@@ -256,6 +256,7 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
     }
     exposure_errors(world, comm);
     every_collective_through_the_heap(world, comm);
+    staged_beside_auto(world, comm);
     // The buffers took the load/store path where the node has one.
     let moved = comm.traffic();
     let (heap, xpmem) = (moved.heap - before.heap, moved.xpmem - before.xpmem);
@@ -267,6 +268,87 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
         _ => assert_eq!((heap, xpmem), (0, 0), "{moved:?}"),
     }
     comm.barrier().unwrap();
+}
+
+/// One rank names `Staged` while the others leave the choice to `Auto`, with heap blocks of
+/// one phase and beyond. Where `Auto` resolves to the staged path the ranks made the same
+/// call; where it picks the staged path of a reduce, gather or alltoall that may still
+/// switch to loads, it publishes its buffers (a shared round) while the named `Staged` is
+/// a private one. Either way every rank must reach the same outcome, with no hang: the
+/// right result, or the same `Mismatch` everywhere and no byte written.
+fn staged_beside_auto(world: &SimpleCommunicator, comm: &Comm) {
+    use mpi::collective::CommunicatorCollectives;
+    use zcoll::{AlltoallAlgorithm, GatherAlgorithm};
+    let (me, p) = (world.rank(), world.size());
+    let (pu, last) = (p as usize, p - 1);
+    if pu < 2 {
+        return;
+    }
+    let root = 0;
+    // Every rank's outcome alike: `Ok`, or the same mismatch naming the last rank.
+    let agreed = |what: &str, e: &zcoll::Result<()>| -> bool {
+        let mine = match e {
+            Ok(()) => 0u8,
+            Err(Error::Mismatch { culprit, what: "algorithm", .. }) if *culprit == last => 1,
+            Err(e) => panic!("{what} on rank {me}: {e}"),
+        };
+        let mut all = vec![0u8; pu];
+        world.all_gather_into(&mine, &mut all[..]);
+        assert!(all.iter().all(|&x| x == mine), "{what}: outcomes {all:?}");
+        mine == 0
+    };
+    for n in [1000usize, 64 * 1024, 300_000] {
+        let mut send = comm.alloc::<u32>(pu * n).expect("comm.alloc");
+        send.iter_mut()
+            .enumerate()
+            .for_each(|(i, x)| *x = (i as u32).wrapping_mul(2_654_435_761) ^ me as u32);
+        let mut recv = comm.alloc::<u32>(pu * n).expect("comm.alloc");
+        let named = me == last;
+
+        recv.fill(7);
+        let algo = if named { ReduceAlgorithm::Staged } else { ReduceAlgorithm::Auto };
+        let out = if me == root { Some(&mut recv[..n]) } else { None };
+        let e = comm.reduce_with(&send[..n], out, root, Builtin::Sum, algo);
+        let mut oracle = vec![0u32; n];
+        let at = world.process_at_rank(root);
+        match me == root {
+            true => at.reduce_into_root(&send[..n], &mut oracle[..], SystemOperation::sum()),
+            false => at.reduce_into(&send[..n], SystemOperation::sum()),
+        }
+        match agreed(&format!("reduce of {n} u32"), &e) {
+            true => assert!(me != root || recv[..n] == oracle[..], "reduce of {n} u32: differs from rsmpi's"),
+            false => assert!(recv.iter().all(|&x| x == 7), "a failed reduce wrote on rank {me}"),
+        }
+
+        recv.fill(7);
+        let algo = if named { GatherAlgorithm::Staged } else { GatherAlgorithm::Auto };
+        let e = match me == root {
+            true => comm.gather_into_root_with(&send[..n], &mut recv[..], root, algo),
+            false => comm.gather_into_with(&send[..n], root, algo),
+        };
+        let mut oracle = vec![0u32; pu * n];
+        match me == root {
+            true => at.gather_into_root(&send[..n], &mut oracle[..]),
+            false => at.gather_into(&send[..n]),
+        }
+        match agreed(&format!("gather of {n} u32"), &e) {
+            true => assert!(me != root || recv[..] == oracle[..], "gather of {n} u32: differs from rsmpi's"),
+            false => assert!(recv.iter().all(|&x| x == 7), "a failed gather wrote on rank {me}"),
+        }
+
+        recv.fill(7);
+        let algo = if named { AlltoallAlgorithm::Staged } else { AlltoallAlgorithm::Auto };
+        let e = comm.all_to_all_into_with(&send[..], &mut recv[..], algo);
+        world.all_to_all_into(&send[..], &mut oracle[..]);
+        match agreed(&format!("alltoall of {n} u32 per peer"), &e) {
+            true => assert!(recv[..] == oracle[..], "alltoall of {n} u32: differs from rsmpi's"),
+            false => assert!(recv.iter().all(|&x| x == 7), "a failed alltoall wrote on rank {me}"),
+        }
+        // The communicator still works after them.
+        let mut sum = [me as u64];
+        comm.all_reduce_in_place(&mut sum, Builtin::Sum).unwrap();
+        assert_eq!(sum[0], (pu * (pu - 1) / 2) as u64);
+    }
 }
 
 /// Forcing `xpmem` where the library is missing is the same error on every rank, naming

@@ -206,11 +206,16 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
         }
         return round.finish(Ok(()));
     }
-    let round = rooted_check(ctx, call, None, dst, measure)?;
+    let mut round = rooted_check(ctx, call, None, dst, measure)?;
     let algorithm = match algorithm {
         Ok(chosen) if switchable => Ok(settle(&round, dst, chosen)),
         a => a,
     };
+    if switchable && algorithm == Ok(GatherAlgorithm::Staged) {
+        // Staged after all, as every rank settled from the same records: nobody touches
+        // anybody's buffers, so the call ends as a private one would.
+        round.leave_early();
+    }
     // Only the root of a (throttled) parallel write lets peers write into its buffer.
     let written =
         matches!(algorithm, Ok(GatherAlgorithm::ParallelWrite | GatherAlgorithm::ThrottledWrite { .. }));

@@ -20,6 +20,7 @@ use crate::error::Result;
 use crate::op::Operator;
 use crate::pod::Pod;
 use mpi::topology::Rank;
+use mpi::Count;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -321,6 +322,428 @@ impl<'scope> Scope<'scope, '_> {
         Persistent::new(self, (send, recv), bytes, move |comm, (send, recv)| match recv {
             Some(recv) => comm.reduce_into_root(send, recv, root, &op),
             None => comm.reduce_into(send, root, &op),
+        })
+    }
+
+    /// A persistent scatter (`MPI_Scatter_init`), the root's side: each start sends block
+    /// `r` of `send` (`size()` blocks of `recv.len()`) to rank `r`, its own into `recv`.
+    /// The other ranks make [`scatter_init`](Self::scatter_init).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// let (me, p) = (comm.rank(), comm.size());
+    /// let (mut send, mut mine) = ((0..p).collect::<Vec<i32>>(), [0i32]);
+    /// comm.immediate_scope(|s| {
+    ///     let mut scatter = match me {
+    ///         0 => s.scatter_init_root(&mut send, &mut mine, 0),
+    ///         _ => s.scatter_init(&mut mine, 0),
+    ///     };
+    ///     for step in 0..10 {
+    ///         if me == 0 {
+    ///             scatter.with_buffers(|(send, _)| send.iter_mut().for_each(|x| *x += step));
+    ///         }
+    ///         scatter.start().wait()?;
+    ///     }
+    ///     Ok::<(), zcoll::Error>(())
+    /// })?;
+    /// assert_eq!(mine, [me + 45]);
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// The root's buffers are reached only between starts, through the handle, which the
+    /// pending start borrows (`E0499`):
+    ///
+    /// ```compile_fail,E0499
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// let (mut send, mut mine) = (vec![0i32; comm.size() as usize], [0i32]);
+    /// comm.immediate_scope(|s| {
+    ///     let mut scatter = s.scatter_init_root(&mut send, &mut mine, 0);
+    ///     let req = scatter.start();
+    ///     scatter.with_buffers(|(send, _)| send[0] = 1); // peers may be reading `send`
+    ///     req.wait()
+    /// })?;
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// and not at all behind the handle's back (`E0499`: the handle borrows `send` for the
+    /// scope):
+    ///
+    /// ```compile_fail,E0499
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// let (mut send, mut mine) = (vec![0i32; comm.size() as usize], [0i32]);
+    /// comm.immediate_scope(|s| {
+    ///     let mut scatter = s.scatter_init_root(&mut send, &mut mine, 0);
+    ///     let req = scatter.start();
+    ///     send[0] = 1; // peers may be reading `send`
+    ///     req.wait()
+    /// })?;
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// From each start's request: those of [`Comm::scatter_into_root`].
+    pub fn scatter_init_root<T: Pod + Send + Sync>(
+        &self,
+        send: &'scope mut [T],
+        recv: &'scope mut [T],
+        root: Rank,
+    ) -> Persistent<'scope, (&'scope mut [T], &'scope mut [T])> {
+        let bytes = std::mem::size_of_val(send);
+        Persistent::new(self, (send, recv), bytes, move |comm, (send, recv)| {
+            comm.scatter_into_root(send, recv, root)
+        })
+    }
+
+    /// A persistent scatter (`MPI_Scatter_init`), a non-root's side: each start receives
+    /// this rank's block into `recv`. The root makes
+    /// [`scatter_init_root`](Self::scatter_init_root). The handle's buffers are
+    /// `(send, recv)` with an empty `send`: the root's handle's type, so that one variable
+    /// holds either (see `scatter_init_root`'s example).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// let mut mine = [0u8; 16];
+    /// if comm.rank() != 0 {
+    ///     comm.immediate_scope(|s| s.scatter_init(&mut mine, 0).start().wait())?;
+    /// }
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// From each start's request: those of [`Comm::scatter_into`].
+    pub fn scatter_init<T: Pod + Send + Sync>(
+        &self,
+        recv: &'scope mut [T],
+        root: Rank,
+    ) -> Persistent<'scope, (&'scope mut [T], &'scope mut [T])> {
+        let bytes = std::mem::size_of_val(recv);
+        Persistent::new(self, (&mut [], recv), bytes, move |comm, (_, recv)| comm.scatter_into(recv, root))
+    }
+
+    /// A persistent gather (`MPI_Gather_init`), the root's side: each start gathers every
+    /// rank's `send` into `recv`, in rank order. The other ranks make
+    /// [`gather_init`](Self::gather_init).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// let (me, p) = (comm.rank(), comm.size() as usize);
+    /// let (mut mine, mut all) = ([me], vec![0; p]);
+    /// comm.immediate_scope(|s| {
+    ///     let mut gather = match me {
+    ///         0 => s.gather_init_root(&mut mine, &mut all, 0),
+    ///         _ => s.gather_init(&mut mine, 0),
+    ///     };
+    ///     for _ in 0..10 {
+    ///         gather.with_buffers(|(mine, _)| mine[0] += 1);
+    ///         gather.start().wait()?;
+    ///     }
+    ///     Ok::<(), zcoll::Error>(())
+    /// })?;
+    /// if me == 0 {
+    ///     assert_eq!(all, (0..p as i32).map(|r| r + 10).collect::<Vec<_>>());
+    /// }
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// From each start's request: those of [`Comm::gather_into_root`].
+    pub fn gather_init_root<T: Pod + Send + Sync>(
+        &self,
+        send: &'scope mut [T],
+        recv: &'scope mut [T],
+        root: Rank,
+    ) -> Persistent<'scope, (&'scope mut [T], &'scope mut [T])> {
+        let bytes = std::mem::size_of_val(recv);
+        Persistent::new(self, (send, recv), bytes, move |comm, (send, recv)| {
+            comm.gather_into_root(send, recv, root)
+        })
+    }
+
+    /// A persistent gather (`MPI_Gather_init`), a non-root's side: each start sends
+    /// `send` to `root`. The root makes [`gather_init_root`](Self::gather_init_root). The
+    /// handle's buffers are `(send, recv)` with an empty `recv`: the root's handle's type,
+    /// so that one variable holds either (see `gather_init_root`'s example).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// let mut mine = [comm.rank(); 4];
+    /// if comm.rank() != 0 {
+    ///     comm.immediate_scope(|s| s.gather_init(&mut mine, 0).start().wait())?;
+    /// }
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// From each start's request: those of [`Comm::gather_into`].
+    pub fn gather_init<T: Pod + Send + Sync>(
+        &self,
+        send: &'scope mut [T],
+        root: Rank,
+    ) -> Persistent<'scope, (&'scope mut [T], &'scope mut [T])> {
+        let bytes = std::mem::size_of_val(send);
+        Persistent::new(self, (send, &mut []), bytes, move |comm, (send, _)| comm.gather_into(send, root))
+    }
+
+    /// A persistent variable-count scatter (`MPI_Scatterv_init`), the root's side: each
+    /// start sends `send[displs[r]..][..counts[r]]` to rank `r`, its own block into
+    /// `recv`. `counts` and `displs` are copied (MPI fixes them when the handle is made);
+    /// the other ranks make [`scatter_varcount_init`](Self::scatter_varcount_init).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// let (me, p) = (comm.rank(), comm.size());
+    /// let counts: Vec<i32> = (1..=p).collect(); // rank r receives r + 1 elements
+    /// let displs: Vec<i32> = (0..p).map(|r| r * (r + 1) / 2).collect();
+    /// let mut send = vec![0u8; (p * (p + 1) / 2) as usize];
+    /// let mut mine = vec![0u8; me as usize + 1];
+    /// comm.immediate_scope(|s| {
+    ///     let mut scatterv = match me {
+    ///         0 => s.scatter_varcount_init_root(&mut send, &counts, &displs, &mut mine, 0),
+    ///         _ => s.scatter_varcount_init(&mut mine, 0),
+    ///     };
+    ///     for step in 1..=10 {
+    ///         scatterv.with_buffers(|(send, _)| send.fill(step));
+    ///         scatterv.start().wait()?;
+    ///     }
+    ///     Ok::<(), zcoll::Error>(())
+    /// })?;
+    /// assert!(mine.iter().all(|&x| x == 10));
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// From each start's request: those of [`Comm::scatter_varcount_into_root`].
+    pub fn scatter_varcount_init_root<T: Pod + Send + Sync>(
+        &self,
+        send: &'scope mut [T],
+        counts: &[Count],
+        displs: &[Count],
+        recv: &'scope mut [T],
+        root: Rank,
+    ) -> Persistent<'scope, (&'scope mut [T], &'scope mut [T])> {
+        let bytes = std::mem::size_of_val(send);
+        let (counts, displs) = (counts.to_vec(), displs.to_vec());
+        Persistent::new(self, (send, recv), bytes, move |comm, (send, recv)| {
+            comm.scatter_varcount_into_root(send, &counts, &displs, recv, root)
+        })
+    }
+
+    /// A persistent variable-count scatter (`MPI_Scatterv_init`), a non-root's side: each
+    /// start receives this rank's block into `recv`, exactly as long as the root's count
+    /// for this rank. The root makes
+    /// [`scatter_varcount_init_root`](Self::scatter_varcount_init_root); the buffers are
+    /// `(send, recv)` with an empty `send`, the root's handle's type.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// let mut mine = vec![0u8; comm.rank() as usize + 1];
+    /// if comm.rank() != 0 {
+    ///     comm.immediate_scope(|s| s.scatter_varcount_init(&mut mine, 0).start().wait())?;
+    /// }
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// From each start's request: those of [`Comm::scatter_varcount_into`].
+    pub fn scatter_varcount_init<T: Pod + Send + Sync>(
+        &self,
+        recv: &'scope mut [T],
+        root: Rank,
+    ) -> Persistent<'scope, (&'scope mut [T], &'scope mut [T])> {
+        let bytes = std::mem::size_of_val(recv);
+        Persistent::new(self, (&mut [], recv), bytes, move |comm, (_, recv)| {
+            comm.scatter_varcount_into(recv, root)
+        })
+    }
+
+    /// A persistent variable-count gather (`MPI_Gatherv_init`), the root's side: each
+    /// start gathers rank `r`'s `send` into `recv[displs[r]..][..counts[r]]`. `counts` and
+    /// `displs` are copied; the other ranks make
+    /// [`gather_varcount_init`](Self::gather_varcount_init).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// let (me, p) = (comm.rank(), comm.size());
+    /// let counts: Vec<i32> = (1..=p).collect();
+    /// let displs: Vec<i32> = (0..p).map(|r| r * (r + 1) / 2).collect();
+    /// let mut mine = vec![me; me as usize + 1];
+    /// let mut all = vec![0; (p * (p + 1) / 2) as usize];
+    /// comm.immediate_scope(|s| {
+    ///     let mut gatherv = match me {
+    ///         0 => s.gather_varcount_init_root(&mut mine, &mut all, &counts, &displs, 0),
+    ///         _ => s.gather_varcount_init(&mut mine, 0),
+    ///     };
+    ///     (0..10).try_for_each(|_| gatherv.start().wait())
+    /// })?;
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// From each start's request: those of [`Comm::gather_varcount_into_root`].
+    pub fn gather_varcount_init_root<T: Pod + Send + Sync>(
+        &self,
+        send: &'scope mut [T],
+        recv: &'scope mut [T],
+        counts: &[Count],
+        displs: &[Count],
+        root: Rank,
+    ) -> Persistent<'scope, (&'scope mut [T], &'scope mut [T])> {
+        let bytes = std::mem::size_of_val(recv);
+        let (counts, displs) = (counts.to_vec(), displs.to_vec());
+        Persistent::new(self, (send, recv), bytes, move |comm, (send, recv)| {
+            comm.gather_varcount_into_root(send, recv, &counts, &displs, root)
+        })
+    }
+
+    /// A persistent variable-count gather (`MPI_Gatherv_init`), a non-root's side: each
+    /// start sends `send` to `root`. The root makes
+    /// [`gather_varcount_init_root`](Self::gather_varcount_init_root); the buffers are
+    /// `(send, recv)` with an empty `recv`, the root's handle's type.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// let mut mine = vec![comm.rank(); comm.rank() as usize + 1];
+    /// if comm.rank() != 0 {
+    ///     comm.immediate_scope(|s| s.gather_varcount_init(&mut mine, 0).start().wait())?;
+    /// }
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// From each start's request: those of [`Comm::gather_varcount_into`].
+    pub fn gather_varcount_init<T: Pod + Send + Sync>(
+        &self,
+        send: &'scope mut [T],
+        root: Rank,
+    ) -> Persistent<'scope, (&'scope mut [T], &'scope mut [T])> {
+        let bytes = std::mem::size_of_val(send);
+        Persistent::new(self, (send, &mut []), bytes, move |comm, (send, _)| {
+            comm.gather_varcount_into(send, root)
+        })
+    }
+
+    /// A persistent variable-count allgather (`MPI_Allgatherv_init`): each start gathers
+    /// rank `r`'s `send` into `recv[displs[r]..][..counts[r]]` on every rank. `counts` and
+    /// `displs` are copied.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// let (me, p) = (comm.rank(), comm.size());
+    /// let counts: Vec<i32> = (1..=p).collect();
+    /// let displs: Vec<i32> = (0..p).map(|r| r * (r + 1) / 2).collect();
+    /// let (mut mine, mut all) = (vec![me; me as usize + 1], vec![0; (p * (p + 1) / 2) as usize]);
+    /// comm.immediate_scope(|s| {
+    ///     let mut allgatherv = s.all_gather_varcount_init(&mut mine, &mut all, &counts, &displs);
+    ///     allgatherv.start().wait()
+    /// })?;
+    /// assert_eq!(all[all.len() - 1], p - 1);
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// From each start's request: those of [`Comm::all_gather_varcount_into`].
+    pub fn all_gather_varcount_init<T: Pod + Send + Sync>(
+        &self,
+        send: &'scope mut [T],
+        recv: &'scope mut [T],
+        counts: &[Count],
+        displs: &[Count],
+    ) -> Persistent<'scope, (&'scope mut [T], &'scope mut [T])> {
+        let bytes = std::mem::size_of_val(recv);
+        let (counts, displs) = (counts.to_vec(), displs.to_vec());
+        Persistent::new(self, (send, recv), bytes, move |comm, (send, recv)| {
+            comm.all_gather_varcount_into(send, recv, &counts, &displs)
+        })
+    }
+
+    /// A persistent variable-count alltoall (`MPI_Alltoallv_init`): each start sends
+    /// `send[send_displs[r]..][..send_counts[r]]` to rank `r` and receives rank `q`'s block
+    /// for this rank into `recv[recv_displs[q]..][..recv_counts[q]]`. The four arrays are
+    /// copied.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::ZeroCopy;
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let mut comm = universe.world().zero_copy()?;
+    /// let (me, p) = (comm.rank(), comm.size());
+    /// let (ones, displs) = (vec![1; p as usize], (0..p).collect::<Vec<i32>>());
+    /// let (mut send, mut recv) = (vec![me; p as usize], vec![0; p as usize]);
+    /// comm.immediate_scope(|s| {
+    ///     let mut alltoallv = s.all_to_all_varcount_init(&mut send, &ones, &displs, &mut recv, &ones, &displs);
+    ///     alltoallv.start().wait()
+    /// })?;
+    /// assert_eq!(recv, displs);
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// From each start's request: those of [`Comm::all_to_all_varcount_into`].
+    pub fn all_to_all_varcount_init<T: Pod + Send + Sync>(
+        &self,
+        send: &'scope mut [T],
+        send_counts: &[Count],
+        send_displs: &[Count],
+        recv: &'scope mut [T],
+        recv_counts: &[Count],
+        recv_displs: &[Count],
+    ) -> Persistent<'scope, (&'scope mut [T], &'scope mut [T])> {
+        let bytes = std::mem::size_of_val(recv);
+        let arrays = [send_counts, send_displs, recv_counts, recv_displs].map(<[Count]>::to_vec);
+        Persistent::new(self, (send, recv), bytes, move |comm, (send, recv)| {
+            let [sc, sd, rc, rd] = &arrays;
+            comm.all_to_all_varcount_into(send, sc, sd, recv, rc, rd)
         })
     }
 }

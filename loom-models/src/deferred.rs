@@ -4,7 +4,7 @@
 //!
 //! A leaver (`Control::leave_staged`) first learns how the round before ended
 //! (`Control::learn`: if it left that round too, it waits for every rank's `done` of it,
-//! Acquire, and reads every rank's `STATUS` and call, Relaxed), settles an owed wait unless
+//! Acquire, and reads every rank's `STATUS` and `OP`, Relaxed), settles an owed wait unless
 //! the round owed was one-phase, then stages its payload in half `epoch % 2` of its area,
 //! publishes its record (`Control::publish_flagged`: the words, `FLAGS` with `FLAG_LEFT`,
 //! Relaxed; `STATUS = 0`, Relaxed; `STAMP`, Release; `arrive`, Release), posts
@@ -210,9 +210,10 @@ impl<'n> Control<'n> {
             }
             self.owed = 0;
             self.left = 0;
-            // What every verdict compares (the model's call is its `op` and `send_len`).
-            let mine = (word(self.me, OP), word(self.me, SEND_LEN));
-            let differs = |r: usize| (word(r, OP), word(r, SEND_LEN)) != mine;
+            // What every verdict compares first (the model's call is its `op`; `learn`
+            // compares no length: a rooted call's root and leaves publish different ones).
+            let mine = word(self.me, OP);
+            let differs = |r: usize| word(r, OP) != mine;
             (0..self.node.len()).any(|r| word(r, STATUS) != 0 || differs(r))
         } else {
             self.saw_leaver == prev && word(self.me, STATUS) != 0

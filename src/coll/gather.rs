@@ -46,7 +46,7 @@ use super::rooted::{
 use super::staged_private;
 use super::{op, Ctx, Kind};
 use crate::error::Result;
-use crate::sync::{Call, Round, Toward};
+use crate::sync::{Call, Round, Toward, PRIVATE};
 use crate::tune::{select, Algo};
 
 /// How [`Comm::gather_into_root_with`](crate::Comm::gather_into_root_with) and its
@@ -195,6 +195,22 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
             GatherBufs::Leaf { send } => send,
             GatherBufs::Root { .. } => &[],
         };
+        // A leaf only gives: it leaves at once where it can (the verdict deferred:
+        // `Control::leave_staged`), and the root judges the round. A root outside the
+        // communicator is judged in the call, and so is a leaf that is the root's rank
+        // (it called the non-root method: no root would judge the round). The call is
+        // private: the staged path of a block this small is never switched.
+        let valid_root = (0..ctx.comm_size).contains(&root);
+        let me = ctx.ctl.me();
+        if matches!(bufs, GatherBufs::Leaf { .. })
+            && call.op & PRIVATE != 0
+            && valid_root
+            && me != dst
+            && ctx.alone()
+            && ctx.ctl.may_leave()
+        {
+            return ctx.ctl.leave_staged(&call, &[], &[own]);
+        }
         let round = rooted_check(ctx, call, Some(&[own]), dst, measure)?;
         if let GatherBufs::Root { send, recv } = bufs {
             if let Some(send) = send {

@@ -264,6 +264,25 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         }
         Ok(())
     };
+    // A non-root of a reduce to a root only gives: where its input travels with its
+    // arrival, it leaves at once where it can (the verdict deferred:
+    // `Control::leave_staged`); the root judges the round. What this rank can check alone
+    // (a root outside the communicator, an operator that does not apply) is judged in
+    // the call, on every rank, as before.
+    let me = ctx.ctl.me();
+    let valid_root = (0..ctx.comm_size).contains(&root);
+    if let Target::Root(dst) = target {
+        if prestaged
+            && private != 0
+            && valid_root
+            && me != dst
+            && ctx.alone()
+            && ctx.ctl.may_leave()
+            && unsupported(ctx, oper, ctx.ctl.rank_of(me)).is_none()
+        {
+            return ctx.ctl.leave_staged(&call, &[], parts);
+        }
+    }
     let mut round = match prestaged {
         true => check_staged(ctx, call, &[], parts, src.is_some(), lengths)?,
         false => check(ctx, call, src.is_some(), lengths)?,
@@ -275,17 +294,8 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         round.leave_early();
     }
     let moved = algorithm.and_then(|algorithm| {
-        let rank = round.rank_of(round.me());
-        let supported = oper.apply(&mut [], &[]);
-        // The scratch is viewed as `T`s: it is 64-byte aligned, each half holds whole
-        // elements (`scratch_halves`), and an element must fit in one, and in half a
-        // staging area (the staged chunk).
-        let half = SCRATCH_HALF.min(ctx.ctl.stage_bytes() / 2);
-        if !supported || (size > 0 && (half / size == 0 || std::mem::align_of::<T>() > 64)) {
-            return Err(Error::Unsupported {
-                rank,
-                what: format!("this operator on {}-byte elements", size),
-            });
+        if let Some(e) = unsupported(ctx, oper, round.rank_of(round.me())) {
+            return Err(e);
         }
         if n == 0 || size == 0 {
             return Ok(());
@@ -298,6 +308,21 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         }
     });
     round.finish(moved)
+}
+
+/// The `Unsupported` error rank `rank` reports where `oper` does not apply to `T`, or the
+/// elements do not fit the staged path: the scratch is viewed as `T`s (64-byte aligned,
+/// each half holding whole elements, `scratch_halves`), and an element must fit in one,
+/// and in half a staging area (the staged chunk). A property of `T`, the operator and the
+/// node, so a rank may check it alone, before its arrival.
+fn unsupported<T: Pod, O: Operator<T>>(ctx: &Ctx<'_>, oper: &O, rank: i32) -> Option<Error> {
+    let size = std::mem::size_of::<T>();
+    let supported = oper.apply(&mut [], &[]);
+    let half = SCRATCH_HALF.min(ctx.ctl.stage_bytes() / 2);
+    match !supported || (size > 0 && (half / size == 0 || std::mem::align_of::<T>() > 64)) {
+        true => Some(Error::Unsupported { rank, what: format!("this operator on {}-byte elements", size) }),
+        false => None,
+    }
 }
 
 /// Whether a reduce every rank published as switchable (`aux2` 1: `Auto` chose the staged

@@ -180,11 +180,29 @@ pub(crate) fn scatter(ctx: &Ctx<'_>, call: Rooted<ScatterBufs<'_>>) -> Result<()
     // A staged scatter whose blocks all fit in the staging area travels with the root's
     // arrival: one flag phase, every rank copies its block straight out of the root's area.
     if algorithm == Ok(ScatterAlgorithm::Staged) && block.saturating_mul(size) <= ctx.ctl.one_phase_bytes() {
-        let staged: &[u8] = match &bufs {
-            // A send buffer of the wrong length fails the verdict: stage nothing then.
-            ScatterBufs::Root { send, .. } if send.len() <= ctx.ctl.one_phase_bytes() => send,
-            _ => &[],
+        let root_send = match &bufs {
+            ScatterBufs::Root { send, .. } => Some(*send),
+            ScatterBufs::Leaf { .. } => None,
         };
+        // A send buffer of the wrong length fails the verdict: stage nothing then.
+        let staged = root_send.filter(|s| s.len() <= ctx.ctl.one_phase_bytes()).unwrap_or(&[]);
+        // The root only gives: where its buffer holds exactly one block per rank (what it
+        // can check alone, as a root outside the communicator), it leaves at once where it
+        // can (the verdict deferred: `Control::leave_staged`), and the leaves judge the
+        // round. Its own block is its own copy, made once it has left.
+        let valid_root = (0..ctx.comm_size).contains(&root);
+        if root_send.is_some_and(|s| block.checked_mul(size) == Some(s.len()))
+            && valid_root
+            && ctx.ctl.me() == src
+            && ctx.alone()
+            && ctx.ctl.may_leave()
+        {
+            ctx.ctl.leave_staged(&call, &[], &[staged])?;
+            if let ScatterBufs::Root { send, recv: Some(recv) } = bufs {
+                recv.copy_from_slice(&send[src * block..(src + 1) * block]);
+            }
+            return Ok(());
+        }
         let round = rooted_check(ctx, call, Some(&[staged]), src, measure)?;
         match bufs {
             ScatterBufs::Root { send, recv: Some(recv) } => {

@@ -317,9 +317,14 @@ impl Control {
     ///
     /// - A rank that left the round (`left`) waits for every rank's `done` of it, then
     ///   judges it: it failed if any rank's status says so, or if any rank's call differs
-    ///   from this rank's in what every verdict compares (collective and algorithm, root,
-    ///   `aux`, send length). The second test matters when every rank left (every rank
-    ///   named itself the root): nobody else judged the round.
+    ///   from this rank's in what every verdict compares first (collective and algorithm,
+    ///   root, `aux`). The second test matters when every rank left: nobody else judged
+    ///   the round. Then the calls differ in those words: in one collective with one root
+    ///   (`root`, and `aux`, its local rank) exactly one rank is the root, and a root that
+    ///   gives (bcast, scatter) leaves while the others stay, or the others give (reduce,
+    ///   gather) and leave while the root stays. Lengths are not compared: a rooted call's
+    ///   root and leaves publish different ones (a scatter root its whole buffer, a leaf
+    ///   nothing), and a leaver the others judged is judged by its status.
     /// - A rank that took part in the whole round, and saw a rank leave it, failed it if
     ///   its own status says so.
     ///
@@ -347,7 +352,7 @@ impl Control {
             let mine = Call::load(&self.slot(self.me).call[parity]);
             let differs = |r: usize| {
                 let c = Call::load(&self.slot(r).call[parity]);
-                (c.op, c.root, c.aux, c.send_len) != (mine.op, mine.root, mine.aux, mine.send_len)
+                (c.op, c.root, c.aux) != (mine.op, mine.root, mine.aux)
             };
             (0..self.size()).any(|r| status(r) != 0 || differs(r))
         } else {

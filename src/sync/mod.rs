@@ -25,7 +25,8 @@
 //! rank's own staging area before that phase (metadata, an eager round's board) first
 //! settles it ([`Control::settle`]).
 //!
-//! A rank that only gives in a one-phase round (the root of a small broadcast) may
+//! A rank that only gives in a one-phase round (the root of a small broadcast or scatter,
+//! a non-root of a small reduce or gather) may
 //! **leave it before its verdict** ([`Control::leave_staged`]): it stages its bytes,
 //! publishes its call marked as left, and returns. The verdict is deferred: the readers
 //! judge the round; a rank that fails it marks its next call record, the leaver judges it

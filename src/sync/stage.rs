@@ -58,11 +58,13 @@ impl Control {
         Ok(round)
     }
 
-    /// Starts and ends a one-phase round in which this rank only gives: the root of a
-    /// broadcast that fits half its staging area stages its bytes, arrives, and returns,
+    /// Starts and ends a one-phase round in which this rank only gives (the root of a
+    /// broadcast or a scatter, a non-root of a reduce or a gather, whose bytes fit half its
+    /// staging area or its record's `aux2`): it stages its bytes, arrives, and returns,
     /// without waiting for anyone or any verdict (a *deferred* verdict: the readers judge
     /// the round, and this rank learns their verdict at its next call, see
-    /// [`Control::learn`]). The record carries `FLAG_LEFT`, so every rank that fails this
+    /// [`Control::learn`]). Several ranks may leave one round (every giver of a reduce);
+    /// each judges it alone at its next call. The record carries `FLAG_LEFT`, so every rank that fails this
     /// round says so in its next call record, which fails that round on every rank.
     ///
     /// Half `epoch % 2` of its area and its record of that parity are free as in
@@ -73,7 +75,7 @@ impl Control {
     /// does on every rank.
     ///
     /// Sound only where every peer judges the round from the records alone and copies
-    /// nothing of this rank's but what it staged: a private call, on a node whose arrivals
+    /// nothing of this rank's but what it staged or its record carries: a private call, on a node whose arrivals
     /// are awaited flat (a tree needs every rank to pass its subtree's arrival up), on a
     /// communicator that is this node alone (two-level calls agree across nodes before
     /// they return), and on no exposure. The caller checks the first and the last two

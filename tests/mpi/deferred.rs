@@ -1,6 +1,7 @@
-//! The deferred verdict. The root of a broadcast small enough to travel with its arrival
+//! The deferred verdict. A rank that only gives in a call small enough to travel with its
+//! arrival (the root of a broadcast or a scatter, a non-root of a reduce or a gather)
 //! leaves the call at once, before any rank has judged it. A bad call then returns `Ok`
-//! on that root, and every rank learns of the failure at its next call on the
+//! on that rank, and every rank learns of the failure at its next call on the
 //! communicator, which fails on every rank with `Error::PreviousFailed` and does nothing;
 //! the call after that works again.
 //!
@@ -10,7 +11,15 @@
 //! each kind of next call (a barrier, an allreduce, a one-phase broadcast whose root
 //! leaves too, a large broadcast, and a one-phase broadcast from the bad call's own root
 //! after two good ones from it, so that the root leaves three calls in a row and judges
-//! the bad one as it leaves the next), then a good broadcast. `ZCOLL_EXPECT_LEAVE=1` says the
+//! the bad one as it leaves the next), then a good broadcast. Then the same for the
+//! other givers ([`GIVERS`]): bad reduces (a giver's input of another length, a giver
+//! naming another root or another operator, the root's output too short, every rank
+//! reducing to its neighbour so that every rank leaves, an operator refused on the
+//! element type, which no rank may leave), bad gathers and bad scatters (a block of
+//! another length, another root, a root's buffer of the wrong size, which a scatter's
+//! root checks alone before leaving), each followed by each kind of next call (the
+//! above, and a small reduce, gather and scatter, whose givers leave too), checked
+//! rank by rank: a rank returns `Ok` exactly where it gives and passed its own checks. `ZCOLL_EXPECT_LEAVE=1` says the
 //! job must defer (one node, flat arrivals), `0` that it must not (virtual nodes, a tree
 //! of arrivals), which the cases assert. The `deferred-drop` scenario drops a
 //! communicator right after a bad call its root left: the root reports it on standard
@@ -118,13 +127,258 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
             next_call(world, comm, 2, i + 2).unwrap_or_else(|e| panic!("{what}: the call after: {e}"));
         }
     }
+    givers(world, comm, expect.as_deref());
     // A good call after all that, checked against rsmpi.
     next_call(world, comm, 3, 2000).expect("a large broadcast at the end");
 }
 
+/// What a rank does in a bad reduce, gather or scatter ([`GIVERS`]).
+enum Giver {
+    /// A reduce of `len` `u64`s (`f64`s with `float`) to `root` with `op` (`max`: `Max`,
+    /// else `Sum`; `xor`: `BitXor`); `out` is the root's output length.
+    Reduce { root: i32, len: usize, out: usize, max: bool, float: bool, xor: bool },
+    /// A gather of `block` `u32`s to `root`, whose buffer holds `whole`.
+    Gather { root: i32, block: usize, whole: usize },
+    /// A scatter of `block` `u32`s from `root`, whose buffer holds `whole`.
+    Scatter { root: i32, block: usize, whole: usize },
+}
+
+impl Giver {
+    /// Whether rank `me` only gives in its own view of the call and passes every check it
+    /// can make alone: where leaving is allowed, it leaves and returns `Ok`.
+    fn leaves(&self, me: i32, p: i32) -> bool {
+        match *self {
+            Giver::Reduce { root, float, xor, .. } => me != root && !(float && xor),
+            Giver::Gather { root, .. } => me != root,
+            Giver::Scatter { root, block, whole } => me == root && whole == block * p as usize,
+        }
+    }
+}
+
+/// A normal block length, in elements.
+const B: usize = 6;
+
+type BadGiver = fn(me: i32, p: i32) -> Giver;
+
+/// The bad calls of the givers: mismatched lengths, roots, operations and buffer sizes.
+const GIVERS: [(&str, BadGiver); 13] = [
+    ("reduce: a giver's input is longer", |me, p| Giver::Reduce {
+        root: 0,
+        len: if me == 1 % p { B + 1 } else { B },
+        out: B,
+        max: false,
+        float: false,
+        xor: false,
+    }),
+    ("reduce: a giver names another root", |me, p| Giver::Reduce {
+        root: if me == p - 1 { 1 % p } else { 0 },
+        len: B,
+        out: B,
+        max: false,
+        float: false,
+        xor: false,
+    }),
+    ("reduce: a giver names another operation", |me, p| Giver::Reduce {
+        root: 0,
+        len: B,
+        out: B,
+        max: me == p - 1,
+        float: false,
+        xor: false,
+    }),
+    ("reduce: the root's output is short", |_, _| Giver::Reduce {
+        root: 0,
+        len: 1,
+        out: 0,
+        max: false,
+        float: false,
+        xor: false,
+    }),
+    ("reduce: every rank names its neighbour the root", |me, p| Giver::Reduce {
+        root: (me + 1) % p,
+        len: B,
+        out: B,
+        max: false,
+        float: false,
+        xor: false,
+    }),
+    ("reduce: an operator refused on the type", |_, _| Giver::Reduce {
+        root: 0,
+        len: B,
+        out: B,
+        max: false,
+        float: true,
+        xor: true,
+    }),
+    ("gather: a giver's block is longer", |me, p| Giver::Gather {
+        root: 0,
+        block: if me == 1 % p { B + 1 } else { B },
+        whole: B * p as usize,
+    }),
+    ("gather: a giver names another root", |me, p| Giver::Gather {
+        root: if me == p - 1 { 1 % p } else { 0 },
+        block: B,
+        whole: B * p as usize,
+    }),
+    ("gather: the root's buffer is short", |_, p| Giver::Gather {
+        root: 0,
+        block: B,
+        whole: B * p as usize - 1,
+    }),
+    ("gather: every rank names its neighbour the root", |me, p| Giver::Gather {
+        root: (me + 1) % p,
+        block: B,
+        whole: B * p as usize,
+    }),
+    ("scatter: a leaf's block is shorter", |me, p| Giver::Scatter {
+        root: 0,
+        block: if me == p - 1 { B - 1 } else { B },
+        whole: B * p as usize,
+    }),
+    ("scatter: a leaf names another root", |me, p| Giver::Scatter {
+        root: if me == p - 1 { 1 % p } else { 0 },
+        block: B,
+        whole: B * p as usize,
+    }),
+    ("scatter: the root's buffer is long", |_, p| Giver::Scatter {
+        root: 0,
+        block: B,
+        whole: B * p as usize + 1,
+    }),
+];
+
+/// The elements rank `r` gives in call `i`.
+fn words(i: usize, r: i32, len: usize) -> Vec<u32> {
+    (0..len).map(|j| (i * 131 + j * 17 + r as usize * 1009) as u32).collect()
+}
+
+/// Runs every bad call of [`GIVERS`] with every kind of next call (0 to 7 of
+/// [`next_call`]); `expect` is `ZCOLL_EXPECT_LEAVE`.
+fn givers(world: &SimpleCommunicator, comm: &Comm, expect: Option<&str>) {
+    let (me, p) = (world.rank(), world.size());
+    for (c, (name, bad)) in GIVERS.iter().enumerate() {
+        for next in 0..8 {
+            let what = format!("{name}, then next call {next}");
+            let i = 3000 + c * 10 + next;
+            if next == 4 {
+                // Two good calls of the same collective first, whose givers leave them
+                // back to back before the bad one (each judged as the next is left).
+                let kind = match bad(me, p) {
+                    Giver::Reduce { .. } => 5,
+                    Giver::Gather { .. } => 6,
+                    Giver::Scatter { .. } => 7,
+                };
+                for k in 0..2 {
+                    next_call(world, comm, kind, i + 100 + k)
+                        .unwrap_or_else(|e| panic!("{what}: good call {k}: {e}"));
+                }
+            }
+            let part = bad(me, p);
+            let leaves = part.leaves(me, p);
+            let result = bad_giver(comm, &part, i, me, &what);
+            let left = match result {
+                Ok(()) => {
+                    assert!(leaves, "{what}: rank {me}, which does not leave, returned Ok");
+                    1u8
+                }
+                Err(
+                    Error::LengthMismatch { .. }
+                    | Error::Mismatch { .. }
+                    | Error::BufferSize { .. }
+                    | Error::InvalidRoot { .. }
+                    | Error::Unsupported { .. }
+                    | Error::PeerFailed { .. },
+                ) => 0,
+                Err(e) => panic!("{what}: {e}"),
+            };
+            // Where ranks may leave, each giver that passed its own checks left.
+            if expect == Some("1") {
+                assert_eq!(left == 1, leaves, "{what}: rank {me}: {result:?}");
+            }
+            let mut any = 0u8;
+            world.all_reduce_into(&left, &mut any, SystemOperation::max());
+            if expect == Some("0") {
+                assert_eq!(any, 0, "{what}: a rank left the call, where none may");
+            }
+            let got = next_call(world, comm, next, i + 1);
+            match (any, got) {
+                (1, Err(Error::PreviousFailed { rank })) => assert_eq!(rank, me),
+                (0, Ok(())) => {}
+                (any, got) => panic!("{what}: {any} ranks left early; the next call gave {got:?}"),
+            }
+            next_call(world, comm, 2, i + 2).unwrap_or_else(|e| panic!("{what}: the call after: {e}"));
+        }
+    }
+}
+
+/// Makes the bad call `part` (call `i`); checks that a rank that failed has its buffers
+/// as they were, and that a rank that left holds what it must (nothing changed, or a
+/// scatter root's own block).
+fn bad_giver(comm: &Comm, part: &Giver, i: usize, me: i32, what: &str) -> zcoll::Result<()> {
+    match *part {
+        Giver::Reduce { root, len, out, max, float, xor } => {
+            let op = match (max, xor) {
+                (_, true) => zcoll::op::Builtin::BitXor,
+                (true, _) => zcoll::op::Builtin::Max,
+                _ => zcoll::op::Builtin::Sum,
+            };
+            let send: Vec<u64> = words(i, me, len).into_iter().map(u64::from).collect();
+            let mut recv = vec![0xEEu64; out];
+            let r = match (me == root, float) {
+                (true, false) => comm.reduce_into_root(&send, &mut recv, root, op),
+                (false, false) => comm.reduce_into(&send, root, op),
+                (true, true) => {
+                    let send: Vec<f64> = send.iter().map(|&x| x as f64).collect();
+                    let mut out = vec![0.5f64; out];
+                    let r = comm.reduce_into_root(&send, &mut out, root, op);
+                    assert!(out.iter().all(|&x| x == 0.5), "{what}: a failed call changed a buffer");
+                    r
+                }
+                (false, true) => {
+                    let send: Vec<f64> = send.iter().map(|&x| x as f64).collect();
+                    comm.reduce_into(&send, root, op)
+                }
+            };
+            assert!(recv.iter().all(|&x| x == 0xEE), "{what}: rank {me}: a bad reduce changed a buffer");
+            r
+        }
+        Giver::Gather { root, block, whole } => {
+            let send = words(i, me, block);
+            let mut recv = vec![0xEEu32; if me == root { whole } else { 0 }];
+            let r = match me == root {
+                true => comm.gather_into_root(&send, &mut recv, root),
+                false => comm.gather_into(&send, root),
+            };
+            assert!(recv.iter().all(|&x| x == 0xEE), "{what}: rank {me}: a bad gather changed a buffer");
+            r
+        }
+        Giver::Scatter { root, block, whole } => {
+            let send = words(i, me, if me == root { whole } else { 0 });
+            let mut recv = vec![0xEEu32; block];
+            let r = match me == root {
+                true => comm.scatter_into_root(&send, &mut recv, root),
+                false => comm.scatter_into(&mut recv, root),
+            };
+            match (&r, me == root) {
+                // The root that left holds its own block.
+                (Ok(()), true) => {
+                    let own = root as usize * block..(root as usize + 1) * block;
+                    assert!(recv == send[own], "{what}: rank {me}: the root's own block");
+                }
+                _ => assert!(
+                    recv.iter().all(|&x| x == 0xEE),
+                    "{what}: rank {me}: a bad scatter changed a buffer"
+                ),
+            }
+            r
+        }
+    }
+}
+
 /// Call `kind` of the next calls (a barrier, an allreduce, a one-phase broadcast from
-/// rank 1, a broadcast of 1 MiB from rank 0, a one-phase broadcast from rank 0); when it
-/// succeeds, its result is checked.
+/// rank 1, a broadcast of 1 MiB from rank 0, a one-phase broadcast from rank 0, a small
+/// reduce to rank 0, a small gather to rank 0, a small scatter from the last rank); when
+/// it succeeds, its result is checked.
 fn next_call(world: &SimpleCommunicator, comm: &Comm, kind: usize, i: usize) -> zcoll::Result<()> {
     let (me, p) = (world.rank(), world.size());
     match kind {
@@ -134,6 +388,45 @@ fn next_call(world: &SimpleCommunicator, comm: &Comm, kind: usize, i: usize) -> 
             comm.all_reduce_into(&[me as u64 + 1; 3], &mut out, SystemOperation::sum())?;
             let sum = (p as u64) * (p as u64 + 1) / 2;
             assert_eq!(out, [sum; 3], "allreduce {i}");
+            Ok(())
+        }
+        5 => {
+            let send: Vec<u64> = (0..B as u64).map(|j| (me as u64 + 1) * (j + i as u64)).collect();
+            let sum: Vec<u64> =
+                (0..B as u64).map(|j| (j + i as u64) * (p as u64) * (p as u64 + 1) / 2).collect();
+            match me {
+                0 => {
+                    let mut out = vec![0u64; B];
+                    comm.reduce_into_root(&send, &mut out, 0, SystemOperation::sum())?;
+                    assert_eq!(out, sum, "reduce {i}");
+                }
+                _ => comm.reduce_into(&send, 0, SystemOperation::sum())?,
+            }
+            Ok(())
+        }
+        6 => {
+            let send = words(i, me, B);
+            match me {
+                0 => {
+                    let mut out = vec![0u32; B * p as usize];
+                    comm.gather_into_root(&send, &mut out, 0)?;
+                    let want: Vec<u32> = (0..p).flat_map(|r| words(i, r, B)).collect();
+                    assert_eq!(out, want, "gather {i}");
+                }
+                _ => comm.gather_into(&send, 0)?,
+            }
+            Ok(())
+        }
+        7 => {
+            let last = p - 1;
+            let send = words(i, me, if me == last { B * p as usize } else { 0 });
+            let mut out = vec![0u32; B];
+            match me == last {
+                true => comm.scatter_into_root(&send, &mut out, last)?,
+                false => comm.scatter_into(&mut out, last)?,
+            }
+            let at = me as usize * B;
+            assert_eq!(out, words(i, last, B * p as usize)[at..at + B], "scatter {i}");
             Ok(())
         }
         _ => {

@@ -231,20 +231,33 @@ impl Ctx<'_> {
         }
     }
 
-    /// Checks a bad broadcast, whose root may have left it before the verdict (one small
-    /// enough to travel with the root's arrival) and returned `Ok`: every other rank
-    /// fails it as `outcome` says, with `buf` untouched. Then the next call, a barrier,
-    /// fails with `PreviousFailed` on every rank if any rank returned `Ok`, and succeeds
-    /// everywhere otherwise.
-    fn deferred<T: Pod>(&self, r: zcoll::Result<()>, root: bool, buf: &Buf<T>, before: &[u8], what: &str) {
-        let left = match (r, root) {
-            (Ok(()), true) => 1u8,
+    /// Checks a bad call in which a rank that only gives (`gives`: the root of a
+    /// broadcast or scatter, a non-root of a gather) may have left before the verdict (a
+    /// call small enough to travel with its arrival) and returned `Ok`, with `buf` then
+    /// holding `holds` (what it held before, or a scatter root's own block): every other
+    /// rank fails it as `outcome` says, with `buf` untouched. Then the next call, a
+    /// barrier, fails with `PreviousFailed` on every rank if any rank returned `Ok`, and
+    /// succeeds everywhere otherwise.
+    fn deferred<T: Pod>(
+        &self,
+        r: zcoll::Result<()>,
+        gives: bool,
+        buf: &Buf<T>,
+        before: &[u8],
+        holds: &[u8],
+        what: &str,
+    ) {
+        let left = match (r, gives) {
+            (Ok(()), true) => {
+                self.guards(buf, what);
+                self.same(buf.bytes(), holds, &format!("{what}: a rank that left a bad call"));
+                1u8
+            }
             (r, _) => {
                 self.outcome(r, true, buf, before, what);
                 0
             }
         };
-        self.same(buf.bytes(), before, &format!("{what}: a bad broadcast changed a buffer"));
         let mut any = 0u8;
         self.world.all_reduce_into(&left, &mut any, mpi::collective::SystemOperation::max());
         match (any, self.comm.barrier()) {
@@ -443,7 +456,7 @@ fn moves<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: Kind, bad: 
             let before = buf.bytes().to_vec();
             let r = comm.broadcast_into(buf.get_mut(), root);
             if short {
-                return cx.deferred(r, me == root, &buf, &before, &what);
+                return cx.deferred(r, me == root, &buf, &before, &before, &what);
             }
             if !cx.outcome(r, short, &buf, &before, &what) {
                 return;
@@ -463,6 +476,11 @@ fn moves<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: Kind, bad: 
                 true => comm.scatter_into_root(&send, recv.get_mut(), root),
                 false => comm.scatter_into(recv.get_mut(), root),
             };
+            if short {
+                // The root may leave a small one (its own block copied).
+                let own = bytemuck::cast_slice(&send[me as usize * n..(me as usize + 1) * n]);
+                return cx.deferred(r, me == root, &recv, &before, own, &what);
+            }
             if !cx.outcome(r, short, &recv, &before, &what) {
                 return;
             }
@@ -486,6 +504,10 @@ fn moves<T: Pod>(cx: &Ctx<'_>, kind: u64, n: usize, root: i32, heap: Kind, bad: 
                 true => comm.gather_into_root(&send, recv.get_mut(), root),
                 false => comm.gather_into(&send, root),
             };
+            if short {
+                // The non-roots may leave a small one.
+                return cx.deferred(r, me != root, &recv, &before, &before, &what);
+            }
             if !cx.outcome(r, short, &recv, &before, &what) {
                 return;
             }

@@ -196,7 +196,11 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
     let me = world.rank();
     let p = world.size();
     let pu = p as usize;
-    let n = 1000usize;
+    // Blocks of 36000 bytes, above half a staging area (32 KiB by default): no call here
+    // travels in one phase, so no rank that only gives leaves before the verdict, and
+    // every bad call is caught in the call (the deferred verdict of small ones: the
+    // `deferred` jobs).
+    let n = 9000usize;
     let last = p - 1;
     let fill = |len: usize, salt: u64| words(me, len, salt);
     let single_node_cma = comm.info().nodes == 1 && comm.info().transport == TransportKind::Cma;

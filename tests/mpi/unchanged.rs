@@ -26,23 +26,38 @@ fn fails_untouched(
     recv.unchanged(fill, &format!("{what}: rank {me}'s receive buffer after the failed call"));
 }
 
-/// [`fails_untouched`] for a broadcast from rank 0, whose root may leave a small call
-/// before its verdict (the deferred verdict) and return `Ok`: its buffer is untouched
-/// either way, and if it left, the next call (a barrier) fails on every rank with
-/// `PreviousFailed`.
-fn bcast_fails_untouched(world: &SimpleCommunicator, comm: &Comm, what: &str, n: usize, short: i32) {
+/// [`fails_untouched`] for a call in which the ranks that only give (`gives`: the root
+/// of a broadcast or a scatter, a non-root of a gather or a reduce) may leave a small call
+/// before its verdict (the deferred verdict) and return `Ok`, their buffer then holding
+/// `holds` (`None`: as it was; a scatter root's own block); every other rank fails with
+/// its buffer untouched, and if a rank left, the next call (a barrier) fails on every rank
+/// with `PreviousFailed`.
+#[allow(clippy::too_many_arguments)] // the case and its expectations, each needed
+fn deferred_fails_untouched(
+    world: &SimpleCommunicator,
+    comm: &Comm,
+    what: &str,
+    n: usize,
+    short: i32,
+    gives: bool,
+    holds: Option<&[u8]>,
+    call: impl FnOnce(&mut [u8]) -> zcoll::Result<()>,
+) {
     let me = world.rank();
     let len = if me == short { n - 1 } else { n };
     let fill = |i: usize| pattern(0xfeed ^ me as u64, i);
     let mut recv = Guarded::<u8>::new(len, fill);
-    let left = match comm.broadcast_into(recv.get_mut(), 0) {
+    let left = match call(recv.get_mut()) {
         Ok(()) => {
-            assert_eq!(me, 0, "{what}: rank {me}, not the root, returned Ok");
+            assert!(gives, "{what}: rank {me}, which does not only give, returned Ok");
             1u8
         }
         Err(_) => 0,
     };
-    recv.unchanged(fill, &format!("{what}: rank {me}'s receive buffer after the failed call"));
+    match (left, holds) {
+        (1, Some(want)) => recv.holds(want, &format!("{what}: rank {me}'s buffer after leaving")),
+        _ => recv.unchanged(fill, &format!("{what}: rank {me}'s receive buffer after the failed call")),
+    }
     let mut any = 0u8;
     world.all_reduce_into(&left, &mut any, mpi::collective::SystemOperation::max());
     match (any, comm.barrier()) {
@@ -62,11 +77,23 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
     for block in [24usize, 96 * 1024] {
         let whole = block * p as usize;
         let send: Vec<u8> = (0..whole).map(|i| pattern(me as u64, i)).collect();
-        bcast_fails_untouched(world, comm, &format!("bcast {block}"), whole, short);
-        fails_untouched(world, &format!("scatter {block}"), block, short, |r| match me {
-            0 => comm.scatter_into_root(&send, r, 0),
-            _ => comm.scatter_into(r, 0),
+        deferred_fails_untouched(world, comm, &format!("bcast {block}"), whole, short, me == 0, None, |r| {
+            comm.broadcast_into(r, 0)
         });
+        let own = &send[..block];
+        deferred_fails_untouched(
+            world,
+            comm,
+            &format!("scatter {block}"),
+            block,
+            short,
+            me == 0,
+            Some(own),
+            |r| match me {
+                0 => comm.scatter_into_root(&send, r, 0),
+                _ => comm.scatter_into(r, 0),
+            },
+        );
         fails_untouched(world, &format!("allgather {block}"), whole, short, |r| {
             comm.all_gather_into(&send[..block], r)
         });
@@ -76,13 +103,17 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
         fails_untouched(world, &format!("allreduce {block}"), whole, short, |r| {
             comm.all_reduce_into(&send, r, Builtin::BitXor)
         });
-        fails_untouched(world, &format!("gather {block}"), whole, 0, |r| match me {
-            0 => comm.gather_into_root(&send[..block], r, 0),
-            _ => comm.gather_into(&send[..block], 0),
+        deferred_fails_untouched(world, comm, &format!("gather {block}"), whole, 0, me != 0, None, |r| {
+            match me {
+                0 => comm.gather_into_root(&send[..block], r, 0),
+                _ => comm.gather_into(&send[..block], 0),
+            }
         });
-        fails_untouched(world, &format!("reduce {block}"), whole, 0, |r| match me {
-            0 => comm.reduce_into_root(&send, r, 0, Builtin::BitXor),
-            _ => comm.reduce_into(&send, 0, Builtin::BitXor),
+        deferred_fails_untouched(world, comm, &format!("reduce {block}"), whole, 0, me != 0, None, |r| {
+            match me {
+                0 => comm.reduce_into_root(&send, r, 0, Builtin::BitXor),
+                _ => comm.reduce_into(&send, 0, Builtin::BitXor),
+            }
         });
         let counts = vec![block as i32; p as usize];
         let displs: Vec<i32> = (0..p).map(|r| r * block as i32).collect();

@@ -211,6 +211,15 @@ pub(crate) fn wire<A: Algorithm>(a: A) -> (u8, u32) {
     (code(a), a.param().unwrap_or(0))
 }
 
+/// The word a call across nodes claims for the algorithm its caller asked for (`Auto`
+/// included, before the environment and the node's transport resolve it): its code and
+/// parameter. Every rank must ask for the same (`Mismatch` "algorithm" before any byte
+/// moves); the nodes may then resolve it differently, each for its own size.
+pub(crate) fn claim_word<A: Algorithm>(a: A) -> u64 {
+    let (code, param) = wire(a);
+    code as u64 | (param as u64) << 8
+}
+
 /// `name`, or `name:param` for a variant with a parameter.
 pub(crate) fn write<A: Algorithm>(a: A, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     match a.param() {

@@ -19,17 +19,20 @@ const GATHER_IN: u8 = 0xf0;
 const HAND_OFF: u8 = 0xf1;
 
 /// The number of words a [`Claim`] takes ([`Claim::words`]).
-pub(crate) const CLAIM_WORDS: usize = 5;
+pub(crate) const CLAIM_WORDS: usize = 6;
 
 /// What a rank calls, as every other rank must call it: the collective, the root (0 for
 /// the unrooted ones), the input's byte length, a tag (a reduction's operator and
-/// element type, else 0) and the output's byte length where the rank has one.
+/// element type, else 0), the algorithm the caller asked for (`algorithm::claim_word`: every
+/// rank must ask for the same, and a node's own round compares only what its ranks
+/// resolved it to) and the output's byte length where the rank has one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Claim {
     pub(crate) kind: Kind,
     pub(crate) root: i32,
     pub(crate) len: usize,
     pub(crate) tag: u64,
+    pub(crate) algo: u64,
     pub(crate) recv: Option<usize>,
 }
 
@@ -37,20 +40,20 @@ impl Claim {
     /// The claim as the words the node's round and the leaders' exchange carry.
     pub(crate) fn words(&self) -> [u64; CLAIM_WORDS] {
         let recv = self.recv.map_or(u64::MAX, |r| r as u64);
-        [self.kind as u64, self.root as i64 as u64, self.len as u64, self.tag, recv]
+        [self.kind as u64, self.root as i64 as u64, self.len as u64, self.tag, self.algo, recv]
     }
 }
 
 /// The verdict over `n` claims in [`Claim::words`] form (`claim(i)`), as rank `rank`
 /// reports it; `rank_of(i)` names claimant `i` in the communicator of `comm_size` ranks.
 /// The reference is claim 0: the first claim that differs from it in collective, root,
-/// length or tag, or whose output is not as long as its input, is the culprit, and its
+/// length, tag or algorithm, or whose output is not as long as its input, is the culprit, and its
 /// first differing field names the error. A pure function of the claims, so every rank
 /// that judges the same claims reaches the same verdict.
 ///
 /// # Errors
 ///
-/// `Mismatch` (`"collective"`, `"root"`, `"operator or element type"`),
+/// `Mismatch` (`"collective"`, `"root"`, `"operator or element type"`, `"algorithm"`),
 /// `LengthMismatch` (an input or output length), `InvalidRoot` (a `rooted` call whose
 /// common root is not a rank of `comm_size`).
 pub(crate) fn judge(
@@ -62,7 +65,7 @@ pub(crate) fn judge(
     rooted: bool,
 ) -> Result<()> {
     let first = claim(0);
-    let bad = |c: &[u64; CLAIM_WORDS]| c[..4] != first[..4] || (c[4] != u64::MAX && c[4] != c[2]);
+    let bad = |c: &[u64; CLAIM_WORDS]| c[..5] != first[..5] || (c[5] != u64::MAX && c[5] != c[2]);
     if let Some((i, theirs)) = (0..n).map(|i| (i, claim(i))).find(|(_, c)| bad(c)) {
         let culprit = rank_of(i);
         let length = |found: u64| Error::LengthMismatch {
@@ -71,12 +74,13 @@ pub(crate) fn judge(
             expected: first[2] as usize,
             found: found as usize,
         };
-        return Err(match (0..4).find(|&f| theirs[f] != first[f]) {
+        return Err(match (0..5).find(|&f| theirs[f] != first[f]) {
             Some(0) => Error::Mismatch { rank, culprit, what: "collective" },
             Some(1) => Error::Mismatch { rank, culprit, what: "root" },
             Some(2) => length(theirs[2]),
-            Some(_) => Error::Mismatch { rank, culprit, what: "operator or element type" },
-            None => length(theirs[4]),
+            Some(3) => Error::Mismatch { rank, culprit, what: "operator or element type" },
+            Some(_) => Error::Mismatch { rank, culprit, what: "algorithm" },
+            None => length(theirs[5]),
         });
     }
     let root = first[1] as i64;

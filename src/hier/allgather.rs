@@ -2,6 +2,7 @@
 //! rsmpi, broadcast in every node.
 
 use super::{agree_shape, prefix, too_big, Hierarchy, Net, Nodes};
+use crate::coll::algorithm::claim_word;
 use crate::coll::algorithm::Algorithm;
 use crate::coll::allgather::AllgatherAlgorithm;
 use crate::coll::bcast::{bcast, BcastAlgorithm};
@@ -91,7 +92,7 @@ impl Hierarchy {
         let Net { parent, ctx } = net;
         let size = parent.size() as usize;
         let n = send.unwrap_or(recv / size);
-        self.check(net, Kind::Allgather, 0, n)?;
+        self.check(net, Kind::Allgather, 0, n, claim_word(algorithm))?;
         // Ranks must agree on what they asked for; each node then resolves it for its own
         // size, and nodes of different sizes may well choose differently.
         let word = algorithm.op();

@@ -3,6 +3,7 @@
 
 use super::{agree_shape, mpi_count, prefix, too_big, Hierarchy, Net, Nodes};
 use crate::alloc::Scratch;
+use crate::coll::algorithm::claim_word;
 use crate::coll::algorithm::Algorithm;
 use crate::coll::alltoall::AlltoallAlgorithm;
 use crate::coll::legs::{gather_to_leader, scatter_from_leader};
@@ -41,7 +42,7 @@ impl Hierarchy {
                 return self.pap_alltoall(net, send, recv, a);
             }
         }
-        self.check(net, Kind::Alltoall, 0, send.len())?;
+        self.check(net, Kind::Alltoall, 0, send.len(), claim_word(algorithm))?;
         // Ranks must agree on what they asked for.
         let word = op(Kind::Alltoall, algorithm.code(), 0);
         let whole = |first: usize| first / size * size;

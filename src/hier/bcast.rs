@@ -2,6 +2,7 @@
 
 use super::relay::{Relay, CARRY};
 use super::{Hierarchy, Net, Stand};
+use crate::coll::algorithm::claim_word;
 use crate::coll::relay::Claim;
 use crate::coll::{self, bcast::BcastAlgorithm};
 use crate::error::Result;
@@ -26,7 +27,7 @@ impl Hierarchy {
     ) -> Result<()> {
         let Net { parent, ctx } = net;
         if self.direct() {
-            self.check(net, coll::Kind::Bcast, root, buf.len())?;
+            self.check(net, coll::Kind::Bcast, root, buf.len(), claim_word(algorithm))?;
             if !buf.is_empty() {
                 parent.process_at_rank(root).broadcast_into(buf);
             }
@@ -39,7 +40,14 @@ impl Hierarchy {
         let mine = here && ctx.ctl.me() == src;
         let carried = small && here;
         let call = Relay {
-            claim: Claim { kind: coll::Kind::Bcast, root, len, tag: 0, recv: None },
+            claim: Claim {
+                kind: coll::Kind::Bcast,
+                root,
+                len,
+                tag: 0,
+                algo: claim_word(algorithm),
+                recv: None,
+            },
             rooted: true,
             part: if carried && mine { &*buf } else { &[] },
             from: if carried { src..src + 1 } else { 0..0 },
@@ -84,6 +92,6 @@ impl Hierarchy {
     /// the checks' allreduce over the whole communicator, which no rank leaves before
     /// every rank has entered it.
     pub(crate) fn barrier(&self, net: Net<'_>) -> Result<()> {
-        self.check(net, coll::Kind::Barrier, 0, 0)
+        self.check(net, coll::Kind::Barrier, 0, 0, 0)
     }
 }

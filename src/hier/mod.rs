@@ -160,14 +160,22 @@ impl Hierarchy {
         usize::try_from(r).ok().and_then(|r| self.node_of.get(r).copied()).unwrap_or(0)
     }
 
-    /// Checks across nodes that every rank calls `kind` with the same root and length;
-    /// the node-local checks then run as usual.
-    pub(crate) fn check(&self, net: Net<'_>, kind: coll::Kind, root: i32, len: usize) -> Result<()> {
-        self.check_tagged(net, kind, root, len, 0, None)
+    /// Checks across nodes that every rank calls `kind` with the same root and length, and
+    /// asks for the same algorithm (`algo`, [`claim_word`](coll::algorithm::claim_word);
+    /// 0 where there is no choice); the node-local checks then run as usual.
+    pub(crate) fn check(
+        &self,
+        net: Net<'_>,
+        kind: coll::Kind,
+        root: i32,
+        len: usize,
+        algo: u64,
+    ) -> Result<()> {
+        self.check_tagged(net, kind, root, len, 0, algo, None)
     }
 
     /// [`check`](Self::check), that every rank passes the same `tag` (a reduction's
-    /// operator and element type), and that every rank's output, where it has one
+    /// operator and element type) and `algo`, and that every rank's output, where it has one
     /// (`recv`), is `len` bytes long: so that no node moves a byte when a rank of another
     /// node has a buffer of the wrong length.
     ///
@@ -181,17 +189,18 @@ impl Hierarchy {
         root: i32,
         len: usize,
         tag: u64,
+        algo: u64,
         recv: Option<usize>,
     ) -> Result<()> {
         let parent = net.parent;
         if !self.direct() {
-            let claim = Claim { kind, root, len, tag, recv };
+            let claim = Claim { kind, root, len, tag, algo, recv };
             let call = relay::Relay { claim, rooted: true, part: &[], from: 0..0, gathered: 0, handed: 0 };
             return self.relay(net, call, |_| Vec::new(), |_| Vec::new()).map(drop);
         }
-        const N: usize = 5;
+        const N: usize = 6;
         let short = recv.map_or(0, |r| r as i64 - len as i64);
-        let mine = [kind as i64, root as i64, len as i64, tag as i64, short];
+        let mine = [kind as i64, root as i64, len as i64, tag as i64, algo as i64, short];
         let mut both = [0i64; 2 * N];
         for (i, &v) in mine.iter().enumerate() {
             both[2 * i] = v;
@@ -199,7 +208,7 @@ impl Hierarchy {
         }
         let mut max = [0i64; 2 * N];
         parent.all_reduce_into(&both[..], &mut max[..], SystemOperation::max());
-        if (0..N).all(|i| max[2 * i] == max[2 * i + 1].wrapping_neg()) && max[2 * 4] == 0 {
+        if (0..N).all(|i| max[2 * i] == max[2 * i + 1].wrapping_neg()) && max[2 * 5] == 0 {
             let size = parent.size();
             return match root {
                 r if (0..size).contains(&r) => Ok(()),
@@ -213,7 +222,7 @@ impl Hierarchy {
         // Every rank may agree on the same wrong output length: rank 0 is then the first
         // culprit.
         let (culprit, theirs) =
-            all.chunks(N).enumerate().find(|(_, c)| *c != &all[..N] || c[4] != 0).expect("a difference");
+            all.chunks(N).enumerate().find(|(_, c)| *c != &all[..N] || c[5] != 0).expect("a difference");
         let culprit = culprit as i32;
         let length = |found: i64| Error::LengthMismatch {
             rank,
@@ -221,12 +230,13 @@ impl Hierarchy {
             expected: all[2] as usize,
             found: found as usize,
         };
-        Err(match (0..N).find(|&i| theirs[i] != all[i]).unwrap_or(4) {
+        Err(match (0..N).find(|&i| theirs[i] != all[i]).unwrap_or(5) {
             0 => Error::Mismatch { rank, culprit, what: "collective" },
             1 => Error::Mismatch { rank, culprit, what: "root" },
             2 => length(theirs[2]),
             3 => Error::Mismatch { rank, culprit, what: "operator or element type" },
-            _ => length(theirs[2] + theirs[4]),
+            4 => Error::Mismatch { rank, culprit, what: "algorithm" },
+            _ => length(theirs[2] + theirs[5]),
         })
     }
 

@@ -4,6 +4,7 @@
 use super::relay::{Relay, CARRY};
 use super::{Hierarchy, Net, Stand};
 use crate::alloc::Scratch;
+use crate::coll::algorithm::claim_word;
 use crate::coll::reduce::{self as red, partition, reduce_scatter, Bufs, ReduceAlgorithm};
 use crate::coll::relay::Claim;
 use crate::coll::varcount::{Exchange, Given};
@@ -71,14 +72,14 @@ impl Hierarchy {
         let n = bufs.input_len();
         let recv = recv_of(&bufs);
         if self.direct() {
-            self.check_reduction(net, coll::Kind::Allreduce, 0, n, recv, oper)?;
+            self.check_reduction(net, coll::Kind::Allreduce, 0, n, recv, oper, claim_word(algorithm))?;
             if let Some(builtin) = oper.builtin() {
                 return self.all_reduce_mpi(parent, bufs, builtin);
             }
         } else if n * std::mem::size_of::<T>() <= CARRY {
-            return self.small_reduction(net, bufs, None, oper);
+            return self.small_reduction(net, bufs, None, oper, algorithm);
         } else {
-            self.check_reduction(net, coll::Kind::Allreduce, 0, n, recv, oper)?;
+            self.check_reduction(net, coll::Kind::Allreduce, 0, n, recv, oper, claim_word(algorithm))?;
         }
         if self.multi_root(n * std::mem::size_of::<T>(), oper) {
             return self.all_reduce_multi_root(net, bufs, oper, algorithm);
@@ -109,7 +110,15 @@ impl Hierarchy {
         let n = bufs.input_len();
         let size = std::mem::size_of::<T>();
         if self.direct() {
-            self.check_reduction(net, coll::Kind::Reduce, root, n, recv_of(&bufs), oper)?;
+            self.check_reduction(
+                net,
+                coll::Kind::Reduce,
+                root,
+                n,
+                recv_of(&bufs),
+                oper,
+                claim_word(algorithm),
+            )?;
             if let Some(builtin) = oper.builtin() {
                 let at = parent.process_at_rank(root);
                 match bufs {
@@ -121,9 +130,17 @@ impl Hierarchy {
                 return Ok(());
             }
         } else if n * size <= CARRY {
-            return self.small_reduction(net, bufs, Some(root), oper);
+            return self.small_reduction(net, bufs, Some(root), oper, algorithm);
         } else {
-            self.check_reduction(net, coll::Kind::Reduce, root, n, recv_of(&bufs), oper)?;
+            self.check_reduction(
+                net,
+                coll::Kind::Reduce,
+                root,
+                n,
+                recv_of(&bufs),
+                oper,
+                claim_word(algorithm),
+            )?;
         }
         let Stand { root_node, here, leader } = self.stand(ctx, root);
         let loads = ctx.ctl.loads_heaps();
@@ -185,6 +202,7 @@ impl Hierarchy {
         bufs: Bufs<'_, T>,
         root: Option<i32>,
         oper: &O,
+        algorithm: ReduceAlgorithm,
     ) -> Result<()> {
         let Net { parent, ctx } = net;
         let n = bufs.input_len();
@@ -195,7 +213,7 @@ impl Hierarchy {
         };
         let here = root.is_none_or(|r| self.stand(ctx, r).here);
         let p = ctx.ctl.size();
-        let claim = self.reduction_claim(kind, at, n, recv_of(&bufs), oper);
+        let claim = self.reduction_claim(kind, at, n, recv_of(&bufs), oper, claim_word(algorithm));
         let input: &[u8] = match &bufs {
             Bufs::Apart(s, _) | Bufs::SendOnly(s) => bytemuck::cast_slice::<T, u8>(s),
             Bufs::InPlace(b) => bytemuck::cast_slice::<T, u8>(b),
@@ -236,10 +254,11 @@ impl Hierarchy {
         n: usize,
         recv: Option<usize>,
         oper: &O,
+        algo: u64,
     ) -> Claim {
         let size = std::mem::size_of::<T>();
         let tag = oper.code() | (size as u64) << 16 | coll::type_tag::<T>() << 48;
-        Claim { kind, root, len: n * size, tag, recv: recv.map(|r| r.saturating_mul(size)) }
+        Claim { kind, root, len: n * size, tag, algo, recv: recv.map(|r| r.saturating_mul(size)) }
     }
 
     /// The checks every reduction across nodes starts with: the same collective, root,
@@ -253,9 +272,11 @@ impl Hierarchy {
         n: usize,
         recv: Option<usize>,
         oper: &O,
+        algo: u64,
     ) -> Result<()> {
-        let Claim { kind, root, len, tag, recv } = self.reduction_claim(kind, root, n, recv, oper);
-        self.check_tagged(net, kind, root, len, tag, recv)?;
+        let Claim { kind, root, len, tag, algo, recv } =
+            self.reduction_claim(kind, root, n, recv, oper, algo);
+        self.check_tagged(net, kind, root, len, tag, algo, recv)?;
         self.supported::<T, O>(net.parent, oper)
     }
 
@@ -415,7 +436,7 @@ impl Hierarchy {
             Which::ReduceScatterBlock => recv.len().saturating_mul(p),
             _ => recv.len(),
         };
-        self.check_reduction(net, kind, 0, send.len(), Some(claimed), oper)?;
+        self.check_reduction(net, kind, 0, send.len(), Some(claimed), oper, 0)?;
         let n = recv.len();
         if n == 0 {
             return Ok(());

@@ -3,6 +3,7 @@
 
 use super::{Hierarchy, Net, Stand};
 use crate::alloc::Scratch;
+use crate::coll::algorithm::claim_word;
 use crate::coll::algorithm::Algorithm;
 use crate::coll::gather::{gather, GatherBufs};
 use crate::coll::rooted::{judge, relay, Claim, Layout, Rooted};
@@ -24,7 +25,8 @@ impl Hierarchy {
         let Net { parent, ctx } = net;
         let Rooted { bufs, root, local: root_local, elem, algorithm } = call;
         let p = parent.size() as usize;
-        let block = self.rooted_check(net, Kind::Scatter, root, bufs.claim(p, elem), "send")?;
+        let block =
+            self.rooted_check(net, Kind::Scatter, root, claim_word(algorithm), bufs.claim(p, elem), "send")?;
         if self.direct() {
             // A variable zcoll cannot read is the same error as on the other paths.
             algorithm.resolve(block, 1, ctx.transport, ctx.overrides)?;
@@ -108,7 +110,14 @@ impl Hierarchy {
         let Net { parent, ctx } = net;
         let Rooted { bufs, root, local: root_local, elem, algorithm } = call;
         let p = parent.size() as usize;
-        let block = self.rooted_check(net, Kind::Gather, root, bufs.claim(p, elem), "receive")?;
+        let block = self.rooted_check(
+            net,
+            Kind::Gather,
+            root,
+            claim_word(algorithm),
+            bufs.claim(p, elem),
+            "receive",
+        )?;
         if self.direct() {
             algorithm.resolve(block, 1, ctx.transport, ctx.overrides)?;
             let at = parent.process_at_rank(root);
@@ -208,11 +217,12 @@ impl Hierarchy {
         net: Net<'_>,
         kind: Kind,
         root: i32,
+        algo: u64,
         mine: Claim,
         which: &'static str,
     ) -> Result<usize> {
         // Lengths are judged below, with the roles: the common check sees none.
-        self.check(net, kind, root, 0)?;
+        self.check(net, kind, root, 0, algo)?;
         let parent = net.parent;
         let me = parent.rank();
         let p = parent.size() as usize;

@@ -4,6 +4,7 @@
 
 use super::{mpi_count, scratch, Hierarchy, Net, Nodes, Stand};
 use crate::alloc::Scratch;
+use crate::coll::algorithm::claim_word;
 use crate::coll::algorithm::Algorithm;
 use crate::coll::alltoallv::Sides;
 use crate::coll::bcast::{bcast, BcastAlgorithm};
@@ -42,8 +43,15 @@ impl Hierarchy {
             ScattervBufs::Leaf { recv } => (None, recv),
         };
         let whole = root_send.map(|(send, counts, displs)| (send.len(), counts, displs));
-        let RootedCounts { words, elem_root, len, total } =
-            self.rooted_counts(net, Kind::Scatterv, root, elem, recv.len(), whole, Side::Send)?;
+        let RootedCounts { words, elem_root, len, total } = self.rooted_counts(
+            net,
+            (Kind::Scatterv, claim_word(algorithm)),
+            root,
+            elem,
+            recv.len(),
+            whole,
+            Side::Send,
+        )?;
         let parts = Words(&words);
         // One rank per node: MPI's own, on the root's partition in bytes (every rank has it),
         // once every rank could read its algorithm (a bad variable fails the call everywhere).
@@ -127,8 +135,15 @@ impl Hierarchy {
             GathervBufs::Leaf { send } => (send, None),
         };
         let whole = root_recv.as_ref().map(|(recv, counts, displs)| (recv.len(), *counts, *displs));
-        let RootedCounts { words, elem_root, len, total } =
-            self.rooted_counts(net, Kind::Gatherv, root, elem, send.len(), whole, Side::Recv)?;
+        let RootedCounts { words, elem_root, len, total } = self.rooted_counts(
+            net,
+            (Kind::Gatherv, claim_word(algorithm)),
+            root,
+            elem,
+            send.len(),
+            whole,
+            Side::Recv,
+        )?;
         let parts = Words(&words);
         // One rank per node: MPI's own, on the root's partition in bytes (every rank has it),
         // once every rank could read its algorithm (a bad variable fails the call everywhere).
@@ -202,7 +217,7 @@ impl Hierarchy {
         let Exchange { send, recv, parts: Given { counts, displs }, elem, algorithm } = call;
         let p = parent.size() as usize;
         let me = parent.rank();
-        self.check(net, Kind::Allgatherv, 0, 0)?;
+        self.check(net, Kind::Allgatherv, 0, 0, claim_word(algorithm))?;
         // Every rank's send length and algorithm; then every rank judges its own numbers, and
         // the verdicts are gathered.
         let word = algorithm_word(algorithm.requested(ctx.transport, ctx.overrides).map(|a| a.code()));
@@ -269,7 +284,7 @@ impl Hierarchy {
         let Exchange { send, recv, parts: sides, elem, algorithm } = call;
         let p = parent.size() as usize;
         let me = parent.rank();
-        self.check(net, Kind::Alltoallv, 0, 0)?;
+        self.check(net, Kind::Alltoallv, 0, 0, claim_word(algorithm))?;
         // Every rank judges its own numbers, and, as a receiver, what the others send it.
         let (mine_s, mine_r) = (sides.send(), sides.recv());
         let local = alltoallv_local(p, me as usize, &mine_s, &mine_r, elem, (send.len(), recv.len()));
@@ -468,8 +483,8 @@ struct RootedCounts {
 }
 
 impl Hierarchy {
-    /// The node-level checks of a scatterv or gatherv (`kind`), over the whole
-    /// communicator: every rank's claim (its element size `elem`, its own block of `block`
+    /// The node-level checks of a scatterv or gatherv (`kind`, whose caller asked for
+    /// the algorithm `algo`), over the whole communicator: every rank's claim (its element size `elem`, its own block of `block`
     /// bytes and, on the root, the length of the partitioned buffer `whole` with its
     /// `counts` and `displs`) is gathered, the root's partition is broadcast, and every rank
     /// judges them alike, so the verdict is the same everywhere.
@@ -481,7 +496,7 @@ impl Hierarchy {
     fn rooted_counts(
         &self,
         net: Net<'_>,
-        kind: Kind,
+        (kind, algo): (Kind, u64),
         root: i32,
         elem: usize,
         block: usize,
@@ -491,7 +506,7 @@ impl Hierarchy {
         let parent = net.parent;
         let p = parent.size() as usize;
         let me = parent.rank();
-        self.check(net, kind, root, 0)?;
+        self.check(net, kind, root, 0, algo)?;
         let mine = [whole.is_some() as i64, elem as i64, block as i64, whole.map_or(0, |w| w.0) as i64];
         let mut all = vec![0i64; 4 * p];
         parent.all_gather_into(&mine[..], &mut all[..]);

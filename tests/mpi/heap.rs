@@ -271,11 +271,12 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
 }
 
 /// One rank names `Staged` while the others leave the choice to `Auto`, with heap blocks of
-/// one phase and beyond. Where `Auto` resolves to the staged path the ranks made the same
-/// call; where it picks the staged path of a reduce, gather or alltoall that may still
+/// one phase and beyond. On one node, where `Auto` resolves to the staged path the ranks
+/// made the same call; where it picks the staged path of a reduce, gather or alltoall that may still
 /// switch to loads, it publishes its buffers (a shared round) while the named `Staged` is
 /// a private one. Either way every rank must reach the same outcome, with no hang: the
-/// right result, or the same `Mismatch` everywhere and no byte written.
+/// right result, or the same `Mismatch` everywhere and no byte written. Across nodes the
+/// ranks compare what they asked for, so the mix is a `Mismatch` before any byte moves.
 fn staged_beside_auto(world: &SimpleCommunicator, comm: &Comm) {
     use mpi::collective::CommunicatorCollectives;
     use zcoll::{AlltoallAlgorithm, GatherAlgorithm};
@@ -285,7 +286,8 @@ fn staged_beside_auto(world: &SimpleCommunicator, comm: &Comm) {
         return;
     }
     let root = 0;
-    // Every rank's outcome alike: `Ok`, or the same mismatch naming the last rank.
+    // Every rank's outcome alike: `Ok`, or the same mismatch naming the last rank (across
+    // nodes too, where the ranks compare what they asked for before any byte moves).
     let agreed = |what: &str, e: &zcoll::Result<()>| -> bool {
         let mine = match e {
             Ok(()) => 0u8,

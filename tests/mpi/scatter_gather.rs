@@ -322,6 +322,37 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
             want,
         );
 
+        if comm.info().nodes > 1 {
+            // Across nodes the ranks compare what they asked for before any byte moves.
+            let (algo, want) = disagreeing_scatter(me, last);
+            case(
+                "scatter algorithm disagreement across nodes",
+                if is_root { pu * n } else { 0 },
+                n,
+                &|s, r| {
+                    if is_root {
+                        comm.scatter_into_root_with(s, r, root, algo)
+                    } else {
+                        comm.scatter_into_with(r, root, algo)
+                    }
+                },
+                want.clone(),
+            );
+            let algo = if me == last { GatherAlgorithm::Staged } else { GatherAlgorithm::Auto };
+            case(
+                "gather algorithm disagreement across nodes",
+                n,
+                if is_root { pu * n } else { 0 },
+                &|s, r| {
+                    if is_root {
+                        comm.gather_into_root_with(s, r, root, algo)
+                    } else {
+                        comm.gather_into_with(s, root, algo)
+                    }
+                },
+                want,
+            );
+        }
         if single_node_cma {
             // Ranks choose different algorithms.
             let (algo, want) = disagreeing_scatter(me, last);

@@ -171,30 +171,21 @@ impl Hierarchy {
         len: usize,
         algo: u64,
     ) -> Result<()> {
-        self.check_tagged(net, kind, root, len, 0, algo, None)
+        self.check_tagged(net, Claim { kind, root, len, tag: 0, algo, recv: None })
     }
 
-    /// [`check`](Self::check), that every rank passes the same `tag` (a reduction's
-    /// operator and element type) and `algo`, and that every rank's output, where it has one
-    /// (`recv`), is `len` bytes long: so that no node moves a byte when a rank of another
-    /// node has a buffer of the wrong length.
+    /// [`check`](Self::check) of a whole `claim`: also that every rank passes the same
+    /// `tag` (a reduction's operator and element type), and that every rank's output, where
+    /// it has one (`recv`), is `len` bytes long: so that no node moves a byte when a rank
+    /// of another node has a buffer of the wrong length.
     ///
     /// Across several nodes of more than one rank, the node's ranks compare their calls
     /// in a node round and only the leaders compare across nodes ([`relay`](Self::relay),
     /// with no payload); with one rank per node, one allreduce over `parent`.
-    pub(crate) fn check_tagged(
-        &self,
-        net: Net<'_>,
-        kind: coll::Kind,
-        root: i32,
-        len: usize,
-        tag: u64,
-        algo: u64,
-        recv: Option<usize>,
-    ) -> Result<()> {
+    pub(crate) fn check_tagged(&self, net: Net<'_>, claim: Claim) -> Result<()> {
         let parent = net.parent;
+        let Claim { kind, root, len, tag, algo, recv } = claim;
         if !self.direct() {
-            let claim = Claim { kind, root, len, tag, algo, recv };
             let call = relay::Relay { claim, rooted: true, part: &[], from: 0..0, gathered: 0, handed: 0 };
             return self.relay(net, call, |_| Vec::new(), |_| Vec::new()).map(drop);
         }

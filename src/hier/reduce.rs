@@ -72,14 +72,14 @@ impl Hierarchy {
         let n = bufs.input_len();
         let recv = recv_of(&bufs);
         if self.direct() {
-            self.check_reduction(net, coll::Kind::Allreduce, 0, n, recv, oper, claim_word(algorithm))?;
+            self.check_reduction(net, (coll::Kind::Allreduce, claim_word(algorithm)), 0, n, recv, oper)?;
             if let Some(builtin) = oper.builtin() {
                 return self.all_reduce_mpi(parent, bufs, builtin);
             }
         } else if n * std::mem::size_of::<T>() <= CARRY {
             return self.small_reduction(net, bufs, None, oper, algorithm);
         } else {
-            self.check_reduction(net, coll::Kind::Allreduce, 0, n, recv, oper, claim_word(algorithm))?;
+            self.check_reduction(net, (coll::Kind::Allreduce, claim_word(algorithm)), 0, n, recv, oper)?;
         }
         if self.multi_root(n * std::mem::size_of::<T>(), oper) {
             return self.all_reduce_multi_root(net, bufs, oper, algorithm);
@@ -112,12 +112,11 @@ impl Hierarchy {
         if self.direct() {
             self.check_reduction(
                 net,
-                coll::Kind::Reduce,
+                (coll::Kind::Reduce, claim_word(algorithm)),
                 root,
                 n,
                 recv_of(&bufs),
                 oper,
-                claim_word(algorithm),
             )?;
             if let Some(builtin) = oper.builtin() {
                 let at = parent.process_at_rank(root);
@@ -134,12 +133,11 @@ impl Hierarchy {
         } else {
             self.check_reduction(
                 net,
-                coll::Kind::Reduce,
+                (coll::Kind::Reduce, claim_word(algorithm)),
                 root,
                 n,
                 recv_of(&bufs),
                 oper,
-                claim_word(algorithm),
             )?;
         }
         let Stand { root_node, here, leader } = self.stand(ctx, root);
@@ -262,21 +260,18 @@ impl Hierarchy {
     }
 
     /// The checks every reduction across nodes starts with: the same collective, root,
-    /// length (`n` elements), operator and element type everywhere; then
-    /// [`supported`](Self::supported).
+    /// length (`n` elements), operator, element type and algorithm asked for (`algo`)
+    /// everywhere; then [`supported`](Self::supported).
     fn check_reduction<T: Pod, O: Operator<T>>(
         &self,
         net: Net<'_>,
-        kind: coll::Kind,
+        (kind, algo): (coll::Kind, u64),
         root: i32,
         n: usize,
         recv: Option<usize>,
         oper: &O,
-        algo: u64,
     ) -> Result<()> {
-        let Claim { kind, root, len, tag, algo, recv } =
-            self.reduction_claim(kind, root, n, recv, oper, algo);
-        self.check_tagged(net, kind, root, len, tag, algo, recv)?;
+        self.check_tagged(net, self.reduction_claim(kind, root, n, recv, oper, algo))?;
         self.supported::<T, O>(net.parent, oper)
     }
 
@@ -436,7 +431,7 @@ impl Hierarchy {
             Which::ReduceScatterBlock => recv.len().saturating_mul(p),
             _ => recv.len(),
         };
-        self.check_reduction(net, kind, 0, send.len(), Some(claimed), oper, 0)?;
+        self.check_reduction(net, (kind, 0), 0, send.len(), Some(claimed), oper)?;
         let n = recv.len();
         if n == 0 {
             return Ok(());

@@ -25,8 +25,10 @@
 //! the copies, and on `cico` nodes.
 //!
 //! [`ReduceAlgorithm::RootRead`] (a reduce to a root only): the root reads each peer's
-//! whole input, chunk by chunk (32 KiB, one CMA read each; 8 KiB where every input is
-//! mapped here), and folds it into its output in rank order; the other ranks only
+//! whole input, chunk by chunk (one CMA read each: 1 MiB where the peer's bytes go
+//! straight into the output, as at two ranks, else 32 KiB through the scratch; 8 KiB
+//! where every input is mapped here), and folds it into its output in rank order; the
+//! other ranks only
 //! publish their input and wait for the root's `done`. It is how Open MPI reduces at
 //! two ranks (one single-copy receive, then the fold), without the temporary buffer:
 //! no byte is written into another process, and no rank copies through the staging
@@ -60,6 +62,14 @@ use crate::tune::{select, Algo};
 /// accumulator's chunk and the peer's copy of it fit in L1 together.
 pub(crate) const MAPPED_CHUNK: usize = 8 * 1024;
 
+/// The chunk of the root's reads ([`ReduceAlgorithm::RootRead`]) where a peer's bytes go
+/// straight into the output (two ranks, a commutative operator or a root that folds
+/// second, not in place): one CMA call costs about 1.8 us more than the bytes it moves
+/// on the development machine, so 32 KiB chunks (the scratch's) took 82 us at 512 KiB
+/// where 1 MiB ones took 55, as Open MPI's one receive of the whole message; 1 MiB (the
+/// output's and the input's chunk together in L2) measured best at 2 and 8 MiB.
+pub(crate) const ROOT_READ_CHUNK: usize = 1 << 20;
+
 /// How a reduction moves and combines the data.
 ///
 /// # Examples
@@ -91,8 +101,9 @@ impl ReduceAlgorithm {
     /// The cost model's choice for the reduction `coll` of `len` bytes on `p` ranks. A
     /// reduce to a root is chosen with the partitioned reduce's write into the root priced
     /// as a CMA write ([`select::choose_over_cma`]): where every buffer turns out to be
-    /// mapped, an `Auto` that chose otherwise turns partitioned after the arrival
-    /// ([`loads_everywhere`]), so the choice before it is the one for CMA.
+    /// mapped, an `Auto` that chose the staged path turns partitioned after the arrival
+    /// ([`loads_everywhere`]), and one that chose the root's reads keeps them (loads), so
+    /// the choice before it is the one for CMA.
     fn chosen(coll: select::Coll, len: usize, p: usize) -> ReduceAlgorithm {
         let algo = match coll {
             select::Coll::Reduce => select::choose_over_cma(coll, len, p),
@@ -248,14 +259,16 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         _ => None,
     };
     // A reduce to a root above the one-phase size for which the model chose the staged
-    // path or the root's reads (best where the partition owners would write the root's
-    // output with CMA) may still be partitioned: where every buffer turns out to be
-    // reached with loads and stores (see `loads_everywhere`), which is known only after
-    // the arrival. The call then publishes its buffers, and says in `aux2` that `Auto`
-    // chose.
+    // path (best where the partition owners would write the root's output with CMA) may
+    // still be partitioned: where every buffer turns out to be reached with loads and
+    // stores (see `loads_everywhere`), which is known only after the arrival. The call
+    // then publishes its buffers, and says in `aux2` that `Auto` chose. Where it chose
+    // the root's reads, they stay: with loads they beat the partitioned reduce's stores
+    // into the root (at 2 ranks, heap buffers: 36 against 90 us at 512 KiB, 123 against
+    // 537 at 2 MiB).
     let switchable = src.is_some()
         && requested == ReduceAlgorithm::Auto
-        && matches!(algorithm, Ok(ReduceAlgorithm::Staged | ReduceAlgorithm::RootRead))
+        && algorithm == Ok(ReduceAlgorithm::Staged)
         && super::heap_switchable::<ReduceAlgorithm>(ctx, n * size);
     // The staged reduction crosses only the segment: a private call (one flag phase).
     let private = super::staged_private(algorithm == Ok(ReduceAlgorithm::Staged) && !switchable);
@@ -358,8 +371,10 @@ pub(crate) fn partition<T>(n: usize, p: usize, i: usize) -> std::ops::Range<usiz
     (i * q).min(n)..((i + 1) * q).min(n)
 }
 
-// The model prices the partitioned reductions with one CMA call per half scratch.
+// The model prices the partitioned reductions with one CMA call per half scratch, and
+// the root's reads at two ranks with one per `ROOT_READ_CHUNK`.
 const _: () = assert!(crate::tune::model::PARTITION_CHUNK == SCRATCH_HALF);
+const _: () = assert!(crate::tune::model::ROOT_READ_CHUNK == ROOT_READ_CHUNK);
 
 fn partitioned<T: Pod, O: Operator<T>>(
     round: &Round<'_>,
@@ -460,13 +475,21 @@ fn root_read<T: Pod, O: Operator<T>>(round: &Round<'_>, bufs: Bufs<'_, T>, oper:
     let size = std::mem::size_of::<T>();
     let sends: Vec<_> = (0..p).map(|j| round.peer_send(j)).collect();
     let mapped = (0..p).filter(|&j| j != me).all(|j| sends[j].kind() != TransportKind::Cma);
-    let chunk = (if mapped { MAPPED_CHUNK.min(SCRATCH_HALF) } else { SCRATCH_HALF } / size).max(1);
     let peers = (0..p).filter(|&j| j != me);
     let order: Vec<usize> = match (oper.commutative(), input.is_some()) {
         (false, _) => (0..p).collect(),
         (true, true) => peers.chain(std::iter::once(me)).collect(),
         (true, false) => std::iter::once(me).chain(peers).collect(),
     };
+    // Where the only peer read is the first rank folded, its bytes go straight into the
+    // output with no scratch, and one CMA call takes a mebibyte (see `ROOT_READ_CHUNK`).
+    let direct = order[0] != me && order[1..].iter().all(|&j| j == me);
+    let chunk = match (mapped, direct) {
+        (true, _) => MAPPED_CHUNK.min(SCRATCH_HALF),
+        (false, true) => ROOT_READ_CHUNK,
+        (false, false) => SCRATCH_HALF,
+    };
+    let chunk = (chunk / size).max(1);
     let mut scratch = round.scratch();
     let (first, x) = scratch_halves::<T>(&mut scratch);
     for (c, acc) in out.chunks_mut(chunk).enumerate() {
@@ -513,7 +536,6 @@ pub(super) fn fold<T: Pod, O: Operator<T>>(
     x: &mut [T],
 ) -> Result<()> {
     let size = std::mem::size_of::<T>();
-    let x = &mut x[..acc.len()];
     for (k, &j) in order.iter().enumerate() {
         if j == round.me() {
             match (k, own) {
@@ -526,10 +548,10 @@ pub(super) fn fold<T: Pod, O: Operator<T>>(
             }
             continue;
         }
-        let dst: &mut [T] = if k == 0 { &mut *acc } else { &mut *x };
+        let dst: &mut [T] = if k == 0 { &mut *acc } else { &mut x[..acc.len()] };
         round.read(&sends[j], j, at * size, bytemuck::cast_slice_mut(dst))?;
         if k > 0 {
-            oper.apply(acc, x);
+            oper.apply(acc, &x[..acc.len()]);
         }
     }
     Ok(())

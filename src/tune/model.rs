@@ -432,6 +432,12 @@ pub const STAGE_CHUNK: usize = 32 * 1024;
 /// the piece and the accumulator stay in cache. One CMA call per chunk.
 pub const PARTITION_CHUNK: usize = 32 * 1024;
 
+/// The chunk of a reduce's root reads at 2 ranks, where the peer's bytes go straight into
+/// the root's output (`coll::reduce`'s `ROOT_READ_CHUNK`): one CMA call per mebibyte.
+/// Beyond 2 ranks every peer but the first is read through the scratch,
+/// [`PARTITION_CHUNK`] at a time.
+pub const ROOT_READ_CHUNK: usize = 1 << 20;
+
 /// Which copies share the memory system with a transfer.
 #[derive(Clone, Copy, Debug)]
 enum Share {
@@ -713,7 +719,8 @@ impl Params {
             // Serial in p, where the partitioned reduce's p - 1 reads per rank run side
             // by side on n/p bytes each: it wins at 2 ranks only.
             Algo::ReduceRootRead => {
-                (1..p).map(|d| self.chunked(n, d, PARTITION_CHUNK, Share::Source(1), false)).sum::<f64>()
+                let chunk = if p == 2 { ROOT_READ_CHUNK } else { PARTITION_CHUNK };
+                (1..p).map(|d| self.chunked(n, d, chunk, Share::Source(1), false)).sum::<f64>()
                     + (q * n) as f64 * self.memcpy_beta
             }
             // Every rank folds every rank's chunk, after every rank's hand-off.
@@ -790,11 +797,11 @@ mod tests {
         assert!(close(P.moving(Algo::ReduceStaged, 2, m), P.staged(m, STAGE_CHUNK) + 3.0 * pass));
         let three = P.staged(m, STAGE_CHUNK) + 5.0 * pass + 2.0 * 1e-7;
         assert!(close(P.moving(Algo::ReduceStaged, 3, m), three));
-        // The root's reads: per peer 2 calls (one start-up more than one transfer of 16
-        // pages) and a fold.
-        let read = 1e-6 + (1e-6 + 65536e-9 + 1e-7 * 16.0) + pass;
+        // The root's reads: per peer one transfer of 16 pages and a fold; at 2 ranks one
+        // call per MiB, beyond one per 32 KiB (one start-up more per peer).
+        let read = (1e-6 + 65536e-9 + 1e-7 * 16.0) + pass;
         assert!(close(P.moving(Algo::ReduceRootRead, 2, m), read));
-        assert!(close(P.moving(Algo::ReduceRootRead, 4, m), 3.0 * read));
+        assert!(close(P.moving(Algo::ReduceRootRead, 4, m), 3.0 * (read + 1e-6)));
         // Partitioned on 2 ranks, 128 KiB: each rank's 64 KiB partition is 2 chunks of
         // 32 KiB (2 calls: one start-up more than one transfer of 16 pages), its own
         // piece and the peer's folded (2 x 64 KiB at memcpy speed); then a reduce writes

@@ -368,7 +368,7 @@ mod tests {
     fn the_root_reads_a_reduce_at_two_ranks_only() {
         // Two ranks, the built-in parameters, the partitioned reduce's write priced as a
         // CMA write (as a reduce to a root is chosen): from 16 KiB on, the root's one read
-        // of n bytes and one fold beat the partitioned reduce's read and write of n / 2
+        // of n bytes (one call per MiB) and one fold beat the partitioned reduce's read and write of n / 2
         // each (a write at 1.8 beta) and the staged one's five passes; small messages
         // stay staged (one flag phase, no system call).
         let d = Params::DEFAULT.over_cma();
@@ -378,10 +378,10 @@ mod tests {
         for n in [8, 512, 4096] {
             assert_eq!(choose_with(&d, Coll::Reduce, n, 2), Algo::ReduceStaged, "{n}");
         }
-        // Priced like a read, the write leaves the partitioned reduce as cheap as the
-        // root's read at 2 ranks (the same bytes, the same passes), and cheaper from
-        // 64 KiB, where its concurrent halves take fewer calls.
-        assert_eq!(choose_with(&Params::DEFAULT, Coll::Reduce, 1 << 20, 2), Algo::ReducePartitioned);
+        // Even with the write priced like a read (the same bytes and passes as the
+        // root's read at 2 ranks), the root's one call per MiB beats the partitioned
+        // reduce's two per 32 KiB.
+        assert_eq!(choose_with(&Params::DEFAULT, Coll::Reduce, 1 << 20, 2), Algo::ReduceRootRead);
         // From 3 ranks on the root's (p - 1) n serial reads lose to p - 1 concurrent
         // reads of n / p per rank, on every machine, with the paper's Table IV
         // parameters too (and the node size of full subscription).

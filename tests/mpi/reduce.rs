@@ -244,7 +244,8 @@ pub(crate) fn reduce(world: &SimpleCommunicator, comm: &Comm) {
         assert!(recv.iter().all(|&x| x == 1.5 * p as f64), "root-read on cico runs staged");
         recv.fill(0.0);
     } else if comm.info().inter_node != InterNode::DirectMpi {
-        let e = comm.all_reduce_into_with(&send, &mut recv, Builtin::Sum, ReduceAlgorithm::RootRead).unwrap_err();
+        let e =
+            comm.all_reduce_into_with(&send, &mut recv, Builtin::Sum, ReduceAlgorithm::RootRead).unwrap_err();
         assert!(
             matches!(e, Error::Unsupported { .. } | Error::PeerFailed { .. } | Error::PreviousFailed { .. }),
             "{e}"

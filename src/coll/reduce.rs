@@ -481,9 +481,10 @@ fn root_read<T: Pod, O: Operator<T>>(round: &Round<'_>, bufs: Bufs<'_, T>, oper:
         (true, true) => peers.chain(std::iter::once(me)).collect(),
         (true, false) => std::iter::once(me).chain(peers).collect(),
     };
-    // Where the only peer read is the first rank folded, its bytes go straight into the
-    // output with no scratch, and one CMA call takes a mebibyte (see `ROOT_READ_CHUNK`).
-    let direct = order[0] != me && order[1..].iter().all(|&j| j == me);
+    // Where the only peer read is the first rank folded and our own input is apart, the
+    // peer's bytes go straight into the output with no scratch, and one CMA call takes a
+    // mebibyte (see `ROOT_READ_CHUNK`). In place, our input goes through the scratch.
+    let direct = input.is_some() && order[0] != me && order[1..].iter().all(|&j| j == me);
     let chunk = match (mapped, direct) {
         (true, _) => MAPPED_CHUNK.min(SCRATCH_HALF),
         (false, true) => ROOT_READ_CHUNK,

@@ -279,6 +279,11 @@ at! {
     reduce_root_read_np5: 5, "reduce", ["ZCOLL_REDUCE_ALGORITHM" => "root-read"];
     reduce_root_read_np8: 8, "reduce", ["ZCOLL_REDUCE_ALGORITHM" => "root-read"];
     reduce_root_read_vnodes_np6_k3: 6, "reduce", ["ZCOLL_NODE_SIZE" => "3", "ZCOLL_REDUCE_ALGORITHM" => "root-read"];
+    // This binary's large `Vec`s lie in the shared heap (its global allocator), which the
+    // jobs above reach with loads: these copy with CMA, the mebibyte chunks included.
+    reduce_root_read_cma_np2: 2, "reduce", ["ZCOLL_TRANSPORT" => "cma", "ZCOLL_EXPECT_TRANSPORT" => "cma", "ZCOLL_REDUCE_ALGORITHM" => "root-read"];
+    reduce_root_read_cma_np3: 3, "reduce", ["ZCOLL_TRANSPORT" => "cma", "ZCOLL_EXPECT_TRANSPORT" => "cma", "ZCOLL_REDUCE_ALGORITHM" => "root-read"];
+    reduce_cma_np2: 2, "reduce", ["ZCOLL_TRANSPORT" => "cma", "ZCOLL_EXPECT_TRANSPORT" => "cma"];
     random_root_read_np3: 3, "random", ["ZCOLL_REDUCE_ALGORITHM" => "root-read"];
     random_root_read_np5: 5, "random", ["ZCOLL_REDUCE_ALGORITHM" => "root-read"];
     direct_bcast_vnodes_np4_k1: 4, "bcast", ["ZCOLL_NODE_SIZE" => "1"];

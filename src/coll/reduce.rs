@@ -24,6 +24,24 @@
 //! folds all of them in rank order. For small messages, where a CMA call costs more than
 //! the copies, and on `cico` nodes.
 //!
+//! [`ReduceAlgorithm::RootRead`] (a reduce to a root only): the root reads each peer's
+//! whole input, chunk by chunk (one CMA read each: 1 MiB where the peer's bytes go
+//! straight into the output, as at two ranks, else 32 KiB through the scratch; 8 KiB
+//! where every input is mapped here), and folds it into its output in rank order; the
+//! other ranks only
+//! publish their input and wait for the root's `done`. It is how Open MPI reduces at
+//! two ranks (one single-copy receive, then the fold), without the temporary buffer:
+//! no byte is written into another process, and no rank copies through the staging
+//! areas. On the root, with `c` the chunk:
+//!
+//! ```text
+//! reduce: (p-1) n beta + (p-1) ceil(n/c) alpha + (p-1) (n/s) l + (p-1) n gamma_op
+//! ```
+//!
+//! serial in `p`: it wins at two ranks, where the partitioned reduce's other half is a
+//! CMA write (dearer than a read) and the staged one copies every byte twice, and loses
+//! to the partitioned reduce from three ranks on (see the reductions chapter).
+//!
 //! [`reduce_scatter`] stops the partitioned reduction after its first phase, with `m`
 //! partitions owned by local ranks `0..m`: the first leg of the multi-root allreduce
 //! across nodes (see `hier/reduce.rs`).
@@ -38,11 +56,19 @@ use crate::op::Operator;
 use crate::pod::Pod;
 use crate::sync::{Call, Round, SCRATCH_HALF};
 use crate::transport::{Read, RemoteBuf, TransportKind};
-use crate::tune::select;
+use crate::tune::{select, Algo};
 
 /// The chunk of the partitioned reduction when every peer's input is mapped here: the
 /// accumulator's chunk and the peer's copy of it fit in L1 together.
 pub(crate) const MAPPED_CHUNK: usize = 8 * 1024;
+
+/// The chunk of the root's reads ([`ReduceAlgorithm::RootRead`]) where a peer's bytes go
+/// straight into the output (two ranks, a commutative operator or a root that folds
+/// second, not in place): one CMA call costs about 1.8 us more than the bytes it moves
+/// on the development machine, so 32 KiB chunks (the scratch's) took 82 us at 512 KiB
+/// where 1 MiB ones took 55, as Open MPI's one receive of the whole message; 1 MiB (the
+/// output's and the input's chunk together in L2) measured best at 2 and 8 MiB.
+pub(crate) const ROOT_READ_CHUNK: usize = 1 << 20;
 
 /// How a reduction moves and combines the data.
 ///
@@ -64,14 +90,29 @@ pub enum ReduceAlgorithm {
     Partitioned,
     /// Copy-in/copy-out through the staging areas.
     Staged,
+    /// A reduce to a root only: the root reads every peer's input with single copies and
+    /// folds it; the others only publish theirs. An allreduce (or a
+    /// `ZCOLL_ALLREDUCE_ALGORITHM` set to it) fails with `Error::Unsupported` on every
+    /// rank.
+    RootRead,
 }
 
 impl ReduceAlgorithm {
-    /// The cost model's choice for the reduction `coll` of `len` bytes on `p` ranks.
+    /// The cost model's choice for the reduction `coll` of `len` bytes on `p` ranks. A
+    /// reduce to a root is chosen with the partitioned reduce's write into the root priced
+    /// as a CMA write ([`select::choose_over_cma`]): where every buffer turns out to be
+    /// mapped, an `Auto` that chose the staged path turns partitioned after the arrival
+    /// ([`loads_everywhere`]), and one that chose the root's reads keeps them (loads), so
+    /// the choice before it is the one for CMA.
     fn chosen(coll: select::Coll, len: usize, p: usize) -> ReduceAlgorithm {
-        match select::choose(coll, len, p).is_staged() {
-            true => ReduceAlgorithm::Staged,
-            false => ReduceAlgorithm::Partitioned,
+        let algo = match coll {
+            select::Coll::Reduce => select::choose_over_cma(coll, len, p),
+            _ => select::choose(coll, len, p),
+        };
+        match algo {
+            Algo::ReduceRootRead => ReduceAlgorithm::RootRead,
+            a if a.is_staged() => ReduceAlgorithm::Staged,
+            _ => ReduceAlgorithm::Partitioned,
         }
     }
 
@@ -91,11 +132,12 @@ impl ReduceAlgorithm {
 }
 
 super::algorithm::vocabulary! {
-ReduceAlgorithm("ZCOLL_REDUCE_ALGORITHM"): "auto, partitioned or staged",
+ReduceAlgorithm("ZCOLL_REDUCE_ALGORITHM"): "auto, partitioned, staged or root-read",
 [
     Auto => "auto",
     Partitioned => "partitioned",
     Staged => "staged",
+    RootRead => "root-read",
 ]
     /// The model's choice for a reduce to a root (an allreduce's: `resolve_as`).
     fn model(len: usize, p: usize) -> ReduceAlgorithm {
@@ -220,7 +262,10 @@ fn reduce_to<T: Pod, O: Operator<T>>(
     // path (best where the partition owners would write the root's output with CMA) may
     // still be partitioned: where every buffer turns out to be reached with loads and
     // stores (see `loads_everywhere`), which is known only after the arrival. The call
-    // then publishes its buffers, and says in `aux2` that `Auto` chose.
+    // then publishes its buffers, and says in `aux2` that `Auto` chose. Where it chose
+    // the root's reads, they stay: with loads they beat the partitioned reduce's stores
+    // into the root (at 2 ranks, heap buffers: 36 against 90 us at 512 KiB, 123 against
+    // 537 at 2 MiB).
     let switchable = src.is_some()
         && requested == ReduceAlgorithm::Auto
         && algorithm == Ok(ReduceAlgorithm::Staged)
@@ -288,14 +333,21 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         false => check(ctx, call, src.is_some(), lengths)?,
     };
     let loads = switchable && loads_everywhere(&round, target);
-    if switchable && !loads && algorithm.is_ok() {
+    if switchable && !loads && algorithm == Ok(ReduceAlgorithm::Staged) {
         // Staged after all: nobody touches anybody's buffers, so the call ends as a
         // private one would.
         round.leave_early();
     }
     let moved = algorithm.and_then(|algorithm| {
-        if let Some(e) = unsupported(ctx, oper, round.rank_of(round.me())) {
+        let rank = round.rank_of(round.me());
+        if let Some(e) = unsupported(ctx, oper, rank) {
             return Err(e);
+        }
+        if algorithm == ReduceAlgorithm::RootRead && src.is_none() {
+            return Err(Error::Unsupported {
+                rank,
+                what: "root-read in an allreduce (it is an algorithm of a reduce to a root only)".into(),
+            });
         }
         if n == 0 || size == 0 {
             return Ok(());
@@ -303,6 +355,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         match algorithm {
             ReduceAlgorithm::Partitioned => partitioned(&round, bufs, target, oper),
             _ if loads => partitioned(&round, bufs, target, oper),
+            ReduceAlgorithm::RootRead => root_read(&round, bufs, oper),
             _ if prestaged => fold_staged(&round, bufs, target, oper, inline),
             _ => staged(&round, bufs, target, oper),
         }
@@ -344,8 +397,10 @@ pub(crate) fn partition<T>(n: usize, p: usize, i: usize) -> std::ops::Range<usiz
     (i * q).min(n)..((i + 1) * q).min(n)
 }
 
-// The model prices the partitioned reductions with one CMA call per half scratch.
+// The model prices the partitioned reductions with one CMA call per half scratch, and
+// the root's reads at two ranks with one per `ROOT_READ_CHUNK`.
 const _: () = assert!(crate::tune::model::PARTITION_CHUNK == SCRATCH_HALF);
+const _: () = assert!(crate::tune::model::ROOT_READ_CHUNK == ROOT_READ_CHUNK);
 
 fn partitioned<T: Pod, O: Operator<T>>(
     round: &Round<'_>,
@@ -386,15 +441,15 @@ fn partitioned<T: Pod, O: Operator<T>>(
         let len = c.len();
         match &mut bufs {
             Bufs::Apart(s, r) => {
-                fold(round, &sends, oper, &order, c.start, &mut r[c.clone()], &s[c.clone()], x)?
+                fold(round, &sends, oper, &order, c.start, &mut r[c.clone()], Some(&s[c.clone()]), x)?
             }
             Bufs::InPlace(b) => {
                 // Keep our own input: the fold may overwrite it before it uses it.
                 first[..len].copy_from_slice(&b[c.clone()]);
-                fold(round, &sends, oper, &order, c.start, &mut b[c.clone()], &first[..len], x)?
+                fold(round, &sends, oper, &order, c.start, &mut b[c.clone()], Some(&first[..len]), x)?
             }
             Bufs::SendOnly(s) => {
-                fold(round, &sends, oper, &order, c.start, &mut first[..len], &s[c.clone()], x)?;
+                fold(round, &sends, oper, &order, c.start, &mut first[..len], Some(&s[c.clone()]), x)?;
                 let root = src.expect("only a reduce has send-only ranks");
                 let dst = root_recv.as_ref().expect("a send-only rank is not the root");
                 round.write(bytemuck::cast_slice(&first[..len]), dst, root, c.start * size)?;
@@ -429,6 +484,58 @@ fn partitioned<T: Pod, O: Operator<T>>(
     Ok(())
 }
 
+/// [`ReduceAlgorithm::RootRead`]: the root reads every peer's input, a chunk at a time
+/// (one single copy per peer and chunk, into its scratch, or straight into its output
+/// for the first rank folded), and folds the chunk into its output while it is in
+/// cache: in rank order for a non-commutative operator; else the peers first (the
+/// first read needs no copy of the root's own input) or, in place, the root's input
+/// first, as its output already holds it. The other ranks move nothing: their input is
+/// published, and the round's finish keeps it untouched until the root is done.
+fn root_read<T: Pod, O: Operator<T>>(round: &Round<'_>, bufs: Bufs<'_, T>, oper: &O) -> Result<()> {
+    let (p, me) = (round.size(), round.me());
+    let (out, input): (&mut [T], Option<&[T]>) = match bufs {
+        Bufs::SendOnly(_) => return Ok(()),
+        Bufs::Apart(s, r) => (r, Some(s)),
+        Bufs::InPlace(b) => (b, None),
+    };
+    let size = std::mem::size_of::<T>();
+    let sends: Vec<_> = (0..p).map(|j| round.peer_send(j)).collect();
+    let mapped = (0..p).filter(|&j| j != me).all(|j| sends[j].kind() != TransportKind::Cma);
+    let peers = (0..p).filter(|&j| j != me);
+    let order: Vec<usize> = match (oper.commutative(), input.is_some()) {
+        (false, _) => (0..p).collect(),
+        (true, true) => peers.chain(std::iter::once(me)).collect(),
+        (true, false) => std::iter::once(me).chain(peers).collect(),
+    };
+    // Where the only peer read is the first rank folded and our own input is apart, the
+    // peer's bytes go straight into the output with no scratch, and one CMA call takes a
+    // mebibyte (see `ROOT_READ_CHUNK`). In place, our input goes through the scratch.
+    let direct = input.is_some() && order[0] != me && order[1..].iter().all(|&j| j == me);
+    let chunk = match (mapped, direct) {
+        (true, _) => MAPPED_CHUNK.min(SCRATCH_HALF),
+        (false, true) => ROOT_READ_CHUNK,
+        (false, false) => SCRATCH_HALF,
+    };
+    let chunk = (chunk / size).max(1);
+    let mut scratch = round.scratch();
+    let (first, x) = scratch_halves::<T>(&mut scratch);
+    for (c, acc) in out.chunks_mut(chunk).enumerate() {
+        let at = c * chunk;
+        let len = acc.len();
+        let own: Option<&[T]> = match input {
+            Some(s) => Some(&s[at..at + len]),
+            None if order[0] == me => None,
+            None => {
+                // In place, and a peer folds first: keep our input before it is overwritten.
+                first[..len].copy_from_slice(acc);
+                Some(&first[..len])
+            }
+        };
+        fold(round, &sends, oper, &order, at, acc, own, x)?;
+    }
+    Ok(())
+}
+
 /// The two halves of the rank's scratch as `T`s: each of `SCRATCH_HALF / size_of::<T>()`
 /// whole elements (a 24-byte element leaves 8 bytes of a half unused), the second
 /// starting at `SCRATCH_HALF`, 64-byte aligned like the first. `reduce_to` has refused
@@ -440,8 +547,10 @@ pub(super) fn scratch_halves<T: Pod>(scratch: &mut [u8]) -> (&mut [T], &mut [T])
 }
 
 /// Folds the chunk at element `at` of every rank's input into `acc`, in `order` (rank
-/// order, or this rank first for a commutative operator); `own` is this rank's input,
-/// `x` the scratch a peer's piece is read into.
+/// order, or another order for a commutative operator); `own` is this rank's input, or
+/// `None` where `acc` already holds it and this rank comes first in `order` (in place);
+/// `x` the scratch a peer's piece is read into. The first rank of `order` is copied (a
+/// peer's piece read) straight into `acc`.
 #[allow(clippy::too_many_arguments)] // the fold's inputs, each needed; grouping them hides nothing
 pub(super) fn fold<T: Pod, O: Operator<T>>(
     round: &Round<'_>,
@@ -450,24 +559,26 @@ pub(super) fn fold<T: Pod, O: Operator<T>>(
     order: &[usize],
     at: usize,
     acc: &mut [T],
-    own: &[T],
+    own: Option<&[T]>,
     x: &mut [T],
 ) -> Result<()> {
     let size = std::mem::size_of::<T>();
-    let x = &mut x[..acc.len()];
     for (k, &j) in order.iter().enumerate() {
         if j == round.me() {
-            if k == 0 {
-                acc.copy_from_slice(own);
-            } else {
-                oper.apply(acc, own);
+            match (k, own) {
+                (0, Some(own)) => acc.copy_from_slice(own),
+                (_, Some(own)) => {
+                    oper.apply(acc, own);
+                }
+                (0, None) => {}
+                (_, None) => unreachable!("an input held in `acc` is folded first"),
             }
             continue;
         }
-        let dst: &mut [T] = if k == 0 { &mut *acc } else { &mut *x };
+        let dst: &mut [T] = if k == 0 { &mut *acc } else { &mut x[..acc.len()] };
         round.read(&sends[j], j, at * size, bytemuck::cast_slice_mut(dst))?;
         if k > 0 {
-            oper.apply(acc, x);
+            oper.apply(acc, &x[..acc.len()]);
         }
     }
     Ok(())

@@ -104,7 +104,7 @@ pub(crate) fn scan<T: Pod, O: Operator<T>>(
         while start < n {
             let c = start..(start + chunk).min(n);
             let own = &send[at + c.start..at + c.end];
-            fold(&round, &sends, oper, &order, at + c.start, &mut recv[c.clone()], own, x)?;
+            fold(&round, &sends, oper, &order, at + c.start, &mut recv[c.clone()], Some(own), x)?;
             start = c.end;
         }
         Ok(())

@@ -432,6 +432,12 @@ pub const STAGE_CHUNK: usize = 32 * 1024;
 /// the piece and the accumulator stay in cache. One CMA call per chunk.
 pub const PARTITION_CHUNK: usize = 32 * 1024;
 
+/// The chunk of a reduce's root reads at 2 ranks, where the peer's bytes go straight into
+/// the root's output (`coll::reduce`'s `ROOT_READ_CHUNK`): one CMA call per mebibyte.
+/// Beyond 2 ranks every peer but the first is read through the scratch,
+/// [`PARTITION_CHUNK`] at a time.
+pub const ROOT_READ_CHUNK: usize = 1 << 20;
+
 /// Which copies share the memory system with a transfer.
 #[derive(Clone, Copy, Debug)]
 enum Share {
@@ -502,6 +508,8 @@ pub enum Algo {
     ReducePartitioned,
     /// Reduce through the staging areas: only the root folds.
     ReduceStaged,
+    /// Reduce: the root reads every peer's input in turn, chunk by chunk, and folds it.
+    ReduceRootRead,
 }
 
 impl Algo {
@@ -553,7 +561,7 @@ packing! {
     GatherSequentialRead = 8, AllgatherRing = 9, AllgatherRecursiveDoubling = 10,
     AllgatherBruck = 11, AlltoallPairwise = 12, AlltoallBruck = 13, ScatterStaged = 14,
     GatherStaged = 15, AllgatherStaged = 16, AlltoallStaged = 17, AllreducePartitioned = 18,
-    AllreduceStaged = 19, ReducePartitioned = 20, ReduceStaged = 21;
+    AllreduceStaged = 19, ReducePartitioned = 20, ReduceStaged = 21, ReduceRootRead = 25;
     BcastKnomial = 22, ScatterThrottledRead = 23, GatherThrottledWrite = 24,
 }
 
@@ -692,12 +700,28 @@ impl Params {
                         _ => self.in_turn(part, 1, q, Share::Spread(p), false),
                     }
             }
-            // Every rank copies its chunk in; the root alone folds each peer's chunk into
-            // its output, a copy out per peer.
+            // Every rank copies its chunk in (the root too: into its scratch, then into its
+            // staging area); the root alone then folds every rank's chunk into its output
+            // in rank order, its own (a pass) and each peer's (a copy out of the peer's
+            // area and a pass): on the root, (3 + 2 (p - 1)) n bytes at memcpy speed, the
+            // peers' copies in hidden behind its own. At 2 ranks and 512 KiB (Open MPI
+            // build, `Vec` buffers) it measured 98 us where these five passes price 88.
             Algo::ReduceStaged => {
                 self.staged(n, STAGE_CHUNK)
-                    + (q - 1) as f64 * n as f64 * self.memcpy_beta
+                    + (2 * q + 1) as f64 * n as f64 * self.memcpy_beta
                     + (q - 1) as f64 * n.div_ceil(STAGE_CHUNK) as f64 * self.flag
+            }
+            // The root reads each peer's whole input in turn, one call per chunk, alone
+            // on the node, and folds each chunk into its output while it is in cache (a
+            // pass over the bytes per peer, priced as a copy; the first rank folded is
+            // read or copied straight into the output):
+            // (p-1) n beta + (p-1) ceil(n/c) alpha + (p-1) (n/s) l + (p-1) n gamma_op.
+            // Serial in p, where the partitioned reduce's p - 1 reads per rank run side
+            // by side on n/p bytes each: it wins at 2 ranks only.
+            Algo::ReduceRootRead => {
+                let chunk = if p == 2 { ROOT_READ_CHUNK } else { PARTITION_CHUNK };
+                (1..p).map(|d| self.chunked(n, d, chunk, Share::Source(1), false)).sum::<f64>()
+                    + (q * n) as f64 * self.memcpy_beta
             }
             // Every rank folds every rank's chunk, after every rank's hand-off.
             Algo::AllreduceStaged => {
@@ -764,13 +788,20 @@ mod tests {
         assert!(close(P.moving(Algo::BcastKnomial(4), 16, n), 2.0 * t(3) + 1e-7));
         assert!(close(P.moving(Algo::AlltoallPairwise, 4, n), 3.0 * t1));
         assert_eq!(P.moving(Algo::BcastDirectRead, 1, n), 0.0);
-        // A staged reduce: the copy in and out of the staging area, then one fold per
-        // peer beyond the first at the root (2 chunks of 32 KiB: 2 hand-offs each).
+        // A staged reduce: the copy in and out of the staging area, and on the root the
+        // rest of its 3 + 2 (p - 1) passes (its own copy in, the fold of its own chunk,
+        // a copy out and a fold per peer); one more hand-off per chunk per peer beyond
+        // the first (2 chunks of 32 KiB).
         let m = 65536;
-        assert!(close(P.moving(Algo::ReduceStaged, 2, m), P.staged(m, STAGE_CHUNK)));
-        let three = P.staged(m, STAGE_CHUNK) + 65536.0 * 0.5e-9 + 2.0 * 1e-7;
+        let pass = 65536.0 * 0.5e-9;
+        assert!(close(P.moving(Algo::ReduceStaged, 2, m), P.staged(m, STAGE_CHUNK) + 3.0 * pass));
+        let three = P.staged(m, STAGE_CHUNK) + 5.0 * pass + 2.0 * 1e-7;
         assert!(close(P.moving(Algo::ReduceStaged, 3, m), three));
-        assert!(P.moving(Algo::ReduceStaged, 4, m) < P.moving(Algo::AllreduceStaged, 4, m));
+        // The root's reads: per peer one transfer of 16 pages and a fold; at 2 ranks one
+        // call per MiB, beyond one per 32 KiB (one start-up more per peer).
+        let read = (1e-6 + 65536e-9 + 1e-7 * 16.0) + pass;
+        assert!(close(P.moving(Algo::ReduceRootRead, 2, m), read));
+        assert!(close(P.moving(Algo::ReduceRootRead, 4, m), 3.0 * (read + 1e-6)));
         // Partitioned on 2 ranks, 128 KiB: each rank's 64 KiB partition is 2 chunks of
         // 32 KiB (2 calls: one start-up more than one transfer of 16 pages), its own
         // piece and the peer's folded (2 x 64 KiB at memcpy speed); then a reduce writes
@@ -1031,9 +1062,12 @@ mod tests {
         assert!(us(m(Algo::AllgatherStaged), 2.482424 + 0.4));
         // Alltoall staged: 2 (p - 1) n bytes (3.723636) and p - 1 hand-offs.
         assert!(us(m(Algo::AlltoallStaged), 3.723636 + 0.3));
-        // Reduce staged: the staged copy, then the root folds 2 more blocks with 2 more
-        // hand-offs: 1.341212 + 1.241212 + 0.2.
-        assert!(us(m(Algo::ReduceStaged), 2.782424));
+        // Reduce staged: the staged copy, then the root's 7 more passes (0.620606 each:
+        // its own copy in, its own fold, a copy out and a fold per peer) and 2 more
+        // hand-offs: 1.341212 + 4.344242 + 0.2.
+        assert!(us(m(Algo::ReduceStaged), 5.885454));
+        // The root's reads: 3 T1 and 3 folds: 5.461818 + 1.861818.
+        assert!(us(m(Algo::ReduceRootRead), 7.323636));
         // Allreduce staged: every rank folds p blocks: 1.341212 + 2.482424 + 0.2.
         assert!(us(m(Algo::AllreduceStaged), 4.023636));
         // Partitioned, 32 KiB on 4 ranks: 8 KiB partitions, one call each. Reducing:

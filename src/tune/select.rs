@@ -206,7 +206,7 @@ pub fn candidates(coll: Coll, p: usize) -> Vec<Algo> {
         Coll::Allgather => vec![Algo::AllgatherRing, Algo::AllgatherRecursiveDoubling, Algo::AllgatherStaged],
         Coll::Alltoall => vec![Algo::AlltoallPairwise, Algo::AlltoallStaged],
         Coll::Allreduce => vec![Algo::AllreducePartitioned, Algo::AllreduceStaged],
-        Coll::Reduce => vec![Algo::ReducePartitioned, Algo::ReduceStaged],
+        Coll::Reduce => vec![Algo::ReducePartitioned, Algo::ReduceStaged, Algo::ReduceRootRead],
     }
 }
 
@@ -363,6 +363,44 @@ mod tests {
     }
 
     const MEDIUM_LARGE: [usize; 4] = [65536, 1 << 20, 4 << 20, 16 << 20];
+
+    #[test]
+    fn the_root_reads_a_reduce_at_two_ranks_only() {
+        // Two ranks, the built-in parameters, the partitioned reduce's write priced as a
+        // CMA write (as a reduce to a root is chosen): from 16 KiB on, the root's one read
+        // of n bytes (one call per MiB) and one fold beat the partitioned reduce's read and write of n / 2
+        // each (a write at 1.8 beta) and the staged one's five passes; small messages
+        // stay staged (one flag phase, no system call).
+        let d = Params::DEFAULT.over_cma();
+        for n in [32 << 10, 128 << 10, 512 << 10, 2 << 20, 8 << 20] {
+            assert_eq!(choose_with(&d, Coll::Reduce, n, 2), Algo::ReduceRootRead, "{n}");
+        }
+        for n in [8, 512, 4096] {
+            assert_eq!(choose_with(&d, Coll::Reduce, n, 2), Algo::ReduceStaged, "{n}");
+        }
+        // Even with the write priced like a read (the same bytes and passes as the
+        // root's read at 2 ranks), the root's one call per MiB beats the partitioned
+        // reduce's two per 32 KiB.
+        assert_eq!(choose_with(&Params::DEFAULT, Coll::Reduce, 1 << 20, 2), Algo::ReduceRootRead);
+        // From 3 ranks on the root's (p - 1) n serial reads lose to p - 1 concurrent
+        // reads of n / p per rank, on every machine, with the paper's Table IV
+        // parameters too (and the node size of full subscription).
+        let mut machines: Vec<(&str, Params, usize)> = vec![("default", Params::DEFAULT, 64)];
+        machines.extend(papers());
+        for (name, params, full) in machines {
+            for params in [params, params.over_cma()] {
+                for p in [3, 4, 5, 8, 16, full] {
+                    for n in (0..=24).map(|s| 1usize << s) {
+                        let a = choose_with(&params, Coll::Reduce, n, p);
+                        assert_ne!(a, Algo::ReduceRootRead, "{name}, {p} ranks, {n} B");
+                        if n >= 64 << 10 {
+                            assert_eq!(a, Algo::ReducePartitioned, "{name}, {p} ranks, {n} B");
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_papers_machines_throttle_as_the_paper_found() {

@@ -83,6 +83,7 @@ const CASES: &[(&str, Case)] = &[
     ("alltoall staged", |c, me| alltoall(c, me, AlltoallAlgorithm::Staged)),
     ("reduce partitioned", |c, me| reduce(c, me, Some(2), ReduceAlgorithm::Partitioned)),
     ("reduce staged", |c, me| reduce(c, me, Some(2), ReduceAlgorithm::Staged)),
+    ("reduce root-read", |c, me| reduce(c, me, Some(2), ReduceAlgorithm::RootRead)),
     ("allreduce partitioned", |c, me| reduce(c, me, None, ReduceAlgorithm::Partitioned)),
     ("allreduce staged", |c, me| reduce(c, me, None, ReduceAlgorithm::Staged)),
     ("scan", scan),
@@ -114,7 +115,7 @@ const CASES: &[(&str, Case)] = &[
 /// while it could still write (the memory may be freed by then): it fences it (kills it
 /// and awaits the kernel's word that it exited, `Round::fence`) and returns
 /// `Error::Fenced`. So at least one survivor of each of these cases reports `Fenced`.
-const FIRST_WRITE: usize = 29;
+const FIRST_WRITE: usize = 30;
 
 /// Rank `me`'s `n` input words.
 fn words(n: usize, me: i32) -> Vec<u64> {

@@ -144,20 +144,25 @@ fn reduce<T: Sample>(
 
     let root = (seed % p as u64) as i32;
     let mut send = buffer::<T>(comm, source, n, |i| send_vals[i]);
+    for algo in [ReduceAlgorithm::Partitioned, ReduceAlgorithm::RootRead] {
+        if me == root {
+            let mut recv = buffer::<T>(comm, source, n, |_| T::zeroed());
+            comm.reduce_with(&send.all()[..n], Some(&mut recv.all()[..n]), root, op, algo).unwrap();
+            assert!(recv.all()[..n] == oracle[..], "{} {algo}", what("reduce"));
+            assert!(guard_intact(&mut *recv, n));
+        } else {
+            comm.reduce_with(&send.all()[..n], None, root, op, algo).unwrap();
+        }
+    }
+    // In place at the root (`Auto`: the root's reads of its peers' mapped inputs where
+    // `ZCOLL_REDUCE_ALGORITHM` says `root-read`).
     if me == root {
-        let mut recv = buffer::<T>(comm, source, n, |_| T::zeroed());
-        comm.reduce_with(
-            &send.all()[..n],
-            Some(&mut recv.all()[..n]),
-            root,
-            op,
-            ReduceAlgorithm::Partitioned,
-        )
-        .unwrap();
-        assert!(recv.all()[..n] == oracle[..], "{}", what("reduce"));
-        assert!(guard_intact(&mut *recv, n));
+        let mut buf = buffer::<T>(comm, source, n, |i| send_vals[i]);
+        comm.reduce_in_place_root(&mut buf.all()[..n], root, op).unwrap();
+        assert!(buf.all()[..n] == oracle[..], "{} rank {me}", what("reduce in place"));
+        assert!(guard_intact(&mut *buf, n));
     } else {
-        comm.reduce_with(&send.all()[..n], None, root, op, ReduceAlgorithm::Partitioned).unwrap();
+        comm.reduce_into(&send.all()[..n], root, op).unwrap();
     }
 }
 
@@ -559,6 +564,13 @@ fn every_collective_through_the_heap(world: &SimpleCommunicator, comm: &Comm) {
             .unwrap_or_else(|e| panic!("reduce {algo}: {e}"));
         assert!(me != 0 || out[..] == want[..], "reduce {algo}");
     }
+    // The root's reads of mapped inputs: loads, no CMA.
+    let send = filled(pu * b, &|i| val(meu, i));
+    let mut out = alloc(pu * b);
+    let algo = ReduceAlgorithm::RootRead;
+    comm.reduce_with(&send, (me == 0).then_some(&mut out[..]), 0, Builtin::Sum, algo)
+        .unwrap_or_else(|e| panic!("reduce {algo}: {e}"));
+    assert!(me != 0 || out[..] == want[..], "reduce {algo}");
     check_traffic("reduce", before);
 }
 

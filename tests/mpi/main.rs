@@ -272,6 +272,20 @@ at! {
     reduce_vnodes_np6_k4: 6, "reduce", ["ZCOLL_NODE_SIZE" => "4"];
     reduce_vnodes_np6_k2: 6, "reduce", ["ZCOLL_NODE_SIZE" => "2"];
     reduce_vnodes_np4_k1: 4, "reduce", ["ZCOLL_NODE_SIZE" => "1"];
+    // The root's reads as what `Auto` means for a reduce (in place, the user operators,
+    // every size above), and the allreduce refusing them.
+    reduce_root_read_np2: 2, "reduce", ["ZCOLL_REDUCE_ALGORITHM" => "root-read"];
+    reduce_root_read_np3: 3, "reduce", ["ZCOLL_REDUCE_ALGORITHM" => "root-read"];
+    reduce_root_read_np5: 5, "reduce", ["ZCOLL_REDUCE_ALGORITHM" => "root-read"];
+    reduce_root_read_np8: 8, "reduce", ["ZCOLL_REDUCE_ALGORITHM" => "root-read"];
+    reduce_root_read_vnodes_np6_k3: 6, "reduce", ["ZCOLL_NODE_SIZE" => "3", "ZCOLL_REDUCE_ALGORITHM" => "root-read"];
+    // This binary's large `Vec`s lie in the shared heap (its global allocator), which the
+    // jobs above reach with loads: these copy with CMA, the mebibyte chunks included.
+    reduce_root_read_cma_np2: 2, "reduce", ["ZCOLL_TRANSPORT" => "cma", "ZCOLL_EXPECT_TRANSPORT" => "cma", "ZCOLL_REDUCE_ALGORITHM" => "root-read"];
+    reduce_root_read_cma_np3: 3, "reduce", ["ZCOLL_TRANSPORT" => "cma", "ZCOLL_EXPECT_TRANSPORT" => "cma", "ZCOLL_REDUCE_ALGORITHM" => "root-read"];
+    reduce_cma_np2: 2, "reduce", ["ZCOLL_TRANSPORT" => "cma", "ZCOLL_EXPECT_TRANSPORT" => "cma"];
+    random_root_read_np3: 3, "random", ["ZCOLL_REDUCE_ALGORITHM" => "root-read"];
+    random_root_read_np5: 5, "random", ["ZCOLL_REDUCE_ALGORITHM" => "root-read"];
     direct_bcast_vnodes_np4_k1: 4, "bcast", ["ZCOLL_NODE_SIZE" => "1"];
     direct_barrier_vnodes_np4_k1: 4, "barrier", ["ZCOLL_NODE_SIZE" => "1"];
     direct_errors_vnodes_np4_k1: 4, "errors", ["ZCOLL_NODE_SIZE" => "1"];
@@ -398,6 +412,8 @@ at! {
     heap_reduce_xpmem_np3: 3, "reduce", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem"];
     heap_reduce_xpmem_np5: 5, "reduce", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem"];
     heap_reduce_xpmem_np8: 8, "reduce", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem"];
+    heap_root_read_np3: 3, "heap", ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_EXPECT_TRANSPORT" => "heap", "ZCOLL_REDUCE_ALGORITHM" => "root-read"];
+    heap_root_read_xpmem_np2: 2, "heap", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem", "ZCOLL_EXPECT_TRANSPORT" => "xpmem", "ZCOLL_REDUCE_ALGORITHM" => "root-read"];
     heap_bcast_xpmem_np3: 3, "bcast", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem"];
     pap_np1: 1, "pap", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];
     pap_np2: 2, "pap", ["ZCOLL_EXPECT_TRANSPORT" => "cma"];

@@ -34,8 +34,14 @@ pub(crate) fn mat_of(rank: i32, i: usize) -> Mat2 {
     Mat2 { m: [1 + (r + i) % 3, r - i % 5, (i * 7 + r) % 4, 1 + r * 2 - i % 3] }
 }
 
+/// The algorithms of an allreduce: all but `RootRead`, a reduce's only.
 fn algorithms() -> [ReduceAlgorithm; 3] {
     [ReduceAlgorithm::Auto, ReduceAlgorithm::Partitioned, ReduceAlgorithm::Staged]
+}
+
+/// The algorithms of a reduce to a root: `Auto` and every one that moves data.
+fn reduce_algorithms() -> impl Iterator<Item = ReduceAlgorithm> {
+    std::iter::once(ReduceAlgorithm::Auto).chain(ReduceAlgorithm::ALL)
 }
 
 /// Values for rank `r`, element `i`, of a type built from an `i64`.
@@ -115,7 +121,7 @@ fn check_reduce<T: Sample + zcoll::op::Reducible>(
     agree(&inplace, "allreduce in place");
 
     let root = (seed % p as u64) as i32;
-    for algo in algorithms() {
+    for algo in reduce_algorithms() {
         if me == root {
             let mut recv = vec![T::zeroed(); n];
             comm.reduce_with(&send, Some(&mut recv), root, op, algo).unwrap();
@@ -207,6 +213,21 @@ pub(crate) fn reduce(world: &SimpleCommunicator, comm: &Comm) {
             comm.all_reduce_into_with(&send, &mut recv, &matmul, algo).unwrap();
             assert_eq!(recv, expect, "user operator {algo} n={n}");
         }
+        // The reduce to every root, with every algorithm and in place (rank order
+        // whichever rank the root is: its own input is not folded first).
+        for root in 0..p {
+            for algo in reduce_algorithms() {
+                let mut recv = vec![Mat2 { m: [0; 4] }; if me == root { n } else { 0 }];
+                comm.reduce_with(&send, (me == root).then_some(&mut recv[..]), root, &matmul, algo).unwrap();
+                assert!(me != root || recv == expect, "user operator reduce {algo} to {root} n={n}");
+            }
+            let mut buf = send.clone();
+            match me == root {
+                true => comm.reduce_in_place_root(&mut buf, root, &matmul).unwrap(),
+                false => comm.reduce_into(&send, root, &matmul).unwrap(),
+            }
+            assert!(me != root || buf == expect, "user operator reduce in place to {root} n={n}");
+        }
     }
 
     ported_from_rsmpi(world, comm);
@@ -215,6 +236,25 @@ pub(crate) fn reduce(world: &SimpleCommunicator, comm: &Comm) {
     // Bad input: the same error on every rank, buffers untouched.
     let send = vec![1.5f64; 100];
     let mut recv = vec![0.0f64; 100];
+    // `RootRead` reduces to a root only: an allreduce refuses it on every rank where the
+    // node's algorithm runs (with one rank per node, MPI's allreduce runs whatever the
+    // algorithm; on a `cico` node every algorithm runs staged).
+    if comm.info().transport == zcoll::TransportKind::Cico {
+        comm.all_reduce_into_with(&send, &mut recv, Builtin::Sum, ReduceAlgorithm::RootRead).unwrap();
+        assert!(recv.iter().all(|&x| x == 1.5 * p as f64), "root-read on cico runs staged");
+        recv.fill(0.0);
+    } else if comm.info().inter_node != InterNode::DirectMpi {
+        let e =
+            comm.all_reduce_into_with(&send, &mut recv, Builtin::Sum, ReduceAlgorithm::RootRead).unwrap_err();
+        assert!(
+            matches!(e, Error::Unsupported { .. } | Error::PeerFailed { .. } | Error::PreviousFailed { .. }),
+            "{e}"
+        );
+        if comm.info().inter_node == InterNode::OneNode {
+            assert!(matches!(e, Error::Unsupported { rank, .. } if rank == me), "{e}");
+        }
+        assert!(recv.iter().all(|&x| x == 0.0), "a refused allreduce wrote its output");
+    }
     let e = comm.all_reduce_into(&send, &mut recv, Builtin::BitXor).unwrap_err();
     assert!(matches!(e, Error::Unsupported { rank, .. } if rank == me), "{e}");
     if p > 1 {
@@ -345,6 +385,13 @@ fn check_user<T: Pod + PartialEq + std::fmt::Debug>(
         if me == root {
             assert!(out == expect, "reduce of {what} n={n} {algo}");
         }
+    }
+    if !algorithms().contains(&ReduceAlgorithm::RootRead) {
+        let root = p - 1;
+        let mut out = vec![T::zeroed(); n];
+        let algo = ReduceAlgorithm::RootRead;
+        comm.reduce_with(&send, (me == root).then_some(&mut out[..]), root, op, algo).unwrap();
+        assert!(me != root || out == expect, "reduce of {what} n={n} {algo}");
     }
     let mut inplace = send.clone();
     comm.all_reduce_in_place(&mut inplace, op).unwrap();

@@ -956,7 +956,8 @@ impl Collective for Allreduce {
     }
 
     fn algorithms(&self) -> Vec<&'static str> {
-        ReduceAlgorithm::ALL.iter().map(|a| a.name()).collect()
+        // `root-read` is a reduce to a root only (an allreduce refuses it).
+        ReduceAlgorithm::ALL.iter().filter(|&&a| a != ReduceAlgorithm::RootRead).map(|a| a.name()).collect()
     }
 
     fn received(&self, _env: Env<'_>, size: usize) -> usize {

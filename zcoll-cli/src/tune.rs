@@ -57,6 +57,7 @@ pub fn model_algo(coll: &str, name: &str) -> Option<Algo> {
         ("allreduce", "staged") => Algo::AllreduceStaged,
         ("reduce", "partitioned") => Algo::ReducePartitioned,
         ("reduce", "staged") => Algo::ReduceStaged,
+        ("reduce", "root-read") => Algo::ReduceRootRead,
         _ => return None,
     })
 }

@@ -280,8 +280,10 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
 /// made the same call; where it picks the staged path of a reduce, gather or alltoall that may still
 /// switch to loads, it publishes its buffers (a shared round) while the named `Staged` is
 /// a private one. Either way every rank must reach the same outcome, with no hang: the
-/// right result, or the same `Mismatch` everywhere and no byte written. Across nodes the
-/// ranks compare what they asked for, so the mix is a `Mismatch` before any byte moves.
+/// right result, or the same `Mismatch` everywhere and no byte written (for a giver that
+/// left a small call before its verdict: `Ok`, then `PreviousFailed` at its next call, as
+/// on every rank). Across nodes the ranks compare what they asked for, so the mix is a
+/// `Mismatch` before any byte moves.
 fn staged_beside_auto(world: &SimpleCommunicator, comm: &Comm) {
     use mpi::collective::CommunicatorCollectives;
     use zcoll::{AlltoallAlgorithm, GatherAlgorithm};
@@ -292,13 +294,21 @@ fn staged_beside_auto(world: &SimpleCommunicator, comm: &Comm) {
     }
     let root = 0;
     // Every rank's outcome alike: `Ok`, or the same mismatch naming the last rank (across
-    // nodes too, where the ranks compare what they asked for before any byte moves).
-    let agreed = |what: &str, e: &zcoll::Result<()>| -> bool {
-        let mine = match e {
-            Ok(()) => 0u8,
-            Err(Error::Mismatch { culprit, what: "algorithm", .. }) if *culprit == last => 1,
-            Err(e) => panic!("{what} on rank {me}: {e}"),
+    // nodes too, where the ranks compare what they asked for before any byte moves). A
+    // rank that only gives may leave a small call before its verdict: it returns `Ok` and
+    // learns of the mismatch at its next call, which then fails on every rank
+    // (`PreviousFailed`); the barrier after each call is that next call.
+    let agreed = |what: &str, e: zcoll::Result<()>| -> bool {
+        let next = comm.barrier();
+        let mine = match (&e, &next) {
+            (Ok(()), Ok(())) => 0u8,
+            (Ok(()), Err(Error::PreviousFailed { .. })) => 1,
+            (Err(Error::Mismatch { culprit, what: "algorithm", .. }), _) if *culprit == last => 1,
+            _ => panic!("{what} on rank {me}: {e:?}, then {next:?}"),
         };
+        if next.is_err() {
+            comm.barrier().unwrap_or_else(|e| panic!("{what} on rank {me}: the call after: {e}"));
+        }
         let mut all = vec![0u8; pu];
         world.all_gather_into(&mine, &mut all[..]);
         assert!(all.iter().all(|&x| x == mine), "{what}: outcomes {all:?}");
@@ -322,7 +332,7 @@ fn staged_beside_auto(world: &SimpleCommunicator, comm: &Comm) {
             true => at.reduce_into_root(&send[..n], &mut oracle[..], SystemOperation::sum()),
             false => at.reduce_into(&send[..n], SystemOperation::sum()),
         }
-        match agreed(&format!("reduce of {n} u32"), &e) {
+        match agreed(&format!("reduce of {n} u32"), e) {
             true => assert!(me != root || recv[..n] == oracle[..], "reduce of {n} u32: differs from rsmpi's"),
             false => assert!(recv.iter().all(|&x| x == 7), "a failed reduce wrote on rank {me}"),
         }
@@ -338,7 +348,7 @@ fn staged_beside_auto(world: &SimpleCommunicator, comm: &Comm) {
             true => at.gather_into_root(&send[..n], &mut oracle[..]),
             false => at.gather_into(&send[..n]),
         }
-        match agreed(&format!("gather of {n} u32"), &e) {
+        match agreed(&format!("gather of {n} u32"), e) {
             true => assert!(me != root || recv[..] == oracle[..], "gather of {n} u32: differs from rsmpi's"),
             false => assert!(recv.iter().all(|&x| x == 7), "a failed gather wrote on rank {me}"),
         }
@@ -347,7 +357,7 @@ fn staged_beside_auto(world: &SimpleCommunicator, comm: &Comm) {
         let algo = if named { AlltoallAlgorithm::Staged } else { AlltoallAlgorithm::Auto };
         let e = comm.all_to_all_into_with(&send[..], &mut recv[..], algo);
         world.all_to_all_into(&send[..], &mut oracle[..]);
-        match agreed(&format!("alltoall of {n} u32 per peer"), &e) {
+        match agreed(&format!("alltoall of {n} u32 per peer"), e) {
             true => assert!(recv[..] == oracle[..], "alltoall of {n} u32: differs from rsmpi's"),
             false => assert!(recv.iter().all(|&x| x == 7), "a failed alltoall wrote on rank {me}"),
         }

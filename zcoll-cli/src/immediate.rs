@@ -5,8 +5,8 @@
 //! Every iteration runs the four implementations in an order drawn anew (the same on
 //! every rank), each after a barrier, on data that changes every step and is checked
 //! after each call. The nonblocking ones are timed from the issue to the end of `wait`.
-//! Up to 8 iterations run in one zcoll scope (its worker thread started once per scope,
-//! untimed, as a program keeps one scope around many calls); since a request borrows its
+//! Up to 8 iterations run in one zcoll scope (as a program keeps one scope around many
+//! calls; its worker thread, if a call starts it, is started once per scope); since a request borrows its
 //! buffers until the scope ends, zcoll's nonblocking calls take one of up to 8 buffer
 //! sets each (256 KiB in all), checked when the scope ends and reused in the next.
 //!

@@ -6,8 +6,9 @@
 //! issues calls with `immediate_*`. Each call is a job in one queue; the jobs run in issue
 //! order, one at a time, so every rank's calls match by order as blocking calls do.
 //! Whoever holds the communicator runs the next job: the scope's worker thread (the
-//! progress engine, where MPI allows it: see [`Progress`]), or the caller inside
-//! [`Request::wait`] when the worker is idle (no thread switch on the latency path).
+//! progress engine, where MPI allows it: see [`Progress`]; started the first time a call
+//! needs it), or the caller inside [`Request::wait`] when the worker is idle or was never
+//! started (no thread switch, and no thread created, on the latency path).
 //!
 //! **Why it is safe.** A request borrows its buffers for `'scope`, which the closure
 //! cannot name beyond its body and cannot shorten: touching a buffer while a call may
@@ -26,7 +27,7 @@ use mpi::Count;
 use std::collections::VecDeque;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 
 /// How the calls of an [`immediate_scope`](Comm::immediate_scope) make progress:
 /// [`Info::progress`](crate::Info::progress), set with `ZCOLL_PROGRESS`.
@@ -48,7 +49,8 @@ pub enum Progress {
     /// A worker thread per scope runs the calls while the caller computes. A call of at
     /// least `wake_bytes` bytes (on this rank) wakes it when issued; a smaller one runs
     /// when the caller tests it (which wakes the worker) or waits for it (the caller runs
-    /// it itself if the worker is idle, saving a thread switch). `ZCOLL_PROGRESS=thread`
+    /// it itself if the worker is idle, saving a thread switch). The worker is started
+    /// the first time it is woken: a scope whose calls all run in `wait` creates none. `ZCOLL_PROGRESS=thread`
     /// or `thread:<bytes>`. By default 65536 where this process may run on more CPUs than
     /// the node has ranks (the worker can run beside the caller), else `usize::MAX`
     /// (never at issue: a worker that shares the caller's core only adds thread switches).
@@ -183,6 +185,22 @@ struct Queue<'scope> {
     kick: bool,
 }
 
+/// Starts a scope's worker thread.
+type Spawn<'scope> = Box<dyn FnOnce() + Send + 'scope>;
+
+/// A scope's worker thread: started the first time a call needs it (a call of at least
+/// `wake_bytes`, or a `test`), so that a scope whose calls all run in `wait` costs no
+/// thread creation, and no thread competes for the caller's core while it computes.
+enum Worker<'scope> {
+    /// Not yet needed.
+    Unstarted(Spawn<'scope>),
+    /// Started: it runs what is left when the scope ends.
+    Running,
+    /// None ([`Progress::Wait`], or the scope ended before one was needed): what is left
+    /// runs on the caller's thread.
+    Absent,
+}
+
 /// The state a scope shares with its worker and its requests.
 pub(crate) struct Engine<'scope> {
     comm: Mutex<&'scope mut Comm>,
@@ -195,9 +213,14 @@ pub(crate) struct Engine<'scope> {
     /// The communicator's rank and size, read without waiting for the worker.
     rank: Rank,
     size: Rank,
-    /// A call's panic, resumed on the caller's thread when the scope ends.
-    panic: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+    /// A call's panic, resumed on the caller's thread when the scope ends (shared with
+    /// the scope, which reads it after the worker has left).
+    panic: Arc<Mutex<Option<Panic>>>,
+    worker: Mutex<Worker<'scope>>,
 }
+
+/// A panic's payload.
+type Panic = Box<dyn std::any::Any + Send>;
 
 /// What a request needs of its engine (a trait object, so that [`Request`] is covariant
 /// in its lifetime and a persistent handle's request can borrow the handle).
@@ -207,7 +230,11 @@ pub(crate) trait Progressing {
 }
 
 impl<'scope> Engine<'scope> {
-    fn new(comm: &'scope mut Comm) -> Engine<'scope> {
+    fn new(
+        comm: &'scope mut Comm,
+        spawn: Option<Spawn<'scope>>,
+        panic: Arc<Mutex<Option<Panic>>>,
+    ) -> Engine<'scope> {
         let mut policy = *comm.node.ctl.policy();
         policy.timeout = None;
         policy.report_after = None;
@@ -221,7 +248,18 @@ impl<'scope> Engine<'scope> {
             progress,
             rank,
             size,
-            panic: Mutex::new(None),
+            panic,
+            worker: Mutex::new(spawn.map_or(Worker::Absent, Worker::Unstarted)),
+        }
+    }
+
+    /// Starts the worker if it is not running yet (and the scope has not ended).
+    fn start(&self) {
+        let mut worker = lock(&self.worker);
+        if let Worker::Unstarted(_) = *worker {
+            if let Worker::Unstarted(spawn) = std::mem::replace(&mut *worker, Worker::Running) {
+                spawn();
+            }
         }
     }
 
@@ -235,6 +273,8 @@ impl<'scope> Engine<'scope> {
             if bytes >= wake_bytes && !q.kick {
                 q.kick = true;
                 self.wake.notify_one();
+                drop(q);
+                self.start();
             }
         }
         slot
@@ -302,10 +342,19 @@ impl<'scope> Engine<'scope> {
         }
     }
 
-    /// Ends the scope: the worker runs what is left and leaves.
-    fn close(&self) {
+    /// Ends the scope: the worker (if it was started; none starts after this) runs what
+    /// is left and leaves. Returns whether it was started.
+    fn close(&self) -> bool {
+        let running = {
+            let mut worker = lock(&self.worker);
+            if !matches!(*worker, Worker::Running) {
+                *worker = Worker::Absent;
+            }
+            matches!(*worker, Worker::Running)
+        };
         lock(&self.queue).closed = true;
         self.wake.notify_all();
+        running
     }
 }
 
@@ -335,6 +384,8 @@ impl Progressing for Engine<'_> {
                 if !q.kick && !q.jobs.is_empty() {
                     q.kick = true;
                     self.wake.notify_one();
+                    drop(q);
+                    self.start();
                 }
             }
         }
@@ -342,14 +393,13 @@ impl Progressing for Engine<'_> {
 }
 
 /// Ends the scope however its closure leaves (a panic too): the worker runs what is left
-/// and leaves, so `std::thread::scope` can join it; with no worker, what is left runs
-/// here.
+/// and leaves, so `std::thread::scope` can join it; with no worker started, what is left
+/// runs here.
 struct CloseOnDrop<'a, 'scope>(&'a Engine<'scope>);
 
 impl Drop for CloseOnDrop<'_, '_> {
     fn drop(&mut self) {
-        self.0.close();
-        if self.0.progress == Progress::Wait {
+        if !self.0.close() {
             self.0.exclusive(|_| ());
         }
     }
@@ -417,17 +467,26 @@ impl Comm {
         F: for<'scope> FnOnce(&Scope<'scope, 'env>) -> R,
     {
         let worker = matches!(self.info.progress, Progress::Thread { .. });
-        let engine = Arc::new(Engine::new(self));
-        let scope = Scope { engine: engine.clone(), _scope: PhantomData, _env: PhantomData };
+        let panic = Arc::new(Mutex::new(None));
         let out = std::thread::scope(|threads| {
-            if worker {
-                let e = engine.clone();
-                threads.spawn(move || e.work());
-            }
+            // The worker starts when a call first needs it (`Engine::start`); it holds the
+            // engine, which holds the means to start it only weakly.
+            let engine = Arc::new_cyclic(|weak: &Weak<Engine<'_>>| {
+                let weak = weak.clone();
+                let spawn = worker.then(|| -> Spawn<'_> {
+                    Box::new(move || {
+                        if let Some(e) = weak.upgrade() {
+                            threads.spawn(move || e.work());
+                        }
+                    })
+                });
+                Engine::new(self, spawn, panic.clone())
+            });
+            let scope = Scope { engine: engine.clone(), _scope: PhantomData, _env: PhantomData };
             let _close = CloseOnDrop(&engine);
             f(&scope)
         });
-        if let Some(payload) = lock(&engine.panic).take() {
+        if let Some(payload) = lock(&panic).take() {
             std::panic::resume_unwind(payload);
         }
         out

@@ -29,6 +29,7 @@ pub(crate) fn run(world: &SimpleCommunicator, multiple: bool) {
         all_at_once(world, &mut comm, n, 10 * k as u64);
     }
     leaked(world, &mut comm);
+    no_worker_for_wait(world, &mut comm);
     bad_call(world, &mut comm);
     any_and_test(world, &mut comm);
     persistent(world, &mut comm);
@@ -197,6 +198,34 @@ fn leaked(world: &SimpleCommunicator, comm: &mut Comm) {
     let mut d = fill(3);
     comm.immediate_scope(|s| std::mem::forget(s.immediate_broadcast_into(&mut d, 0)));
     assert_eq!(d, input(0, n, 80), "a leaked request at the end of the scope");
+}
+
+/// A scope whose calls are small (below `wake_bytes`) and only waited for starts no worker
+/// thread (the caller runs them in `wait`); its results are rsmpi's.
+fn no_worker_for_wait(world: &SimpleCommunicator, comm: &mut Comm) {
+    let me = world.rank();
+    let n = 16;
+    let bytes = n * std::mem::size_of::<u64>();
+    let eager = matches!(comm.info().progress, Progress::Thread { wake_bytes } if wake_bytes <= bytes);
+    let threads = || std::fs::read_dir("/proc/self/task").map(Iterator::count).expect("/proc/self/task");
+    let mine = input(me, n, 61);
+    let mut sum = vec![0u64; n];
+    let mut x = if me == 0 { input(0, n, 62) } else { vec![0; n] };
+    let before = threads();
+    let during = comm
+        .immediate_scope(|s| {
+            s.immediate_all_reduce_into(&mine, &mut sum, Builtin::Sum).wait()?;
+            s.immediate_broadcast_into(&mut x, 0).wait()?;
+            Ok::<_, zcoll::Error>(threads())
+        })
+        .unwrap_or_else(|e| panic!("rank {me}: {e}"));
+    if !eager {
+        assert_eq!(during, before, "rank {me}: a scope of small waited calls started a thread");
+    }
+    let mut want = vec![0; n];
+    world.all_reduce_into(&mine[..], &mut want[..], SystemOperation::sum());
+    assert_eq!(sum, want, "the waited allreduce");
+    assert_eq!(x, input(0, n, 62), "the waited broadcast");
 }
 
 /// A bad call (the last rank's receive buffer one element longer): `Err` from `wait` on

@@ -5,8 +5,8 @@
 //! Every iteration runs the four implementations in an order drawn anew (the same on
 //! every rank), each after a barrier, on data that changes every step and is checked
 //! after each call. The nonblocking ones are timed from the issue to the end of `wait`.
-//! Up to 8 iterations run in one zcoll scope (its worker thread started once per scope,
-//! untimed, as a program keeps one scope around many calls); since a request borrows its
+//! Up to 8 iterations run in one zcoll scope (as a program keeps one scope around many
+//! calls; its worker thread, if a call starts it, is started once per scope); since a request borrows its
 //! buffers until the scope ends, zcoll's nonblocking calls take one of up to 8 buffer
 //! sets each (256 KiB in all), checked when the scope ends and reused in the next.
 //!
@@ -91,7 +91,10 @@ impl Bufs {
     }
 
     /// Step `seq`'s data: the root's broadcast buffer, or every rank's send buffer (its
-    /// rank added to each word), and the expected result.
+    /// rank added to each word), and the expected result. Every other result buffer is
+    /// overwritten with the complement of the expected result: a call that writes nothing
+    /// fails the check, and every implementation finds its buffers just written (as warm
+    /// in the caches as the others', whenever it runs in the iteration's order).
     fn fill(&mut self, world: &SimpleCommunicator, seq: u64) {
         let (me, p) = (world.rank() as u64, world.size() as u64);
         fill_words(&mut self.want, seq);
@@ -99,8 +102,11 @@ impl Bufs {
             self.send.iter_mut().zip(&self.want).for_each(|(s, w)| *s = w.wrapping_add(me));
             let ranks = p * (p - 1) / 2;
             self.want.iter_mut().for_each(|w| *w = w.wrapping_mul(p).wrapping_add(ranks));
-        } else if world.rank() == self.root {
+        }
+        if !self.allreduce && world.rank() == self.root {
             self.recv.copy_from_slice(&self.want);
+        } else {
+            self.recv.iter_mut().zip(&self.want).for_each(|(r, w)| *r = !w);
         }
     }
 
@@ -179,10 +185,11 @@ fn slowest(world: &SimpleCommunicator, times: &[f64]) -> Vec<f64> {
 ///
 /// The iterations run inside zcoll's scopes, each of up to 8 iterations: a request borrows
 /// its buffers until the scope ends, so zcoll's nonblocking calls take a buffer set of a
-/// pool each (reused from scope to scope; at most 256 KiB in all, so that they are as warm
-/// in the caches as the others' one set: one set, and a scope per iteration, from 64 KiB),
-/// filled before the scope and checked after it; the other implementations share one
-/// set, filled and checked around every call.
+/// pool each (reused from scope to scope; at most 256 KiB in all: one set, and a scope per
+/// iteration, from 64 KiB), filled just before its call (as the others' one set is, so
+/// that every implementation finds its buffers equally warm in the caches) and checked
+/// after the scope; the other implementations share one set, filled and checked around
+/// every call.
 #[allow(clippy::too_many_arguments)]
 fn measure(
     world: &SimpleCommunicator,
@@ -203,11 +210,6 @@ fn measure(
     let mut it = 0;
     while it < warmup + iters {
         let n = pool.min(warmup + iters - it);
-        for (set_seq, set) in sets.iter_mut().take(n) {
-            *seq += 1;
-            *set_seq = *seq;
-            set.fill(world, *seq);
-        }
         let first = it;
         comm.immediate_scope(|s| {
             let mut pool = sets.iter_mut();
@@ -215,7 +217,11 @@ fn measure(
                 for &k in &stats::shuffled(imps.len(), stats::mix((size as u64) << 32 ^ it as u64)) {
                     let t = match imps[k] {
                         Imp::Izcoll => {
-                            let (_, set) = pool.next().expect("a buffer set per call");
+                            let (set_seq, set) = pool.next().expect("a buffer set per call");
+                            // Filled now, not before the scope: as warm as the others'.
+                            *seq += 1;
+                            *set_seq = *seq;
+                            set.fill(world, *seq);
                             let (send, recv) = (&set.send, &mut set.recv);
                             world.barrier();
                             let t = Instant::now();

@@ -71,15 +71,12 @@ impl Hierarchy {
         let Net { parent, ctx } = net;
         let n = bufs.input_len();
         let recv = recv_of(&bufs);
-        if self.direct() {
-            self.check_reduction(net, (coll::Kind::Allreduce, claim_word(algorithm)), 0, n, recv, oper)?;
-            if let Some(builtin) = oper.builtin() {
-                return self.all_reduce_mpi(parent, bufs, builtin);
-            }
-        } else if n * std::mem::size_of::<T>() <= CARRY {
+        if !self.direct() && n * std::mem::size_of::<T>() <= CARRY {
             return self.small_reduction(net, bufs, None, oper, algorithm);
-        } else {
-            self.check_reduction(net, (coll::Kind::Allreduce, claim_word(algorithm)), 0, n, recv, oper)?;
+        }
+        self.check_reduction(net, (coll::Kind::Allreduce, claim_word(algorithm)), 0, n, recv, oper)?;
+        if let (true, Some(builtin)) = (self.direct(), oper.builtin()) {
+            return self.all_reduce_mpi(parent, bufs, builtin);
         }
         if self.multi_root(n * std::mem::size_of::<T>(), oper) {
             return self.all_reduce_multi_root(net, bufs, oper, algorithm);
@@ -109,36 +106,20 @@ impl Hierarchy {
         let Net { parent, ctx } = net;
         let n = bufs.input_len();
         let size = std::mem::size_of::<T>();
-        if self.direct() {
-            self.check_reduction(
-                net,
-                (coll::Kind::Reduce, claim_word(algorithm)),
-                root,
-                n,
-                recv_of(&bufs),
-                oper,
-            )?;
-            if let Some(builtin) = oper.builtin() {
-                let at = parent.process_at_rank(root);
-                match bufs {
-                    _ if n == 0 => {}
-                    Bufs::Apart(s, r) => at.reduce_into_root(s, r, builtin.mpi()),
-                    Bufs::InPlace(b) => at.reduce_into_root(&b.to_vec()[..], b, builtin.mpi()),
-                    Bufs::SendOnly(s) => at.reduce_into(s, builtin.mpi()),
-                }
-                return Ok(());
-            }
-        } else if n * size <= CARRY {
+        if !self.direct() && n * size <= CARRY {
             return self.small_reduction(net, bufs, Some(root), oper, algorithm);
-        } else {
-            self.check_reduction(
-                net,
-                (coll::Kind::Reduce, claim_word(algorithm)),
-                root,
-                n,
-                recv_of(&bufs),
-                oper,
-            )?;
+        }
+        let claim = (coll::Kind::Reduce, claim_word(algorithm));
+        self.check_reduction(net, claim, root, n, recv_of(&bufs), oper)?;
+        if let (true, Some(builtin)) = (self.direct(), oper.builtin()) {
+            let at = parent.process_at_rank(root);
+            match bufs {
+                _ if n == 0 => {}
+                Bufs::Apart(s, r) => at.reduce_into_root(s, r, builtin.mpi()),
+                Bufs::InPlace(b) => at.reduce_into_root(&b.to_vec()[..], b, builtin.mpi()),
+                Bufs::SendOnly(s) => at.reduce_into(s, builtin.mpi()),
+            }
+            return Ok(());
         }
         let Stand { root_node, here, leader } = self.stand(ctx, root);
         let loads = ctx.ctl.loads_heaps();

@@ -322,39 +322,11 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
             want,
         );
 
-        if comm.info().nodes > 1 {
-            // Across nodes the ranks compare what they asked for before any byte moves.
-            let (algo, want) = disagreeing_scatter(me, last);
-            case(
-                "scatter algorithm disagreement across nodes",
-                if is_root { pu * n } else { 0 },
-                n,
-                &|s, r| {
-                    if is_root {
-                        comm.scatter_into_root_with(s, r, root, algo)
-                    } else {
-                        comm.scatter_into_with(r, root, algo)
-                    }
-                },
-                want.clone(),
-            );
-            let algo = if me == last { GatherAlgorithm::Staged } else { GatherAlgorithm::Auto };
-            case(
-                "gather algorithm disagreement across nodes",
-                n,
-                if is_root { pu * n } else { 0 },
-                &|s, r| {
-                    if is_root {
-                        comm.gather_into_root_with(s, r, root, algo)
-                    } else {
-                        comm.gather_into_with(s, root, algo)
-                    }
-                },
-                want,
-            );
-        }
-        if single_node_cma {
-            // Ranks choose different algorithms.
+        let across = comm.info().nodes > 1;
+        if single_node_cma || across {
+            // Ranks choose different algorithms (only visible where both can run on one
+            // node; across nodes the ranks compare what they asked for before any byte
+            // moves).
             let (algo, want) = disagreeing_scatter(me, last);
             case(
                 "scatter algorithm disagreement",
@@ -369,6 +341,27 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
                 },
                 want.clone(),
             );
+            // Across nodes a named `Staged` beside `Auto` disagrees too, whatever each
+            // node would resolve `Auto` to.
+            let algo = if me == last { GatherAlgorithm::Staged } else { GatherAlgorithm::Auto };
+            if across {
+                case(
+                    "gather algorithm disagreement across nodes",
+                    n,
+                    if is_root { pu * n } else { 0 },
+                    &|s, r| {
+                        if is_root {
+                            comm.gather_into_root_with(s, r, root, algo)
+                        } else {
+                            comm.gather_into_with(s, root, algo)
+                        }
+                    },
+                    want.clone(),
+                );
+            }
+        }
+        if single_node_cma {
+            let want = Error::Mismatch { rank: me, culprit: last, what: "algorithm" };
             // `Auto` follows the environment: every rank but the last asks for throttled
             // write, so the last one's explicit `Staged` (what `Auto` is for these blocks
             // without the variable) disagrees, and its explicit throttled write agrees.

@@ -221,8 +221,7 @@ pub(crate) fn bcast(
     // Its root leaves at once where it can (the verdict deferred: `Control::leave_staged`);
     // the readers judge the round. A root outside the communicator (which names local
     // rank 0 as `src`) is judged in the call, like every argument a rank can check alone.
-    let valid_root = usize::try_from(root).is_ok_and(|r| r < ctx.ctl.size());
-    if prestaged && valid_root && ctx.ctl.me() == src && ctx.alone() && ctx.ctl.may_leave() {
+    if prestaged && ctx.ctl.me() == src && ctx.may_leave(root) {
         let parts: &[&[u8]] = if inline { &[] } else { &[&*buf] };
         return ctx.ctl.leave_staged(&call, &[], parts);
     }

@@ -200,14 +200,10 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
         // communicator is judged in the call, and so is a leaf that is the root's rank
         // (it called the non-root method: no root would judge the round). The call is
         // private: the staged path of a block this small is never switched.
-        let valid_root = (0..ctx.comm_size).contains(&root);
-        let me = ctx.ctl.me();
         if matches!(bufs, GatherBufs::Leaf { .. })
             && call.op & PRIVATE != 0
-            && valid_root
-            && me != dst
-            && ctx.alone()
-            && ctx.ctl.may_leave()
+            && ctx.ctl.me() != dst
+            && ctx.may_leave(root)
         {
             return ctx.ctl.leave_staged(&call, &[], &[own]);
         }

@@ -53,6 +53,16 @@ impl Ctx<'_> {
     pub(crate) fn alone(&self) -> bool {
         self.comm_size as usize == self.ctl.size()
     }
+
+    /// Whether a rank that only gives in a one-phase private call rooted at `root` may
+    /// leave it before its verdict (`Control::leave_staged`): the root is a rank of the
+    /// communicator (an outside root is judged in the call, like every argument a rank
+    /// can check alone), the communicator is this node alone, and the node allows it
+    /// (`Control::may_leave`). The caller checks the rest: that this rank gives, and
+    /// what else it can judge alone.
+    pub(crate) fn may_leave(&self, root: i32) -> bool {
+        (0..self.comm_size).contains(&root) && self.alone() && self.ctl.may_leave()
+    }
 }
 
 /// Packs a collective, its algorithm and the algorithm's parameter into `Call::op`.

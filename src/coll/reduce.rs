@@ -28,8 +28,7 @@
 //! whole input, chunk by chunk (one CMA read each: 1 MiB where the peer's bytes go
 //! straight into the output, as at two ranks, else 32 KiB through the scratch; 8 KiB
 //! where every input is mapped here), and folds it into its output in rank order; the
-//! other ranks only
-//! publish their input and wait for the root's `done`. It is how Open MPI reduces at
+//! other ranks only publish their input and wait for the root's `done`. It is how Open MPI reduces at
 //! two ranks (one single-copy receive, then the fold), without the temporary buffer:
 //! no byte is written into another process, and no rank copies through the staging
 //! areas. On the root, with `c` the chunk:
@@ -314,15 +313,12 @@ fn reduce_to<T: Pod, O: Operator<T>>(
     // `Control::leave_staged`); the root judges the round. What this rank can check alone
     // (a root outside the communicator, an operator that does not apply) is judged in
     // the call, on every rank, as before.
-    let me = ctx.ctl.me();
-    let valid_root = (0..ctx.comm_size).contains(&root);
     if let Target::Root(dst) = target {
+        let me = ctx.ctl.me();
         if prestaged
             && private != 0
-            && valid_root
             && me != dst
-            && ctx.alone()
-            && ctx.ctl.may_leave()
+            && ctx.may_leave(root)
             && unsupported(ctx, oper, ctx.ctl.rank_of(me)).is_none()
         {
             return ctx.ctl.leave_staged(&call, &[], parts);

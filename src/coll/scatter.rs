@@ -190,12 +190,9 @@ pub(crate) fn scatter(ctx: &Ctx<'_>, call: Rooted<ScatterBufs<'_>>) -> Result<()
         // can check alone, as a root outside the communicator), it leaves at once where it
         // can (the verdict deferred: `Control::leave_staged`), and the leaves judge the
         // round. Its own block is its own copy, made once it has left.
-        let valid_root = (0..ctx.comm_size).contains(&root);
         if root_send.is_some_and(|s| block.checked_mul(size) == Some(s.len()))
-            && valid_root
             && ctx.ctl.me() == src
-            && ctx.alone()
-            && ctx.ctl.may_leave()
+            && ctx.may_leave(root)
         {
             ctx.ctl.leave_staged(&call, &[], &[staged])?;
             if let ScatterBufs::Root { send, recv: Some(recv) } = bufs {

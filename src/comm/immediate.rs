@@ -50,8 +50,8 @@ pub enum Progress {
     /// least `wake_bytes` bytes (on this rank) wakes it when issued; a smaller one runs
     /// when the caller tests it (which wakes the worker) or waits for it (the caller runs
     /// it itself if the worker is idle, saving a thread switch). The worker is started
-    /// the first time it is woken: a scope whose calls all run in `wait` creates none. `ZCOLL_PROGRESS=thread`
-    /// or `thread:<bytes>`. By default 65536 where this process may run on more CPUs than
+    /// the first time it is woken: a scope whose calls all run in `wait` creates none.
+    /// `ZCOLL_PROGRESS=thread` or `thread:<bytes>`. By default 65536 where this process may run on more CPUs than
     /// the node has ranks (the worker can run beside the caller), else `usize::MAX`
     /// (never at issue: a worker that shares the caller's core only adds thread switches).
     /// Chosen on a communicator of one node, whose collectives make no MPI call, and on

@@ -484,10 +484,11 @@ struct RootedCounts {
 
 impl Hierarchy {
     /// The node-level checks of a scatterv or gatherv (`kind`, whose caller asked for
-    /// the algorithm `algo`), over the whole communicator: every rank's claim (its element size `elem`, its own block of `block`
-    /// bytes and, on the root, the length of the partitioned buffer `whole` with its
-    /// `counts` and `displs`) is gathered, the root's partition is broadcast, and every rank
-    /// judges them alike, so the verdict is the same everywhere.
+    /// the algorithm `algo`), over the whole communicator: every rank's claim (its element
+    /// size `elem`, its own block of `block` bytes and, on the root, the length of the
+    /// partitioned buffer `whole` with its `counts` and `displs`) is gathered, the root's
+    /// partition is broadcast, and every rank judges them alike, so the verdict is the same
+    /// everywhere.
     ///
     /// # Errors
     ///

@@ -64,8 +64,9 @@ impl Control {
     /// without waiting for anyone or any verdict (a *deferred* verdict: the readers judge
     /// the round, and this rank learns their verdict at its next call, see
     /// [`Control::learn`]). Several ranks may leave one round (every giver of a reduce);
-    /// each judges it alone at its next call. The record carries `FLAG_LEFT`, so every rank that fails this
-    /// round says so in its next call record, which fails that round on every rank.
+    /// each judges it alone at its next call. The record carries `FLAG_LEFT`, so every
+    /// rank that fails this round says so in its next call record, which fails that round
+    /// on every rank.
     ///
     /// Half `epoch % 2` of its area and its record of that parity are free as in
     /// [`begin_staged`](Control::begin_staged), from what the rank saw of the round
@@ -75,11 +76,11 @@ impl Control {
     /// does on every rank.
     ///
     /// Sound only where every peer judges the round from the records alone and copies
-    /// nothing of this rank's but what it staged or its record carries: a private call, on a node whose arrivals
-    /// are awaited flat (a tree needs every rank to pass its subtree's arrival up), on a
-    /// communicator that is this node alone (two-level calls agree across nodes before
-    /// they return), and on no exposure. The caller checks the first and the last two
-    /// ([`may_leave`](Control::may_leave) the rest).
+    /// nothing of this rank's but what it staged or its record carries: a private call, on
+    /// a node whose arrivals are awaited flat (a tree needs every rank to pass its
+    /// subtree's arrival up), on a communicator that is this node alone (two-level calls
+    /// agree across nodes before they return), and on no exposure. The caller checks the
+    /// first and the last two ([`may_leave`](Control::may_leave) the rest).
     ///
     /// # Errors
     ///

@@ -254,11 +254,14 @@ impl Comm {
     }
 
     /// Any side of a reduce with a chosen algorithm (the same on every rank): `recv` is
-    /// `Some` on the root (`None` for in place), `None` elsewhere.
+    /// `Some` on the root and ignored elsewhere (`None` is usual there). There is no
+    /// in-place form with a chosen algorithm: a root that passes `None` has no output.
     ///
     /// # Errors
     ///
-    /// As [`reduce_into_root`](Self::reduce_into_root).
+    /// As [`reduce_into_root`](Self::reduce_into_root); a root that passes `None` (with a
+    /// non-empty `send`) gets `Error::LengthMismatch` on every rank, as a `recv` of the
+    /// wrong length would.
     pub fn reduce_with<T: Pod, O: Operator<T>>(
         &self,
         send: &[T],

@@ -295,6 +295,24 @@ pub(crate) fn reduce(world: &SimpleCommunicator, comm: &Comm) {
                 || matches!(e, Error::PeerFailed { .. }),
             "{e}"
         );
+        // `reduce_with` has no in-place form: a root passing `None` has no output, a
+        // length error on every rank (at a size whose givers wait for the verdict).
+        out.fill(0);
+        let e = comm
+            .reduce_with(
+                &big,
+                (me != p - 1).then_some(&mut out[..]),
+                p - 1,
+                Builtin::Sum,
+                ReduceAlgorithm::Auto,
+            )
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::LengthMismatch { culprit, found: 0, .. } if culprit == p - 1)
+                || matches!(e, Error::PeerFailed { .. }),
+            "{e}"
+        );
+        assert!(out.iter().all(|&x| x == 0), "a failed reduce wrote its output");
     }
     assert!(recv.iter().all(|&x| x == 0.0), "a failed call wrote its output");
     comm.barrier().unwrap();

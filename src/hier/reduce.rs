@@ -70,7 +70,7 @@ impl Hierarchy {
     ) -> Result<()> {
         let Net { parent, ctx } = net;
         let n = bufs.input_len();
-        let recv = recv_of(&bufs);
+        let recv = recv_of(&bufs, false);
         if !self.direct() && n * std::mem::size_of::<T>() <= CARRY {
             return self.small_reduction(net, bufs, None, oper, algorithm);
         }
@@ -110,7 +110,7 @@ impl Hierarchy {
             return self.small_reduction(net, bufs, Some(root), oper, algorithm);
         }
         let claim = (coll::Kind::Reduce, claim_word(algorithm));
-        self.check_reduction(net, claim, root, n, recv_of(&bufs), oper)?;
+        self.check_reduction(net, claim, root, n, recv_of(&bufs, root == parent.rank()), oper)?;
         if let (true, Some(builtin)) = (self.direct(), oper.builtin()) {
             let at = parent.process_at_rank(root);
             match bufs {
@@ -192,7 +192,8 @@ impl Hierarchy {
         };
         let here = root.is_none_or(|r| self.stand(ctx, r).here);
         let p = ctx.ctl.size();
-        let claim = self.reduction_claim(kind, at, n, recv_of(&bufs), oper, claim_word(algorithm));
+        let is_root = root == Some(parent.rank());
+        let claim = self.reduction_claim(kind, at, n, recv_of(&bufs, is_root), oper, claim_word(algorithm));
         let input: &[u8] = match &bufs {
             Bufs::Apart(s, _) | Bufs::SendOnly(s) => bytemuck::cast_slice::<T, u8>(s),
             Bufs::InPlace(b) => bytemuck::cast_slice::<T, u8>(b),
@@ -540,11 +541,13 @@ fn bufs_out<T>(bufs: Bufs<'_, T>) -> Option<&mut [T]> {
 }
 
 /// The output length (in elements) a rank of a reduction claims: its receive buffer, or
-/// its input in place; `None` for a rank that only sends.
-fn recv_of<T>(bufs: &Bufs<'_, T>) -> Option<usize> {
+/// its input in place; `None` for a rank that only sends, except the root (`is_root`),
+/// which always has an output: one it did not pass is empty, and the checks refuse it
+/// (MPI would abort on a root that calls the sending side).
+fn recv_of<T>(bufs: &Bufs<'_, T>, is_root: bool) -> Option<usize> {
     match bufs {
         Bufs::Apart(_, r) => Some(r.len()),
         Bufs::InPlace(b) => Some(b.len()),
-        Bufs::SendOnly(_) => None,
+        Bufs::SendOnly(_) => is_root.then_some(0),
     }
 }

@@ -237,7 +237,8 @@ pub(crate) type Combine<'f> = &'f mut dyn FnMut(usize, usize, &[u8]) -> Result<(
 impl Round<'_> {
     /// A reduction through the staging areas. Every rank publishes its `len`-byte input,
     /// chunk by chunk, in its own staging area (`fill(offset, dst)` writes the input's
-    /// bytes at `offset` into `dst`, a scratch the size of the chunk); every rank for which
+    /// bytes at `offset` into `dst`, a scratch the size of the chunk; a rank that is the
+    /// only consumer keeps its chunks in the scratch); every rank for which
     /// `consumes(rank)` holds then takes chunk `offset` of every rank, in rank order, and
     /// hands it to `combine(offset, rank, bytes)`. Chunks are at most half a staging area,
     /// cut at element boundaries (`elem` bytes), and double-buffered: a rank refills a
@@ -260,6 +261,9 @@ impl Round<'_> {
         let chunk = (half.min(SCRATCH_HALF) / elem) * elem;
         let area = self.ctl.stage(self.me());
         let consumers: Vec<usize> = (0..self.size()).filter(|&r| consumes(r)).collect();
+        // Where this rank is the only consumer (the root of a reduce), nobody reads its
+        // area: its chunks go straight from `fill` to `combine`.
+        let read_by_peers = consumers.iter().any(|&r| r != self.me());
         let mut scratch = self.ctl.scratch();
         let (taken, mine) = scratch.split_at_mut(SCRATCH_HALF);
         for (c, offset) in (0..len).step_by(chunk.max(1)).enumerate() {
@@ -272,10 +276,12 @@ impl Round<'_> {
                 }
             }
             fill(offset, &mut mine[..n]);
-            // SAFETY: the half lies in our own staging area; every consumer acknowledged
-            // the chunk it held (ack >= c - 1, seen with Acquire), and nobody reads it again
-            // before we publish `step`.
-            unsafe { copy_for_peers(&mine[..n], area.add(at)) };
+            if read_by_peers {
+                // SAFETY: the half lies in our own staging area; every consumer
+                // acknowledged the chunk it held (ack >= c - 1, seen with Acquire), and
+                // nobody reads it again before we publish `step`.
+                unsafe { copy_for_peers(&mine[..n], area.add(at)) };
+            }
             self.post_progress(step);
             if consumes(self.me()) {
                 for r in 0..self.size() {

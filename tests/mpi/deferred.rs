@@ -17,7 +17,9 @@
 //! reducing to its neighbour so that every rank leaves, an operator refused on the
 //! element type, which no rank may leave), bad gathers and bad scatters (a block of
 //! another length, another root, a root's buffer of the wrong size, which a scatter's
-//! root checks alone before leaving), each followed by each kind of next call (the
+//! root checks alone before leaving), and calls in which the ranks give in different
+//! collectives (reduces beside gathers, a scatter's root beside gathers to it, so that
+//! every rank leaves), each followed by each kind of next call (the
 //! above, and a small reduce, gather and scatter, whose givers leave too), checked
 //! rank by rank: a rank returns `Ok` exactly where it gives and passed its own checks. `ZCOLL_EXPECT_LEAVE=1` says the
 //! job must defer (one node, flat arrivals), `0` that it must not (virtual nodes, a tree
@@ -161,7 +163,7 @@ const B: usize = 6;
 type BadGiver = fn(me: i32, p: i32) -> Giver;
 
 /// The bad calls of the givers: mismatched lengths, roots, operations and buffer sizes.
-const GIVERS: [(&str, BadGiver); 13] = [
+const GIVERS: [(&str, BadGiver); 15] = [
     ("reduce: a giver's input is longer", |me, p| Giver::Reduce {
         root: 0,
         len: if me == 1 % p { B + 1 } else { B },
@@ -245,6 +247,15 @@ const GIVERS: [(&str, BadGiver); 13] = [
         block: B,
         whole: B * p as usize + 1,
     }),
+    // Different collectives in one call, each rank a giver of its own: every rank leaves.
+    ("mixed: reduces and gathers, each to the next rank", |me, p| match me % 2 {
+        0 => Giver::Reduce { root: (me + 1) % p, len: B, out: B, max: false, float: false, xor: false },
+        _ => Giver::Gather { root: (me + 1) % p, block: B, whole: B * p as usize },
+    }),
+    ("mixed: rank 0 scatters, the others gather to it", |me, p| match me {
+        0 => Giver::Scatter { root: 0, block: B, whole: B * p as usize },
+        _ => Giver::Gather { root: 0, block: B, whole: B * p as usize },
+    }),
 ];
 
 /// The elements rank `r` gives in call `i`.
@@ -263,7 +274,7 @@ fn givers(world: &SimpleCommunicator, comm: &Comm, expect: Option<&str>) {
             if next == 4 {
                 // Two good calls of the same collective first, whose givers leave them
                 // back to back before the bad one (each judged as the next is left).
-                let kind = match bad(me, p) {
+                let kind = match bad(0, p) {
                     Giver::Reduce { .. } => 5,
                     Giver::Gather { .. } => 6,
                     Giver::Scatter { .. } => 7,

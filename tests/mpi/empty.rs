@@ -2,7 +2,8 @@
 //! is 1, which Open MPI reads as `MPI_IN_PLACE`), on one node, across virtual nodes and
 //! with one rank per node: every call succeeds and writes nothing. The variable-count
 //! collectives also run with some ranks' blocks empty and others not, against values
-//! computed here.
+//! computed here. And every collective that moves elements, fixed and variable counts,
+//! with five elements per block of a record of zero bytes.
 
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -45,6 +46,7 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
     comm.all_reduce_in_place(&mut Vec::<u8>::new(), Builtin::Max)
         .unwrap_or_else(|e| panic!("allreduce in place: {e}"));
     comm.barrier().unwrap();
+    zero_sized(world, comm);
 
     // Variable counts: all empty, then rank r's block r % 2 * 3 bytes long (every other
     // rank's block empty), for every collective of the family.
@@ -92,4 +94,53 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
             .unwrap_or_else(|e| panic!("{}: {e}", what("alltoallv")));
         assert_eq!(recv, all, "{}", what("alltoallv"));
     }
+}
+
+/// A record without fields: zero bytes.
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable, Equivalence)]
+#[repr(C)]
+struct Nothing {}
+
+/// Elements of zero bytes: five per block move nothing, and every call succeeds.
+fn zero_sized(world: &SimpleCommunicator, comm: &Comm) {
+    let (me, p) = (world.rank(), world.size());
+    let n = 5;
+    let block = vec![Nothing {}; n];
+    let mut whole: Vec<Nothing> = vec![Nothing {}; n * p as usize];
+    for root in [0, p - 1] {
+        comm.broadcast_into(&mut vec![Nothing {}; n], root)
+            .unwrap_or_else(|e| panic!("zero-sized bcast: {e}"));
+        match me == root {
+            true => comm.scatter_into_root(&whole, &mut vec![Nothing {}; n], root),
+            false => comm.scatter_into(&mut vec![Nothing {}; n], root),
+        }
+        .unwrap_or_else(|e| panic!("zero-sized scatter: {e}"));
+        match me == root {
+            true => comm.gather_into_root(&block, &mut whole, root),
+            false => comm.gather_into(&block, root),
+        }
+        .unwrap_or_else(|e| panic!("zero-sized gather: {e}"));
+        let counts = vec![n as i32; p as usize];
+        let displs: Vec<i32> = (0..p).map(|r| r * n as i32).collect();
+        match me == root {
+            true => comm.scatter_varcount_into_root(&whole, &counts, &displs, &mut vec![Nothing {}; n], root),
+            false => comm.scatter_varcount_into(&mut vec![Nothing {}; n], root),
+        }
+        .unwrap_or_else(|e| panic!("zero-sized scatterv: {e}"));
+        match me == root {
+            true => comm.gather_varcount_into_root(&block, &mut whole, &counts, &displs, root),
+            false => comm.gather_varcount_into(&block, root),
+        }
+        .unwrap_or_else(|e| panic!("zero-sized gatherv: {e}"));
+    }
+    comm.all_gather_into(&block, &mut whole).unwrap_or_else(|e| panic!("zero-sized allgather: {e}"));
+    let send = whole.clone();
+    comm.all_to_all_into(&send, &mut whole).unwrap_or_else(|e| panic!("zero-sized alltoall: {e}"));
+    let counts = vec![n as i32; p as usize];
+    let displs: Vec<i32> = (0..p).map(|r| r * n as i32).collect();
+    comm.all_gather_varcount_into(&block, &mut whole, &counts, &displs)
+        .unwrap_or_else(|e| panic!("zero-sized allgatherv: {e}"));
+    comm.all_to_all_varcount_into(&send, &counts, &displs, &mut whole, &counts, &displs)
+        .unwrap_or_else(|e| panic!("zero-sized alltoallv: {e}"));
+    comm.barrier().unwrap();
 }

@@ -242,7 +242,8 @@ pub(crate) fn range(parts: &impl Parts, r: usize, elem: usize) -> Range<usize> {
 
 /// Checks one partition of `p` blocks over a buffer of `len` bytes with elements of
 /// `elem` bytes: one entry per rank, nothing negative, every non-empty block inside the
-/// buffer, and (for a receive buffer) no two non-empty blocks overlapping.
+/// buffer (every block, for elements of zero bytes), and (for a receive buffer) no two
+/// non-empty blocks overlapping.
 ///
 /// # Errors
 ///
@@ -261,7 +262,6 @@ pub(crate) fn check_partition(
     if nd != p {
         return Err(Fault::Entries { side, displacements: true, found: nd });
     }
-    let elem = elem.max(1);
     let mut end = 0usize;
     for r in 0..p {
         let (c, d) = parts.block(r);
@@ -272,7 +272,8 @@ pub(crate) fn check_partition(
             end = end.max(d as usize + c as usize);
         }
     }
-    if end.saturating_mul(elem) > len {
+    // Elements of zero bytes touch no byte of any buffer: every block fits.
+    if elem > 0 && end.saturating_mul(elem) > len {
         return Err(Fault::Bounds { side, expected: end, found: len / elem });
     }
     if side == Side::Recv && !ascending(p, parts) {
@@ -574,7 +575,7 @@ mod tests {
             .filter(|&r| counts[r] > 0)
             .map(|r| (displs[r] as u128, displs[r] as u128 + counts[r] as u128))
             .collect();
-        let inside = blocks.iter().all(|&(_, end)| end * elem.max(1) as u128 <= len as u128);
+        let inside = blocks.iter().all(|&(_, end)| end * elem as u128 <= len as u128);
         let apart = |i: usize, j: usize| blocks[i].1 <= blocks[j].0 || blocks[j].1 <= blocks[i].0;
         let disjoint = (0..blocks.len()).all(|i| (0..i).all(|j| apart(i, j)));
         inside && (side == Side::Send || disjoint)

@@ -243,10 +243,15 @@ impl Comm {
     ///
     /// On every rank of `comm`: `Error::Config` for an environment variable zcoll cannot
     /// read, `Error::Segment` if the control segment cannot be created or mapped,
-    /// `Error::Unsupported` if `ZCOLL_TRANSPORT` asks for a transport the node cannot
-    /// use; the ranks of the nodes where nothing failed get `Error::PeerFailed` naming
+    /// `Error::Unsupported` for an intercommunicator, or if `ZCOLL_TRANSPORT` asks for a
+    /// transport the node cannot use; the ranks of the nodes where nothing failed get `Error::PeerFailed` naming
     /// the first rank that failed.
     pub fn new<C: Communicator>(comm: &C) -> Result<Comm> {
+        // An intercommunicator's collectives join two groups; zcoll's run inside one.
+        // Every rank of it sees the same answer, without communicating.
+        if comm.test_inter() {
+            return Err(Error::Unsupported { rank: comm.rank(), what: "an intercommunicator".into() });
+        }
         let parent = comm.duplicate();
         let split = Split::from_env();
         let policy = WaitPolicy::from_env();

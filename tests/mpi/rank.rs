@@ -494,6 +494,41 @@ fn split(world: &SimpleCommunicator, comm: &Comm) {
     assert_eq!((dup.rank(), dup.size()), (comm.rank(), comm.size()));
     check_bcast::<u8>(world, &dup, 4097, 0, BcastAlgorithm::Auto, 12);
     check_bcast::<u8>(world, comm, 4097, 0, BcastAlgorithm::Auto, 13);
+    if world.size() >= 2 {
+        intercommunicator(world, &theirs);
+    }
+}
+
+/// An intercommunicator between the two halves of `split`: refused on every rank, and
+/// nothing else happens (the world's communicator works after).
+fn intercommunicator(world: &SimpleCommunicator, half: &SimpleCommunicator) {
+    use mpi::raw::{AsRaw, FromRaw};
+    let (me, p) = (world.rank(), world.size());
+    // Each half's leader is its rank 0 in `half`: the highest world rank of its parity.
+    let highest = |parity: i32| if (p - 1) % 2 == parity { p - 1 } else { p - 2 };
+    let mut raw = std::mem::MaybeUninit::uninit();
+    // SAFETY: every rank calls it with valid communicators, the other half's leader in
+    // the world, and one tag; it writes the new handle into `raw`.
+    let rc = unsafe {
+        mpi::ffi::MPI_Intercomm_create(
+            half.as_raw(),
+            0,
+            world.as_raw(),
+            highest(1 - me % 2),
+            77,
+            raw.as_mut_ptr(),
+        )
+    };
+    assert_eq!(rc, 0, "MPI_Intercomm_create");
+    // SAFETY: MPI returned an intercommunicator handle in `raw`.
+    let inter = unsafe { mpi::topology::InterCommunicator::from_raw(raw.assume_init()) };
+    match Comm::new(&inter) {
+        Err(Error::Unsupported { rank, what }) => {
+            assert_eq!((rank, what.as_str()), (inter.rank(), "an intercommunicator"))
+        }
+        other => panic!("an intercommunicator gave {:?}", other.map(|_| ())),
+    }
+    world.barrier();
 }
 
 /// A rank panics while it holds an exposure (the program catches the panic): dropping the

@@ -349,9 +349,9 @@ impl Control {
             // Every rank has left `prev` (and so every round before it).
             self.owed.set(0);
             self.left.set(0);
-            let mine = Call::load(&self.slot(self.me).call[parity]);
+            let mine = Call::load_head(&self.slot(self.me).call[parity]);
             let differs = |r: usize| {
-                let c = Call::load(&self.slot(r).call[parity]);
+                let c = Call::load_head(&self.slot(r).call[parity]);
                 (c.op, c.root, c.aux) != (mine.op, mine.root, mine.aux)
             };
             (0..self.size()).any(|r| status(r) != 0 || differs(r))

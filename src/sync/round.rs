@@ -309,6 +309,14 @@ impl<'c> Round<'c> {
         self.ctl.slot(r).call[(self.epoch % 2) as usize][FLAGS].load(Ordering::Relaxed)
     }
 
+    /// Whether local rank `r` left this round right after arriving
+    /// ([`Control::leave_staged`]): it judges nothing, reads nothing of this round and
+    /// posts no step; its record is private (lengths only) and its bytes are what it
+    /// staged.
+    pub(crate) fn left(&self, r: usize) -> bool {
+        self.flags(r) & FLAG_LEFT != 0
+    }
+
     /// Whether every rank reaches local rank `r`'s send buffer (or, with `recv`, its
     /// receive buffer) with loads and stores: the node maps every peer's address space
     /// (XPMEM), or its shared heaps and `r` published the buffer as lying in its heap. The

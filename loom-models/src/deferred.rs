@@ -26,7 +26,10 @@
 //!
 //! 1. a one-phase round in which both take part (`begin_staged`, rank 0 stages in half 1,
 //!    rank 1 copies it out; both leave early);
-//! 2. rank 0 leaves a one-phase round (half 0); rank 1 reads it and succeeds;
+//! 2. rank 0 leaves a one-phase round (half 0) with a private record, where rank 1
+//!    publishes one that is not (a gatherv's leaf and root: the verdict in a round a rank
+//!    left, and `learn`, compare the calls without the private bit); rank 1 reads it and
+//!    succeeds;
 //! 3. rank 0 leaves the next one back to back (half 1 again: `learn` must first wait for
 //!    rank 1's `done` of round 2, hence of round 1, whose copy read that half); rank 1
 //!    reads it, and fails the round (after its copy, as a failed step would);
@@ -67,6 +70,12 @@ pub enum Step {
     OnePhase,
     /// Rank 0 stages its payload and leaves (`Control::leave_staged`).
     Leave,
+    /// Rank 0 leaves as in `Leave`, with a private record, while every other rank
+    /// publishes a record that is not private (a gatherv's leaf leaves, its root publishes
+    /// its buffer): the verdict (`coll::verdict`, in a round a rank left) and `learn`
+    /// compare the calls without the private bit. The readers still leave early when
+    /// they succeed (`Round::leave_early`: the bytes crossed through the staging area).
+    LeaveAmongPublic,
     /// A plain round, not private (`Control::begin`, `Control::end`).
     Plain,
 }
@@ -86,7 +95,7 @@ pub struct Scenario {
 /// in, and rank 1 fails the second it left.
 pub const TWO: Scenario = Scenario {
     ranks: 2,
-    plan: &[Step::OnePhase, Step::Leave, Step::Leave, Step::Leave, Step::Plain],
+    plan: &[Step::OnePhase, Step::LeaveAmongPublic, Step::Leave, Step::Leave, Step::Plain],
     fails: 3,
 };
 
@@ -97,6 +106,9 @@ const OP: usize = 1;
 const SEND_LEN: usize = 2;
 const FLAGS: usize = 3;
 const STATUS: usize = 4;
+
+/// `call::PRIVATE`, a bit of the `op` word.
+const PRIVATE: u64 = 1 << 63;
 
 /// `call::FLAG_LEFT`, `call::FLAG_PREV_FAILED`.
 const FLAG_LEFT: u64 = 8;
@@ -133,11 +145,22 @@ impl Scenario {
         }
     }
 
-    /// The call of round `epoch` (the `op` word; it names its round, so that a record of
-    /// another round is seen to differ): private unless the round is plain.
-    fn op(&self, epoch: u64) -> u64 {
-        let private = self.plan[epoch as usize - 1] != Step::Plain;
+    /// The call rank `me` publishes for round `epoch` (the `op` word; it names its round,
+    /// so that a record of another round is seen to differ): private unless the round is
+    /// plain, or it is a reader's in a round rank 0 leaves among public records.
+    fn op(&self, epoch: u64, me: usize) -> u64 {
+        let private = match self.plan[epoch as usize - 1] {
+            Step::Plain => false,
+            Step::LeaveAmongPublic => me == 0,
+            _ => true,
+        };
         (private as u64) << 63 | epoch << 8 | 2
+    }
+
+    /// Whether a rank's finish of round `epoch` that succeeds posts `done` and leaves
+    /// (a private round's `Round::finish`, or after `Round::leave_early`).
+    fn quiet(&self, epoch: u64) -> bool {
+        self.plan[epoch as usize - 1] != Step::Plain
     }
 }
 
@@ -210,10 +233,11 @@ impl<'n> Control<'n> {
             }
             self.owed = 0;
             self.left = 0;
-            // What every verdict compares first (the model's call is its `op`; `learn`
-            // compares no length: a rooted call's root and leaves publish different ones).
-            let mine = word(self.me, OP);
-            let differs = |r: usize| word(r, OP) != mine;
+            // What every verdict compares first (the model's call is its `op`, without the
+            // private bit; `learn` compares no length: a rooted call's root and leaves
+            // publish different ones).
+            let mine = word(self.me, OP) & !PRIVATE;
+            let differs = |r: usize| word(r, OP) & !PRIVATE != mine;
             (0..self.node.len()).any(|r| word(r, STATUS) != 0 || differs(r))
         } else {
             self.saw_leaver == prev && word(self.me, STATUS) != 0
@@ -245,7 +269,7 @@ impl<'n> Control<'n> {
         let prev = if std::mem::replace(&mut self.prev_failed, false) { FLAG_PREV_FAILED } else { 0 };
         let flags = extra | prev;
         // `Call::store`: Relaxed words.
-        record[OP].store(self.s.op(e), Ordering::Relaxed);
+        record[OP].store(self.s.op(e, self.me), Ordering::Relaxed);
         record[SEND_LEN].store(send_len, Ordering::Relaxed);
         if self.w != Weakening::FlagsAfterStamp {
             record[FLAGS].store(flags, Ordering::Relaxed);
@@ -329,7 +353,7 @@ impl<'n> Control<'n> {
     /// `Round::finish` (a private round that succeeded posts `done` and leaves: the
     /// one-phase rounds), with `Control::end`.
     fn finish(&mut self, e: u64, staged: bool, result: Result<(), Outcome>) -> Result<(), Outcome> {
-        let quiet = self.s.op(e) >> 63 != 0;
+        let quiet = self.s.quiet(e);
         if quiet && result.is_ok() {
             self.post_done(e, false);
             self.owed = e;
@@ -347,15 +371,19 @@ impl<'n> Control<'n> {
 
     /// The verdict (`coll::check`) over every record: each is of this round (else the
     /// model fails: a record not yet written, or already rewritten), and the lengths
-    /// agree (else `LengthMismatch`, which fails the round).
+    /// agree (else `LengthMismatch`, which fails the round). In a round a rank left
+    /// (`FLAG_LEFT`), the calls are compared without the private bit.
     fn judge(&self, e: u64) -> Result<(), Outcome> {
         let mut lengths = Ok(());
+        let parity = (e % 2) as usize;
+        let left = self.node.iter().any(|r| r.call[parity][FLAGS].load(Ordering::Relaxed) & FLAG_LEFT != 0);
+        let mask = if left { !PRIVATE } else { !0 };
         for (r, peer) in self.node.iter().enumerate() {
-            let record = &peer.call[(e % 2) as usize];
-            let got = record[OP].load(Ordering::Relaxed);
+            let record = &peer.call[parity];
+            let got = record[OP].load(Ordering::Relaxed) & mask;
             assert_eq!(
                 got,
-                self.s.op(e),
+                self.s.op(e, self.me) & mask,
                 "rank {} judged rank {r}'s record of another round in round {e}",
                 self.me
             );
@@ -383,7 +411,8 @@ impl<'n> Control<'n> {
                 let verdict = self.judge(e);
                 self.finish(e, false, verdict)
             }),
-            (Step::OnePhase | Step::Leave, _) => self.begin_staged().and_then(|e| {
+            (Step::LeaveAmongPublic, 0) => self.leave_staged(),
+            (Step::OnePhase | Step::Leave | Step::LeaveAmongPublic, _) => self.begin_staged().and_then(|e| {
                 let verdict = self.judge(e).and_then(|()| {
                     if self.me != 0 {
                         self.read_staged(e);
@@ -442,7 +471,10 @@ pub fn run_scenario(s: &'static Scenario, w: Weakening) {
     ));
     // `spin` without pruning: two threads only (see `crate::spin_pruned`).
     assert_eq!(s.ranks, 2);
-    assert!(s.plan[s.fails as usize - 1] == Step::Leave && s.plan.len() as u64 > s.fails + 1);
+    assert!(
+        matches!(s.plan[s.fails as usize - 1], Step::Leave | Step::LeaveAmongPublic)
+            && s.plan.len() as u64 > s.fails + 1
+    );
     let node: Arc<Vec<Rank>> = Arc::new(
         (0..s.ranks)
             .map(|_| Rank {

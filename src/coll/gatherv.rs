@@ -42,7 +42,7 @@ use super::varcount::{
 use super::{op, Ctx, Kind};
 use crate::coll::gather::GatherAlgorithm;
 use crate::error::Result;
-use crate::sync::{Call, Round, Toward};
+use crate::sync::{Call, Round, Toward, PRIVATE};
 use crate::transport::TransportKind;
 use crate::tune::select;
 use mpi::Count;
@@ -129,6 +129,15 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
         }
         _ => &[],
     };
+    // A leaf whose block travels with its arrival only gives: it leaves at once where it
+    // can (the verdict deferred: `Control::leave_staged`), with a private record, and the
+    // root copies its block out of its area whatever the family of the others (see
+    // `root_blocks`). What a leaf can judge alone is judged in the call: a root outside
+    // the communicator, counts that fit no staging area, and a leaf that is the root's
+    // rank (it called the non-root method: no root would judge the round).
+    if !staged.is_empty() && fit && ctx.ctl.me() != dst && ctx.may_leave(root) {
+        return ctx.ctl.leave_staged(&Call { op: call.op | PRIVATE, ..call }, &[], staged);
+    }
     let mut round =
         checked(ctx, call, fit.then_some(&meta[..]), staged, true, |r| judge_round(r, dst, Side::Recv))?;
     let (blocks, moves) = match algorithm {
@@ -167,6 +176,10 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
     round.release_meta();
     match bufs {
         GathervBufs::Root { send, recv, .. } => {
+            // The blocks of the leaves that left, out of their areas (no peer writes there).
+            for r in peers(dst, p).filter(|&r| round.left(r) && !blocks[r].is_empty()) {
+                round.read_staged(r, 0, &mut recv[blocks[r].clone()]);
+            }
             let moved = collect(&round, dst, &blocks, &moves, recv);
             let outcome = round.finish(moved);
             // Our own block last: peers may write into `recv` until the round is over.
@@ -214,7 +227,8 @@ fn collect(
     recv: &mut [u8],
 ) -> Result<()> {
     if moves.by_root {
-        for r in peers(dst, round.size()).filter(|&r| !blocks[r].is_empty()) {
+        // Not the leaves that left: their blocks came out of their areas.
+        for r in peers(dst, round.size()).filter(|&r| !blocks[r].is_empty() && !round.left(r)) {
             round.read_send(r, 0, &mut recv[blocks[r].clone()])?;
         }
     }

@@ -216,7 +216,15 @@ fn verdict(
     rooted: bool,
     lengths: impl Fn(&Round<'_>) -> std::result::Result<(), BadLength>,
 ) -> Result<()> {
-    let call = |r: usize| (round.rank_of(r), round.call(r), round.exposure_of(r));
+    // A rank that left the round published a private record (lengths only) where its
+    // peers may publish buffers (the leaves of a gatherv): in a round some rank left,
+    // the bit says how a rank takes part, not what it calls, and is not compared.
+    let left = (0..round.size()).any(|r| round.left(r));
+    let call = |r: usize| {
+        let c = round.call(r);
+        let op = if left { c.op & !crate::sync::PRIVATE } else { c.op };
+        (round.rank_of(r), Call { op, ..c }, round.exposure_of(r))
+    };
     verdict_of(round.rank_of(round.me()), round.size(), call, ctx.comm_size, rooted, || lengths(round))
 }
 

@@ -98,7 +98,7 @@ impl Round<'_> {
         if self.eager && !self.arrived(r) {
             return Call::default();
         }
-        match self.call(r) {
+        match self.record(r) {
             // A private call publishes no buffer (its addresses are 0): nothing to reach.
             c if c.op & super::PRIVATE != 0 => Call { send_len: 0, recv_len: 0, recv_writable: false, ..c },
             c => c,

@@ -188,21 +188,33 @@ impl Call {
     }
 
     /// The call in `record`, which its author published before a stamp or arrival this
-    /// rank saw with Acquire. A private call's addresses are not even read: they are 0,
-    /// and they lie on a cache line the verdict need not fetch.
+    /// rank saw with Acquire, with its addresses: for the copies, which reach the buffers.
+    /// A private call's addresses are not even read: they are 0.
     pub(super) fn load(record: &[AtomicU64; WORDS]) -> Call {
+        let head = Call::load_head(record);
+        match head.op & PRIVATE {
+            0 => Call {
+                send: record[SEND].load(Ordering::Relaxed) as usize,
+                recv: record[RECV].load(Ordering::Relaxed) as usize,
+                ..head
+            },
+            _ => head,
+        }
+    }
+
+    /// The words of the call in `record` that a verdict reads, all on the stamp's cache
+    /// line, with the addresses as 0: they lie on the record's second line, which only a
+    /// copy needs ([`load`](Call::load)). A verdict that read them would fetch that line
+    /// from the author's cache, one more transfer after the stamp's, in every call that
+    /// publishes buffers, even one whose bytes then cross through the staging areas alone.
+    pub(super) fn load_head(record: &[AtomicU64; WORDS]) -> Call {
         let w = |i: usize| record[i].load(Ordering::Relaxed);
-        let op = w(OP);
-        let (send, recv) = match op & PRIVATE {
-            0 => (w(SEND) as usize, w(RECV) as usize),
-            _ => (0, 0),
-        };
         Call {
-            op,
+            op: w(OP),
             root: w(ROOT) as i64,
-            send,
+            send: 0,
             send_len: w(SEND_LEN) as usize,
-            recv,
+            recv: 0,
             recv_len: w(RECV_LEN) as usize,
             recv_writable: w(FLAGS) & FLAG_WRITABLE != 0,
             aux: w(AUX),
@@ -231,6 +243,7 @@ mod tests {
             let private = op & PRIVATE != 0;
             let expected = if private { Call { send: 0, recv: 0, ..call } } else { call };
             prop_assert_eq!(Call::load(&record), expected);
+            prop_assert_eq!(Call::load_head(&record), Call { send: 0, recv: 0, ..call });
             prop_assert_eq!(record[FLAGS].load(Ordering::Relaxed), flags);
             // The stamp and the status are not the record's to write.
             prop_assert_eq!(record[STAMP].load(Ordering::Relaxed), 0);

@@ -2,7 +2,7 @@
 //! what a private round owes, agree on the end). A round starts in `round.rs`
 //! (`Control::begin`), beside the [`Round`](super::Round) it returns.
 
-use super::call::{Call, Kind, OP, STATUS};
+use super::call::{Call, Kind, OP, PRIVATE, STATUS};
 use super::fence::Births;
 use super::fifo;
 use super::layout::{Line, Slot, MAGIC, PAGE, SCRATCH_HALF};
@@ -318,13 +318,15 @@ impl Control {
     /// - A rank that left the round (`left`) waits for every rank's `done` of it, then
     ///   judges it: it failed if any rank's status says so, or if any rank's call differs
     ///   from this rank's in what every verdict compares first (collective and algorithm,
-    ///   root, `aux`). The second test matters when every rank left: nobody else judged
-    ///   the round. Then the calls differ in those words: in one collective with one root
-    ///   (`root`, and `aux`, its local rank) exactly one rank is the root, and a root that
-    ///   gives (bcast, scatter) leaves while the others stay, or the others give (reduce,
-    ///   gather) and leave while the root stays. Lengths are not compared: a rooted call's
-    ///   root and leaves publish different ones (a scatter root its whole buffer, a leaf
-    ///   nothing), and a leaver the others judged is judged by its status.
+    ///   root, `aux`; not the private bit, which a leaver sets where the others need not:
+    ///   a gatherv's root publishes its buffer). The second test matters when every rank
+    ///   left: nobody else judged the round. Then the calls differ in those words: in one
+    ///   collective with one root (`root`, and `aux`, its local rank) exactly one rank is
+    ///   the root, and a root that gives (bcast, scatter) leaves while the others stay, or
+    ///   the others give (reduce, gather, gatherv) and leave while the root stays.
+    ///   Lengths are not compared: a rooted call's root and leaves publish different ones
+    ///   (a scatter root its whole buffer, a leaf nothing), and a leaver the others judged
+    ///   is judged by its status.
     /// - A rank that took part in the whole round, and saw a rank leave it, failed it if
     ///   its own status says so.
     ///
@@ -349,10 +351,12 @@ impl Control {
             // Every rank has left `prev` (and so every round before it).
             self.owed.set(0);
             self.left.set(0);
-            let mine = Call::load(&self.slot(self.me).call[parity]);
+            let mine = Call::load_head(&self.slot(self.me).call[parity]);
+            // A leaver's record is private where the others' need not be (a gatherv's
+            // root publishes its buffer): the bit is not part of the call.
             let differs = |r: usize| {
-                let c = Call::load(&self.slot(r).call[parity]);
-                (c.op, c.root, c.aux) != (mine.op, mine.root, mine.aux)
+                let c = Call::load_head(&self.slot(r).call[parity]);
+                (c.op & !PRIVATE, c.root, c.aux) != (mine.op & !PRIVATE, mine.root, mine.aux)
             };
             (0..self.size()).any(|r| status(r) != 0 || differs(r))
         } else {

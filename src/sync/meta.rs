@@ -62,13 +62,14 @@ impl Round<'_> {
 
     /// Waits until every other rank has released the metadata of this round, so that this
     /// rank may stage data through its own area; then says so with `ack` step 0 (which
-    /// must come before any other `ack` this rank posts in the round).
+    /// must come before any other `ack` this rank posts in the round). A rank that left
+    /// the round ([`Round::left`]) read nothing of it and is not awaited.
     ///
     /// # Errors
     ///
     /// `PeerDied` or `Timeout`.
     pub(crate) fn reclaim_meta(&self) -> Result<()> {
-        for r in (0..self.size()).filter(|&r| r != self.me()) {
+        for r in (0..self.size()).filter(|&r| r != self.me() && !self.left(r)) {
             self.wait_progress(r, 0)?;
         }
         self.post_ack(0);

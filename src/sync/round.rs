@@ -281,8 +281,15 @@ impl<'c> Round<'c> {
         self.ctl.rank_of(r)
     }
 
-    /// The call local rank `r` published for this round.
+    /// The call local rank `r` published for this round, as the verdict reads it: every
+    /// word but the addresses, which are 0 here ([`Call::load_head`]: one cache line per
+    /// peer); the copies reach the buffers through [`published`](Round::published).
     pub(crate) fn call(&self, r: usize) -> Call {
+        Call::load_head(&self.ctl.slot(r).call[(self.epoch % 2) as usize])
+    }
+
+    /// The call local rank `r` published for this round, with its addresses.
+    pub(super) fn record(&self, r: usize) -> Call {
         Call::load(&self.ctl.slot(r).call[(self.epoch % 2) as usize])
     }
 
@@ -300,6 +307,14 @@ impl<'c> Round<'c> {
     /// The flag word of local rank `r`'s call.
     pub(super) fn flags(&self, r: usize) -> u64 {
         self.ctl.slot(r).call[(self.epoch % 2) as usize][FLAGS].load(Ordering::Relaxed)
+    }
+
+    /// Whether local rank `r` left this round right after arriving
+    /// ([`Control::leave_staged`]): it judges nothing, reads nothing of this round and
+    /// posts no step; its record is private (lengths only) and its bytes are what it
+    /// staged.
+    pub(crate) fn left(&self, r: usize) -> bool {
+        self.flags(r) & FLAG_LEFT != 0
     }
 
     /// Whether every rank reaches local rank `r`'s send buffer (or, with `recv`, its
@@ -548,7 +563,7 @@ impl<'c> Round<'c> {
         let ctl: &'c Control = self.ctl;
         let bufs = (0..self.size())
             .map(|r| {
-                let c = self.call(r);
+                let c = self.record(r);
                 let heap = self.flags(r) & FLAG_SEND_HEAP != 0;
                 // SAFETY: `r` published this range in the round that makes the exposure and
                 // keeps it borrowed for the exposure's life; the registration is only used

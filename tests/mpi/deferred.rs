@@ -17,10 +17,12 @@
 //! reducing to its neighbour so that every rank leaves, an operator refused on the
 //! element type, which no rank may leave), bad gathers and bad scatters (a block of
 //! another length, another root, a root's buffer of the wrong size, which a scatter's
-//! root checks alone before leaving), and calls in which the ranks give in different
+//! root checks alone before leaving), bad gathervs (a leaf's block against the root's
+//! count, another root, the root's counts an entry short or a displacement negative,
+//! every rank rooting at its neighbour), and calls in which the ranks give in different
 //! collectives (reduces beside gathers, a scatter's root beside gathers to it, so that
-//! every rank leaves), each followed by each kind of next call (the
-//! above, and a small reduce, gather and scatter, whose givers leave too), checked
+//! every rank leaves), each followed by each kind of next call (the above, and a small
+//! reduce, gather, scatter and gatherv, whose givers leave too), checked
 //! rank by rank: a rank returns `Ok` exactly where it gives and passed its own checks. `ZCOLL_EXPECT_LEAVE=1` says the
 //! job must defer (one node, flat arrivals), `0` that it must not (virtual nodes, a tree
 //! of arrivals), which the cases assert. The `deferred-drop` scenario drops a
@@ -143,6 +145,9 @@ enum Giver {
     Gather { root: i32, block: usize, whole: usize },
     /// A scatter of `block` `u32`s from `root`, whose buffer holds `whole`.
     Scatter { root: i32, block: usize, whole: usize },
+    /// A gatherv of `block` `u32`s to `root`, whose counts say `B + r` for rank `r`
+    /// (`entries` of them), blocks end to end, the first displacement `first`.
+    Gatherv { root: i32, block: usize, entries: usize, first: i32 },
 }
 
 impl Giver {
@@ -151,7 +156,7 @@ impl Giver {
     fn leaves(&self, me: i32, p: i32) -> bool {
         match *self {
             Giver::Reduce { root, float, xor, .. } => me != root && !(float && xor),
-            Giver::Gather { root, .. } => me != root,
+            Giver::Gather { root, .. } | Giver::Gatherv { root, .. } => me != root,
             Giver::Scatter { root, block, whole } => me == root && whole == block * p as usize,
         }
     }
@@ -163,7 +168,7 @@ const B: usize = 6;
 type BadGiver = fn(me: i32, p: i32) -> Giver;
 
 /// The bad calls of the givers: mismatched lengths, roots, operations and buffer sizes.
-const GIVERS: [(&str, BadGiver); 15] = [
+const GIVERS: [(&str, BadGiver); 20] = [
     ("reduce: a giver's input is longer", |me, p| Giver::Reduce {
         root: 0,
         len: if me == 1 % p { B + 1 } else { B },
@@ -232,6 +237,36 @@ const GIVERS: [(&str, BadGiver); 15] = [
         block: B,
         whole: B * p as usize,
     }),
+    ("gatherv: a leaf's block disagrees with the root's count", |me, p| Giver::Gatherv {
+        root: 0,
+        block: B + me as usize + (me == p - 1) as usize,
+        entries: p as usize,
+        first: 0,
+    }),
+    ("gatherv: a leaf names another root", |me, p| Giver::Gatherv {
+        root: if me == p - 1 { 1 % p } else { 0 },
+        block: B + me as usize,
+        entries: p as usize,
+        first: 0,
+    }),
+    ("gatherv: the root's counts miss an entry", |me, p| Giver::Gatherv {
+        root: 0,
+        block: B + me as usize,
+        entries: p as usize - 1,
+        first: 0,
+    }),
+    ("gatherv: a root's displacement is negative", |me, p| Giver::Gatherv {
+        root: 0,
+        block: B + me as usize,
+        entries: p as usize,
+        first: -1,
+    }),
+    ("gatherv: every rank names its neighbour the root", |me, p| Giver::Gatherv {
+        root: (me + 1) % p,
+        block: B + me as usize,
+        entries: p as usize,
+        first: 0,
+    }),
     ("scatter: a leaf's block is shorter", |me, p| Giver::Scatter {
         root: 0,
         block: if me == p - 1 { B - 1 } else { B },
@@ -263,12 +298,12 @@ fn words(i: usize, r: i32, len: usize) -> Vec<u32> {
     (0..len).map(|j| (i * 131 + j * 17 + r as usize * 1009) as u32).collect()
 }
 
-/// Runs every bad call of [`GIVERS`] with every kind of next call (0 to 7 of
+/// Runs every bad call of [`GIVERS`] with every kind of next call (0 to 8 of
 /// [`next_call`]); `expect` is `ZCOLL_EXPECT_LEAVE`.
 fn givers(world: &SimpleCommunicator, comm: &Comm, expect: Option<&str>) {
     let (me, p) = (world.rank(), world.size());
     for (c, (name, bad)) in GIVERS.iter().enumerate() {
-        for next in 0..8 {
+        for next in 0..9 {
             let what = format!("{name}, then next call {next}");
             let i = 3000 + c * 10 + next;
             if next == 4 {
@@ -278,6 +313,7 @@ fn givers(world: &SimpleCommunicator, comm: &Comm, expect: Option<&str>) {
                     Giver::Reduce { .. } => 5,
                     Giver::Gather { .. } => 6,
                     Giver::Scatter { .. } => 7,
+                    Giver::Gatherv { .. } => 8,
                 };
                 for k in 0..2 {
                     next_call(world, comm, kind, i + 100 + k)
@@ -296,6 +332,7 @@ fn givers(world: &SimpleCommunicator, comm: &Comm, expect: Option<&str>) {
                     Error::LengthMismatch { .. }
                     | Error::Mismatch { .. }
                     | Error::BufferSize { .. }
+                    | Error::InvalidPartition { .. }
                     | Error::InvalidRoot { .. }
                     | Error::Unsupported { .. }
                     | Error::PeerFailed { .. },
@@ -363,6 +400,18 @@ fn bad_giver(comm: &Comm, part: &Giver, i: usize, me: i32, what: &str) -> zcoll:
             assert!(recv.iter().all(|&x| x == 0xEE), "{what}: rank {me}: a bad gather changed a buffer");
             r
         }
+        Giver::Gatherv { root, block, entries, first } => {
+            let send = words(i, me, block);
+            let (counts, displs) = varcounts(entries, first);
+            let whole = counts.iter().map(|&c| c as usize).sum::<usize>();
+            let mut recv = vec![0xEEu32; if me == root { whole } else { 0 }];
+            let r = match me == root {
+                true => comm.gather_varcount_into_root(&send, &mut recv, &counts, &displs, root),
+                false => comm.gather_varcount_into(&send, root),
+            };
+            assert!(recv.iter().all(|&x| x == 0xEE), "{what}: rank {me}: a bad gatherv changed a buffer");
+            r
+        }
         Giver::Scatter { root, block, whole } => {
             let send = words(i, me, if me == root { whole } else { 0 });
             let mut recv = vec![0xEEu32; block];
@@ -386,9 +435,17 @@ fn bad_giver(comm: &Comm, part: &Giver, i: usize, me: i32, what: &str) -> zcoll:
     }
 }
 
+/// The counts `B + r` of ranks `0..entries`, blocks end to end from `first`.
+fn varcounts(entries: usize, first: i32) -> (Vec<mpi::Count>, Vec<mpi::Count>) {
+    let counts: Vec<mpi::Count> = (0..entries).map(|r| (B + r) as mpi::Count).collect();
+    let displs = (0..entries).map(|r| first + counts[..r].iter().sum::<mpi::Count>()).collect();
+    (counts, displs)
+}
+
 /// Call `kind` of the next calls (a barrier, an allreduce, a one-phase broadcast from
 /// rank 1, a broadcast of 1 MiB from rank 0, a one-phase broadcast from rank 0, a small
-/// reduce to rank 0, a small gather to rank 0, a small scatter from the last rank); when
+/// reduce to rank 0, a small gather to rank 0, a small scatter from the last rank, a small
+/// gatherv to rank 0); when
 /// it succeeds, its result is checked.
 fn next_call(world: &SimpleCommunicator, comm: &Comm, kind: usize, i: usize) -> zcoll::Result<()> {
     let (me, p) = (world.rank(), world.size());
@@ -425,6 +482,20 @@ fn next_call(world: &SimpleCommunicator, comm: &Comm, kind: usize, i: usize) -> 
                     assert_eq!(out, want, "gather {i}");
                 }
                 _ => comm.gather_into(&send, 0)?,
+            }
+            Ok(())
+        }
+        8 => {
+            let send = words(i, me, B + me as usize);
+            let (counts, displs) = varcounts(p as usize, 0);
+            match me {
+                0 => {
+                    let mut out = vec![0u32; counts.iter().sum::<mpi::Count>() as usize];
+                    comm.gather_varcount_into_root(&send, &mut out, &counts, &displs, 0)?;
+                    let want: Vec<u32> = (0..p).flat_map(|r| words(i, r, B + r as usize)).collect();
+                    assert_eq!(out, want, "gatherv {i}");
+                }
+                _ => comm.gather_varcount_into(&send, 0)?,
             }
             Ok(())
         }

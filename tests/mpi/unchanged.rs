@@ -27,7 +27,7 @@ fn fails_untouched(
 }
 
 /// [`fails_untouched`] for a call in which the ranks that only give (`gives`: the root
-/// of a broadcast or a scatter, a non-root of a gather or a reduce) may leave a small call
+/// of a broadcast or a scatter, a non-root of a gather, gatherv or reduce) may leave a small call
 /// before its verdict (the deferred verdict) and return `Ok`, their buffer then holding
 /// `holds` (`None`: as it was; a scatter root's own block); every other rank fails with
 /// its buffer untouched, and if a rank left, the next call (a barrier) fails on every rank
@@ -127,9 +127,11 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
             0 => comm.scatter_varcount_into_root(&send, &counts, &displs, r, 0),
             _ => comm.scatter_varcount_into(r, 0),
         });
-        fails_untouched(world, &format!("gatherv {block}"), whole, 0, |r| match me {
-            0 => comm.gather_varcount_into_root(&send[..block], r, &counts, &displs, 0),
-            _ => comm.gather_varcount_into(&send[..block], 0),
+        deferred_fails_untouched(world, comm, &format!("gatherv {block}"), whole, 0, me != 0, None, |r| {
+            match me {
+                0 => comm.gather_varcount_into_root(&send[..block], r, &counts, &displs, 0),
+                _ => comm.gather_varcount_into(&send[..block], 0),
+            }
         });
     }
     comm.barrier().unwrap();

@@ -128,7 +128,9 @@ pub(crate) type Blocks = smallvec::SmallVec<[Range<usize>; 16]>;
 
 /// The blocks of a checked rooted call, as byte ranges in the buffer of its root, local
 /// rank `root`, from the partition the root published; and how the family `family`
-/// picks for them moves them.
+/// picks for the blocks that are still to move moves them: a rank that left the round
+/// ([`Round::left`], a gatherv's leaf) staged its block with its arrival, which the root
+/// copies out whatever the family, so `family` and the moves see it as empty.
 pub(crate) fn root_blocks(
     round: &Round<'_>,
     root: usize,
@@ -138,7 +140,9 @@ pub(crate) fn root_blocks(
     let parts = Published { round, owner: root, at: 0 };
     let elem = Claim::from_call(&round.call(root), |_| (0, 0)).elem;
     let blocks: Blocks = (0..p).map(|r| range(&parts, r, elem)).collect();
-    let moves = Moves::new(family(&blocks), p, root, |r| blocks[r].clone());
+    let moving: Blocks =
+        (0..p).map(|r| if r != root && round.left(r) { 0..0 } else { blocks[r].clone() }).collect();
+    let moves = Moves::new(family(&moving), p, root, |r| moving[r].clone());
     (blocks, moves)
 }
 

@@ -843,6 +843,43 @@ impl Comm {
         recv: &mut [T],
         recv_layouts: &[Layout],
     ) -> Result<()> {
+        self.all_to_all_layouts_into_with(send, send_layouts, recv, recv_layouts, LayoutAlgorithm::Auto)
+    }
+
+    /// [`all_to_all_layouts_into`](Self::all_to_all_layouts_into) with the algorithm
+    /// named: `Direct` copies straight between the layouts on a communicator of one node
+    /// (and packs across nodes, on a `cico` node, or beyond the few hundred ranks whose
+    /// keys fit a rank's metadata words), `Packed` packs.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::{Layout, LayoutAlgorithm, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let (p, me) = (comm.size() as usize, comm.rank() as usize);
+    /// // Element 2 k of `mine` to rank k, which stores rank q's at q.
+    /// let evens: Vec<Layout> = (0..p).map(|k| Layout::indexed(&[1], &[2 * k as isize])).collect::<Result<_, _>>()?;
+    /// let slots: Vec<Layout> = (0..p).map(|q| Layout::indexed(&[1], &[q as isize])).collect::<Result<_, _>>()?;
+    /// let mine: Vec<u32> = (0..2 * p as u32).map(|i| 100 * me as u32 + i).collect();
+    /// let mut got = vec![0u32; p];
+    /// comm.all_to_all_layouts_into_with(&mine, &evens, &mut got, &slots, LayoutAlgorithm::Direct)?;
+    /// assert!((0..p).all(|q| got[q] == (100 * q + 2 * me) as u32));
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`all_to_all_layouts_into`](Self::all_to_all_layouts_into); `Error::Config` if
+    /// `ZCOLL_LAYOUT_ALGORITHM` holds no algorithm's name.
+    pub fn all_to_all_layouts_into_with<T: Pod>(
+        &self,
+        send: &[T],
+        send_layouts: &[Layout],
+        recv: &mut [T],
+        recv_layouts: &[Layout],
+        algorithm: LayoutAlgorithm,
+    ) -> Result<()> {
         let p = self.size() as usize;
         let size = std::mem::size_of::<T>();
         let local = (|| {
@@ -852,7 +889,7 @@ impl Comm {
         })();
         let shape = self.shape_each(&local, Some(send), send_layouts, recv_layouts);
         let (((sc, sd), (rc, rd)), shape) = self.agree_on_layouts(local, shape)?;
-        if self.direct_each(shape)? {
+        if self.direct_each(algorithm, shape)? {
             let bufs = Bufs::Two(bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
             return self.run_direct_each::<T>(Which::Alltoall, (0, 0), bufs, send_layouts, recv_layouts);
         }
@@ -1129,7 +1166,7 @@ impl Comm {
         let one = std::slice::from_ref(send_layout);
         let shape = self.shape_each(&local, Some(send), one, recv_layouts);
         let ((rc, rd), shape) = self.agree_on_layouts(local, shape)?;
-        if self.direct_each(shape)? {
+        if self.direct_each(LayoutAlgorithm::Auto, shape)? {
             let bufs = Bufs::Two(bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
             return self.run_direct_each::<T>(Which::Allgather, (0, 0), bufs, one, recv_layouts);
         }
@@ -1173,7 +1210,7 @@ impl Comm {
         };
         let shape = self.shape_each(&local, src, sends, one);
         let ((sc, sd), shape) = self.agree_on_layouts(local, shape)?;
-        if self.direct_each(shape)? {
+        if self.direct_each(LayoutAlgorithm::Auto, shape)? {
             let bufs = Bufs::Two(bytemuck::cast_slice(src.unwrap_or(&[])), bytemuck::cast_slice_mut(recv));
             let at = (root, self.local_of(root));
             return self.run_direct_each::<T>(Which::Scatter, at, bufs, sends, one);
@@ -1220,7 +1257,7 @@ impl Comm {
         let shape = self.shape_each(&local, Some(send), one, recvs);
         let ((rc, rd), shape) = self.agree_on_layouts(local, shape)?;
         let mut recv = recv;
-        if self.direct_each(shape)? {
+        if self.direct_each(LayoutAlgorithm::Auto, shape)? {
             let mut none = [0u8; 0];
             let dst: &mut [u8] = match &mut recv {
                 Some((b, _)) => bytemuck::cast_slice_mut(b),
@@ -1341,13 +1378,14 @@ impl Comm {
     }
 
     /// Whether a call with a layout per peer, of the agreed `shape`, copies straight
-    /// between the layouts: as [`direct`](Self::direct) says for `Auto` (the cost model, or
-    /// `ZCOLL_LAYOUT_ALGORITHM`), where every rank's keys and byte counts fit the
-    /// metadata words of its arrival (`8 p + 2` words: for up to a few hundred ranks).
-    fn direct_each(&self, shape: Shape) -> Result<bool> {
+    /// between the layouts: as [`direct`](Self::direct) says for `algorithm` (`Auto`: the
+    /// cost model, or `ZCOLL_LAYOUT_ALGORITHM`), where every rank's keys and byte counts
+    /// fit the metadata words of its arrival (`8 p + 2` words: for up to a few hundred
+    /// ranks).
+    fn direct_each(&self, algorithm: LayoutAlgorithm, shape: Shape) -> Result<bool> {
         let p = self.size() as usize;
         let fits = engine::each_words(p, p) <= self.ctx().ctl.meta_words();
-        Ok(fits && self.direct(LayoutAlgorithm::Auto, shape)?)
+        Ok(fits && self.direct(algorithm, shape)?)
     }
 
     /// Makes every rank's verdict on its layouts global: `Ok` everywhere, or on every

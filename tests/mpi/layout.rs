@@ -530,6 +530,16 @@ fn per_peer(world: &SimpleCommunicator, comm: &Comm) {
     }
     mpi_alltoallw(world, &grid, &sl, &mut theirs, &rl);
     assert_eq!(ours, theirs, "faces: differs from MPI's");
+    // Each path named: `Direct` on one node (not on `cico`), else packed.
+    let zero_copy = comm.info().nodes == 1 && comm.info().transport != TransportKind::Cico;
+    for algo in [LayoutAlgorithm::Direct, LayoutAlgorithm::Packed] {
+        let before = comm.traffic();
+        let mut named = vec![0u32; p * n * n];
+        comm.all_to_all_layouts_into_with(&grid, &sl, &mut named, &rl, algo).unwrap();
+        assert_eq!(named, theirs, "faces {algo}: differs from MPI's");
+        let direct = comm.traffic().layout_direct - before.layout_direct;
+        assert_eq!(direct, (zero_copy && algo == LayoutAlgorithm::Direct) as u64, "faces {algo}: path");
+    }
     // Plane k holds rank k's face `me`: check one element independently.
     let f = face(me).flatten();
     assert!((0..p).all(|k| ours[k * n * n] == (1000 * k) as u32 + f[0].0 as u32), "faces: first elements");

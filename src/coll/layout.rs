@@ -23,6 +23,14 @@
 //! is the allgather's reads on the root alone; a scatter, the alltoall's read of the
 //! root's block on every other rank (the root's list shifted by the reader's index).
 //!
+//! **A layout per peer** (the `*_layouts_*` calls, MPI's `*w`: [`Sides::Each`]): a rank
+//! publishes the key and address of one list per peer on the side that has a layout per
+//! rank (one list serving every peer on the other side, none on a side it has no part in),
+//! and the bytes of each receive layout; the verdict compares the bytes of every pair the
+//! data flows between before any byte moves. A reader then copies the peer's list *for
+//! it* (memoized by peer and key as above) into its receive layout for that peer, in the
+//! same pairwise order and through the same `read_scatter`. A pair of no bytes is skipped.
+//!
 //! **Cost** (blocks of `n` bytes, `f_r` fragments on the side read, `f_l` on the side
 //! written, `p` ranks): `T_sync + (p - 1) (alpha + n beta + f_r phi_r + f_l phi_l)` with
 //! CMA, `(p - 1) (n beta + (f_r + f_l) phi_m)` with loads and stores, plus one read of
@@ -261,17 +269,18 @@ impl Memo {
         self.writable.push((layout.clone(), len));
     }
 
-    /// Local rank `r`'s flattened send layout of this round: remembered, or read from `r`
-    /// with the round's transport and checked against its key.
-    fn peer(&mut self, round: &Round<'_>, r: usize) -> Result<Arc<Flat>> {
-        let w = |i| round.meta(r, i);
+    /// Local rank `r`'s flattened send layout of this round whose [`Flat::meta`] words it
+    /// published from word `at`: remembered, or read from `r` with the round's transport
+    /// and checked against its key.
+    fn peer(&mut self, round: &Round<'_>, r: usize, at: usize) -> Result<Arc<Flat>> {
+        let w = |i| round.meta(r, at + i);
         let key = Key { hash: [w(0), w(1)], fragments: w(2), bytes: w(3), extent: w(4) };
         if let Some(f) = self.peers.get(&(r, key)) {
             return Ok(f.clone());
         }
         let len = w(6) as usize;
         let mut bytes = vec![0u8; len];
-        round.read(&round.peer_list(r, 5), r, 0, &mut bytes)?;
+        round.read(&round.peer_list(r, at + 5), r, 0, &mut bytes)?;
         let words =
             bytes.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes"))).collect();
         let flat = Flat::from_words(words, key.extent, false);
@@ -293,7 +302,8 @@ impl Memo {
     }
 }
 
-/// Which layout collective a direct copy serves (the parameter of its `op`).
+/// Which layout collective a direct copy serves (the parameter of its `op`, with
+/// [`Sides::Each`] in the bit above).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Which {
     Alltoall = 0,
@@ -309,28 +319,98 @@ pub(crate) enum Bufs<'a> {
     One(&'a mut [u8]),
 }
 
-/// The direct copy of a layout collective inside one node. `send` and `recv` are this
-/// rank's flattened layouts (one block each), checked against its buffers and agreed on
-/// by every rank of the communicator (a scatter's non-root passes its receive layout as
-/// `send` too: it publishes that block's bytes, and nobody reads its list); `root` is the
-/// root of a rooted call, as a rank of the communicator and as a local rank.
+/// This rank's flattened layouts (checked against its buffers and agreed on by every
+/// rank of the communicator).
+#[derive(Clone, Copy)]
+pub(crate) enum Sides<'a> {
+    /// One layout a side, block `k` shifted by `k` extents (the calls with one layout per
+    /// side). A scatter's non-root passes its receive layout as `send` too: it publishes
+    /// that block's bytes, and nobody reads its list.
+    Shifted { send: &'a Flat, recv: &'a Flat },
+    /// A layout per peer (the `*_layouts_*` calls, MPI's `*w`): `send[k]` for rank `k`,
+    /// `recv[k]` from rank `k`; a side of one layout serves every peer (a gather's send
+    /// side, a scatter's receive side), and a side this rank has no part in is empty (a
+    /// scatter's non-root sends nothing, a gather's non-root receives nothing).
+    Each { send: &'a [Arc<Flat>], recv: &'a [Arc<Flat>] },
+}
+
+/// The layout of `side` for rank `k`: its own, or the one that serves every rank.
+fn entry(side: &[Arc<Flat>], k: usize) -> Option<&Flat> {
+    side.get(if side.len() == 1 { 0 } else { k }).map(|f| &**f)
+}
+
+/// The metadata words a call with a layout per peer publishes: the number of send and
+/// receive layouts, the [`Flat::meta`] words of each send layout (its key and where its
+/// list lies), then the bytes of each receive layout.
+fn each_meta(send: &[Arc<Flat>], recv: &[Arc<Flat>]) -> Vec<u64> {
+    let mut words = Vec::with_capacity(each_words(send.len(), recv.len()));
+    words.extend([send.len() as u64, recv.len() as u64]);
+    words.extend(send.iter().flat_map(|f| f.meta()));
+    words.extend(recv.iter().map(|f| f.bytes() as u64));
+    words
+}
+
+/// The number of [`each_meta`] words of `sends` send and `recvs` receive layouts.
+pub(crate) fn each_words(sends: usize, recvs: usize) -> usize {
+    2 + 7 * sends + recvs
+}
+
+/// What local rank `r` published with [`each_meta`]: where its [`Flat::meta`] words for
+/// rank `k` start, and the bytes of its layouts to and from rank `k` (0 where it has
+/// none; counts beyond `p` are taken as none, so a word read never leaves its area).
+struct Published<'r, 'c> {
+    round: &'r Round<'c>,
+}
+
+impl Published<'_, '_> {
+    fn counts(&self, r: usize) -> (usize, usize) {
+        let p = self.round.size() as u64;
+        let n = |i| Some(self.round.meta(r, i)).filter(|&n| n <= p).unwrap_or(0) as usize;
+        (n(0), n(1))
+    }
+
+    /// The word at which `r`'s send layout for `k` starts, if it has one.
+    fn send_at(&self, r: usize, k: usize) -> Option<usize> {
+        let (ns, _) = self.counts(r);
+        let e = if ns == 1 { 0 } else { k };
+        (e < ns).then_some(2 + 7 * e)
+    }
+
+    fn sent(&self, r: usize, k: usize) -> usize {
+        self.send_at(r, k).map_or(0, |at| self.round.meta(r, at + 3) as usize)
+    }
+
+    fn received(&self, r: usize, k: usize) -> usize {
+        let (ns, nr) = self.counts(r);
+        let e = if nr == 1 { 0 } else { k };
+        match e < nr {
+            true => self.round.meta(r, 2 + 7 * ns + e) as usize,
+            false => 0,
+        }
+    }
+}
+
+/// The direct copy of a layout collective inside one node, with this rank's `sides`;
+/// `root` is the root of a rooted call, as a rank of the communicator and as a local rank.
 ///
 /// # Errors
 ///
-/// `LengthMismatch` if ranks' blocks differ in bytes; `Mismatch` if ranks called
-/// different collectives (both on every rank, before any byte moves); a transport error,
-/// a peer's list that does not match its key, or a peer's failure.
+/// `LengthMismatch` if ranks' blocks differ in bytes (with a layout per peer: a rank
+/// whose layout from a peer selects other bytes than the peer's for it, named as the
+/// variable-count collective names it); `Mismatch` if ranks called different collectives
+/// (both on every rank, before any byte moves); a transport error, a peer's list that
+/// does not match its key, or a peer's failure.
 pub(crate) fn direct(
     ctx: &Ctx<'_>,
     memo: &mut Memo,
     which: Which,
     (root, root_local): (i32, usize),
     bufs: Bufs<'_>,
-    send: &Flat,
-    recv: &Flat,
+    sides: Sides<'_>,
 ) -> Result<()> {
     let code = LayoutAlgorithm::Direct.code();
-    let op = op(Kind::Layout, code, which as u32);
+    let each = matches!(sides, Sides::Each { .. });
+    let op = op(Kind::Layout, code, which as u32 | (each as u32) << 3);
     let mine: &[u8] = match &bufs {
         Bufs::Two(s, _) => s,
         Bufs::One(b) => b,
@@ -341,30 +421,52 @@ pub(crate) fn direct(
     let bytes = |round: &Round<'_>, r: usize| round.meta(r, 3) as usize;
     // Every block against the root's (rank 0's where there is no root).
     let first = if rooted && root_local < ctx.ctl.size() { root_local } else { 0 };
-    let lengths = |round: &Round<'_>| {
+    let shifted = |round: &Round<'_>| {
         let expected = bytes(round, first);
         match (0..round.size()).find(|&r| bytes(round, r) != expected) {
             Some(culprit) => Err(BadLength { culprit, expected, found: bytes(round, culprit) }),
             None => Ok(()),
         }
     };
-    let round = check_staged(ctx, call, &send.meta(), &[], rooted, lengths)?;
-    let moved = copies(&round, memo, which, root_local, bufs, send, recv);
+    // Every pair of ranks the data flows between: what the sender's layout for the
+    // receiver selects against the receiver's layout for the sender, the receiver named
+    // (the sender in a gather), as the variable-count collectives name them.
+    let pairs = |round: &Round<'_>| {
+        let (on, p) = (Published { round }, round.size());
+        let flows: Vec<(usize, usize)> = match which {
+            Which::Gather => (0..p).map(|q| (q, first)).collect(),
+            Which::Scatter | Which::Bcast => (0..p).map(|j| (first, j)).collect(),
+            Which::Alltoall | Which::Allgather => (0..p).flat_map(|j| (0..p).map(move |q| (q, j))).collect(),
+        };
+        let bad = |&(q, j): &(usize, usize)| on.sent(q, j) != on.received(j, q);
+        match flows.into_iter().find(bad) {
+            Some((q, j)) if which == Which::Gather => {
+                Err(BadLength { culprit: q, expected: on.received(j, q), found: on.sent(q, j) })
+            }
+            Some((q, j)) => Err(BadLength { culprit: j, expected: on.sent(q, j), found: on.received(j, q) }),
+            None => Ok(()),
+        }
+    };
+    let round = match sides {
+        Sides::Shifted { send, .. } => check_staged(ctx, call, &send.meta(), &[], rooted, shifted)?,
+        Sides::Each { send, recv } => check_staged(ctx, call, &each_meta(send, recv), &[], rooted, pairs)?,
+    };
+    let moved = copies(&round, memo, which, root_local, bufs, sides);
     if moved.is_ok() {
         memo.direct += 1;
     }
     round.finish(moved)
 }
 
-/// The reads of [`direct`], once the verdict is in.
+/// The reads of [`direct`], once the verdict is in: a block of no bytes is skipped (its
+/// peer's list is not even read).
 fn copies(
     round: &Round<'_>,
     memo: &mut Memo,
     which: Which,
     root: usize,
     bufs: Bufs<'_>,
-    send: &Flat,
-    recv: &Flat,
+    sides: Sides<'_>,
 ) -> Result<()> {
     let (p, me) = (round.size(), round.me());
     let (own, dst) = match bufs {
@@ -380,21 +482,47 @@ fn copies(
         _ => (1..p).map(|t| (me + p - t) % p).collect(),
     };
     for r in sources {
-        let theirs = memo.peer(round, r)?;
-        let (remote, local) = match which {
-            Which::Alltoall => (theirs.shifted(me), recv.shifted(r)),
-            Which::Scatter => (theirs.shifted(me), recv.shifted(0)),
-            Which::Allgather | Which::Gather => (theirs.shifted(0), recv.shifted(r)),
-            Which::Bcast => (theirs.shifted(0), recv.shifted(0)),
+        let (remote, local) = match sides {
+            Sides::Shifted { recv, .. } => {
+                let local = match which {
+                    Which::Alltoall | Which::Allgather | Which::Gather => recv.shifted(r),
+                    Which::Scatter | Which::Bcast => recv.shifted(0),
+                };
+                if local.bytes == 0 {
+                    continue;
+                }
+                let theirs = memo.peer(round, r, 0)?;
+                let k = if matches!(which, Which::Alltoall | Which::Scatter) { me } else { 0 };
+                (theirs.shifted(k), local)
+            }
+            Sides::Each { recv, .. } => {
+                let at = Published { round }.send_at(r, me);
+                let (Some(mine), Some(at)) = (entry(recv, r), at) else { continue };
+                if mine.bytes() == 0 {
+                    continue;
+                }
+                (memo.peer(round, r, at)?.shifted(0), mine.shifted(0))
+            }
         };
         round.read_scatter(&round.peer_send(r), r, &remote, dst, &local)?;
     }
     let Some(src) = own else { return Ok(()) };
-    let (from, to) = match which {
-        Which::Alltoall => (send.shifted(me), recv.shifted(me)),
-        Which::Scatter if me == root => (send.shifted(me), recv.shifted(0)),
-        Which::Scatter => return Ok(()),
-        _ => (send.shifted(0), recv.shifted(me)),
+    let (from, to) = match sides {
+        Sides::Shifted { send, recv } => match which {
+            Which::Alltoall => (send.shifted(me), recv.shifted(me)),
+            Which::Scatter if me == root => (send.shifted(me), recv.shifted(0)),
+            Which::Scatter => return Ok(()),
+            _ => (send.shifted(0), recv.shifted(me)),
+        },
+        Sides::Each { send, recv } => {
+            // A gather's non-root receives nothing, a scatter's non-root sends nothing:
+            // then one side is empty.
+            let to = if which == Which::Scatter { entry(recv, 0) } else { entry(recv, me) };
+            match (entry(send, me), to) {
+                (Some(from), Some(to)) => (from.shifted(0), to.shifted(0)),
+                _ => return Ok(()),
+            }
+        }
     };
     copy_local(src, &from, dst, &to)
 }

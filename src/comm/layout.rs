@@ -1,6 +1,7 @@
 //! Collectives over non-contiguous [`Layout`]s: alltoall, allgather, bcast, gather and
 //! scatter; and, with a layout per rank, alltoall, allgather, gather and scatter (the
-//! `*_layouts_*` calls, MPI's `*w`/`*v` with a datatype per block), which always pack.
+//! `*_layouts_*` calls, MPI's `*w`/`*v` with a datatype per block), which take the same
+//! two paths, with one flattened list per peer on the side that has a layout per rank.
 //!
 //! Each takes a buffer with the layout that says which of its elements take part, as
 //! rsmpi's `View`/`MutView` pair a buffer with a datatype and a count; the layout is
@@ -29,7 +30,7 @@
 
 use super::{Comm, Route};
 use crate::alloc::Scratch;
-use crate::coll::layout::{self as engine, Bufs, Flat, LayoutAlgorithm, Shape, Which};
+use crate::coll::layout::{self as engine, Bufs, Flat, LayoutAlgorithm, Shape, Sides, Which};
 use crate::coll::rooted::ROLE;
 use crate::error::{Error, Result};
 use crate::layout::runs::{self, Runs};
@@ -793,10 +794,13 @@ impl Comm {
     /// passes an empty layout (`Layout::contiguous(0)`). The faces of a 3D grid are
     /// subarrays, one per neighbour.
     ///
-    /// Every call packs (each send layout into its part of a scratch buffer, the
-    /// contiguous [`all_to_all_varcount_into`](Self::all_to_all_varcount_into) over
-    /// bytes, and each receive layout unpacked from its part), from the memoized runs of
-    /// the layouts; `LayoutAlgorithm::Direct` is not built for it yet and packs too.
+    /// On a communicator of one node, each rank reads every peer's block for it straight
+    /// into its receive layout for that peer (the peers' flattened layouts memoized, as
+    /// in [`all_to_all_layout_into`](Self::all_to_all_layout_into)); else, or where the
+    /// cost model finds the fragments too small (`ZCOLL_LAYOUT_ALGORITHM` forces a path),
+    /// it packs: each send layout into its part of a scratch buffer, the contiguous
+    /// [`all_to_all_varcount_into`](Self::all_to_all_varcount_into) over bytes, and each
+    /// receive layout unpacked from its part, from the memoized runs of the layouts.
     ///
     /// # Examples
     ///
@@ -839,6 +843,43 @@ impl Comm {
         recv: &mut [T],
         recv_layouts: &[Layout],
     ) -> Result<()> {
+        self.all_to_all_layouts_into_with(send, send_layouts, recv, recv_layouts, LayoutAlgorithm::Auto)
+    }
+
+    /// [`all_to_all_layouts_into`](Self::all_to_all_layouts_into) with the algorithm
+    /// named: `Direct` copies straight between the layouts on a communicator of one node
+    /// (and packs across nodes, on a `cico` node, or beyond the few hundred ranks whose
+    /// keys fit a rank's metadata words), `Packed` packs.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use zcoll::{Layout, LayoutAlgorithm, ZeroCopy};
+    /// # let universe = mpi::initialize().unwrap();
+    /// let comm = universe.world().zero_copy()?;
+    /// let (p, me) = (comm.size() as usize, comm.rank() as usize);
+    /// // Element 2 k of `mine` to rank k, which stores rank q's at q.
+    /// let evens: Vec<Layout> = (0..p).map(|k| Layout::indexed(&[1], &[2 * k as isize])).collect::<Result<_, _>>()?;
+    /// let slots: Vec<Layout> = (0..p).map(|q| Layout::indexed(&[1], &[q as isize])).collect::<Result<_, _>>()?;
+    /// let mine: Vec<u32> = (0..2 * p as u32).map(|i| 100 * me as u32 + i).collect();
+    /// let mut got = vec![0u32; p];
+    /// comm.all_to_all_layouts_into_with(&mine, &evens, &mut got, &slots, LayoutAlgorithm::Direct)?;
+    /// assert!((0..p).all(|q| got[q] == (100 * q + 2 * me) as u32));
+    /// # Ok::<(), zcoll::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`all_to_all_layouts_into`](Self::all_to_all_layouts_into); `Error::Config` if
+    /// `ZCOLL_LAYOUT_ALGORITHM` holds no algorithm's name.
+    pub fn all_to_all_layouts_into_with<T: Pod>(
+        &self,
+        send: &[T],
+        send_layouts: &[Layout],
+        recv: &mut [T],
+        recv_layouts: &[Layout],
+        algorithm: LayoutAlgorithm,
+    ) -> Result<()> {
         let p = self.size() as usize;
         let size = std::mem::size_of::<T>();
         let local = (|| {
@@ -846,7 +887,12 @@ impl Comm {
             let recvs = per_rank(recv_layouts, p, recv.len(), size, 1)?;
             Ok((sends, recvs))
         })();
-        let (((sc, sd), (rc, rd)), _) = self.agree_on_layouts(local, [0; 4])?;
+        let shape = self.shape_each(&local, Some(send), send_layouts, recv_layouts);
+        let (((sc, sd), (rc, rd)), shape) = self.agree_on_layouts(local, shape)?;
+        if self.direct_each(algorithm, shape)? {
+            let bufs = Bufs::Two(bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
+            return self.run_direct_each::<T>(Which::Alltoall, (0, 0), bufs, send_layouts, recv_layouts);
+        }
         let packed =
             self.pack_each(bytemuck::cast_slice(send), &self.flats_each::<T>(send_layouts), &sc, &sd)?;
         let mut got = self.scratch(total(&rc));
@@ -868,8 +914,9 @@ impl Comm {
     /// layout (`Layout::contiguous(0)`). The other ranks call
     /// [`scatter_layouts_into`](Self::scatter_layouts_into).
     ///
-    /// Every call packs, as [`all_to_all_layouts_into`](Self::all_to_all_layouts_into)
-    /// does: the root packs each send layout into its part of a scratch buffer, the
+    /// It takes the paths of [`all_to_all_layouts_into`](Self::all_to_all_layouts_into):
+    /// on one node each rank reads its block straight from the root's send layout for it;
+    /// packed, the root packs each send layout into its part of a scratch buffer, the
     /// contiguous [`scatter_varcount_into_root`](Self::scatter_varcount_into_root) moves
     /// the bytes, and each rank unpacks its block, from the memoized runs of the layouts.
     ///
@@ -968,8 +1015,9 @@ impl Comm {
     /// `recv`; no two may select the same element. The other ranks call
     /// [`gather_layouts_into`](Self::gather_layouts_into).
     ///
-    /// Every call packs, as [`all_to_all_layouts_into`](Self::all_to_all_layouts_into)
-    /// does, through the contiguous
+    /// It takes the paths of [`all_to_all_layouts_into`](Self::all_to_all_layouts_into):
+    /// on one node the root reads every rank's block straight into its receive layout for
+    /// it; packed, through the contiguous
     /// [`gather_varcount_into_root`](Self::gather_varcount_into_root).
     ///
     /// # Examples
@@ -1063,8 +1111,9 @@ impl Comm {
     /// of `recv`; no two may select the same element; ranks may pass different receive
     /// layouts.
     ///
-    /// Every call packs, as [`all_to_all_layouts_into`](Self::all_to_all_layouts_into)
-    /// does, through the contiguous
+    /// It takes the paths of [`all_to_all_layouts_into`](Self::all_to_all_layouts_into):
+    /// on one node every rank reads every rank's block straight into its receive layout
+    /// for it; packed, through the contiguous
     /// [`all_gather_varcount_into`](Self::all_gather_varcount_into).
     ///
     /// # Examples
@@ -1114,7 +1163,13 @@ impl Comm {
             send_layout.check(send.len()).map_err(|e| (0, e))?;
             per_rank(recv_layouts, p, recv.len(), size, 1)
         })();
-        let ((rc, rd), _) = self.agree_on_layouts(local, [0; 4])?;
+        let one = std::slice::from_ref(send_layout);
+        let shape = self.shape_each(&local, Some(send), one, recv_layouts);
+        let ((rc, rd), shape) = self.agree_on_layouts(local, shape)?;
+        if self.direct_each(LayoutAlgorithm::Auto, shape)? {
+            let bufs = Bufs::Two(bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
+            return self.run_direct_each::<T>(Which::Allgather, (0, 0), bufs, one, recv_layouts);
+        }
         let (s, _) = self.flats::<T>(send_layout, send_layout);
         let n = s.bytes();
         let packed = self.pack(bytemuck::cast_slice(send), &s, 0..1, n)?;
@@ -1148,7 +1203,18 @@ impl Comm {
             self.check_writable(recv_layout, recv.len()).map_err(|e| (1, e))?;
             Ok(counts)
         })();
-        let ((sc, sd), _) = self.agree_on_layouts(local, [0; 4])?;
+        let one = std::slice::from_ref(recv_layout);
+        let (src, sends): (Option<&[T]>, &[Layout]) = match send {
+            Some((buf, ls)) => (Some(buf), ls),
+            None => (None, &[]),
+        };
+        let shape = self.shape_each(&local, src, sends, one);
+        let ((sc, sd), shape) = self.agree_on_layouts(local, shape)?;
+        if self.direct_each(LayoutAlgorithm::Auto, shape)? {
+            let bufs = Bufs::Two(bytemuck::cast_slice(src.unwrap_or(&[])), bytemuck::cast_slice_mut(recv));
+            let at = (root, self.local_of(root));
+            return self.run_direct_each::<T>(Which::Scatter, at, bufs, sends, one);
+        }
         let (r, _) = self.flats::<T>(recv_layout, recv_layout);
         let n = r.bytes();
         let mut got = self.scratch(n);
@@ -1186,7 +1252,21 @@ impl Comm {
                 None => Ok((vec![], vec![])),
             }
         })();
-        let ((rc, rd), _) = self.agree_on_layouts(local, [0; 4])?;
+        let one = std::slice::from_ref(send_layout);
+        let recvs: &[Layout] = recv.as_ref().map_or(&[], |r| r.1);
+        let shape = self.shape_each(&local, Some(send), one, recvs);
+        let ((rc, rd), shape) = self.agree_on_layouts(local, shape)?;
+        let mut recv = recv;
+        if self.direct_each(LayoutAlgorithm::Auto, shape)? {
+            let mut none = [0u8; 0];
+            let dst: &mut [u8] = match &mut recv {
+                Some((b, _)) => bytemuck::cast_slice_mut(b),
+                None => &mut none,
+            };
+            let bufs = Bufs::Two(bytemuck::cast_slice(send), dst);
+            let at = (root, self.local_of(root));
+            return self.run_direct_each::<T>(Which::Gather, at, bufs, one, recvs);
+        }
         let (s, _) = self.flats::<T>(send_layout, send_layout);
         let n = s.bytes();
         let packed = self.pack(bytemuck::cast_slice(send), &s, 0..1, n)?;
@@ -1253,7 +1333,59 @@ impl Comm {
         let shared = self.ctx().ctl.loads_heaps();
         let mut memo = self.layouts.borrow_mut();
         let (s, r) = (memo.own(send_layout, size, shared), memo.own(recv_layout, size, shared));
-        engine::direct(&self.ctx(), &mut memo, which, root, bufs, &s, &r)
+        engine::direct(&self.ctx(), &mut memo, which, root, bufs, Sides::Shifted { send: &s, recv: &r })
+    }
+
+    /// The direct copy (`coll::layout::direct`) of `which` with a layout per peer on a side
+    /// (or one that serves every peer, or none where this rank has no part in that side),
+    /// checked and agreed, remembered in the communicator's memo.
+    fn run_direct_each<T: Pod>(
+        &self,
+        which: Which,
+        root: (Rank, usize),
+        bufs: Bufs<'_>,
+        sends: &[Layout],
+        recvs: &[Layout],
+    ) -> Result<()> {
+        let (s, r) = (self.flats_each::<T>(sends), self.flats_each::<T>(recvs));
+        let mut memo = self.layouts.borrow_mut();
+        engine::direct(&self.ctx(), &mut memo, which, root, bufs, Sides::Each { send: &s, recv: &r })
+    }
+
+    /// What a call with a layout per peer weighs for the choice of path, as
+    /// [`shape_of`](Self::shape_of)'s words: the mean bytes and fragments of its non-empty
+    /// blocks (the larger mean of its two sides for the bytes), and 1 if its send buffer is
+    /// not copied with loads and stores; nothing if its layouts failed their checks (they
+    /// are not flattened then) or it sends nothing (a scatter's non-root).
+    fn shape_each<T: Pod, V>(
+        &self,
+        local: &std::result::Result<V, (usize, Error)>,
+        send: Option<&[T]>,
+        sends: &[Layout],
+        recvs: &[Layout],
+    ) -> [u64; 4] {
+        if local.is_err() {
+            return [0; 4];
+        }
+        let (s, r) = (self.flats_each::<T>(sends), self.flats_each::<T>(recvs));
+        let mean = |fs: &[Arc<Flat>], of: fn(&Flat) -> usize| {
+            let full: Vec<&Arc<Flat>> = fs.iter().filter(|f| f.bytes() > 0).collect();
+            (full.iter().map(|f| of(f)).sum::<usize>() / full.len().max(1)) as u64
+        };
+        let far = send.is_some_and(|b| !self.ctx().ctl.reaches_by_loads(bytemuck::cast_slice(b)));
+        let bytes = mean(&s, Flat::bytes).max(mean(&r, Flat::bytes));
+        [bytes, mean(&s, Flat::fragments), mean(&r, Flat::fragments), far as u64]
+    }
+
+    /// Whether a call with a layout per peer, of the agreed `shape`, copies straight
+    /// between the layouts: as [`direct`](Self::direct) says for `algorithm` (`Auto`: the
+    /// cost model, or `ZCOLL_LAYOUT_ALGORITHM`), where every rank's keys and byte counts
+    /// fit the metadata words of its arrival (`8 p + 2` words: for up to a few hundred
+    /// ranks).
+    fn direct_each(&self, algorithm: LayoutAlgorithm, shape: Shape) -> Result<bool> {
+        let p = self.size() as usize;
+        let fits = engine::each_words(p, p) <= self.ctx().ctl.meta_words();
+        Ok(fits && self.direct(algorithm, shape)?)
     }
 
     /// Makes every rank's verdict on its layouts global: `Ok` everywhere, or on every

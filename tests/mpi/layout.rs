@@ -11,14 +11,16 @@
 //!
 //! Rounds take the two paths in turn (`direct`, `packed`, and `auto`); on a communicator of
 //! one node a `direct` call must have copied straight between the layouts
-//! (`Traffic::layout_direct`), and across nodes it packs.
+//! (`Traffic::layout_direct`), and across nodes it packs. The calls with a layout per rank
+//! take no algorithm: the jobs force theirs with `ZCOLL_LAYOUT_ALGORITHM`, and each call
+//! must have taken the path it names ([`took`]).
 
 use crate::common::{mix, words, Rng};
 use mpi::datatype::{MutView, UserDatatype, View};
 use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
-use zcoll::{Comm, Error, Layout, LayoutAlgorithm, TransportKind};
+use zcoll::{Comm, Error, Layout, LayoutAlgorithm, Traffic, TransportKind};
 
 /// The job's seed: `ZCOLL_TEST_SEED`, or a fixed one.
 fn seed() -> u64 {
@@ -385,6 +387,22 @@ fn memoized(world: &SimpleCommunicator, comm: &Comm, zero_copy: bool) {
     }
 }
 
+/// Checks that the `calls` layout calls since `before` each took one path, and, where
+/// `ZCOLL_LAYOUT_ALGORITHM` forces one, that path: `direct` on a communicator of one node
+/// (not on `cico`), else `packed`.
+fn took(comm: &Comm, before: &Traffic, calls: u64, what: &str) {
+    let now = comm.traffic();
+    let (direct, packed) =
+        (now.layout_direct - before.layout_direct, now.layout_packed - before.layout_packed);
+    assert_eq!(direct + packed, calls, "{what}: {direct} direct and {packed} packed calls");
+    let zero_copy = comm.info().nodes == 1 && comm.info().transport != TransportKind::Cico;
+    match std::env::var("ZCOLL_LAYOUT_ALGORITHM").as_deref() {
+        Ok("direct") => assert_eq!(direct, if zero_copy { calls } else { 0 }, "{what}: direct forced"),
+        Ok("packed") => assert_eq!(packed, calls, "{what}: packed forced"),
+        _ => {}
+    }
+}
+
 /// `l` moved `off` elements on (its type map shifted; an indexed layout of one copy of
 /// `l` resized to `off`).
 fn moved(l: &Layout, off: usize) -> Layout {
@@ -433,8 +451,17 @@ fn per_peer(world: &SimpleCommunicator, comm: &Comm) {
     let seed = seed();
     let mut shared = Rng(seed ^ 0xa11);
     for round in 0..12u64 {
+        // Some pairs exchange nothing, some thousands of elements (fragments that cross pages).
         let counts: Vec<Vec<usize>> = (0..p)
-            .map(|_| (0..p).map(|_| if shared.below(5) == 0 { 0 } else { 1 + shared.below(300) }).collect())
+            .map(|_| {
+                (0..p)
+                    .map(|_| match shared.below(6) {
+                        0 => 0,
+                        5 => 1000 + shared.below(2000),
+                        _ => 1 + shared.below(300),
+                    })
+                    .collect()
+            })
             .collect();
         let mut own = Rng(mix(seed ^ (round << 24) ^ 0x77 ^ me as u64));
         let place = |own: &mut Rng, c: usize, at: &mut usize| {
@@ -450,7 +477,27 @@ fn per_peer(world: &SimpleCommunicator, comm: &Comm) {
         let recv0 = words(me as i32, r_at + 1, round + 9000);
         let (mut ours, mut theirs) = (recv0.clone(), recv0.clone());
         let what = format!("per-peer round {round} rank {me}");
-        comm.all_to_all_layouts_into(&send, &sl, &mut ours, &rl).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let before = comm.traffic();
+        // Odd rounds on buffers from `comm.alloc` (loads and stores where peers map heaps).
+        match round % 2 {
+            0 => comm.all_to_all_layouts_into(&send, &sl, &mut ours, &rl),
+            _ => {
+                let mut s = comm.alloc::<u32>(send.len()).unwrap();
+                s.copy_from_slice(&send);
+                let mut r = comm.alloc::<u32>(ours.len()).unwrap();
+                r.copy_from_slice(&ours);
+                let moved = comm.all_to_all_layouts_into(&s, &sl, &mut r, &rl);
+                ours.copy_from_slice(&r);
+                moved
+            }
+        }
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        took(comm, &before, 1, &what);
+        let from_peers = (0..p).any(|k| k != me && counts[k][me] > 0);
+        let direct = comm.traffic().layout_direct > before.layout_direct;
+        if direct && round % 2 == 1 && comm.info().heap && from_peers {
+            assert!(comm.traffic().heap > before.heap, "{what}: no loads and stores on heap buffers");
+        }
         mpi_alltoallw(world, &send, &sl, &mut theirs, &rl);
         assert!(ours == theirs, "{what}: differs from MPI's");
     }
@@ -471,9 +518,28 @@ fn per_peer(world: &SimpleCommunicator, comm: &Comm) {
         (0..p).map(|k| Layout::subarray(&[p, n, n], &[1, n, n], &[k, 0, 0]).unwrap()).collect();
     let grid: Vec<u32> = (0..n * n * n).map(|i| (1000 * me + i) as u32).collect();
     let (mut ours, mut theirs) = (vec![0u32; p * n * n], vec![0u32; p * n * n]);
-    comm.all_to_all_layouts_into(&grid, &sl, &mut ours, &rl).unwrap();
+    // Twice: the second call finds every peer's layouts in the memo and reads no list.
+    for call in 0..2 {
+        let before = comm.traffic();
+        ours.fill(0);
+        comm.all_to_all_layouts_into(&grid, &sl, &mut ours, &rl).unwrap();
+        took(comm, &before, 1, "faces");
+        if call == 1 {
+            assert_eq!(comm.traffic().layout_lists, before.layout_lists, "faces: a list read again");
+        }
+    }
     mpi_alltoallw(world, &grid, &sl, &mut theirs, &rl);
     assert_eq!(ours, theirs, "faces: differs from MPI's");
+    // Each path named: `Direct` on one node (not on `cico`), else packed.
+    let zero_copy = comm.info().nodes == 1 && comm.info().transport != TransportKind::Cico;
+    for algo in [LayoutAlgorithm::Direct, LayoutAlgorithm::Packed] {
+        let before = comm.traffic();
+        let mut named = vec![0u32; p * n * n];
+        comm.all_to_all_layouts_into_with(&grid, &sl, &mut named, &rl, algo).unwrap();
+        assert_eq!(named, theirs, "faces {algo}: differs from MPI's");
+        let direct = comm.traffic().layout_direct - before.layout_direct;
+        assert_eq!(direct, (zero_copy && algo == LayoutAlgorithm::Direct) as u64, "faces {algo}: path");
+    }
     // Plane k holds rank k's face `me`: check one element independently.
     let f = face(me).flatten();
     assert!((0..p).all(|k| ours[k * n * n] == (1000 * k) as u32 + f[0].0 as u32), "faces: first elements");
@@ -498,6 +564,23 @@ fn per_peer(world: &SimpleCommunicator, comm: &Comm) {
             matches!(e, Error::InvalidLayout { culprit: Some(c), which: "receive", .. } if c == last as i32),
             "rank {me}: {e}"
         );
+        // The last rank expects one element less from rank 0 than rank 0 sends it.
+        let mut short = rl.clone();
+        if bad {
+            short[0] = Layout::subarray(&[p, n, n], &[1, n, n - 1], &[0, 0, 0]).unwrap();
+        }
+        let e = comm.all_to_all_layouts_into(&grid, &sl, &mut ours, &short).unwrap_err();
+        assert!(matches!(e, Error::LengthMismatch { .. } | Error::PeerFailed { .. }), "rank {me}: {e}");
+        if std::env::var("ZCOLL_LAYOUT_ALGORITHM").as_deref() == Ok("direct") && comm.info().nodes == 1 {
+            // Judged from the published byte counts before any byte moves: on every rank.
+            let want = Error::LengthMismatch {
+                rank: me as i32,
+                culprit: last as i32,
+                expected: 4 * n * n,
+                found: 4 * n * (n - 1),
+            };
+            assert_eq!(e, want, "alltoallw with a short receive layout: rank {me}");
+        }
     }
     assert_eq!(ours, before, "a failed call changed the receive buffer on rank {me}");
 }
@@ -540,11 +623,13 @@ fn per_rank(world: &SimpleCommunicator, comm: &Comm) {
         let send = words(me as i32, s_at + 1, round + 10_000);
         let recv0 = words(me as i32, r_at + 1, round + 11_000);
         let (mut ours, mut theirs) = (recv0.clone(), recv0.clone());
+        let before = comm.traffic();
         match me == root {
             true => comm.scatter_layouts_into_root(&send, &sl, &mut ours, &rl, root as i32),
             false => comm.scatter_layouts_into(&mut ours, &rl, root as i32),
         }
         .unwrap_or_else(|e| panic!("scatter {what}: {e}"));
+        took(comm, &before, 1, &format!("scatter {what}"));
         let sends = if me == root { sl.clone() } else { nothing.clone() };
         let mut recvs = nothing.clone();
         recvs[root] = rl.clone();
@@ -559,11 +644,13 @@ fn per_rank(world: &SimpleCommunicator, comm: &Comm) {
         let send = words(me as i32, s_at + 1, round + 12_000);
         let recv0 = words(me as i32, r_at + 1, round + 13_000);
         let (mut ours, mut theirs) = (recv0.clone(), recv0.clone());
+        let before = comm.traffic();
         match me == root {
             true => comm.gather_layouts_into_root(&send, &sl, &mut ours, &rl, root as i32),
             false => comm.gather_layouts_into(&send, &sl, root as i32),
         }
         .unwrap_or_else(|e| panic!("gather {what}: {e}"));
+        took(comm, &before, 1, &format!("gather {what}"));
         let mut sends = nothing.clone();
         sends[root] = sl.clone();
         let recvs = if me == root { rl.clone() } else { nothing.clone() };
@@ -577,8 +664,10 @@ fn per_rank(world: &SimpleCommunicator, comm: &Comm) {
         let send = words(me as i32, s_at + 1, round + 14_000);
         let recv0 = words(me as i32, r_at + 1, round + 15_000);
         let (mut ours, mut theirs) = (recv0.clone(), recv0.clone());
+        let before = comm.traffic();
         comm.all_gather_layouts_into(&send, &sl, &mut ours, &rl)
             .unwrap_or_else(|e| panic!("allgather {what}: {e}"));
+        took(comm, &before, 1, &format!("allgather {what}"));
         mpi_alltoallw(world, &send, &vec![sl; p], &mut theirs, &rl);
         assert!(ours == theirs, "allgather {what}: differs from MPI's");
     }

@@ -179,6 +179,18 @@ at! {
     layout_vnodes_np5_k2: 5, "layout", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_SEED" => "2352"];
     layout_vnodes_np6_k3: 6, "layout", ["ZCOLL_NODE_SIZE" => "3", "ZCOLL_TEST_SEED" => "2363"];
     layout_vnodes_np8_k3: 8, "layout", ["ZCOLL_NODE_SIZE" => "3", "ZCOLL_TEST_SEED" => "2383"];
+    layout_direct_np1: 1, "layout", ["ZCOLL_LAYOUT_ALGORITHM" => "direct", "ZCOLL_TEST_SEED" => "2401"];
+    layout_direct_np2: 2, "layout", ["ZCOLL_LAYOUT_ALGORITHM" => "direct", "ZCOLL_TEST_SEED" => "2402"];
+    layout_direct_np3: 3, "layout", ["ZCOLL_LAYOUT_ALGORITHM" => "direct", "ZCOLL_TEST_SEED" => "2403"];
+    layout_direct_np5: 5, "layout", ["ZCOLL_LAYOUT_ALGORITHM" => "direct", "ZCOLL_TEST_SEED" => "2405"];
+    layout_direct_np8: 8, "layout", ["ZCOLL_LAYOUT_ALGORITHM" => "direct", "ZCOLL_TEST_SEED" => "2408"];
+    layout_packed_np3: 3, "layout", ["ZCOLL_LAYOUT_ALGORITHM" => "packed", "ZCOLL_TEST_SEED" => "2413"];
+    layout_direct_cma_np3: 3, "layout",
+        ["ZCOLL_TRANSPORT" => "cma", "ZCOLL_LAYOUT_ALGORITHM" => "direct", "ZCOLL_TEST_SEED" => "2423"];
+    layout_direct_heap_np2: 2, "layout",
+        ["ZCOLL_TRANSPORT" => "heap", "ZCOLL_LAYOUT_ALGORITHM" => "direct", "ZCOLL_TEST_SEED" => "2432"];
+    layout_direct_vnodes_np5_k2: 5, "layout",
+        ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_LAYOUT_ALGORITHM" => "direct", "ZCOLL_TEST_SEED" => "2452"];
     scan_np1: 1, "scan", [];
     scan_np2: 2, "scan", [];
     scan_np3: 3, "scan", [];

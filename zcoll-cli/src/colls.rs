@@ -831,7 +831,7 @@ impl Collective for Faces {
     }
 
     fn algorithms(&self) -> Vec<&'static str> {
-        vec!["packed"]
+        LayoutAlgorithm::ALL.iter().map(|a| a.name()).collect()
     }
 
     /// 1 MiB faces: the grid is `n^3` elements for faces of `n^2`, 380 MB per rank at
@@ -855,6 +855,7 @@ impl Collective for Faces {
         };
         Box::new(FacesRun {
             env,
+            algo: LayoutAlgorithm::Auto,
             n,
             send: env.buf(n * n * n),
             recv: env.buf(p * n * n),
@@ -868,6 +869,7 @@ impl Collective for Faces {
 
 struct FacesRun<'a> {
     env: Env<'a>,
+    algo: LayoutAlgorithm,
     n: usize,
     send: Buf<u64>,
     recv: Buf<u64>,
@@ -884,18 +886,13 @@ impl Instance for FacesRun<'_> {
     }
 
     fn select(&mut self, name: &str) -> zcoll::Result<()> {
-        match name {
-            "packed" | "auto" => Ok(()),
-            _ => Err(zcoll::Error::Config {
-                name: "--algorithms",
-                value: name.to_owned(),
-                expected: "packed (the only path of a layout per peer)",
-            }),
-        }
+        self.algo = algorithm(name)?;
+        Ok(())
     }
 
     fn zcoll(&mut self) -> zcoll::Result<()> {
-        self.env.comm.all_to_all_layouts_into(&self.send, &self.sends, &mut self.recv, &self.recvs)
+        let (send, recv) = (&self.send[..], &mut self.recv[..]);
+        self.env.comm.all_to_all_layouts_into_with(send, &self.sends, recv, &self.recvs, self.algo)
     }
 
     #[allow(unsafe_code)]

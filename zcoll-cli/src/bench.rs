@@ -3,8 +3,8 @@
 //! The method, in the manner of the OSU micro-benchmarks: for each collective of
 //! [`colls::ALL`] and each size, every iteration runs the MPI library's collective
 //! (through rsmpi), each chosen zcoll algorithm and a memcpy of the bytes a rank
-//! receives, in an order shuffled every iteration, each after the same MPI barrier
-//! and with send data that changes every time; every result is checked, and a wrong one
+//! receives, in an order shuffled every iteration, each after the same MPI barrier,
+//! on buffers of its own and with send data that changes every time; every result is checked, and a wrong one
 //! ends the job with an error naming the collective, the implementation, the size and
 //! the rank. After warm-up iterations, rank 0 gathers every rank's time of every timed
 //! iteration, takes each iteration's maximum over the ranks, and reports the median (and
@@ -396,7 +396,15 @@ fn time_one(
 ) -> (Vec<f64>, Vec<u64>) {
     let world = env.world;
     let (me, np) = (world.rank(), world.size() as usize);
-    let mut inst = coll.prepare(env, size);
+    // Every implementation has buffers of its own: each call then starts from the state
+    // its own previous call left, as in a program that calls it in a loop, never from
+    // the other's. Shared buffers charged one library's cache footprint to the next
+    // call: MPICH (ch4:ucx) leaves a receive buffer's lines in the peer core's cache
+    // (the peer wrote them), and whichever call wrote that buffer next took every line
+    // back first (a 32 KiB allgather at 2 ranks took 19 us right after MPICH's and 5 us
+    // after zcoll's, in the same job; MPICH's own, 25 and 11 us).
+    let mut insts: Vec<Option<Box<dyn crate::colls::Instance + '_>>> =
+        imps.iter().map(|imp| (*imp != Imp::Memcpy).then(|| coll.prepare(env, size))).collect();
     let received = coll.received(env, size);
     let src: Vec<u8> = (0..received).map(|i| stats::mix(i as u64) as u8).collect();
     let mut dst = vec![0u8; received];
@@ -413,11 +421,12 @@ fn time_one(
         let order = stats::shuffled(imps.len(), delay_seed);
         for &which in &order {
             let imp = &imps[which];
+            let inst = &mut insts[which];
             *seq += 1;
-            if *imp != Imp::Memcpy {
+            if let Some(inst) = inst {
                 inst.fill(*seq);
             }
-            if let Imp::Zcoll(a) = imp {
+            if let (Imp::Zcoll(a), Some(inst)) = (imp, inst.as_mut()) {
                 if let Err(e) = inst.select(a) {
                     fail(world, coll.name(), imp, size, &e.to_string());
                 }
@@ -428,14 +437,14 @@ fn time_one(
             }
             let before = env.comm.traffic();
             let start = Instant::now();
-            match imp {
-                Imp::Mpi => inst.mpi(),
-                Imp::Zcoll(_) => {
+            match (imp, inst.as_mut()) {
+                (Imp::Mpi, Some(inst)) => inst.mpi(),
+                (Imp::Zcoll(_), Some(inst)) => {
                     if let Err(e) = inst.zcoll() {
                         fail(world, coll.name(), imp, size, &format!("the call failed: {e}"));
                     }
                 }
-                Imp::Memcpy => {
+                _ => {
                     dst.copy_from_slice(&src);
                     std::hint::black_box(&mut dst);
                 }
@@ -446,7 +455,7 @@ fn time_one(
             at[0] += after.cma - before.cma;
             at[1] += after.heap - before.heap;
             at[2] += after.xpmem - before.xpmem;
-            if *imp != Imp::Memcpy {
+            if let Some(inst) = inst {
                 if let Err(e) = inst.check(*seq) {
                     fail(world, coll.name(), imp, size, &e);
                 }

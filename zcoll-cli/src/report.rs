@@ -436,8 +436,9 @@ fn method(w: &mut String, pairs: usize) {
         w,
         "- **What runs.** `zcoll bench --coll all` times, inside one job, the MPI library's \
          collective (through rsmpi) and zcoll's default (`auto`, the cost model's choice) in an \
-         order shuffled every iteration, each after an `MPI_Barrier` and with fresh send data, \
-         and checks every result. A run's time is the median over iterations of the slowest \
+         order shuffled every iteration, each after an `MPI_Barrier`, on buffers of its own (so \
+         that no call inherits the cache state another implementation left in them) and with \
+         fresh send data, and checks every result. A run's time is the median over iterations of the slowest \
          rank's time. zcoll is built twice, against Open MPI (`target/release`) and against \
          MPICH (`target/mpich/release`), and each build is launched by its own library's \
          `mpiexec`; so zcoll is compared with each library inside the same job, under the same \

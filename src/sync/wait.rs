@@ -4,7 +4,10 @@
 //!
 //! Ranks often outnumber cores (8 ranks on 2 cores in the test suite), so a waiter must
 //! give its core away quickly once the short spin fails: a spinning waiter would keep the
-//! very rank it waits for off the CPU.
+//! very rank it waits for off the CPU. A yield gives the core away only to threads of the
+//! waiter's own scheduling group: with the kernel's autogroups, its session, and MPICH's
+//! launcher starts each rank in a session of its own, so there only the sleeps give the
+//! core away (the book's wait-policy section measures what that costs).
 
 use crate::error::{Error, Result};
 use crossbeam_utils::Backoff;

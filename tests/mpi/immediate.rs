@@ -25,18 +25,51 @@ pub(crate) fn run(world: &SimpleCommunicator, multiple: bool) {
     let thread = matches!(comm.info().progress, Progress::Thread { .. });
     let forced_wait = std::env::var("ZCOLL_PROGRESS").as_deref() == Ok("wait");
     assert_eq!(thread, (one_node || multiple) && !forced_wait, "progress: {}", comm.info().progress);
+    let mut phases = Phases::new(world);
     for (k, &n) in [1usize, 1000, 70_001].iter().enumerate() {
         all_at_once(world, &mut comm, n, 10 * k as u64);
     }
+    phases.end("all_at_once");
     leaked(world, &mut comm);
     no_worker_for_wait(world, &mut comm);
     bad_call(world, &mut comm);
     any_and_test(world, &mut comm);
+    phases.end("leaked..any_and_test");
     persistent(world, &mut comm);
+    phases.end("persistent");
     for (n, starts) in [(1, 1000), (700, 200), (40_000, 10)] {
         persistent_rooted(world, &mut comm, n, starts);
     }
+    phases.end("persistent_rooted");
     persistent_bad(world, &mut comm);
+}
+
+/// With `ZCOLL_TEST_PHASES` set, rank 0 prints how long each phase of the job took (a
+/// barrier first, so a phase's time is the slowest rank's).
+struct Phases<'a> {
+    world: &'a SimpleCommunicator,
+    on: bool,
+    at: std::time::Instant,
+}
+
+impl<'a> Phases<'a> {
+    fn new(world: &'a SimpleCommunicator) -> Self {
+        let on = std::env::var_os("ZCOLL_TEST_PHASES").is_some();
+        if on {
+            world.barrier();
+        }
+        Phases { world, on, at: std::time::Instant::now() }
+    }
+
+    fn end(&mut self, phase: &str) {
+        if self.on {
+            self.world.barrier();
+            if self.world.rank() == 0 {
+                println!("ZCOLL-PHASE {phase} {:.3} s", self.at.elapsed().as_secs_f64());
+            }
+            self.at = std::time::Instant::now();
+        }
+    }
 }
 
 /// MPI initialized with `MPI_THREAD_MULTIPLE`, then [`run`].

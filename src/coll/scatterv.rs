@@ -27,6 +27,12 @@
 //! staged. The choice is a pure function of the published counts and the profile, whose
 //! fingerprint `Auto` publishes, so every rank makes it alike.
 //!
+//! A root whose counts and peers' blocks travel with its arrival (`Auto` up to
+//! `AUTO_STAGE_MAX` bytes of blocks, or `Staged`) leaves before the verdict on a one-node
+//! communicator with flat arrivals (`Control::leave_staged`), once it has checked its
+//! partition and its own block alone; its leaves then copy their blocks out of its area
+//! whatever the family.
+//!
 //! Across nodes (`hier/varcount.rs`): the root packs its blocks node by node into a scratch
 //! buffer (handed to its leader through the node if it is not the leader), the leaders
 //! scatter node parts with rsmpi's `scatter_varcount_into_root`, and every node scatters
@@ -35,13 +41,14 @@
 
 use super::rooted::{peers, Rooted, RootedBufs};
 use super::varcount::{
-    auto_family, chain, checked, fits, judge_round, partition_len, partition_words, published, root_blocks,
-    staged_blocks, stages, Claim, Family, Given, MetaWords, Moves, Side, StagedBlocks, AUTO_STAGE_MAX,
+    auto_family, bytes, chain, check_partition, checked, fits, judge_round, partition_len, partition_words,
+    published, range, root_blocks, staged_blocks, stages, Claim, Family, Given, MetaWords, Moves, Side,
+    StagedBlocks, AUTO_STAGE_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::coll::scatter::ScatterAlgorithm;
 use crate::error::Result;
-use crate::sync::{Call, Round, Toward};
+use crate::sync::{Call, Round, Toward, PRIVATE};
 use crate::transport::TransportKind;
 use crate::tune::select;
 use mpi::Count;
@@ -130,13 +137,43 @@ pub(crate) fn scatterv(ctx: &Ctx<'_>, call: Rooted<ScattervBufs<'_>>) -> Result<
             staged.clear();
         }
     }
+    // A root whose blocks travel with its arrival only gives: it leaves at once where it
+    // can (the verdict deferred: `Control::leave_staged`), with a private record, and the
+    // leaves copy their blocks out of its area whatever the family (see below). What the
+    // root can judge alone is judged in the call: a root outside the communicator, counts
+    // that fit no staging area, its partition (`staged` is empty where an entry is
+    // missing or a block lies outside its buffer; the rest here) and its own block's
+    // length. The leaves judge the rest and learn nothing of the root's verdict: a bad
+    // call fails on them, returns `Ok` on the root, and fails on every rank at the next
+    // call (`PreviousFailed`).
+    let leave = match &bufs {
+        ScattervBufs::Root { send, counts, displs, recv } => {
+            !staged.is_empty()
+                && fit
+                && ctx.ctl.me() == src
+                && check_partition(p, &Given { counts, displs }, elem, send.len(), Side::Send).is_ok()
+                && bytes(counts[src], elem) == recv.len()
+                && ctx.may_leave(root)
+        }
+        ScattervBufs::Leaf { .. } => false,
+    };
+    if leave {
+        ctx.ctl.leave_staged(&Call { op: call.op | PRIVATE, ..call }, &meta, &staged)?;
+        // Our own block once we have left: nobody waits for it.
+        if let ScattervBufs::Root { send, counts, displs, recv } = bufs {
+            recv.copy_from_slice(&send[range(&Given { counts, displs }, src, elem)]);
+        }
+        return Ok(());
+    }
     let mut round =
         checked(ctx, call, fit.then_some(&meta[..]), &staged, true, |r| judge_round(r, src, Side::Send))?;
     let (blocks, moves) = match algorithm {
         Ok(a) => root_blocks(&round, src, |blocks| family(a, blocks, src)),
         Err(e) => return round.finish(Err(e)),
     };
-    if one_phase(ctx, &moves, &blocks, src, cap) {
+    // A root that left staged every peer's block with its arrival (it leaves only then):
+    // every leaf copies its block out of the root's area, whatever the family.
+    if round.left(src) || one_phase(ctx, &moves, &blocks, src, cap) {
         match bufs {
             ScattervBufs::Root { send, recv, .. } => recv.copy_from_slice(&send[blocks[src].clone()]),
             ScattervBufs::Leaf { recv } => {

@@ -322,7 +322,7 @@ impl Control {
     ///   a gatherv's root publishes its buffer). The second test matters when every rank
     ///   left: nobody else judged the round. Then the calls differ in those words: in one
     ///   collective with one root (`root`, and `aux`, its local rank) exactly one rank is
-    ///   the root, and a root that gives (bcast, scatter) leaves while the others stay, or
+    ///   the root, and a root that gives (bcast, scatter, scatterv) leaves while the others stay, or
     ///   the others give (reduce, gather, gatherv) and leave while the root stays.
     ///   Lengths are not compared: a rooted call's root and leaves publish different ones
     ///   (a scatter root its whole buffer, a leaf nothing), and a leaver the others judged

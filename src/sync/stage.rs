@@ -59,8 +59,9 @@ impl Control {
     }
 
     /// Starts and ends a one-phase round in which this rank only gives (the root of a
-    /// broadcast or a scatter, a non-root of a reduce, a gather or a gatherv, whose bytes
-    /// fit half its staging area or its record's `aux2`): it stages its bytes, arrives, and returns,
+    /// broadcast, a scatter or a scatterv, a non-root of a reduce, a gather or a gatherv,
+    /// whose bytes fit half its staging area or its record's `aux2`): it stages its bytes,
+    /// arrives, and returns,
     /// without waiting for anyone or any verdict (a *deferred* verdict: the readers judge
     /// the round, and this rank learns their verdict at its next call, see
     /// [`Control::learn`]). Several ranks may leave one round (every giver of a reduce);

@@ -1,6 +1,6 @@
 //! The deferred verdict. A rank that only gives in a call small enough to travel with its
-//! arrival (the root of a broadcast or a scatter, a non-root of a reduce or a gather)
-//! leaves the call at once, before any rank has judged it. A bad call then returns `Ok`
+//! arrival (the root of a broadcast, a scatter or a scatterv, a non-root of a reduce, a
+//! gather or a gatherv) leaves the call at once, before any rank has judged it. A bad call then returns `Ok`
 //! on that rank, and every rank learns of the failure at its next call on the
 //! communicator, which fails on every rank with `Error::PreviousFailed` and does nothing;
 //! the call after that works again.
@@ -19,10 +19,13 @@
 //! another length, another root, a root's buffer of the wrong size, which a scatter's
 //! root checks alone before leaving), bad gathervs (a leaf's block against the root's
 //! count, another root, the root's counts an entry short or a displacement negative,
-//! every rank rooting at its neighbour), and calls in which the ranks give in different
-//! collectives (reduces beside gathers, a scatter's root beside gathers to it, so that
-//! every rank leaves), each followed by each kind of next call (the above, and a small
-//! reduce, gather, scatter and gatherv, whose givers leave too), checked
+//! every rank rooting at its neighbour), bad scattervs (a leaf's block against the root's
+//! count, another root, the root's counts an entry short, its buffer short or its own
+//! block long, the last three of which the root checks alone before leaving), and calls
+//! in which the ranks give in different collectives (reduces beside gathers, a scatter's
+//! root beside gathers to it, a scatterv's root beside gathervs to it, so that every rank
+//! leaves), each followed by each kind of next call (the above, and a small reduce,
+//! gather, scatter, gatherv and scatterv, whose givers leave too), checked
 //! rank by rank: a rank returns `Ok` exactly where it gives and passed its own checks. `ZCOLL_EXPECT_LEAVE=1` says the
 //! job must defer (one node, flat arrivals), `0` that it must not (virtual nodes, a tree
 //! of arrivals), which the cases assert. The `deferred-drop` scenario drops a
@@ -148,6 +151,10 @@ enum Giver {
     /// A gatherv of `block` `u32`s to `root`, whose counts say `B + r` for rank `r`
     /// (`entries` of them), blocks end to end, the first displacement `first`.
     Gatherv { root: i32, block: usize, entries: usize, first: i32 },
+    /// A scatterv of `block` `u32`s from `root`, whose counts say `B + r` for rank `r`
+    /// (`entries` of them), blocks end to end from `first` in a buffer that holds them
+    /// all (`short`: one element less).
+    Scatterv { root: i32, block: usize, entries: usize, first: i32, short: bool },
 }
 
 impl Giver {
@@ -158,6 +165,10 @@ impl Giver {
             Giver::Reduce { root, float, xor, .. } => me != root && !(float && xor),
             Giver::Gather { root, .. } | Giver::Gatherv { root, .. } => me != root,
             Giver::Scatter { root, block, whole } => me == root && whole == block * p as usize,
+            // A scatterv root checks its partition and its own block's length alone.
+            Giver::Scatterv { root, block, entries, first, short } => {
+                me == root && entries == p as usize && first >= 0 && !short && block == B + me as usize
+            }
         }
     }
 }
@@ -168,7 +179,7 @@ const B: usize = 6;
 type BadGiver = fn(me: i32, p: i32) -> Giver;
 
 /// The bad calls of the givers: mismatched lengths, roots, operations and buffer sizes.
-const GIVERS: [(&str, BadGiver); 20] = [
+const GIVERS: [(&str, BadGiver); 26] = [
     ("reduce: a giver's input is longer", |me, p| Giver::Reduce {
         root: 0,
         len: if me == 1 % p { B + 1 } else { B },
@@ -282,6 +293,41 @@ const GIVERS: [(&str, BadGiver); 20] = [
         block: B,
         whole: B * p as usize + 1,
     }),
+    ("scatterv: a leaf's block disagrees with the root's count", |me, p| Giver::Scatterv {
+        root: 0,
+        block: B + me as usize + (me == p - 1) as usize,
+        entries: p as usize,
+        first: 0,
+        short: false,
+    }),
+    ("scatterv: a leaf names another root", |me, p| Giver::Scatterv {
+        root: if me == p - 1 { 1 % p } else { 0 },
+        block: B + me as usize,
+        entries: p as usize,
+        first: 0,
+        short: false,
+    }),
+    ("scatterv: the root's counts miss an entry", |me, p| Giver::Scatterv {
+        root: 0,
+        block: B + me as usize,
+        entries: p as usize - 1,
+        first: 0,
+        short: false,
+    }),
+    ("scatterv: the root's buffer is short", |me, p| Giver::Scatterv {
+        root: 0,
+        block: B + me as usize,
+        entries: p as usize,
+        first: 0,
+        short: true,
+    }),
+    ("scatterv: the root's own block is long", |me, p| Giver::Scatterv {
+        root: 0,
+        block: B + me as usize + (me == 0) as usize,
+        entries: p as usize,
+        first: 0,
+        short: false,
+    }),
     // Different collectives in one call, each rank a giver of its own: every rank leaves.
     ("mixed: reduces and gathers, each to the next rank", |me, p| match me % 2 {
         0 => Giver::Reduce { root: (me + 1) % p, len: B, out: B, max: false, float: false, xor: false },
@@ -291,6 +337,10 @@ const GIVERS: [(&str, BadGiver); 20] = [
         0 => Giver::Scatter { root: 0, block: B, whole: B * p as usize },
         _ => Giver::Gather { root: 0, block: B, whole: B * p as usize },
     }),
+    ("mixed: rank 0 scatters varcounts, the others gatherv to it", |me, p| match me {
+        0 => Giver::Scatterv { root: 0, block: B, entries: p as usize, first: 0, short: false },
+        _ => Giver::Gatherv { root: 0, block: B + me as usize, entries: p as usize, first: 0 },
+    }),
 ];
 
 /// The elements rank `r` gives in call `i`.
@@ -298,12 +348,12 @@ fn words(i: usize, r: i32, len: usize) -> Vec<u32> {
     (0..len).map(|j| (i * 131 + j * 17 + r as usize * 1009) as u32).collect()
 }
 
-/// Runs every bad call of [`GIVERS`] with every kind of next call (0 to 8 of
+/// Runs every bad call of [`GIVERS`] with every kind of next call (0 to 9 of
 /// [`next_call`]); `expect` is `ZCOLL_EXPECT_LEAVE`.
 fn givers(world: &SimpleCommunicator, comm: &Comm, expect: Option<&str>) {
     let (me, p) = (world.rank(), world.size());
     for (c, (name, bad)) in GIVERS.iter().enumerate() {
-        for next in 0..9 {
+        for next in 0..10 {
             let what = format!("{name}, then next call {next}");
             let i = 3000 + c * 10 + next;
             if next == 4 {
@@ -314,6 +364,7 @@ fn givers(world: &SimpleCommunicator, comm: &Comm, expect: Option<&str>) {
                     Giver::Gather { .. } => 6,
                     Giver::Scatter { .. } => 7,
                     Giver::Gatherv { .. } => 8,
+                    Giver::Scatterv { .. } => 9,
                 };
                 for k in 0..2 {
                     next_call(world, comm, kind, i + 100 + k)
@@ -412,6 +463,29 @@ fn bad_giver(comm: &Comm, part: &Giver, i: usize, me: i32, what: &str) -> zcoll:
             assert!(recv.iter().all(|&x| x == 0xEE), "{what}: rank {me}: a bad gatherv changed a buffer");
             r
         }
+        Giver::Scatterv { root, block, entries, first, short } => {
+            let (counts, displs) = varcounts(entries, first);
+            let end = (0..entries).map(|r| (displs[r] + counts[r]).max(0) as usize).max().unwrap_or(0);
+            let send = words(i, me, if me == root { end - short as usize } else { 0 });
+            let mut recv = vec![0xEEu32; block];
+            let r = match me == root {
+                true => comm.scatter_varcount_into_root(&send, &counts, &displs, &mut recv, root),
+                false => comm.scatter_varcount_into(&mut recv, root),
+            };
+            match (&r, me == root) {
+                // The root that left holds its own block.
+                (Ok(()), true) => {
+                    let at = displs[root as usize] as usize;
+                    let own = at..at + counts[root as usize] as usize;
+                    assert!(recv == send[own], "{what}: rank {me}: the root's own block");
+                }
+                _ => assert!(
+                    recv.iter().all(|&x| x == 0xEE),
+                    "{what}: rank {me}: a bad scatterv changed a buffer"
+                ),
+            }
+            r
+        }
         Giver::Scatter { root, block, whole } => {
             let send = words(i, me, if me == root { whole } else { 0 });
             let mut recv = vec![0xEEu32; block];
@@ -445,7 +519,7 @@ fn varcounts(entries: usize, first: i32) -> (Vec<mpi::Count>, Vec<mpi::Count>) {
 /// Call `kind` of the next calls (a barrier, an allreduce, a one-phase broadcast from
 /// rank 1, a broadcast of 1 MiB from rank 0, a one-phase broadcast from rank 0, a small
 /// reduce to rank 0, a small gather to rank 0, a small scatter from the last rank, a small
-/// gatherv to rank 0); when
+/// gatherv to rank 0, a small scatterv from the last rank); when
 /// it succeeds, its result is checked.
 fn next_call(world: &SimpleCommunicator, comm: &Comm, kind: usize, i: usize) -> zcoll::Result<()> {
     let (me, p) = (world.rank(), world.size());
@@ -497,6 +571,20 @@ fn next_call(world: &SimpleCommunicator, comm: &Comm, kind: usize, i: usize) -> 
                 }
                 _ => comm.gather_varcount_into(&send, 0)?,
             }
+            Ok(())
+        }
+        9 => {
+            let last = p - 1;
+            let (counts, displs) = varcounts(p as usize, 0);
+            let whole = counts.iter().sum::<mpi::Count>() as usize;
+            let send = words(i, me, if me == last { whole } else { 0 });
+            let mut out = vec![0u32; B + me as usize];
+            match me == last {
+                true => comm.scatter_varcount_into_root(&send, &counts, &displs, &mut out, last)?,
+                false => comm.scatter_varcount_into(&mut out, last)?,
+            }
+            let at = displs[me as usize] as usize;
+            assert_eq!(out, words(i, last, whole)[at..at + B + me as usize], "scatterv {i}");
             Ok(())
         }
         7 => {

@@ -27,9 +27,9 @@ fn fails_untouched(
 }
 
 /// [`fails_untouched`] for a call in which the ranks that only give (`gives`: the root
-/// of a broadcast or a scatter, a non-root of a gather, gatherv or reduce) may leave a small call
-/// before its verdict (the deferred verdict) and return `Ok`, their buffer then holding
-/// `holds` (`None`: as it was; a scatter root's own block); every other rank fails with
+/// of a broadcast, a scatter or a scatterv, a non-root of a gather, gatherv or reduce) may
+/// leave a small call before its verdict (the deferred verdict) and return `Ok`, their
+/// buffer then holding `holds` (`None`: as it was; a scatter or scatterv root's own block); every other rank fails with
 /// its buffer untouched, and if a rank left, the next call (a barrier) fails on every rank
 /// with `PreviousFailed`.
 #[allow(clippy::too_many_arguments)] // the case and its expectations, each needed
@@ -123,10 +123,19 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
         fails_untouched(world, &format!("alltoallv {block}"), whole, short, |r| {
             comm.all_to_all_varcount_into(&send, &counts, &displs, r, &counts, &displs)
         });
-        fails_untouched(world, &format!("scatterv {block}"), block, short, |r| match me {
-            0 => comm.scatter_varcount_into_root(&send, &counts, &displs, r, 0),
-            _ => comm.scatter_varcount_into(r, 0),
-        });
+        deferred_fails_untouched(
+            world,
+            comm,
+            &format!("scatterv {block}"),
+            block,
+            short,
+            me == 0,
+            Some(own),
+            |r| match me {
+                0 => comm.scatter_varcount_into_root(&send, &counts, &displs, r, 0),
+                _ => comm.scatter_varcount_into(r, 0),
+            },
+        );
         deferred_fails_untouched(world, comm, &format!("gatherv {block}"), whole, 0, me != 0, None, |r| {
             match me {
                 0 => comm.gather_varcount_into_root(&send[..block], r, &counts, &displs, 0),

@@ -354,11 +354,18 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
     let case = |label: &str, send_len, recv_len, call: Attempt<'_>, want| {
         fails_unchanged(me, label, send_len, recv_len, call, want)
     };
-    // A gatherv's leaves may leave a small call before its verdict (one node, flat
-    // arrivals: the deferred verdict) and return `Ok` with their buffers as they were;
-    // every other rank fails with `want`, and if a rank left, the next call (a barrier)
-    // fails on every rank with `PreviousFailed`.
-    let deferred = |label: &str, send_len, recv_len, call: Attempt<'_>, want: Error, gives: bool| {
+    // A gatherv's leaves and a scatterv's root may leave a small call before its verdict
+    // (one node, flat arrivals: the deferred verdict) and return `Ok` with their buffers
+    // as they were, but for a scatterv root's own block (`own`: its elements in the send
+    // buffer); every other rank fails with `want`, and if a rank left, the next call (a
+    // barrier) fails on every rank with `PreviousFailed`.
+    let deferred_own = |label: &str,
+                        send_len,
+                        recv_len,
+                        call: Attempt<'_>,
+                        want: Error,
+                        gives: bool,
+                        own: Option<std::ops::Range<usize>>| {
         let (send0, recv0) = (words(me, send_len, 1), words(me, recv_len, 2));
         let (mut send, mut recv) = (send0.clone(), recv0.clone());
         let left = match call(&mut send, &mut recv) {
@@ -371,13 +378,20 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
                 0
             }
         };
-        assert!(send == send0 && recv == recv0, "{label}: the call changed a buffer on rank {me}");
+        let recv_want = match (left, own) {
+            (1, Some(own)) => send0[own].to_vec(),
+            _ => recv0,
+        };
+        assert!(send == send0 && recv == recv_want, "{label}: the call changed a buffer on rank {me}");
         let mut any = 0u8;
         world.all_reduce_into(&left, &mut any, mpi::collective::SystemOperation::max());
         match (any, comm.barrier()) {
             (1, Err(Error::PreviousFailed { .. })) | (0, Ok(())) => {}
             (any, next) => panic!("{label}: {any} ranks left the call; the next call gave {next:?}"),
         }
+    };
+    let deferred = |label: &str, send_len, recv_len, call: Attempt<'_>, want: Error, gives: bool| {
+        deferred_own(label, send_len, recv_len, call, want, gives, None)
     };
     // Rank r's block is r + 2 elements, end to end.
     let good = Layout::packed((0..p).map(|r| r + 2).collect());
@@ -492,12 +506,16 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
             expected: 4 * count(first),
             found: 4 * len(first),
         };
-        case(
+        // The root (the last rank) passes its own checks: it may leave, holding its block.
+        let own = |r: i32| d[r as usize] as usize..d[r as usize] as usize + count(r);
+        deferred_own(
             "scatterv long recv",
             whole,
             len(me),
             &scatterv(leak(c.to_vec()), leak(d.to_vec())),
             want.clone(),
+            is_root,
+            is_root.then(|| own(root)),
         );
         let gatherv = gatherv(leak(c.to_vec()), leak(d.to_vec()));
         deferred("gatherv long send", len(me), whole, &gatherv, want, !is_root);
@@ -506,7 +524,8 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
         let r0 = 0;
         let claims = me == r0 || me == last;
         let want = Error::Mismatch { rank: me, culprit: last, what: ROLE };
-        case(
+        // Rank 0, the root every rank names, passes its own checks and may leave.
+        deferred_own(
             "scatterv with two roots",
             if claims { good.len } else { 0 },
             count(me),
@@ -518,10 +537,12 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
                 }
             },
             want,
+            me == r0,
+            (me == r0).then(|| own(r0)),
         );
-        // Rank 0 scatters while the others gather.
+        // Rank 0 scatters while the others gather: every rank only gives.
         let want = Error::Mismatch { rank: me, culprit: 1, what: "collective" };
-        deferred(
+        deferred_own(
             "scatterv against gatherv",
             if me == 0 { good.len } else { count(me) },
             count(me),
@@ -533,7 +554,8 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
                 }
             },
             want,
-            me != 0,
+            true,
+            (me == 0).then(|| own(0)),
         );
         if single_node_cma {
             let (algo, want) = disagreeing_scatter(me, last);

@@ -137,8 +137,26 @@ pub(crate) fn on_worker() -> bool {
     WORKER.with(|w| w.get())
 }
 
-/// A queued call: the blocking collective, with its buffers, run on a communicator.
-pub(crate) type Job<'scope> = Box<dyn FnOnce(&mut Comm) -> Result<()> + Send + 'scope>;
+/// A call of any kind: the blocking collective, with its buffers, run on a communicator.
+pub(crate) type Call<'scope> = Box<dyn FnOnce(&mut Comm) -> Result<()> + Send + 'scope>;
+
+/// A queued call.
+pub(crate) enum Job<'scope> {
+    /// Any call, boxed.
+    Boxed(Call<'scope>),
+    /// A broadcast of these bytes from this root, the most common small call, queued
+    /// with no allocation (`broadcast_into` moves bytes whatever the element type).
+    Broadcast(&'scope mut [u8], Rank),
+}
+
+impl Job<'_> {
+    fn run(self, comm: &mut Comm) -> Result<()> {
+        match self {
+            Job::Boxed(call) => call(comm),
+            Job::Broadcast(bytes, root) => comm.broadcast_into(bytes, root),
+        }
+    }
+}
 
 /// A call's place in the scope's order of calls (the `seq`-th issued, from 0). Calls
 /// finish in this order, so a call is done once the scope's count of finished calls
@@ -282,7 +300,7 @@ impl<'scope> Engine<'scope> {
                 return;
             }
             let Some((job, seq)) = lock(&self.queue).jobs.pop_front() else { return };
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&mut *comm)));
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(&mut *comm)));
             let r = r.unwrap_or_else(|payload| {
                 lock(&self.panic).get_or_insert(payload);
                 Err(Error::Unsupported { rank: comm.rank(), what: "a call that panicked".into() })
@@ -807,6 +825,7 @@ macro_rules! immediate {
     ($s:lifetime; $(
         $(#[$doc:meta])*
         $name:ident [$($g:tt)*] ($($arg:ident: $ty:ty),*) => $blocking:ident, bytes($bytes:expr),
+        $(job($job:expr),)?
         example($($ex:literal)*);
     )*) => {
         impl<$s> Scope<$s, '_> {
@@ -831,11 +850,15 @@ macro_rules! immediate {
                 #[doc = concat!("From [`Request::wait`] or [`Request::test`]: those of [`Comm::", stringify!($blocking), "`], on every rank.")]
                 pub fn $name<$($g)*>(&self, $($arg: $ty),*) -> Request<$s> {
                     let bytes: usize = $bytes;
-                    self.issue(bytes, Box::new(move |comm: &mut Comm| comm.$blocking($($arg),*)))
+                    let job = immediate!(@job $($job)?;
+                        Job::Boxed(Box::new(move |comm: &mut Comm| comm.$blocking($($arg),*))));
+                    self.issue(bytes, job)
                 }
             )*
         }
     };
+    (@job $job:expr; $boxed:expr) => { $job };
+    (@job ; $boxed:expr) => { $boxed };
 }
 
 immediate! {
@@ -848,6 +871,7 @@ immediate! {
     /// MPI 4.1, 6.12.3 (`MPI_Ibcast`).
     immediate_broadcast_into[T: Pod + Send](buf: &'scope mut [T], root: Rank) => broadcast_into,
     bytes(std::mem::size_of_val(buf)),
+    job(Job::Broadcast(bytemuck::cast_slice_mut(buf), root)),
     example("let mut buf = vec![me; 16];"
             "comm.immediate_scope(|s| s.immediate_broadcast_into(&mut buf, 0).wait())?;"
             "assert_eq!(buf, vec![0; 16]);");

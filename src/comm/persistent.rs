@@ -14,7 +14,7 @@
 //! beforehand on their small paths, and publish them in the round's call record on the
 //! others, so a start costs what a blocking call costs, plus the queueing.
 
-use super::immediate::{Engine, Request, Scope, Seq};
+use super::immediate::{Engine, Job, Request, Scope, Seq};
 use super::Comm;
 use crate::error::Result;
 use crate::op::Operator;
@@ -119,11 +119,11 @@ impl<'scope, B: Send + 'scope> Persistent<'scope, B> {
     pub fn start(&mut self) -> Request<'_> {
         self.settle();
         let held = self.held.clone();
-        let job = Box::new(move |comm: &mut Comm| {
+        let job = Job::Boxed(Box::new(move |comm: &mut Comm| {
             let mut held = held.lock().unwrap_or_else(PoisonError::into_inner);
             let Held { bufs, call } = &mut *held;
             call(comm, bufs)
-        });
+        }));
         let seq = self.engine.push(job, self.bytes);
         self.last = Some(seq);
         Request::new(seq, self.engine.clone())

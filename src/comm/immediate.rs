@@ -27,7 +27,8 @@ use mpi::Count;
 use std::collections::VecDeque;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 
 /// How the calls of an [`immediate_scope`](Comm::immediate_scope) make progress:
 /// [`Info::progress`](crate::Info::progress), set with `ZCOLL_PROGRESS`.
@@ -136,36 +137,31 @@ pub(crate) fn on_worker() -> bool {
     WORKER.with(|w| w.get())
 }
 
-/// A queued call: the blocking collective, with its buffers, run on a communicator.
-pub(crate) type Job<'scope> = Box<dyn FnOnce(&mut Comm) -> Result<()> + Send + 'scope>;
+/// A call of any kind: the blocking collective, with its buffers, run on a communicator.
+pub(crate) type Call<'scope> = Box<dyn FnOnce(&mut Comm) -> Result<()> + Send + 'scope>;
 
-/// One call's state, shared by its request and whoever runs it.
-pub(crate) struct Slot {
-    /// Its place in the scope's order of calls (calls finish in this order).
-    seq: u64,
-    /// The call's result, once it ran.
-    result: OnceLock<Result<()>>,
+/// A queued call.
+pub(crate) enum Job<'scope> {
+    /// Any call, boxed.
+    Boxed(Call<'scope>),
+    /// A broadcast of these bytes from this root, the most common small call, queued
+    /// with no allocation (`broadcast_into` moves bytes whatever the element type).
+    Broadcast(&'scope mut [u8], Rank),
 }
 
-impl Slot {
-    fn new(seq: u64) -> Slot {
-        Slot { seq, result: OnceLock::new() }
-    }
-
-    #[inline]
-    fn done(&self) -> bool {
-        self.result.get().is_some()
-    }
-
-    fn finish(&self, r: Result<()>) {
-        let _ = self.result.set(r);
-    }
-
-    /// The outcome of a finished call.
-    fn outcome(&self) -> Result<()> {
-        self.result.get().cloned().unwrap_or(Ok(()))
+impl Job<'_> {
+    fn run(self, comm: &mut Comm) -> Result<()> {
+        match self {
+            Job::Boxed(call) => call(comm),
+            Job::Broadcast(bytes, root) => comm.broadcast_into(bytes, root),
+        }
     }
 }
+
+/// A call's place in the scope's order of calls (the `seq`-th issued, from 0). Calls
+/// finish in this order, so a call is done once the scope's count of finished calls
+/// passes it: a request is its number, with no state of its own to allocate.
+pub(crate) type Seq = u64;
 
 /// A mutex's guard, poisoned or not (a call that panicked is reported by the scope, which
 /// resumes the panic when it ends).
@@ -174,7 +170,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 struct Queue<'scope> {
-    jobs: VecDeque<(Job<'scope>, Arc<Slot>)>,
+    jobs: VecDeque<(Job<'scope>, Seq)>,
     /// Calls issued so far.
     issued: u64,
     /// The scope has ended: the worker leaves once the queue is empty.
@@ -217,6 +213,14 @@ pub(crate) struct Engine<'scope> {
     /// the scope, which reads it after the worker has left).
     panic: Arc<Mutex<Option<Panic>>>,
     worker: Mutex<Worker<'scope>>,
+    /// Calls finished so far: call `seq` is done once this passes `seq` (calls finish in
+    /// issue order, one at a time).
+    finished: AtomicU64,
+    /// Whether a call failed: only then is [`errors`](Engine::errors) looked at.
+    failed: AtomicBool,
+    /// The errors of the calls that failed, until their requests are waited for (a
+    /// dropped request's stays until the scope ends).
+    errors: Mutex<Vec<(Seq, Error)>>,
 }
 
 /// A panic's payload.
@@ -225,8 +229,14 @@ type Panic = Box<dyn std::any::Any + Send>;
 /// What a request needs of its engine (a trait object, so that [`Request`] is covariant
 /// in its lifetime and a persistent handle's request can borrow the handle).
 pub(crate) trait Progressing {
-    fn complete(&self, slot: &Slot);
-    fn poke(&self, slot: &Slot);
+    /// Returns once call `seq` is done.
+    fn complete(&self, seq: Seq);
+    /// Makes call `seq` progress without waiting for it.
+    fn poke(&self, seq: Seq);
+    /// Whether call `seq` is done.
+    fn done(&self, seq: Seq) -> bool;
+    /// The result of call `seq`, which is done; `take`: the last time it is asked for.
+    fn outcome(&self, seq: Seq, take: bool) -> Result<()>;
 }
 
 impl<'scope> Engine<'scope> {
@@ -250,6 +260,9 @@ impl<'scope> Engine<'scope> {
             size,
             panic,
             worker: Mutex::new(spawn.map_or(Worker::Absent, Worker::Unstarted)),
+            finished: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
+            errors: Mutex::new(Vec::new()),
         }
     }
 
@@ -264,11 +277,11 @@ impl<'scope> Engine<'scope> {
     }
 
     /// Queues a call of `bytes` bytes; wakes the worker if it is large enough.
-    pub(crate) fn push(&self, job: Job<'scope>, bytes: usize) -> Arc<Slot> {
+    pub(crate) fn push(&self, job: Job<'scope>, bytes: usize) -> Seq {
         let mut q = lock(&self.queue);
-        let slot = Arc::new(Slot::new(q.issued));
+        let seq = q.issued;
         q.issued += 1;
-        q.jobs.push_back((job, slot.clone()));
+        q.jobs.push_back((job, seq));
         if let Progress::Thread { wake_bytes } = self.progress {
             if bytes >= wake_bytes && !q.kick {
                 q.kick = true;
@@ -277,21 +290,29 @@ impl<'scope> Engine<'scope> {
                 self.start();
             }
         }
-        slot
+        seq
     }
 
     /// Runs queued calls in order on `comm` until `until` is done (all of them if `None`).
-    fn drain(&self, comm: &mut Comm, until: Option<&Slot>) {
+    fn drain(&self, comm: &mut Comm, until: Option<Seq>) {
         loop {
-            if until.is_some_and(Slot::done) {
+            if until.is_some_and(|seq| self.done(seq)) {
                 return;
             }
-            let Some((job, slot)) = lock(&self.queue).jobs.pop_front() else { return };
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&mut *comm)));
-            slot.finish(r.unwrap_or_else(|payload| {
+            let Some((job, seq)) = lock(&self.queue).jobs.pop_front() else { return };
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(&mut *comm)));
+            let r = r.unwrap_or_else(|payload| {
                 lock(&self.panic).get_or_insert(payload);
                 Err(Error::Unsupported { rank: comm.rank(), what: "a call that panicked".into() })
-            }));
+            });
+            if let Err(e) = r {
+                lock(&self.errors).push((seq, e));
+                self.failed.store(true, Ordering::Relaxed);
+            }
+            // Calls run one at a time (whoever runs them holds the communicator), in order.
+            debug_assert_eq!(self.finished.load(Ordering::Relaxed), seq);
+            // Release: who sees the call done sees its buffers written and its error.
+            self.finished.store(seq + 1, Ordering::Release);
         }
     }
 
@@ -359,15 +380,15 @@ impl<'scope> Engine<'scope> {
 }
 
 impl Progressing for Engine<'_> {
-    /// Returns once `slot`'s call is done: runs the queue up to it on this thread if the
+    /// Returns once call `seq` is done: runs the queue up to it on this thread if the
     /// communicator is free, else waits (under the wait policy) for the worker.
-    fn complete(&self, slot: &Slot) {
-        while !slot.done() {
+    fn complete(&self, seq: Seq) {
+        while !self.done(seq) {
             match self.try_comm() {
-                Some(mut comm) => self.drain(&mut comm, Some(slot)),
+                Some(mut comm) => self.drain(&mut comm, Some(seq)),
                 None => {
                     let _ = wait::wait_until_any(&self.policy, &[], || {
-                        slot.done()
+                        self.done(seq)
                             || !matches!(self.comm.try_lock(), Err(std::sync::TryLockError::WouldBlock))
                     });
                 }
@@ -375,10 +396,10 @@ impl Progressing for Engine<'_> {
         }
     }
 
-    /// Makes sure `slot`'s call progresses: wakes the worker, or (with no worker) runs it.
-    fn poke(&self, slot: &Slot) {
+    /// Makes sure call `seq` progresses: wakes the worker, or (with no worker) runs it.
+    fn poke(&self, seq: Seq) {
         match self.progress {
-            Progress::Wait => self.complete(slot),
+            Progress::Wait => self.complete(seq),
             Progress::Thread { .. } => {
                 let mut q = lock(&self.queue);
                 if !q.kick && !q.jobs.is_empty() {
@@ -388,6 +409,23 @@ impl Progressing for Engine<'_> {
                     self.start();
                 }
             }
+        }
+    }
+
+    #[inline]
+    fn done(&self, seq: Seq) -> bool {
+        self.finished.load(Ordering::Acquire) > seq
+    }
+
+    fn outcome(&self, seq: Seq, take: bool) -> Result<()> {
+        if !self.failed.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let mut errors = lock(&self.errors);
+        match errors.iter().position(|(s, _)| *s == seq) {
+            Some(i) if take => Err(errors.swap_remove(i).1),
+            Some(i) => Err(errors[i].1.clone()),
+            None => Ok(()),
         }
     }
 }
@@ -522,8 +560,8 @@ pub struct Scope<'scope, 'env: 'scope> {
 impl<'scope> Scope<'scope, '_> {
     /// Queues `job` (`bytes` bytes on this rank) and returns its request.
     pub(crate) fn issue(&self, bytes: usize, job: Job<'scope>) -> Request<'scope> {
-        let slot = self.engine.push(job, bytes);
-        Request { slot, engine: self.engine.clone() }
+        let seq = self.engine.push(job, bytes);
+        Request { seq, engine: self.engine.clone() }
     }
 
     /// The engine, for persistent handles.
@@ -619,13 +657,14 @@ impl fmt::Debug for Scope<'_, '_> {
 /// ```
 #[must_use = "a request's call runs anyway; wait for it to see its result"]
 pub struct Request<'a> {
-    slot: Arc<Slot>,
+    /// The call's place in its scope's order.
+    seq: Seq,
     engine: Arc<dyn Progressing + 'a>,
 }
 
 impl<'a> Request<'a> {
-    pub(crate) fn new(slot: Arc<Slot>, engine: Arc<dyn Progressing + 'a>) -> Request<'a> {
-        Request { slot, engine }
+    pub(crate) fn new(seq: Seq, engine: Arc<dyn Progressing + 'a>) -> Request<'a> {
+        Request { seq, engine }
     }
 
     /// Waits until the call is done and returns its result: the blocking call's, the same
@@ -648,8 +687,8 @@ impl<'a> Request<'a> {
     ///
     /// Those of the blocking collective (see each `immediate_*`).
     pub fn wait(self) -> Result<()> {
-        self.engine.complete(&self.slot);
-        self.slot.outcome()
+        self.engine.complete(self.seq);
+        self.engine.outcome(self.seq, true)
     }
 
     /// The call's result if it is done, else `None` (and the call is made to progress: the
@@ -681,10 +720,10 @@ impl<'a> Request<'a> {
     ///
     /// `Some(Err(_))`: those of the blocking collective.
     pub fn test(&self) -> Option<Result<()>> {
-        if !self.slot.done() {
-            self.engine.poke(&self.slot);
+        if !self.engine.done(self.seq) {
+            self.engine.poke(self.seq);
         }
-        self.slot.done().then(|| self.slot.outcome())
+        self.engine.done(self.seq).then(|| self.engine.outcome(self.seq, false))
     }
 
     /// Whether the call is done (no progress is made: see [`test`](Request::test)).
@@ -703,13 +742,13 @@ impl<'a> Request<'a> {
     /// # Ok::<(), zcoll::Error>(())
     /// ```
     pub fn is_done(&self) -> bool {
-        self.slot.done()
+        self.engine.done(self.seq)
     }
 }
 
 impl fmt::Debug for Request<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = if self.slot.done() { "done" } else { "pending" };
+        let state = if self.engine.done(self.seq) { "done" } else { "pending" };
         f.debug_struct("Request").field("state", &state).finish()
     }
 }
@@ -774,7 +813,7 @@ pub fn wait_any(requests: &mut Vec<Request<'_>>) -> Option<(usize, Result<()>)> 
     // issued of those given finishes first, and is waited for.
     let i = match requests.iter().position(Request::is_done) {
         Some(i) => i,
-        None => (0..requests.len()).min_by_key(|&i| requests[i].slot.seq)?,
+        None => (0..requests.len()).min_by_key(|&i| requests[i].seq)?,
     };
     let r = requests.remove(i);
     Some((i, r.wait()))
@@ -786,6 +825,7 @@ macro_rules! immediate {
     ($s:lifetime; $(
         $(#[$doc:meta])*
         $name:ident [$($g:tt)*] ($($arg:ident: $ty:ty),*) => $blocking:ident, bytes($bytes:expr),
+        $(job($job:expr),)?
         example($($ex:literal)*);
     )*) => {
         impl<$s> Scope<$s, '_> {
@@ -810,11 +850,15 @@ macro_rules! immediate {
                 #[doc = concat!("From [`Request::wait`] or [`Request::test`]: those of [`Comm::", stringify!($blocking), "`], on every rank.")]
                 pub fn $name<$($g)*>(&self, $($arg: $ty),*) -> Request<$s> {
                     let bytes: usize = $bytes;
-                    self.issue(bytes, Box::new(move |comm: &mut Comm| comm.$blocking($($arg),*)))
+                    let job = immediate!(@job $($job)?;
+                        Job::Boxed(Box::new(move |comm: &mut Comm| comm.$blocking($($arg),*))));
+                    self.issue(bytes, job)
                 }
             )*
         }
     };
+    (@job $job:expr; $boxed:expr) => { $job };
+    (@job ; $boxed:expr) => { $boxed };
 }
 
 immediate! {
@@ -827,6 +871,7 @@ immediate! {
     /// MPI 4.1, 6.12.3 (`MPI_Ibcast`).
     immediate_broadcast_into[T: Pod + Send](buf: &'scope mut [T], root: Rank) => broadcast_into,
     bytes(std::mem::size_of_val(buf)),
+    job(Job::Broadcast(bytemuck::cast_slice_mut(buf), root)),
     example("let mut buf = vec![me; 16];"
             "comm.immediate_scope(|s| s.immediate_broadcast_into(&mut buf, 0).wait())?;"
             "assert_eq!(buf, vec![0; 16]);");

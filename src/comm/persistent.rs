@@ -14,7 +14,7 @@
 //! beforehand on their small paths, and publish them in the round's call record on the
 //! others, so a start costs what a blocking call costs, plus the queueing.
 
-use super::immediate::{Engine, Request, Scope, Slot};
+use super::immediate::{Engine, Job, Request, Scope, Seq};
 use super::Comm;
 use crate::error::Result;
 use crate::op::Operator;
@@ -78,7 +78,7 @@ pub struct Persistent<'scope, B> {
     held: Arc<Mutex<Held<'scope, B>>>,
     bytes: usize,
     /// The last start's call, which the buffers wait for if its request was leaked.
-    last: Option<Arc<Slot>>,
+    last: Option<Seq>,
 }
 
 impl<'scope, B: Send + 'scope> Persistent<'scope, B> {
@@ -119,14 +119,14 @@ impl<'scope, B: Send + 'scope> Persistent<'scope, B> {
     pub fn start(&mut self) -> Request<'_> {
         self.settle();
         let held = self.held.clone();
-        let job = Box::new(move |comm: &mut Comm| {
+        let job = Job::Boxed(Box::new(move |comm: &mut Comm| {
             let mut held = held.lock().unwrap_or_else(PoisonError::into_inner);
             let Held { bufs, call } = &mut *held;
             call(comm, bufs)
-        });
-        let slot = self.engine.push(job, self.bytes);
-        self.last = Some(slot.clone());
-        Request::new(slot, self.engine.clone())
+        }));
+        let seq = self.engine.push(job, self.bytes);
+        self.last = Some(seq);
+        Request::new(seq, self.engine.clone())
     }
 
     /// Runs `f` on the buffers between starts (to fill the send buffer, read the result).

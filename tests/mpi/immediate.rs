@@ -270,12 +270,24 @@ fn bad_call(world: &SimpleCommunicator, comm: &mut Comm) {
     let len = if me == p - 1 { n * p as usize + 1 } else { n * p as usize };
     let mut all = vec![7u64; len];
     let mut sum = vec![0u64; n];
-    let (bad, good) = comm.immediate_scope(|s| {
+    let (tested, bad, good) = comm.immediate_scope(|s| {
         let bad = s.immediate_all_gather_into(&mine, &mut all);
         let good = s.immediate_all_reduce_into(&mine, &mut sum, Builtin::Sum);
-        (bad.wait(), good.wait())
+        // Polled to its end first: `test` and then `wait` both report the error.
+        let tested = loop {
+            match bad.test() {
+                Some(r) => break r,
+                None => std::thread::yield_now(),
+            }
+        };
+        (tested, bad.wait(), good.wait())
     });
     assert!(bad.is_err(), "rank {me}: a mismatched allgather succeeded");
+    assert_eq!(
+        tested.map_err(|e| e.to_string()),
+        bad.as_ref().map_err(|e| e.to_string()).copied(),
+        "rank {me}: test and wait disagree"
+    );
     assert!(all.iter().all(|&x| x == 7), "rank {me}: the failed call wrote its receive buffer");
     good.unwrap_or_else(|e| panic!("rank {me}: the call after the bad one: {e}"));
     let mut want = vec![0; n];

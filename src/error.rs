@@ -74,8 +74,9 @@ pub enum Error {
         peer: i32,
     },
     /// The previous collective call on this communicator failed, and a rank had left it
-    /// before its checks (the root of a broadcast small enough to travel with its
-    /// arrival, which returns at once), or, across nodes, it failed on one node after the
+    /// before its checks (a rank that only gives in a call small enough to travel with
+    /// its arrival, which returns at once: the root of a broadcast, scatter or scatterv,
+    /// a non-root of a reduce, gather or gatherv), or, across nodes, it failed on one node after the
     /// leaders had exchanged their verdicts (a bcast, allreduce, reduce or barrier, which
     /// other nodes may have returned `Ok` from): so that every rank learns of the
     /// failure, this call fails on every rank and does nothing. A rank that returned `Ok`

@@ -22,10 +22,11 @@
 //!
 //! Every collective checks its arguments against every other rank's before any byte
 //! moves, and fails with the same [`Error`] on every rank rather than writing past a
-//! buffer or hanging. (The root of a small broadcast returns before the check; it learns
-//! of a failure at its next call, which fails on every rank with
-//! [`Error::PreviousFailed`].) See the book (`book/`) for the algorithms, their costs,
-//! and the safety model.
+//! buffer or hanging. (A rank that only gives in a call small enough to travel with its
+//! arrival, such as the root of a small broadcast or scatter or a non-root of a small
+//! reduce or gather, returns before the check; it learns of a failure at its next call,
+//! which fails on every rank with [`Error::PreviousFailed`].) See the book (`book/`)
+//! for the algorithms, their costs, and the safety model.
 //!
 //! # Logging
 //!

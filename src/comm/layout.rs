@@ -955,7 +955,11 @@ impl Comm {
     /// `recv_layout` selects another number of elements than the root's layout for it, as
     /// [`scatter_varcount_into_root`](Self::scatter_varcount_into_root); `Error::InvalidLayout`
     /// too if a block's bytes do not fit MPI's `int`. A transport error or a peer's
-    /// failure during the copies. `recv` is unchanged on error.
+    /// failure during the copies. `recv` is unchanged on error. On the packed path a
+    /// root whose blocks travel with its arrival leaves before the ranks compare lengths,
+    /// as the contiguous call's does: it returns `Ok` with its own block, and learns of a
+    /// rank's mismatch at its next call, which fails on every rank
+    /// (`Error::PreviousFailed`).
     ///
     /// # Standard section(s)
     ///
@@ -1099,7 +1103,10 @@ impl Comm {
     ///
     /// # Errors
     ///
-    /// As [`gather_layouts_into_root`](Self::gather_layouts_into_root).
+    /// As [`gather_layouts_into_root`](Self::gather_layouts_into_root). On the packed
+    /// path a rank whose block travels with its arrival leaves before the ranks compare
+    /// lengths, as in the contiguous call: it returns `Ok`, and learns of a mismatch at its
+    /// next call, which fails on every rank (`Error::PreviousFailed`).
     pub fn gather_layouts_into<T: Pod>(&self, send: &[T], send_layout: &Layout, root: Rank) -> Result<()> {
         self.gather_layouts(send, send_layout, None, root)
     }

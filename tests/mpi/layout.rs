@@ -754,13 +754,38 @@ fn per_rank(world: &SimpleCommunicator, comm: &Comm) {
         let e = comm.gather_layouts_into(&matrix, &row, 0).unwrap_err();
         assert_eq!(e, role, "gatherv with no root method: rank {me}");
         // A count that disagrees with the root's: the contiguous call's `LengthMismatch`.
+        // On the packed path the root, whose blocks travel with its arrival, may leave
+        // first with `Ok` (its own block in a buffer of its own here); then the next call
+        // fails on every rank.
         let other = Layout::contiguous(me + 2).unwrap();
-        let e = match me == 0 {
-            true => comm.scatter_layouts_into_root(&matrix, &rows, &mut recv, &row, 0),
+        let mut own = recv.clone();
+        let r = match me == 0 {
+            true => comm.scatter_layouts_into_root(&matrix, &rows, &mut own, &row, 0),
             false => comm.scatter_layouts_into(&mut recv, if bad { &other } else { &row }, 0),
+        };
+        let left = match r {
+            Ok(()) => {
+                assert_eq!(me, 0, "only the root may leave a bad scatter");
+                assert_eq!(own[0], 0, "the root that left holds its own block");
+                1u8
+            }
+            Err(e) => {
+                assert!(
+                    matches!(e, Error::LengthMismatch { .. } | Error::PeerFailed { .. }),
+                    "rank {me}: {e}"
+                );
+                assert_eq!(own, recv, "a failed scatter changed the root's buffer");
+                0
+            }
+        };
+        let mut any = 0u8;
+        world.all_reduce_into(&left, &mut any, mpi::collective::SystemOperation::max());
+        match (any, comm.barrier()) {
+            (1, Err(Error::PreviousFailed { .. })) | (0, Ok(())) => {}
+            (any, next) => {
+                panic!("rank {me}: {any} ranks left a bad scatter, and the next call gave {next:?}")
+            }
         }
-        .unwrap_err();
-        assert!(matches!(e, Error::LengthMismatch { .. } | Error::PeerFailed { .. }), "rank {me}: {e}");
         let e = comm
             .all_gather_layouts_into(&matrix, if bad { &other } else { &row }, &mut recv, &rows)
             .unwrap_err();

@@ -47,6 +47,7 @@
 //! | `XPMEM_LIBRARY=path` | the XPMEM library to load instead of `libxpmem.so.0` (and no `/dev/xpmem` check) |
 //! | `ZCOLL_NODE_SIZE=k` | virtual nodes of `k` consecutive `MPI_COMM_WORLD` ranks, to test the hierarchy on one machine |
 //! | `ZCOLL_VIRTUAL_SOCKETS=k` | calibration only: local rank `r` counts as running on socket `r % k`, to exercise the cross-socket measurement on a machine of one socket |
+//! | `ZCOLL_MPI_PIECE=n` | the most elements one MPI call of a broadcast, reduction or scan across nodes carries (default and largest: 2147483647, the most an MPI count holds): longer calls go to MPI in pieces |
 //! | `ZCOLL_TIMEOUT=s` | give up a wait after `s` seconds with [`Error::Timeout`] (a peer that could still write into the waiting rank's buffer is killed first: [`Error::Fenced`]) |
 //! | `ZCOLL_WARN_AFTER=s` | a wait that lasts `s` seconds (default 60; 0: never) says in one line on standard error which collective it is in, that call's number on the node, the ranks not yet in it and whether the awaited rank has entered the call, and again each time its length doubles |
 //! | `ZCOLL_ARRIVAL=auto\|flat\|tree:k` | how a round awaits the node's arrivals: every rank polls every other (`flat`), or up a tree of flags of fan-in `k` and down from its root (`tree:k`); default `auto`, the cost model's choice for the node's size (a tree from 8 ranks); every rank of a node must agree |

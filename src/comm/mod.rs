@@ -257,6 +257,7 @@ impl Comm {
         let policy = WaitPolicy::from_env();
         let arrival = crate::node::arrival_from_env();
         let progress = immediate::Progress::from_env();
+        let piece = crate::hier::piece_from_env();
         // Every rank takes part in the splits even with a bad variable, so none is left
         // waiting; the error is reported after.
         let node = NodeComm::new(
@@ -267,20 +268,23 @@ impl Comm {
         );
         // Every node must hear of a failure on another before the next collective step
         // (the hierarchy's splits), or it would wait there for ever.
-        let set_up = match (&split, &policy, &arrival, &node, &progress) {
-            (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), ..) | (.., Err(e), _) | (.., Err(e)) => {
-                Err(e.clone())
-            }
+        let set_up = match (&split, &policy, &arrival, &node, &progress, &piece) {
+            (Err(e), ..)
+            | (_, Err(e), ..)
+            | (_, _, Err(e), ..)
+            | (_, _, _, Err(e), ..)
+            | (.., Err(e), _)
+            | (.., Err(e)) => Err(e.clone()),
             _ => Ok(()),
         };
         crate::hier::agree(&parent, set_up)?;
-        let (split, node, progress) = (split?, node?, progress?);
+        let (split, node, progress, piece) = (split?, node?, progress?, piece?);
         if parent.rank() == 0 {
             if let Some(w) = crate::tune::select::warning() {
                 eprintln!("zcoll: {w}");
             }
         }
-        let hier = Hierarchy::new(&parent, &node);
+        let hier = Hierarchy::new(&parent, &node, piece);
         let home = Home::here();
         let info = Info {
             rank: parent.rank(),

@@ -28,8 +28,8 @@ impl Hierarchy {
         let Net { parent, ctx } = net;
         if self.direct() {
             self.check(net, coll::Kind::Bcast, root, buf.len(), claim_word(algorithm))?;
-            if !buf.is_empty() {
-                parent.process_at_rank(root).broadcast_into(buf);
+            for piece in buf.chunks_mut(self.piece) {
+                parent.process_at_rank(root).broadcast_into(piece);
             }
             return Ok(());
         }
@@ -65,10 +65,16 @@ impl Hierarchy {
             return Ok(());
         }
         let chunk = algorithm.feed_chunk();
-        let from_network = |piece: &mut [u8]| {
+        // Each chunk goes to MPI in pieces of at most `self.piece` bytes (a `pipelined:k`
+        // chunk may exceed an MPI count).
+        let from_network = |chunk: &mut [u8]| {
             if let Some(leaders) = &self.leaders {
                 let mut spot = Spot::new();
-                leaders.process_at_rank(root_node as i32).broadcast_into(to_mpi::recv(piece, &mut spot));
+                let at = leaders.process_at_rank(root_node as i32);
+                match chunk.is_empty() {
+                    true => at.broadcast_into(to_mpi::recv(chunk, &mut spot)),
+                    false => chunk.chunks_mut(self.piece).for_each(|piece| at.broadcast_into(piece)),
+                }
             }
             Ok(())
         };

@@ -68,13 +68,40 @@ pub(crate) struct Hierarchy {
     /// which other nodes may have returned `Ok` from: its leader says so in the next
     /// call's exchange (the deferred verdict across nodes, `relay.rs`).
     pending: AtomicBool,
+    /// The most elements one MPI call of a broadcast, reduction or scan carries
+    /// ([`piece_from_env`]): longer ones go in pieces, since MPI counts are 32-bit.
+    piece: usize,
+}
+
+/// The most elements an MPI count holds.
+const MPI_MAX_COUNT: usize = mpi::Count::MAX as usize;
+
+/// `ZCOLL_MPI_PIECE=n`: the most elements one MPI call of a broadcast, reduction or scan
+/// across nodes carries; unset, the most an MPI count holds.
+///
+/// # Errors
+///
+/// `Error::Config` for anything but a whole number from 1 to 2^31 - 1.
+pub(crate) fn piece_from_env() -> Result<usize> {
+    match std::env::var("ZCOLL_MPI_PIECE") {
+        Err(_) => Ok(MPI_MAX_COUNT),
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if (1..=MPI_MAX_COUNT).contains(&n) => Ok(n),
+            _ => Err(Error::Config {
+                name: "ZCOLL_MPI_PIECE",
+                value: v,
+                expected: "a whole number from 1 to 2147483647",
+            }),
+        },
+    }
 }
 
 impl Hierarchy {
     /// Learns the node of every rank, and splits `parent` into the leaders' communicator
     /// and the column communicators (one per local rank; column `j` holds local rank `j`
-    /// of every node with more than `j` ranks). Collective over `parent`.
-    pub(crate) fn new(parent: &SimpleCommunicator, node: &NodeComm) -> Hierarchy {
+    /// of every node with more than `j` ranks). Collective over `parent`. `piece` is the
+    /// most elements one MPI call of a broadcast, reduction or scan carries.
+    pub(crate) fn new(parent: &SimpleCommunicator, node: &NodeComm, piece: usize) -> Hierarchy {
         let p = parent.size() as usize;
         let leader = node.ctl.rank_of(0);
         let mut leader_of = vec![0i32; p];
@@ -103,7 +130,22 @@ impl Hierarchy {
         let min_node_size = seen.iter().copied().min().unwrap_or(1);
         let pending = AtomicBool::new(false);
         let leader_rank = leaders_sorted;
-        Hierarchy { leaders, column, min_node_size, node_of, local_of, nodes, my_node, leader_rank, pending }
+        // Every rank must cut a long call into the same pieces: the smallest asked for.
+        let mut least = 0u64;
+        parent.all_reduce_into(&(piece as u64), &mut least, SystemOperation::min());
+        let piece = least as usize;
+        Hierarchy {
+            leaders,
+            column,
+            min_node_size,
+            node_of,
+            local_of,
+            nodes,
+            my_node,
+            leader_rank,
+            pending,
+            piece,
+        }
     }
 
     /// Forgets the hierarchy's MPI communicators without freeing them: for a drop on a

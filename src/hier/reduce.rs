@@ -113,11 +113,16 @@ impl Hierarchy {
         self.check_reduction(net, claim, root, n, recv_of(&bufs, root == parent.rank()), oper)?;
         if let (true, Some(builtin)) = (self.direct(), oper.builtin()) {
             let at = parent.process_at_rank(root);
+            let piece = self.piece;
             match bufs {
-                _ if n == 0 => {}
-                Bufs::Apart(s, r) => at.reduce_into_root(s, r, builtin.mpi()),
-                Bufs::InPlace(b) => at.reduce_into_root(&b.to_vec()[..], b, builtin.mpi()),
-                Bufs::SendOnly(s) => at.reduce_into(s, builtin.mpi()),
+                Bufs::Apart(s, r) => s
+                    .chunks(piece)
+                    .zip(r.chunks_mut(piece))
+                    .for_each(|(s, r)| at.reduce_into_root(s, r, builtin.mpi())),
+                Bufs::InPlace(b) => {
+                    b.chunks_mut(piece).for_each(|b| at.reduce_into_root(&b.to_vec()[..], b, builtin.mpi()))
+                }
+                Bufs::SendOnly(s) => s.chunks(piece).for_each(|s| at.reduce_into(s, builtin.mpi())),
             }
             return Ok(());
         }
@@ -138,7 +143,7 @@ impl Hierarchy {
         // (the checks made every length equal, so every leader sends `n` elements).
         let mut result = Scratch::<T>::zeroed(if leader && here { n } else { 0 }, loads);
         if let Some(leaders) = &self.leaders {
-            reduce_to(leaders, root_node as i32, &partial, &mut result, oper);
+            reduce_to(leaders, root_node as i32, &partial, &mut result, oper, self.piece);
         }
         // (c) The root's leader hands the result to the root (a node whose step failed,
         // on every rank alike, leaves its buffers alone).
@@ -297,12 +302,16 @@ impl Hierarchy {
         bufs: Bufs<'_, T>,
         builtin: crate::op::Builtin,
     ) -> Result<()> {
-        if bufs.input_len() > 0 {
-            match bufs {
-                Bufs::Apart(s, r) => parent.all_reduce_into(s, r, builtin.mpi()),
-                Bufs::InPlace(b) => parent.all_reduce_into(&b.to_vec()[..], b, builtin.mpi()),
-                Bufs::SendOnly(_) => unreachable!("an allreduce rank has an output"),
+        let piece = self.piece;
+        match bufs {
+            Bufs::Apart(s, r) => s
+                .chunks(piece)
+                .zip(r.chunks_mut(piece))
+                .for_each(|(s, r)| parent.all_reduce_into(s, r, builtin.mpi())),
+            Bufs::InPlace(b) => {
+                b.chunks_mut(piece).for_each(|b| parent.all_reduce_into(&b.to_vec()[..], b, builtin.mpi()))
             }
+            Bufs::SendOnly(_) => unreachable!("an allreduce rank has an output"),
         }
         Ok(())
     }
@@ -339,7 +348,7 @@ impl Hierarchy {
                     &zeros
                 }
             };
-            combine(&self.column, own, &mut reduced, oper);
+            combine(&self.column, own, &mut reduced, oper, self.piece);
         }
         // (c) Every rank reads the partitions from their owners.
         let counts: Vec<mpi::Count> = parts.iter().map(|r| r.len() as mpi::Count).collect();
@@ -372,7 +381,7 @@ impl Hierarchy {
         if let Some(leaders) = &self.leaders {
             let mine = if out.len() == n { out.to_vec() } else { vec![T::zeroed(); n] };
             let mut combined = vec![T::zeroed(); n];
-            combine(leaders, &mine, &mut combined, oper);
+            combine(leaders, &mine, &mut combined, oper, self.piece);
             if out.len() == n {
                 out.copy_from_slice(&combined);
             }
@@ -418,37 +427,71 @@ impl Hierarchy {
         if n == 0 {
             return Ok(());
         }
-        if let (true, Some(builtin)) = (self.direct(), oper.builtin()) {
-            let mut spot = Spot::new();
-            let op = builtin.mpi();
-            match which {
-                Which::Scan => parent.scan_into(to_mpi::send(send), to_mpi::recv(recv, &mut spot), op),
-                Which::ReduceScatterBlock => {
-                    parent.reduce_scatter_block_into(to_mpi::send(send), to_mpi::recv(recv, &mut spot), op)
+        // Output elements `a..a + c` of every rank depend only on input elements `a..a + c`
+        // (of every block, for the reduce-scatter): the call goes to MPI in such pieces.
+        let blocks = match which {
+            Which::ReduceScatterBlock => p,
+            _ => 1,
+        };
+        let direct = self.direct() && oper.builtin().is_some();
+        // What one output element costs an MPI call's count: one element for MPI's own
+        // scans and reduce-scatter (whose count is the output's), every rank's every
+        // block where the inputs are gathered.
+        let copies = if direct { 1 } else { p * blocks };
+        let step = pieces(n, self.piece, copies);
+        let mut piece_in = Vec::new();
+        for a in (0..n).step_by(step) {
+            let c = step.min(n - a);
+            let input: &[T] = match which {
+                Which::ReduceScatterBlock if c < n => {
+                    piece_in.clear();
+                    (0..p).for_each(|q| piece_in.extend_from_slice(&send[q * n + a..q * n + a + c]));
+                    &piece_in
                 }
-                Which::Exscan => {
-                    // MPI leaves rank 0's output undefined; zcoll leaves it as it was.
-                    let mut out = recv.to_vec();
-                    parent.exclusive_scan_into(to_mpi::send(send), &mut out[..], op);
-                    if me > 0 {
-                        recv.copy_from_slice(&out);
+                Which::ReduceScatterBlock => send,
+                _ => &send[a..a + c],
+            };
+            let out = &mut recv[a..a + c];
+            let mut spot = Spot::new();
+            match oper.builtin() {
+                Some(builtin) if direct => {
+                    let op = builtin.mpi();
+                    match which {
+                        Which::Scan => {
+                            parent.scan_into(to_mpi::send(input), to_mpi::recv(out, &mut spot), op)
+                        }
+                        Which::ReduceScatterBlock => parent.reduce_scatter_block_into(
+                            to_mpi::send(input),
+                            to_mpi::recv(out, &mut spot),
+                            op,
+                        ),
+                        Which::Exscan => {
+                            // MPI leaves rank 0's output undefined; zcoll leaves it as it was.
+                            let mut before = out.to_vec();
+                            parent.exclusive_scan_into(to_mpi::send(input), &mut before[..], op);
+                            if me > 0 {
+                                out.copy_from_slice(&before);
+                            }
+                        }
                     }
                 }
-            }
-            return Ok(());
-        }
-        let mut all = vec![T::zeroed(); send.len() * p];
-        parent.all_gather_into(to_mpi::send(send), &mut all[..]);
-        let (ranks, at) = match which {
-            Which::Scan => (0..me + 1, 0),
-            Which::Exscan => (0..me, 0),
-            Which::ReduceScatterBlock => (0..p, me * n),
-        };
-        let mut ranks = ranks.map(|r| &all[r * send.len() + at..r * send.len() + at + n]);
-        if let Some(first) = ranks.next() {
-            recv.copy_from_slice(first);
-            for x in ranks {
-                oper.apply(recv, x);
+                _ => {
+                    let len = input.len();
+                    let mut all = vec![T::zeroed(); len * p];
+                    parent.all_gather_into(to_mpi::send(input), &mut all[..]);
+                    let (ranks, at) = match which {
+                        Which::Scan => (0..me + 1, 0),
+                        Which::Exscan => (0..me, 0),
+                        Which::ReduceScatterBlock => (0..p, me * c),
+                    };
+                    let mut ranks = ranks.map(|r| &all[r * len + at..r * len + at + c]);
+                    if let Some(first) = ranks.next() {
+                        out.copy_from_slice(first);
+                        for x in ranks {
+                            oper.apply(out, x);
+                        }
+                    }
+                }
             }
         }
         Ok(())
@@ -457,17 +500,36 @@ impl Hierarchy {
 
 /// Combines every member's `mine` into `out` over `comm` with `oper`: MPI's own operator
 /// for a built-in one; otherwise every member gathers every contribution and folds them
-/// in `comm`'s rank order, so that every member computes bitwise the same result.
-fn combine<T: Pod, O: Operator<T>>(comm: &SimpleCommunicator, mine: &[T], out: &mut [T], oper: &O) {
-    let mut spot = Spot::new();
-    match oper.builtin() {
-        Some(b) => comm.all_reduce_into(to_mpi::send(mine), to_mpi::recv(out, &mut spot), b.mpi()),
-        None => {
-            let mut all = vec![T::zeroed(); mine.len() * comm.size() as usize];
-            comm.all_gather_into(to_mpi::send(mine), to_mpi::recv(&mut all[..], &mut spot));
-            fold_in_order(&all, mine.len(), out, oper);
+/// in `comm`'s rank order, so that every member computes bitwise the same result. No MPI
+/// call carries more than `piece` elements (the operators work element by element, so
+/// the pieces are independent).
+fn combine<T: Pod, O: Operator<T>>(
+    comm: &SimpleCommunicator,
+    mine: &[T],
+    out: &mut [T],
+    oper: &O,
+    piece: usize,
+) {
+    let members = comm.size() as usize;
+    let step = pieces(mine.len(), piece, if oper.builtin().is_some() { 1 } else { members });
+    for (mine, out) in mine.chunks(step).zip(out.chunks_mut(step)) {
+        let mut spot = Spot::new();
+        match oper.builtin() {
+            Some(b) => comm.all_reduce_into(to_mpi::send(mine), to_mpi::recv(out, &mut spot), b.mpi()),
+            None => {
+                let mut all = vec![T::zeroed(); mine.len() * members];
+                comm.all_gather_into(to_mpi::send(mine), to_mpi::recv(&mut all[..], &mut spot));
+                fold_in_order(&all, mine.len(), out, oper);
+            }
         }
     }
+}
+
+/// How many elements of an elementwise call of `n` go to MPI at once when each of them
+/// makes `copies` elements of one MPI call (the members' contributions gathered): at most
+/// `piece` elements a call, and at least one element whatever `copies` is.
+fn pieces(n: usize, piece: usize, copies: usize) -> usize {
+    (piece / copies.max(1)).clamp(1, n.max(1))
 }
 
 /// Folds the members' contributions of `n` elements each, laid out one after the other in
@@ -492,18 +554,27 @@ fn reduce_to<T: Pod, O: Operator<T>>(
     mine: &[T],
     out: &mut [T],
     oper: &O,
+    piece: usize,
 ) {
     let at = comm.process_at_rank(root);
-    let mut spot = Spot::new();
     let me = comm.rank() == root;
-    match (oper.builtin(), me) {
-        (Some(b), true) => at.reduce_into_root(to_mpi::send(mine), to_mpi::recv(out, &mut spot), b.mpi()),
-        (Some(b), false) => at.reduce_into(to_mpi::send(mine), b.mpi()),
-        (None, false) => at.gather_into(to_mpi::send(mine)),
-        (None, true) => {
-            let mut all = vec![T::zeroed(); mine.len() * comm.size() as usize];
-            at.gather_into_root(to_mpi::send(mine), to_mpi::recv(&mut all[..], &mut spot));
-            fold_in_order(&all, mine.len(), out, oper);
+    let members = comm.size() as usize;
+    let step = pieces(mine.len(), piece, if oper.builtin().is_some() { 1 } else { members });
+    // `out` is empty off the root: give every piece an empty output there.
+    let outs = out.chunks_mut(step).map(Some).chain(std::iter::repeat_with(|| None));
+    for (mine, out) in mine.chunks(step).zip(outs) {
+        let mut spot = Spot::new();
+        let mut none: [T; 0] = [];
+        let out = out.unwrap_or(&mut none);
+        match (oper.builtin(), me) {
+            (Some(b), true) => at.reduce_into_root(to_mpi::send(mine), to_mpi::recv(out, &mut spot), b.mpi()),
+            (Some(b), false) => at.reduce_into(to_mpi::send(mine), b.mpi()),
+            (None, false) => at.gather_into(to_mpi::send(mine)),
+            (None, true) => {
+                let mut all = vec![T::zeroed(); mine.len() * members];
+                at.gather_into_root(to_mpi::send(mine), to_mpi::recv(&mut all[..], &mut spot));
+                fold_in_order(&all, mine.len(), out, oper);
+            }
         }
     }
 }

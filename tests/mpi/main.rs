@@ -153,6 +153,7 @@ at! {
     bad_env_node_size_np3: 3, "bad-env", ["ZCOLL_TEST_BAD_VAR" => "ZCOLL_NODE_SIZE", "ZCOLL_NODE_SIZE" => "0"];
     bad_env_arrival_np3: 3, "bad-env", ["ZCOLL_TEST_BAD_VAR" => "ZCOLL_ARRIVAL", "ZCOLL_ARRIVAL" => "tree:1"];
     bad_env_progress_np2: 2, "bad-env", ["ZCOLL_TEST_BAD_VAR" => "ZCOLL_PROGRESS", "ZCOLL_PROGRESS" => "threads"];
+    bad_env_piece_np2: 2, "bad-env", ["ZCOLL_TEST_BAD_VAR" => "ZCOLL_MPI_PIECE", "ZCOLL_MPI_PIECE" => "0"];
     setup_fails_vnodes_np4_k2: 4, "setup-fails", ["ZCOLL_NODE_SIZE" => "2"];
     setup_fails_vnodes_np5_k2: 5, "setup-fails", ["ZCOLL_NODE_SIZE" => "2"];
     empty_np1: 1, "empty", [];
@@ -228,6 +229,8 @@ at! {
     random_np5: 5, "random", [];
     random_np8: 8, "random", [];
     random_vnodes_np5_k2: 5, "random", ["ZCOLL_NODE_SIZE" => "2"];
+    random_pieces_np4_k1: 4, "random", ["ZCOLL_NODE_SIZE" => "1", "ZCOLL_MPI_PIECE" => "1000"];
+    random_pieces_np5_k2: 5, "random", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_MPI_PIECE" => "1000"];
     random_vnodes_np8_k3: 8, "random", ["ZCOLL_NODE_SIZE" => "3"];
     random_cico_np3: 3, "random", ["ZCOLL_TRANSPORT" => "cico"];
     random_xpmem_np3: 3, "random", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem"];

@@ -120,6 +120,7 @@ fn all_at_once(world: &SimpleCommunicator, comm: &mut Comm, n: usize, seed: u64)
     // a lent built-in operator over another element type (queued as bytes).
     let small: Vec<i32> = mine.iter().map(|&x| (x % 1_000_003) as i32 - 500_000).collect();
     let (mut user_sum, mut small_min) = (vec![0u64; n], vec![0i32; n]);
+    let lent_min: &Builtin = &Builtin::Min;
     let add = zcoll::op::UserOp::commutative(|acc: &mut [u64], x: &[u64]| {
         acc.iter_mut().zip(x).for_each(|(a, b)| *a = a.wrapping_add(*b))
     });
@@ -147,7 +148,7 @@ fn all_at_once(world: &SimpleCommunicator, comm: &mut Comm, n: usize, seed: u64)
         });
         reqs.push(s.immediate_all_reduce_into(&mine, &mut max, Builtin::Max));
         reqs.push(s.immediate_all_reduce_into(&mine, &mut user_sum, add));
-        reqs.push(s.immediate_all_reduce_into(&small, &mut small_min, &Builtin::Min));
+        reqs.push(s.immediate_all_reduce_into(&small, &mut small_min, lent_min));
         reqs.push(s.immediate_all_gather_varcount_into(&vmine, &mut vall, &counts, &displs));
         reqs.push(match me == 0 {
             true => s.immediate_gather_varcount_into_root(&vmine, &mut vgathered, &counts, &displs, 0),

@@ -19,7 +19,7 @@
 
 use super::Comm;
 use crate::error::{Error, Result};
-use crate::op::Operator;
+use crate::op::{Builtin, Operator, Reducible};
 use crate::pod::Pod;
 use crate::sync::wait::{self, WaitPolicy};
 use mpi::topology::Rank;
@@ -142,11 +142,18 @@ pub(crate) type Call<'scope> = Box<dyn FnOnce(&mut Comm) -> Result<()> + Send + 
 
 /// A queued call.
 pub(crate) enum Job<'scope> {
-    /// Any call, boxed.
+    /// Any call, boxed (a call with counts and displacements, a reduction under a user
+    /// operator, a barrier: its closure captures nothing, so its box allocates nothing).
     Boxed(Call<'scope>),
     /// A broadcast of these bytes from this root, the most common small call, queued
     /// with no allocation (`broadcast_into` moves bytes whatever the element type).
     Broadcast(&'scope mut [u8], Rank),
+    /// A call over a send and a receive buffer (and a root, a built-in operator where it
+    /// takes them), queued with no allocation: its buffers as bytes, and the blocking call
+    /// monomorphized for its element type, which views the bytes as elements again.
+    Typed(Run, Bytes<'scope>),
+    /// A start of a persistent collective: the call its handle holds (shared, not copied).
+    Start(Arc<dyn Start + 'scope>),
 }
 
 impl Job<'_> {
@@ -154,8 +161,134 @@ impl Job<'_> {
         match self {
             Job::Boxed(call) => call(comm),
             Job::Broadcast(bytes, root) => comm.broadcast_into(bytes, root),
+            Job::Typed(run, bytes) => run(comm, bytes),
+            Job::Start(held) => held.run(comm),
         }
     }
+}
+
+/// What a persistent collective runs at each start ([`Job::Start`]).
+pub(crate) trait Start: Send + Sync {
+    /// Runs the call over the handle's buffers.
+    fn run(&self, comm: &mut Comm) -> Result<()>;
+}
+
+/// The buffers and scalars of a [`Job::Typed`], the element type erased (a buffer a side
+/// of the call does not have is empty, and its `run` does not look at it).
+pub(crate) struct Bytes<'a> {
+    send: &'a [u8],
+    recv: &'a mut [u8],
+    root: Rank,
+    op: Builtin,
+}
+
+/// The blocking call of a [`Job::Typed`] for one element type.
+pub(crate) type Run = for<'a> fn(&mut Comm, Bytes<'a>) -> Result<()>;
+
+/// A buffer's bytes as the elements they were made from (`Bytes` holds only slices of
+/// elements of the type its `run` is monomorphized for, so the length and the alignment
+/// fit).
+fn elems<T: Pod>(b: &[u8]) -> &[T] {
+    bytemuck::cast_slice(b)
+}
+
+/// [`elems`], mutable.
+fn elems_mut<T: Pod>(b: &mut [u8]) -> &mut [T] {
+    bytemuck::cast_slice_mut(b)
+}
+
+/// `run` unless `T` has no size (a zero-sized element cannot be viewed as bytes and
+/// back: such a call keeps its box).
+fn sized<T>(run: Run) -> Option<Run> {
+    (std::mem::size_of::<T>() != 0).then_some(run)
+}
+
+/// A reduction, queued as a [`Job::Typed`] when its operator is a built-in one.
+trait Reduction {
+    /// The blocking reduction for `T`.
+    fn run<T: Reducible>(comm: &mut Comm, b: Bytes<'_>) -> Result<()>;
+}
+
+/// [`Comm::all_reduce_into`].
+struct AllReduce;
+/// [`Comm::reduce_into_root`].
+struct ReduceRoot;
+/// [`Comm::reduce_into`].
+struct ReduceLeaf;
+
+impl Reduction for AllReduce {
+    fn run<T: Reducible>(comm: &mut Comm, b: Bytes<'_>) -> Result<()> {
+        comm.all_reduce_into(elems::<T>(b.send), elems_mut::<T>(b.recv), b.op)
+    }
+}
+
+impl Reduction for ReduceRoot {
+    fn run<T: Reducible>(comm: &mut Comm, b: Bytes<'_>) -> Result<()> {
+        comm.reduce_into_root(elems::<T>(b.send), elems_mut::<T>(b.recv), b.root, b.op)
+    }
+}
+
+impl Reduction for ReduceLeaf {
+    fn run<T: Reducible>(comm: &mut Comm, b: Bytes<'_>) -> Result<()> {
+        comm.reduce_into(elems::<T>(b.send), b.root, b.op)
+    }
+}
+
+/// The reduction `R` over `T` and the built-in operator `op` is, if it is one and `T` is
+/// a type the built-in operators apply to (recognized by its `TypeId`: `run` is
+/// monomorphized for that very type); else `None`, and the call keeps its box with its
+/// operator. An operator whose [`Operator::builtin`] is `Some` computes what that
+/// built-in operator computes (its contract), so the call is the same.
+fn reduction<T: 'static, R: Reduction>(op: &impl Operator<T>) -> Option<(Run, Builtin)> {
+    let op = op.builtin()?;
+    let id = std::any::TypeId::of::<T>();
+    macro_rules! find {
+        ($($t:ty)*) => {$(
+            if id == std::any::TypeId::of::<$t>() {
+                return Some((R::run::<$t> as Run, op));
+            }
+        )*};
+    }
+    find!(i8 i16 i32 i64 isize u8 u16 u32 u64 usize f32 f64);
+    None
+}
+
+/// The blocking calls of the [`Job::Typed`] jobs that are not reductions.
+mod typed {
+    use super::{elems, elems_mut, Bytes, Comm, Pod, Result};
+
+    pub(super) fn scatter_root<T: Pod>(comm: &mut Comm, b: Bytes<'_>) -> Result<()> {
+        comm.scatter_into_root(elems::<T>(b.send), elems_mut::<T>(b.recv), b.root)
+    }
+    pub(super) fn scatter<T: Pod>(comm: &mut Comm, b: Bytes<'_>) -> Result<()> {
+        comm.scatter_into(elems_mut::<T>(b.recv), b.root)
+    }
+    pub(super) fn gather_root<T: Pod>(comm: &mut Comm, b: Bytes<'_>) -> Result<()> {
+        comm.gather_into_root(elems::<T>(b.send), elems_mut::<T>(b.recv), b.root)
+    }
+    pub(super) fn gather<T: Pod>(comm: &mut Comm, b: Bytes<'_>) -> Result<()> {
+        comm.gather_into(elems::<T>(b.send), b.root)
+    }
+    pub(super) fn all_gather<T: Pod>(comm: &mut Comm, b: Bytes<'_>) -> Result<()> {
+        comm.all_gather_into(elems::<T>(b.send), elems_mut::<T>(b.recv))
+    }
+    pub(super) fn all_to_all<T: Pod>(comm: &mut Comm, b: Bytes<'_>) -> Result<()> {
+        comm.all_to_all_into(elems::<T>(b.send), elems_mut::<T>(b.recv))
+    }
+}
+
+/// A [`Job::Typed`] over `send` and `recv`.
+fn typed_job<'scope, T: Pod>(
+    run: Run,
+    send: &'scope [T],
+    recv: &'scope mut [T],
+    root: Rank,
+    op: Builtin,
+) -> Job<'scope> {
+    Job::Typed(
+        run,
+        Bytes { send: bytemuck::cast_slice(send), recv: bytemuck::cast_slice_mut(recv), root, op },
+    )
 }
 
 /// A call's place in the scope's order of calls (the `seq`-th issued, from 0). Calls
@@ -825,7 +958,7 @@ macro_rules! immediate {
     ($s:lifetime; $(
         $(#[$doc:meta])*
         $name:ident [$($g:tt)*] ($($arg:ident: $ty:ty),*) => $blocking:ident, bytes($bytes:expr),
-        $(job($job:expr),)?
+        $(job($pat:pat = $scrut:expr => $job:expr),)?
         example($($ex:literal)*);
     )*) => {
         impl<$s> Scope<$s, '_> {
@@ -850,14 +983,20 @@ macro_rules! immediate {
                 #[doc = concat!("From [`Request::wait`] or [`Request::test`]: those of [`Comm::", stringify!($blocking), "`], on every rank.")]
                 pub fn $name<$($g)*>(&self, $($arg: $ty),*) -> Request<$s> {
                     let bytes: usize = $bytes;
-                    let job = immediate!(@job $($job)?;
+                    let job = immediate!(@job $($pat = $scrut => $job)?;
                         Job::Boxed(Box::new(move |comm: &mut Comm| comm.$blocking($($arg),*))));
                     self.issue(bytes, job)
                 }
             )*
         }
     };
-    (@job $job:expr; $boxed:expr) => { $job };
+    (@job $pat:pat = $scrut:expr => $job:expr; $boxed:expr) => {
+        match $scrut {
+            $pat => $job,
+            #[allow(unreachable_patterns)]
+            _ => $boxed,
+        }
+    };
     (@job ; $boxed:expr) => { $boxed };
 }
 
@@ -871,7 +1010,7 @@ immediate! {
     /// MPI 4.1, 6.12.3 (`MPI_Ibcast`).
     immediate_broadcast_into[T: Pod + Send](buf: &'scope mut [T], root: Rank) => broadcast_into,
     bytes(std::mem::size_of_val(buf)),
-    job(Job::Broadcast(bytemuck::cast_slice_mut(buf), root)),
+    job(true = std::mem::size_of::<T>() != 0 => Job::Broadcast(bytemuck::cast_slice_mut(buf), root)),
     example("let mut buf = vec![me; 16];"
             "comm.immediate_scope(|s| s.immediate_broadcast_into(&mut buf, 0).wait())?;"
             "assert_eq!(buf, vec![0; 16]);");
@@ -879,6 +1018,7 @@ immediate! {
     /// MPI 4.1, 6.12.5 (`MPI_Iscatter`), the root's side.
     immediate_scatter_into_root[T: Pod + Send + Sync](send: &'scope [T], recv: &'scope mut [T], root: Rank)
         => scatter_into_root, bytes(std::mem::size_of_val(send)),
+    job(Some(run) = sized::<T>(typed::scatter_root::<T>) => typed_job(run, send, recv, root, Builtin::Sum)),
     example("let send: Vec<i32> = (0..p as i32).collect();"
             "let mut mine = [0i32];"
             "comm.immediate_scope(|s| match me {"
@@ -890,6 +1030,7 @@ immediate! {
     /// MPI 4.1, 6.12.5 (`MPI_Iscatter`), a non-root's side.
     immediate_scatter_into[T: Pod + Send](recv: &'scope mut [T], root: Rank) => scatter_into,
     bytes(std::mem::size_of_val(recv)),
+    job(Some(run) = sized::<T>(typed::scatter::<T>) => typed_job(run, &[], recv, root, Builtin::Sum)),
     example("let mut mine = [0i32];"
             "if me != 0 {"
             "    comm.immediate_scope(|s| s.immediate_scatter_into(&mut mine, 0).wait())?;"
@@ -898,6 +1039,7 @@ immediate! {
     /// MPI 4.1, 6.12.4 (`MPI_Igather`), the root's side.
     immediate_gather_into_root[T: Pod + Send + Sync](send: &'scope [T], recv: &'scope mut [T], root: Rank)
         => gather_into_root, bytes(std::mem::size_of_val(recv)),
+    job(Some(run) = sized::<T>(typed::gather_root::<T>) => typed_job(run, send, recv, root, Builtin::Sum)),
     example("let mut all = vec![0i32; p];"
             "let mine = [me];"
             "comm.immediate_scope(|s| match me {"
@@ -908,6 +1050,7 @@ immediate! {
     /// MPI 4.1, 6.12.4 (`MPI_Igather`), a non-root's side.
     immediate_gather_into[T: Pod + Sync](send: &'scope [T], root: Rank) => gather_into,
     bytes(std::mem::size_of_val(send)),
+    job(Some(run) = sized::<T>(typed::gather::<T>) => typed_job(run, send, &mut [], root, Builtin::Sum)),
     example("if me != 0 {"
             "    let mine = [me];"
             "    comm.immediate_scope(|s| s.immediate_gather_into(&mine, 0).wait())?;"
@@ -916,6 +1059,7 @@ immediate! {
     /// MPI 4.1, 6.12.6 (`MPI_Iallgather`).
     immediate_all_gather_into[T: Pod + Send + Sync](send: &'scope [T], recv: &'scope mut [T]) => all_gather_into,
     bytes(std::mem::size_of_val(recv)),
+    job(Some(run) = sized::<T>(typed::all_gather::<T>) => typed_job(run, send, recv, 0, Builtin::Sum)),
     example("let mut all = vec![0i32; p];"
             "let mine = [me];"
             "comm.immediate_scope(|s| s.immediate_all_gather_into(&mine, &mut all).wait())?;"
@@ -924,6 +1068,7 @@ immediate! {
     /// MPI 4.1, 6.12.7 (`MPI_Ialltoall`).
     immediate_all_to_all_into[T: Pod + Send + Sync](send: &'scope [T], recv: &'scope mut [T]) => all_to_all_into,
     bytes(std::mem::size_of_val(recv)),
+    job(Some(run) = sized::<T>(typed::all_to_all::<T>) => typed_job(run, send, recv, 0, Builtin::Sum)),
     example("let send = vec![me; p];"
             "let mut recv = vec![0i32; p];"
             "comm.immediate_scope(|s| s.immediate_all_to_all_into(&send, &mut recv).wait())?;"
@@ -933,6 +1078,7 @@ immediate! {
     immediate_reduce_into_root[T: Pod + Send + Sync, O: Operator<T> + Send + 'scope](
         send: &'scope [T], recv: &'scope mut [T], root: Rank, op: O) => reduce_into_root,
     bytes(std::mem::size_of_val(send)),
+    job(Some((run, op)) = reduction::<T, ReduceRoot>(&op) => typed_job(run, send, recv, root, op)),
     example("let mut sum = [0i32];"
             "comm.immediate_scope(|s| match me {"
             "    0 => s.immediate_reduce_into_root(&[1], &mut sum, 0, Builtin::Sum).wait(),"
@@ -942,6 +1088,7 @@ immediate! {
     /// MPI 4.1, 6.12.9 (`MPI_Ireduce`), a non-root's side.
     immediate_reduce_into[T: Pod + Sync, O: Operator<T> + Send + 'scope](send: &'scope [T], root: Rank, op: O)
         => reduce_into, bytes(std::mem::size_of_val(send)),
+    job(Some((run, op)) = reduction::<T, ReduceLeaf>(&op) => typed_job(run, send, &mut [], root, op)),
     example("if me != 0 {"
             "    comm.immediate_scope(|s| s.immediate_reduce_into(&[1i32], 0, Builtin::Sum).wait())?;"
             "}");
@@ -950,6 +1097,7 @@ immediate! {
     immediate_all_reduce_into[T: Pod + Send + Sync, O: Operator<T> + Send + 'scope](
         send: &'scope [T], recv: &'scope mut [T], op: O) => all_reduce_into,
     bytes(std::mem::size_of_val(send)),
+    job(Some((run, op)) = reduction::<T, AllReduce>(&op) => typed_job(run, send, recv, 0, op)),
     example("let mut sum = [0i32];"
             "comm.immediate_scope(|s| s.immediate_all_reduce_into(&[1], &mut sum, Builtin::Sum).wait())?;"
             "assert_eq!(sum, [p as i32]);");
@@ -1045,6 +1193,25 @@ mod tests {
             let got = Progress::decide(asked, one_node, multiple, idle);
             assert_eq!(got, want, "{asked:?} {one_node} {multiple} {idle}");
         }
+    }
+
+    #[test]
+    fn reductions_under_builtin_operators_are_queued_as_bytes() {
+        fn found<T: Reducible>() -> bool {
+            reduction::<T, AllReduce>(&Builtin::Sum).is_some_and(|(_, op)| op == Builtin::Sum)
+        }
+        // Every type the built-in operators apply to (`op.rs`'s `integers!` and `floats!`).
+        assert!(found::<i8>() && found::<i16>() && found::<i32>() && found::<i64>() && found::<isize>());
+        assert!(found::<u8>() && found::<u16>() && found::<u32>() && found::<u64>() && found::<usize>());
+        assert!(found::<f32>() && found::<f64>());
+        let max = mpi::collective::SystemOperation::max();
+        assert_eq!(reduction::<f64, ReduceRoot>(&max).map(|(_, op)| op), Some(Builtin::Max));
+        assert_eq!(reduction::<u8, ReduceLeaf>(&&Builtin::BitXor).map(|(_, op)| op), Some(Builtin::BitXor));
+        // A user operator keeps its box.
+        let user = crate::op::UserOp::commutative(|_: &mut [u64], _: &[u64]| {});
+        assert!(reduction::<u64, AllReduce>(&user).is_none());
+        assert!(sized::<u8>(typed::all_gather::<u8>).is_some());
+        assert!(sized::<()>(typed::all_gather::<u8>).is_none());
     }
 
     #[test]

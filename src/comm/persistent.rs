@@ -14,7 +14,7 @@
 //! beforehand on their small paths, and publish them in the round's call record on the
 //! others, so a start costs what a blocking call costs, plus the queueing.
 
-use super::immediate::{Engine, Job, Request, Scope, Seq};
+use super::immediate::{Engine, Job, Request, Scope, Seq, Start};
 use super::Comm;
 use crate::error::Result;
 use crate::op::Operator;
@@ -31,6 +31,14 @@ type Call<'scope, B> = Box<dyn FnMut(&mut Comm, &mut B) -> Result<()> + Send + '
 struct Held<'scope, B> {
     bufs: B,
     call: Call<'scope, B>,
+}
+
+impl<B: Send> Start for Mutex<Held<'_, B>> {
+    fn run(&self, comm: &mut Comm) -> Result<()> {
+        let mut held = self.lock().unwrap_or_else(PoisonError::into_inner);
+        let Held { bufs, call } = &mut *held;
+        call(comm, bufs)
+    }
 }
 
 /// A persistent collective (MPI 4's `MPI_*_init`), made by a [`Scope`]'s `*_init`
@@ -118,12 +126,7 @@ impl<'scope, B: Send + 'scope> Persistent<'scope, B> {
     /// From [`Request::wait`] or [`Request::test`]: those of the blocking collective.
     pub fn start(&mut self) -> Request<'_> {
         self.settle();
-        let held = self.held.clone();
-        let job = Job::Boxed(Box::new(move |comm: &mut Comm| {
-            let mut held = held.lock().unwrap_or_else(PoisonError::into_inner);
-            let Held { bufs, call } = &mut *held;
-            call(comm, bufs)
-        }));
+        let job = Job::Start(self.held.clone());
         let seq = self.engine.push(job, self.bytes);
         self.last = Some(seq);
         Request::new(seq, self.engine.clone())

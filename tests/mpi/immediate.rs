@@ -116,6 +116,14 @@ fn all_at_once(world: &SimpleCommunicator, comm: &mut Comm, n: usize, seed: u64)
         (0..p).flat_map(|r| (0..=r).map(move |i| (me * 100 + r) as u64 * 1000 + i as u64)).collect();
     let mut vrecv = vec![0u64; pu * (me as usize + 1)];
     let mut reduced = vec![0u64; n];
+    // Reductions queued the other ways: a user operator (its call boxed with it), and
+    // a lent built-in operator over another element type (queued as bytes).
+    let small: Vec<i32> = mine.iter().map(|&x| (x % 1_000_003) as i32 - 500_000).collect();
+    let (mut user_sum, mut small_min) = (vec![0u64; n], vec![0i32; n]);
+    let lent_min: &Builtin = &Builtin::Min;
+    let add = zcoll::op::UserOp::commutative(|acc: &mut [u64], x: &[u64]| {
+        acc.iter_mut().zip(x).for_each(|(a, b)| *a = a.wrapping_add(*b))
+    });
 
     let outcome = comm.immediate_scope(|s| {
         let mut reqs = vec![
@@ -139,6 +147,8 @@ fn all_at_once(world: &SimpleCommunicator, comm: &mut Comm, n: usize, seed: u64)
             false => s.immediate_reduce_into(&mine, 0, Builtin::Max),
         });
         reqs.push(s.immediate_all_reduce_into(&mine, &mut max, Builtin::Max));
+        reqs.push(s.immediate_all_reduce_into(&mine, &mut user_sum, add));
+        reqs.push(s.immediate_all_reduce_into(&small, &mut small_min, lent_min));
         reqs.push(s.immediate_all_gather_varcount_into(&vmine, &mut vall, &counts, &displs));
         reqs.push(match me == 0 {
             true => s.immediate_gather_varcount_into_root(&vmine, &mut vgathered, &counts, &displs, 0),
@@ -179,6 +189,10 @@ fn all_at_once(world: &SimpleCommunicator, comm: &mut Comm, n: usize, seed: u64)
     let mut want = vec![0; n];
     world.all_reduce_into(&mine[..], &mut want[..], SystemOperation::sum());
     assert_eq!(sum, want, "allreduce, n = {n}");
+    assert_eq!(user_sum, want, "allreduce under a user operator, n = {n}");
+    let mut want_min = vec![0i32; n];
+    world.all_reduce_into(&small[..], &mut want_min[..], SystemOperation::min());
+    assert_eq!(small_min, want_min, "allreduce min of i32, n = {n}");
     world.all_reduce_into(&mine[..], &mut want[..], SystemOperation::max());
     assert_eq!(max, want, "allreduce max, n = {n}");
     if me == 0 {

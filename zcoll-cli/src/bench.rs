@@ -27,8 +27,9 @@ use zcoll::Comm;
 #[derive(clap::Parser, Debug, Clone)]
 #[command(name = "bench")]
 pub struct BenchArgs {
-    /// Collectives to time: comma-separated names (bcast, barrier), or `all`; `ibcast` and
-    /// `iallreduce` time the nonblocking ones beside the MPI library's (a table of their own).
+    /// Collectives to time: comma-separated names (bcast, barrier), or `all`; `ibcast`,
+    /// `iallreduce`, `ireduce`, `igather`, `iallgather`, `ialltoall`, `iscatter` and
+    /// `ibarrier` time the nonblocking ones beside the MPI library's (a table of their own).
     #[arg(long, default_value = "all")]
     pub coll: String,
     /// Message sizes in bytes per rank: `A:B` (powers of two from A to B), `A:B:F` (times

@@ -1,6 +1,8 @@
-//! `zcoll bench --coll ibcast,iallreduce [--overlap]`: zcoll's nonblocking collectives
+//! `zcoll bench --coll ibcast,iallreduce,... [--overlap]`: zcoll's nonblocking collectives
 //! (`Comm::immediate_scope`) beside the MPI library's (rsmpi's `immediate_*` in
-//! `mpi::request::scope`), with both blocking calls, in the same run.
+//! `mpi::request::scope`), with both blocking calls, in the same run: `ibcast`,
+//! `iallreduce`, `ireduce`, `igather`, `iallgather`, `ialltoall`, `iscatter` (rooted ones
+//! at `--root`, the size being each rank's block) and `ibarrier`.
 //!
 //! Every iteration runs the four implementations in an order drawn anew (the same on
 //! every rank), each after a barrier, on data that changes every step and is checked
@@ -9,6 +11,7 @@
 //! calls; its worker thread, if a call starts it, is started once per scope); since a request borrows its
 //! buffers until the scope ends, zcoll's nonblocking calls take one of up to 8 buffer
 //! sets each (256 KiB in all), checked when the scope ends and reused in the next.
+//! zcoll's blocking call has a set of its own too; the MPI library's two calls share one.
 //!
 //! `--overlap` measures as OSU's `osu_iallreduce` does: `pure` is the nonblocking call's
 //! latency measured before; each timed iteration issues the call, computes for `pure`
@@ -27,7 +30,38 @@ use zcoll::op::Builtin;
 use zcoll::Comm;
 
 /// The nonblocking collectives `--coll` knows.
-pub const NAMES: &[&str] = &["ibcast", "iallreduce"];
+pub const NAMES: &[&str] =
+    &["ibcast", "iallreduce", "ireduce", "igather", "iallgather", "ialltoall", "iscatter", "ibarrier"];
+
+/// A nonblocking collective of [`NAMES`], by the blocking one it is timed beside.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Coll {
+    Bcast,
+    Allreduce,
+    Reduce,
+    Gather,
+    Allgather,
+    Alltoall,
+    Scatter,
+    Barrier,
+}
+
+impl Coll {
+    /// The collective of a name of [`NAMES`].
+    fn of(name: &str) -> Coll {
+        match name {
+            "ibcast" => Coll::Bcast,
+            "iallreduce" => Coll::Allreduce,
+            "ireduce" => Coll::Reduce,
+            "igather" => Coll::Gather,
+            "iallgather" => Coll::Allgather,
+            "ialltoall" => Coll::Alltoall,
+            "iscatter" => Coll::Scatter,
+            "ibarrier" => Coll::Barrier,
+            other => unreachable!("{other} is not one of NAMES"),
+        }
+    }
+}
 
 /// Splits a `--coll` list into the nonblocking names and the rest (joined again).
 pub fn split(colls: &str) -> (Vec<&'static str>, String) {
@@ -46,7 +80,7 @@ pub fn split(colls: &str) -> (Vec<&'static str>, String) {
 /// the per-iteration slowest rank) and, with `--overlap`, the overlap of each library.
 #[derive(Clone, Debug)]
 pub struct Row {
-    /// `ibcast` or `iallreduce`.
+    /// A name of [`NAMES`].
     pub coll: &'static str,
     /// Bytes per rank.
     pub size: usize,
@@ -72,38 +106,87 @@ enum Imp {
 
 const IMPS: [Imp; 4] = [Imp::Mpi, Imp::Impi, Imp::Zcoll, Imp::Izcoll];
 
-/// The buffers of one size: a broadcast's, or an allreduce's two.
+/// The buffers of one size for one collective: `size` bytes per rank (`n` words), the
+/// send and receive buffers as long as the collective needs (`p n` words for a gather's
+/// result, an alltoall's two, a scatter's source), and the expected result.
 struct Bufs {
-    allreduce: bool,
+    coll: Coll,
     root: i32,
+    me: u64,
+    p: u64,
     n: usize,
+    base: Vec<u64>,
     send: Vec<u64>,
     recv: Vec<u64>,
     want: Vec<u64>,
 }
 
 impl Bufs {
-    fn new(allreduce: bool, root: i32, size: usize) -> Bufs {
+    fn new(world: &SimpleCommunicator, coll: Coll, root: i32, size: usize) -> Bufs {
+        let (me, p) = (world.rank() as u64, world.size() as u64);
         let n = size.div_ceil(8).max(1);
+        let all = n * p as usize;
+        let (send, recv) = match coll {
+            Coll::Bcast => (0, n),
+            Coll::Allreduce | Coll::Reduce => (n, n),
+            Coll::Gather | Coll::Allgather => (n, all),
+            Coll::Alltoall => (all, all),
+            Coll::Scatter => (all, n),
+            Coll::Barrier => (0, 0),
+        };
         // Written, not `calloc`'s untouched zero pages: no call pays the first touch.
-        let touched = || vec![u64::MAX; n];
-        Bufs { allreduce, root, n, send: touched(), recv: touched(), want: touched() }
+        let touched = |len| vec![u64::MAX; len];
+        let base = touched(n);
+        Bufs { coll, root, me, p, n, base, send: touched(send), recv: touched(recv), want: touched(recv) }
     }
 
-    /// Step `seq`'s data: the root's broadcast buffer, or every rank's send buffer (its
-    /// rank added to each word), and the expected result. Every other result buffer is
-    /// overwritten with the complement of the expected result: a call that writes nothing
-    /// fails the check, and every implementation finds its buffers just written (as warm
-    /// in the caches as the others', whenever it runs in the iteration's order).
-    fn fill(&mut self, world: &SimpleCommunicator, seq: u64) {
-        let (me, p) = (world.rank() as u64, world.size() as u64);
-        fill_words(&mut self.want, seq);
-        if self.allreduce {
-            self.send.iter_mut().zip(&self.want).for_each(|(s, w)| *s = w.wrapping_add(me));
-            let ranks = p * (p - 1) / 2;
-            self.want.iter_mut().for_each(|w| *w = w.wrapping_mul(p).wrapping_add(ranks));
+    /// The words of the three buffers.
+    fn words(&self) -> usize {
+        self.send.len() + self.recv.len() + self.want.len()
+    }
+
+    /// Whether this rank's result is checked (a reduce's or gather's only at the root).
+    fn checked(&self) -> bool {
+        match self.coll {
+            Coll::Reduce | Coll::Gather => self.me == self.root as u64,
+            Coll::Barrier => false,
+            _ => true,
         }
-        if !self.allreduce && world.rank() == self.root {
+    }
+
+    /// Step `seq`'s data: every rank's send buffer (a step's words, plus its rank, plus
+    /// `2^32` times the destination in an alltoall or a scatter), or the broadcast root's,
+    /// and the expected result. Every other result buffer is overwritten with the
+    /// complement of the expected result: a call that writes nothing fails the check, and
+    /// every implementation finds its buffers just written (as warm in the caches as the
+    /// others', whenever it runs in the iteration's order).
+    fn fill(&mut self, seq: u64) {
+        let (me, p, n) = (self.me, self.p, self.n);
+        fill_words(&mut self.base, seq);
+        let base = &self.base;
+        let word = |i: usize, from: u64, to: u64| base[i % n].wrapping_add(from).wrapping_add(to << 32);
+        match self.coll {
+            Coll::Bcast => self.want.copy_from_slice(base),
+            Coll::Allreduce | Coll::Reduce => {
+                self.send.iter_mut().zip(base).for_each(|(s, b)| *s = b.wrapping_add(me));
+                let ranks = p * (p - 1) / 2;
+                self.want.iter_mut().zip(base).for_each(|(w, b)| *w = b.wrapping_mul(p).wrapping_add(ranks));
+            }
+            Coll::Gather | Coll::Allgather => {
+                self.send.iter_mut().enumerate().for_each(|(i, s)| *s = word(i, me, 0));
+                self.want.iter_mut().enumerate().for_each(|(i, w)| *w = word(i, (i / n) as u64, 0));
+            }
+            Coll::Alltoall => {
+                self.send.iter_mut().enumerate().for_each(|(i, s)| *s = word(i, me, (i / n) as u64));
+                self.want.iter_mut().enumerate().for_each(|(i, w)| *w = word(i, (i / n) as u64, me));
+            }
+            Coll::Scatter => {
+                self.send.iter_mut().enumerate().for_each(|(i, s)| *s = word(i, 0, (i / n) as u64));
+                self.want.iter_mut().enumerate().for_each(|(i, w)| *w = word(i, 0, me));
+            }
+            Coll::Barrier => {}
+        }
+        if self.coll == Coll::Bcast && me == self.root as u64 {
             self.recv.copy_from_slice(&self.want);
         } else {
             self.recv.iter_mut().zip(&self.want).for_each(|(r, w)| *r = !w);
@@ -111,9 +194,17 @@ impl Bufs {
     }
 
     fn check(&self) -> Result<(), String> {
+        if !self.checked() {
+            return Ok(());
+        }
         match self.recv.iter().zip(&self.want).position(|(g, w)| g != w) {
             None => Ok(()),
-            Some(i) => Err(format!("word {i} of {} is {:#x}, not {:#x}", self.n, self.recv[i], self.want[i])),
+            Some(i) => Err(format!(
+                "word {i} of {} is {:#x}, not {:#x}",
+                self.recv.len(),
+                self.recv[i],
+                self.want[i]
+            )),
         }
     }
 }
@@ -143,26 +234,64 @@ fn once(
     compute: Duration,
 ) -> Result<f64, String> {
     let root = world.process_at_rank(b.root);
-    let Bufs { allreduce, root: b_root, ref send, ref mut recv, .. } = *b;
+    let is_root = world.rank() == b.root;
+    let Bufs { coll, root: b_root, ref send, ref mut recv, .. } = *b;
+    let sum = SystemOperation::sum;
     world.barrier();
     let t = Instant::now();
     match imp {
-        Imp::Mpi => match allreduce {
-            true => world.all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum()),
-            false => root.broadcast_into(&mut recv[..]),
+        Imp::Mpi => match coll {
+            Coll::Bcast => root.broadcast_into(&mut recv[..]),
+            Coll::Allreduce => world.all_reduce_into(&send[..], &mut recv[..], sum()),
+            Coll::Reduce if is_root => root.reduce_into_root(&send[..], &mut recv[..], sum()),
+            Coll::Reduce => root.reduce_into(&send[..], sum()),
+            Coll::Gather if is_root => root.gather_into_root(&send[..], &mut recv[..]),
+            Coll::Gather => root.gather_into(&send[..]),
+            Coll::Allgather => world.all_gather_into(&send[..], &mut recv[..]),
+            Coll::Alltoall => world.all_to_all_into(&send[..], &mut recv[..]),
+            Coll::Scatter if is_root => root.scatter_into_root(&send[..], &mut recv[..]),
+            Coll::Scatter => root.scatter_into(&mut recv[..]),
+            Coll::Barrier => world.barrier(),
         },
+        Imp::Impi if coll == Coll::Barrier => {
+            let req = world.immediate_barrier();
+            busy(compute);
+            req.wait();
+        }
         Imp::Impi => mpi::request::scope(|sc| {
-            let req = match allreduce {
-                true => world.immediate_all_reduce_into(sc, &send[..], &mut recv[..], SystemOperation::sum()),
-                false => root.immediate_broadcast_into(sc, &mut recv[..]),
+            let req = match coll {
+                Coll::Bcast => root.immediate_broadcast_into(sc, &mut recv[..]),
+                Coll::Allreduce => world.immediate_all_reduce_into(sc, &send[..], &mut recv[..], sum()),
+                Coll::Reduce if is_root => {
+                    root.immediate_reduce_into_root(sc, &send[..], &mut recv[..], sum())
+                }
+                Coll::Reduce => root.immediate_reduce_into(sc, &send[..], sum()),
+                Coll::Gather if is_root => root.immediate_gather_into_root(sc, &send[..], &mut recv[..]),
+                Coll::Gather => root.immediate_gather_into(sc, &send[..]),
+                Coll::Allgather => world.immediate_all_gather_into(sc, &send[..], &mut recv[..]),
+                Coll::Alltoall => world.immediate_all_to_all_into(sc, &send[..], &mut recv[..]),
+                Coll::Scatter if is_root => root.immediate_scatter_into_root(sc, &send[..], &mut recv[..]),
+                Coll::Scatter => root.immediate_scatter_into(sc, &mut recv[..]),
+                Coll::Barrier => unreachable!("the barrier's request has no scope"),
             };
             busy(compute);
             req.wait();
         }),
         Imp::Zcoll => s
-            .blocking(|comm| match allreduce {
-                true => comm.all_reduce_into(send, recv, Builtin::Sum),
-                false => comm.broadcast_into(recv, b_root),
+            .blocking(|comm| match coll {
+                Coll::Bcast => comm.broadcast_into(&mut recv[..], b_root),
+                Coll::Allreduce => comm.all_reduce_into(&send[..], &mut recv[..], Builtin::Sum),
+                Coll::Reduce if is_root => {
+                    comm.reduce_into_root(&send[..], &mut recv[..], b_root, Builtin::Sum)
+                }
+                Coll::Reduce => comm.reduce_into(&send[..], b_root, Builtin::Sum),
+                Coll::Gather if is_root => comm.gather_into_root(&send[..], &mut recv[..], b_root),
+                Coll::Gather => comm.gather_into(&send[..], b_root),
+                Coll::Allgather => comm.all_gather_into(&send[..], &mut recv[..]),
+                Coll::Alltoall => comm.all_to_all_into(&send[..], &mut recv[..]),
+                Coll::Scatter if is_root => comm.scatter_into_root(&send[..], &mut recv[..], b_root),
+                Coll::Scatter => comm.scatter_into(&mut recv[..], b_root),
+                Coll::Barrier => comm.barrier(),
             })
             .map_err(|e| e.to_string())?,
         Imp::Izcoll => unreachable!("zcoll's nonblocking calls run on the pool's buffers"),
@@ -188,13 +317,13 @@ fn slowest(world: &SimpleCommunicator, times: &[f64]) -> Vec<f64> {
 /// pool each (reused from scope to scope; at most 256 KiB in all: one set, and a scope per
 /// iteration, from 64 KiB), filled just before its call (as the others' one set is, so
 /// that every implementation finds its buffers equally warm in the caches) and checked
-/// after the scope; the other implementations share one set, filled and checked around
-/// every call.
+/// after the scope; zcoll's blocking call has a set of its own, and the MPI library's two
+/// calls share one; these are filled and checked around every call.
 #[allow(clippy::too_many_arguments)]
 fn measure(
     world: &SimpleCommunicator,
     comm: &mut Comm,
-    (allreduce, root, size): (bool, i32, usize),
+    (coll, root, size): (Coll, i32, usize),
     imps: &[Imp],
     compute: &[Duration],
     iters: usize,
@@ -202,11 +331,16 @@ fn measure(
     seq: &mut u64,
 ) -> Result<Vec<Vec<f64>>, String> {
     let mut times = vec![vec![0f64; iters]; imps.len()];
-    let mut b = Bufs::new(allreduce, root, size);
-    let pool = ((256usize << 10) / (3 * size).max(1)).clamp(1, 8);
+    let mut b = Bufs::new(world, coll, root, size);
+    // zcoll's blocking call has buffers of its own, as its nonblocking call has: on the
+    // MPI library's buffers (just used by its calls) it was up to 1.6x faster at 1 MiB
+    // than on a set of its own, which made the nonblocking call look that much slower.
+    let mut bz = Bufs::new(world, coll, root, size);
+    let is_root = world.rank() == root;
+    let pool = ((256usize << 10) / (8 * b.words().max(3 * b.n))).clamp(1, 8);
     let sets_needed = if imps.contains(&Imp::Izcoll) { pool } else { 0 };
     let mut sets: Vec<(u64, Bufs)> =
-        (0..sets_needed).map(|_| (0, Bufs::new(allreduce, root, size))).collect();
+        (0..sets_needed).map(|_| (0, Bufs::new(world, coll, root, size))).collect();
     let mut scratch = if sets_needed > 0 { b.recv.clone() } else { Vec::new() };
     let mut it = 0;
     while it < warmup + iters {
@@ -222,13 +356,25 @@ fn measure(
                             // Filled now, not before the scope: as warm as the others'.
                             *seq += 1;
                             *set_seq = *seq;
-                            set.fill(world, *seq);
-                            let (send, recv) = (&set.send, &mut set.recv);
+                            set.fill(*seq);
+                            let (send, recv) = (&set.send[..], &mut set.recv[..]);
                             world.barrier();
                             let t = Instant::now();
-                            let req = match allreduce {
-                                true => s.immediate_all_reduce_into(send, recv, Builtin::Sum),
-                                false => s.immediate_broadcast_into(recv, root),
+                            let sum = Builtin::Sum;
+                            let req = match coll {
+                                Coll::Bcast => s.immediate_broadcast_into(recv, root),
+                                Coll::Allreduce => s.immediate_all_reduce_into(send, recv, sum),
+                                Coll::Reduce if is_root => {
+                                    s.immediate_reduce_into_root(send, recv, root, sum)
+                                }
+                                Coll::Reduce => s.immediate_reduce_into(send, root, sum),
+                                Coll::Gather if is_root => s.immediate_gather_into_root(send, recv, root),
+                                Coll::Gather => s.immediate_gather_into(send, root),
+                                Coll::Allgather => s.immediate_all_gather_into(send, recv),
+                                Coll::Alltoall => s.immediate_all_to_all_into(send, recv),
+                                Coll::Scatter if is_root => s.immediate_scatter_into_root(send, recv, root),
+                                Coll::Scatter => s.immediate_scatter_into(recv, root),
+                                Coll::Barrier => s.immediate_barrier(),
                             };
                             busy(compute[k]);
                             req.wait().map_err(|e| format!("izcoll: {e}"))?;
@@ -236,8 +382,9 @@ fn measure(
                         }
                         imp => {
                             *seq += 1;
-                            b.fill(world, *seq);
-                            once(world, s, &mut b, imp, compute[k]).map_err(|e| format!("{imp:?}: {e}"))?
+                            let b = if imp == Imp::Zcoll { &mut bz } else { &mut b };
+                            b.fill(*seq);
+                            once(world, s, b, imp, compute[k]).map_err(|e| format!("{imp:?}: {e}"))?
                         }
                     };
                     if it >= warmup {
@@ -254,7 +401,7 @@ fn measure(
             // as zcoll's blocking call and the MPI library's find theirs (a new result
             // buffer every scope cost zcoll's call a fresh mapping of it, 1.2-1.5x at 1 MiB).
             std::mem::swap(&mut set.recv, &mut scratch);
-            set.fill(world, *seq);
+            set.fill(*seq);
             std::mem::swap(&mut set.recv, &mut scratch);
             set.check().map_err(|e| format!("Izcoll: {e}"))?;
         }
@@ -291,7 +438,7 @@ pub fn run(
         for &size in &sizes {
             let iters = args.iters.unwrap_or_else(|| stats::default_iters(size)).max(1);
             let warmup = args.warmup.unwrap_or_else(|| stats::default_warmup(iters));
-            let call = (name == "iallreduce", args.root, size);
+            let call = (Coll::of(name), args.root, size);
             let fail = |e: String| format!("{name} at {size} bytes, rank {me}: {e}");
             let times = measure(world, comm, call, &IMPS, &[Duration::ZERO; 4], iters, warmup, &mut seq)
                 .map_err(fail)?;
@@ -354,5 +501,8 @@ mod tests {
         assert_eq!(split("ibcast,bcast, iallreduce"), (vec!["ibcast", "iallreduce"], "bcast".to_string()));
         assert_eq!(split("all"), (vec![], "all".to_string()));
         assert_eq!(split("iallreduce"), (vec!["iallreduce"], String::new()));
+        assert_eq!(split("ibarrier,igather,x").0, vec!["ibarrier", "igather"]);
+        let colls: Vec<Coll> = NAMES.iter().map(|n| Coll::of(n)).collect();
+        assert!(colls.iter().enumerate().all(|(i, c)| !colls[..i].contains(c)), "one collective per name");
     }
 }

@@ -11,15 +11,16 @@
 //! does at the sizes of a collective. Measured there, both cores copying at once from a
 //! source just written into a destination out of the cache: 1 MiB in 47-60 us against
 //! 63-83 (`memcpy`), 2 MiB in 87-130 against 115-174, 8 MiB in 420-517 against 607-701.
-//! The cost: the destination is not left in the cache, which below 1 MiB (half the L2)
-//! the next reader would find there.
+//! The cost: the destination is not left in the cache. Below [`STREAM_LARGE`], the L2 of
+//! the development machine, the next reader would find it there (the root's reads of a
+//! reduce fold each 1 MiB chunk right after copying it), so those copies stay `memcpy`.
 //!
 //! Streaming stores are weakly ordered: every streaming copy ends with a store fence, so
 //! a flag published after it (with Release) is seen only after the bytes.
 
-/// The smallest copy [`copy`] makes with streaming stores: 1 MiB, half the L2 of the
+/// The smallest copy [`copy`] makes with streaming stores: 2 MiB, the L2 of the
 /// development machine; below it the destination's lines stay cached for the reader.
-pub(crate) const STREAM_LARGE: usize = 1 << 20;
+pub(crate) const STREAM_LARGE: usize = 2 << 20;
 
 /// Copies `n` bytes from `src` to `dst`: with streaming stores from [`STREAM_LARGE`]
 /// bytes on x86-64, else with `memcpy`.

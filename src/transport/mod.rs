@@ -223,7 +223,8 @@ impl<'r, A> RemoteBuf<'r, A> {
 }
 
 /// Copies `dst.len()` bytes from `src` at `offset` into `dst`: with loads where `src` is
-/// mapped here, else with CMA.
+/// mapped here (through [`copy::copy`], which streams its stores from
+/// [`copy::STREAM_LARGE`] bytes), else with CMA.
 ///
 /// # Errors
 ///

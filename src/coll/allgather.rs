@@ -221,7 +221,7 @@ fn gather_all(
         return bruck(round, send, recv, n);
     }
     if let Some(send) = send {
-        recv[me * n..(me + 1) * n].copy_from_slice(send);
+        crate::sync::copy_block(send, &mut recv[me * n..(me + 1) * n]);
     }
     if p == 1 {
         return Ok(());

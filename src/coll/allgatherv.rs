@@ -179,7 +179,7 @@ fn exchange(
         _ => Vec::new(),
     };
     round.release_meta();
-    recv[at(me)].copy_from_slice(send);
+    crate::sync::copy_block(send, &mut recv[at(me)]);
     if p == 1 {
         return Ok(());
     }

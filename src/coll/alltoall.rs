@@ -234,7 +234,7 @@ fn exchange(
     if algorithm == AlltoallAlgorithm::Bruck && p > 1 {
         return bruck(round, send, recv, n);
     }
-    recv[me * n..(me + 1) * n].copy_from_slice(&send[me * n..(me + 1) * n]);
+    crate::sync::copy_block(&send[me * n..(me + 1) * n], &mut recv[me * n..(me + 1) * n]);
     // The partner of step t: xor for a power of two, else a rotation (source r - t,
     // destination r + t).
     let xor = p.is_power_of_two();

@@ -243,7 +243,7 @@ fn exchange(
         _ => (peer_offsets(0), Vec::new()),
     };
     round.release_meta();
-    recv[inn(me)].copy_from_slice(&send[out(me)]);
+    crate::sync::copy_block(&send[out(me)], &mut recv[inn(me)]);
     if p == 1 {
         return Ok(());
     }

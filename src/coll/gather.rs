@@ -210,7 +210,7 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
         let round = rooted_check(ctx, call, Some(&[own]), dst, measure)?;
         if let GatherBufs::Root { send, recv } = bufs {
             if let Some(send) = send {
-                recv[dst * block..(dst + 1) * block].copy_from_slice(send);
+                crate::sync::copy_block(send, &mut recv[dst * block..(dst + 1) * block]);
             }
             for r in peers(dst, size) {
                 round.read_staged(r, 0, &mut recv[r * block..(r + 1) * block]);
@@ -235,7 +235,7 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
         (Ok(a), GatherBufs::Root { send, recv }) => {
             let own = |recv: &mut [u8]| {
                 if let Some(send) = send {
-                    recv[dst * block..(dst + 1) * block].copy_from_slice(send);
+                    crate::sync::copy_block(send, &mut recv[dst * block..(dst + 1) * block]);
                 }
             };
             // Where no peer writes into `recv`, our own block first, while the peers copy

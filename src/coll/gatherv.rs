@@ -184,7 +184,7 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
             let outcome = round.finish(moved);
             // Our own block last: peers may write into `recv` until the round is over.
             if outcome.is_ok() {
-                recv[blocks[dst].clone()].copy_from_slice(send);
+                crate::sync::copy_block(send, &mut recv[blocks[dst].clone()]);
             }
             outcome
         }

@@ -397,6 +397,9 @@ pub(crate) fn partition<T>(n: usize, p: usize, i: usize) -> std::ops::Range<usiz
 // the root's reads at two ranks with one per `ROOT_READ_CHUNK`.
 const _: () = assert!(crate::tune::model::PARTITION_CHUNK == SCRATCH_HALF);
 const _: () = assert!(crate::tune::model::ROOT_READ_CHUNK == ROOT_READ_CHUNK);
+// The root folds each chunk it read while the chunk is in its cache: the read must not
+// stream past the cache.
+const _: () = assert!(ROOT_READ_CHUNK < crate::sync::STREAM_LARGE);
 
 fn partitioned<T: Pod, O: Operator<T>>(
     round: &Round<'_>,

@@ -196,14 +196,14 @@ pub(crate) fn scatter(ctx: &Ctx<'_>, call: Rooted<ScatterBufs<'_>>) -> Result<()
         {
             ctx.ctl.leave_staged(&call, &[], &[staged])?;
             if let ScatterBufs::Root { send, recv: Some(recv) } = bufs {
-                recv.copy_from_slice(&send[src * block..(src + 1) * block]);
+                crate::sync::copy_block(&send[src * block..(src + 1) * block], recv);
             }
             return Ok(());
         }
         let round = rooted_check(ctx, call, Some(&[staged]), src, measure)?;
         match bufs {
             ScatterBufs::Root { send, recv: Some(recv) } => {
-                recv.copy_from_slice(&send[src * block..(src + 1) * block])
+                crate::sync::copy_block(&send[src * block..(src + 1) * block], recv)
             }
             ScatterBufs::Root { recv: None, .. } => {}
             ScatterBufs::Leaf { recv } => round.read_staged(src, round.me() * block, recv),
@@ -239,7 +239,7 @@ fn move_blocks(
             // delayed every staged or written block (a third copy on the critical path
             // of a staged scatter to one peer).
             if let Some(recv) = recv {
-                recv.copy_from_slice(&send[part(src)]);
+                crate::sync::copy_block(&send[part(src)], recv);
             }
             moved
         }

@@ -175,7 +175,9 @@ pub(crate) fn scatterv(ctx: &Ctx<'_>, call: Rooted<ScattervBufs<'_>>) -> Result<
     // every leaf copies its block out of the root's area, whatever the family.
     if round.left(src) || one_phase(ctx, &moves, &blocks, src, cap) {
         match bufs {
-            ScattervBufs::Root { send, recv, .. } => recv.copy_from_slice(&send[blocks[src].clone()]),
+            ScattervBufs::Root { send, recv, .. } => {
+                crate::sync::copy_block(&send[blocks[src].clone()], recv)
+            }
             ScattervBufs::Leaf { recv } => {
                 let me = round.me();
                 let before: usize = (0..me).filter(|&r| r != src).map(|r| blocks[r].len()).sum();
@@ -210,7 +212,7 @@ fn move_blocks(
     let (me, p) = (round.me(), round.size());
     match bufs {
         ScattervBufs::Root { send, recv, .. } => {
-            recv.copy_from_slice(&send[blocks[src].clone()]);
+            crate::sync::copy_block(&send[blocks[src].clone()], recv);
             if moves.by_root {
                 for r in peers(src, p).filter(|&r| !blocks[r].is_empty()) {
                     round.write_recv(&send[blocks[r].clone()], r, 0)?;

@@ -38,7 +38,7 @@ pub(crate) unsafe fn copy_for_peers(src: &[u8], dst: *mut u8) {
     #[cfg(target_arch = "x86_64")]
     if src.len() >= STREAM_MIN {
         // SAFETY: the caller's contract, passed on.
-        unsafe { stream(src, dst) };
+        unsafe { crate::transport::copy::stream(src.as_ptr(), dst, src.len()) };
         return;
     }
     // SAFETY: the caller's contract: `dst` is valid for `src.len()` bytes and disjoint.
@@ -109,44 +109,6 @@ unsafe fn backward(src: *const u8, dst: *mut u8, n: usize) {
             _mm_storeu_si128(to.add(3), d);
         }
     }
-}
-
-/// The streaming copy of [`copy_for_peers`]: ordinary stores up to the first 16-byte
-/// boundary of `dst`, 64-byte groups of streaming stores (SSE2, which every x86-64 CPU
-/// has), ordinary stores for the tail, then a store fence.
-///
-/// # Safety
-///
-/// As [`copy_for_peers`].
-#[cfg(target_arch = "x86_64")]
-unsafe fn stream(src: &[u8], dst: *mut u8) {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
-    let n = src.len();
-    let head = dst.align_offset(16).min(n);
-    let body = (n - head) / 64 * 64;
-    let s = src.as_ptr();
-    // SAFETY: `head <= n`; both ranges lie in `src` and in the caller's `dst`.
-    unsafe { std::ptr::copy_nonoverlapping(s, dst, head) };
-    let mut at = head;
-    while at < head + body {
-        // SAFETY: `at + 64 <= n`, so the four 16-byte loads lie in `src` (unaligned loads)
-        // and the four stores in `dst`, 16-byte aligned since `dst + head` is.
-        unsafe {
-            let (from, to) = (s.add(at) as *const __m128i, dst.add(at) as *mut __m128i);
-            let (a, b) = (_mm_loadu_si128(from), _mm_loadu_si128(from.add(1)));
-            let (c, d) = (_mm_loadu_si128(from.add(2)), _mm_loadu_si128(from.add(3)));
-            _mm_stream_si128(to, a);
-            _mm_stream_si128(to.add(1), b);
-            _mm_stream_si128(to.add(2), c);
-            _mm_stream_si128(to.add(3), d);
-        }
-        at += 64;
-    }
-    // SAFETY: the tail `at..n` lies in both ranges.
-    unsafe { std::ptr::copy_nonoverlapping(s.add(at), dst.add(at), n - at) };
-    // SAFETY: a fence has no precondition; it orders the streaming stores before the flag
-    // the caller publishes next.
-    unsafe { _mm_sfence() };
 }
 
 #[cfg(test)]

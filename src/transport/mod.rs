@@ -13,6 +13,7 @@
 #![allow(unsafe_code)]
 
 pub(crate) mod cma;
+pub(crate) mod copy;
 pub(crate) mod heap;
 pub(crate) mod xpmem;
 
@@ -222,7 +223,8 @@ impl<'r, A> RemoteBuf<'r, A> {
 }
 
 /// Copies `dst.len()` bytes from `src` at `offset` into `dst`: with loads where `src` is
-/// mapped here, else with CMA.
+/// mapped here (through [`copy::copy`], which streams its stores from
+/// [`copy::STREAM_LARGE`] bytes), else with CMA.
 ///
 /// # Errors
 ///
@@ -236,7 +238,7 @@ pub(crate) fn read<A>(src: &RemoteBuf<'_, A>, offset: usize, dst: &mut [u8]) -> 
             // `map`/`with_mapping`), and `offset + dst.len()` lies inside it (checked
             // above); the owner does not write it during the round (a published send
             // buffer, or a result its progress declared final), and `dst` is ours.
-            unsafe { std::ptr::copy_nonoverlapping(m.ptr.add(offset), dst.as_mut_ptr(), dst.len()) };
+            unsafe { copy::copy(m.ptr.add(offset), dst.as_mut_ptr(), dst.len()) };
             Ok(())
         }
     }
@@ -261,7 +263,7 @@ pub(crate) fn read_v<A>(
     for (addr, len) in pieces {
         // SAFETY: as in `read`: `addr..addr + len` lies inside the published range (checked
         // by `pieces`), which `m.ptr` maps here, and the lengths add up to `dst.len()`.
-        unsafe { std::ptr::copy_nonoverlapping(m.ptr.add(addr - src.addr), dst[at..].as_mut_ptr(), len) };
+        unsafe { copy::copy(m.ptr.add(addr - src.addr), dst[at..].as_mut_ptr(), len) };
         at += len;
     }
     Ok(())
@@ -281,7 +283,7 @@ pub(crate) fn write(src: &[u8], dst: &RemoteBuf<'_, Write>, offset: usize) -> Re
             // SAFETY: as in `read`; the owner published the range for peers to write during
             // this round (a `Write` buffer), from a unique borrow, and does not access it
             // while the round's algorithm lets us write.
-            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), m.ptr.add(offset), src.len()) };
+            unsafe { copy::copy(src.as_ptr(), m.ptr.add(offset), src.len()) };
             Ok(())
         }
     }

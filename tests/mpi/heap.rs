@@ -261,6 +261,7 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
     }
     exposure_errors(world, comm);
     every_collective_through_the_heap(world, comm);
+    large_blocks_through_the_heap(world, comm);
     staged_beside_auto(world, comm);
     // The buffers took the load/store path where the node has one.
     let moved = comm.traffic();
@@ -385,6 +386,28 @@ pub(crate) fn xpmem_missing(world: &SimpleCommunicator) {
 /// Every collective, with every algorithm, on buffers from `comm.alloc`, checked against
 /// values computed here; then the traffic: on one node whose ranks reach each other's
 /// heap (or XPMEM), every single copy took loads and stores, none took CMA.
+/// Allgather and alltoall of heap blocks past the size from which the copies stream
+/// (2 MiB and 12 bytes, so that the streaming loop has a head and a tail), against
+/// rsmpi's own collectives on the same data.
+fn large_blocks_through_the_heap(world: &SimpleCommunicator, comm: &Comm) {
+    let (me, p) = (world.rank() as usize, world.size() as usize);
+    let b = (2 << 20) / 4 + 3;
+    let val = |r: usize, i: usize| (r as u32) << 26 ^ (i as u32).wrapping_mul(2_654_435_761);
+    let mut send = comm.alloc::<u32>(p * b).expect("comm.alloc");
+    send.iter_mut().enumerate().for_each(|(i, x)| *x = val(me, i));
+    let mut recv = comm.alloc::<u32>(p * b).expect("comm.alloc");
+    let mut oracle = vec![0u32; p * b];
+    comm.all_gather_into(&send[..b], &mut recv[..]).expect("allgather of large heap blocks");
+    world.all_gather_into(&send[..b], &mut oracle[..]);
+    assert!(recv[..] == oracle[..], "allgather of large heap blocks differs from MPI's");
+    assert!((0..p * b).all(|i| recv[i] == val(i / b, i % b)), "allgather of large heap blocks");
+    recv.fill(0);
+    comm.all_to_all_into(&send[..], &mut recv[..]).expect("alltoall of large heap blocks");
+    world.all_to_all_into(&send[..], &mut oracle[..]);
+    assert!(recv[..] == oracle[..], "alltoall of large heap blocks differs from MPI's");
+    assert!((0..p * b).all(|i| recv[i] == val(i / b, me * b + i % b)), "alltoall of large heap blocks");
+}
+
 fn every_collective_through_the_heap(world: &SimpleCommunicator, comm: &Comm) {
     use zcoll::{
         AllgatherAlgorithm, AllgathervAlgorithm, AlltoallAlgorithm, AlltoallvAlgorithm, GatherAlgorithm,

@@ -633,13 +633,18 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
     comm.barrier().unwrap();
 }
 
+/// A bad exchange whose pairs disagree: label, send and receive lengths, the call, the
+/// error, the rank whose count differs, and what a rank that returns `Ok` holds (see
+/// `deferred_pair` in [`errors`]).
+type PairCase<'a> = dyn Fn(&str, usize, usize, Attempt<'_>, Error, i32, Vec<u32>) + 'a;
+
 /// The bad allgatherv and alltoallv calls: each rank's block for rank `r` is `count(r)`
 /// elements (allgatherv) or `count(q + r)` elements from `q` to `r` (alltoallv), end to end
 /// in rank order, changed one number at a time.
 fn exchange_errors(
     comm: &Comm,
     case: &dyn Fn(&str, usize, usize, Attempt<'_>, Error),
-    pair_case: &dyn Fn(&str, usize, usize, Attempt<'_>, Error, i32, Vec<u32>),
+    pair_case: &PairCase<'_>,
     count: impl Fn(i32) -> usize,
 ) {
     let (me, p) = (comm.rank(), comm.size());

@@ -45,12 +45,21 @@
 //! has no length (`send_len: 0`): a reader that judged it would fail the round on a
 //! length mismatch, not with `PreviousFailed`.
 //!
+//! [`ALONE`] runs the failure the one-phase allgatherv and alltoallv defer: in a
+//! one-phase round in which both take part (no rank leaves before the verdict), rank 1
+//! finds after the verdict that its own counts differ from its partner's and fails alone
+//! (`Round::finish_alone`: it notes the round in `saw_leaver`, then ends it as failed),
+//! while rank 0 leaves early with a success. Rank 0 learns nothing in its `learn` (it
+//! neither left the round nor saw a leaver); the failure reaches it through rank 1's
+//! next record alone, with `FLAG_PREV_FAILED`, and the round after fails on both ranks.
+//!
 //! With two ranks, the rank that failed a round knows it itself; `FLAG_PREV_FAILED`
 //! carries the failure to the leaver's record and back. A third rank that succeeds in the
 //! failed round and learns of it through the flag alone is not modelled: three threads
 //! over even two such rounds run for longer than minutes.
 //!
-//! Weakenings: [`Weakening::NoLearnWait`] (`learn` reads the statuses without waiting for
+//! Weakenings: [`Weakening::NoAloneNote`] (of [`ALONE`]: `finish_alone` without the note),
+//! [`Weakening::NoLearnWait`] (`learn` reads the statuses without waiting for
 //! the `done` of the round the rank left), [`Weakening::DoneRelaxed`] (every `done`
 //! posted Relaxed), [`Weakening::StatusAfterDone`] (`STATUS` stored after `done`),
 //! [`Weakening::FlagsAfterStamp`] (the flag word, with `FLAG_LEFT` and
@@ -98,6 +107,11 @@ pub const TWO: Scenario = Scenario {
     plan: &[Step::OnePhase, Step::LeaveAmongPublic, Step::Leave, Step::Leave, Step::Plain],
     fails: 3,
 };
+
+/// Two ranks: three one-phase rounds in which both take part, rank 1 failing the second
+/// alone after the verdict, then a plain one.
+pub const ALONE: Scenario =
+    Scenario { ranks: 2, plan: &[Step::OnePhase, Step::OnePhase, Step::OnePhase, Step::Plain], fails: 2 };
 
 /// The words of a record the model keeps (`call::STAMP`, `call::OP`, `call::SEND_LEN`,
 /// `call::FLAGS`, `call::STATUS`).
@@ -423,6 +437,11 @@ impl<'n> Control<'n> {
                         false => Ok(()),
                     }
                 });
+                // A failure in a round every rank took part in is this rank's alone
+                // (`Round::finish_alone`): it notes the round, as one a rank left.
+                if verdict.is_err() && step == Step::OnePhase && self.w != Weakening::NoAloneNote {
+                    self.saw_leaver = e;
+                }
                 self.finish(e, true, verdict)
             }),
         };
@@ -463,6 +482,7 @@ pub fn run_scenario(s: &'static Scenario, w: Weakening) {
     assert!(matches!(
         w,
         Weakening::None
+            | Weakening::NoAloneNote
             | Weakening::NoLearnWait
             | Weakening::DoneRelaxed
             | Weakening::StatusAfterDone
@@ -472,7 +492,7 @@ pub fn run_scenario(s: &'static Scenario, w: Weakening) {
     // `spin` without pruning: two threads only (see `crate::spin_pruned`).
     assert_eq!(s.ranks, 2);
     assert!(
-        matches!(s.plan[s.fails as usize - 1], Step::Leave | Step::LeaveAmongPublic)
+        matches!(s.plan[s.fails as usize - 1], Step::Leave | Step::LeaveAmongPublic | Step::OnePhase)
             && s.plan.len() as u64 > s.fails + 1
     );
     let node: Arc<Vec<Rank>> = Arc::new(
@@ -500,4 +520,9 @@ pub fn run_scenario(s: &'static Scenario, w: Weakening) {
 /// [`run_scenario`] of [`TWO`].
 pub fn run(w: Weakening) {
     run_scenario(&TWO, w)
+}
+
+/// [`run_scenario`] of [`ALONE`].
+pub fn run_alone(w: Weakening) {
+    run_scenario(&ALONE, w)
 }

@@ -62,6 +62,10 @@ pub enum Weakening {
     NoLearnWait,
     /// A round's end stores `STATUS` after `done` (instead of before its Release).
     StatusAfterDone,
+    /// A rank that fails a one-phase round alone, after the verdict, while the others may
+    /// leave it with a success, does not note it for its next call
+    /// (`Round::finish_alone` without `saw_leaver`).
+    NoAloneNote,
     /// A call record's flag word (`FLAG_LEFT`, `FLAG_PREV_FAILED`) stored after the
     /// Release store of the record's stamp (instead of before it).
     FlagsAfterStamp,

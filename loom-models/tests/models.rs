@@ -134,6 +134,16 @@ fn deferred_verdict_holds() {
 }
 
 #[test]
+fn deferred_verdict_of_a_rank_alone_holds() {
+    holds("deferred alone", PREEMPTIONS_TWO_RANKS, deferred::run_alone);
+}
+
+#[test]
+fn deferred_verdict_of_a_rank_alone_without_its_note_fails() {
+    fails(deferred::run_alone, Weakening::NoAloneNote);
+}
+
+#[test]
 fn deferred_verdict_without_learn_wait_fails() {
     fails(deferred::run, Weakening::NoLearnWait);
 }

@@ -32,9 +32,9 @@
 
 use super::algorithm::Algorithm;
 use super::varcount::{
-    allgatherv_local, auto_stages, checked, cross_fault, elem_of, first_fault, fits, partition_len,
-    partition_words, published, range, stages, Exchange, Exchanged, Given, MetaWords, Published,
-    ALLGATHERV_STAGED_MAX,
+    allgatherv_local, auto_stages, aux2_of, checked, cross_fault, elem_of, fault_words, fits, judge_flags,
+    judge_pairs, partition_len, partition_words, published, range, stages, Exchange, Exchanged, Fault, Given,
+    MetaWords, Published, ALLGATHERV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
@@ -90,48 +90,65 @@ impl Exchanged for Given<'_> {
 /// `Mismatch` if the algorithms differ; a transport error or a peer's failure.
 pub(crate) fn allgatherv(ctx: &Ctx<'_>, call: Exchange<'_, Given<'_>>) -> Result<()> {
     let Exchange { send, recv, parts: Given { counts, displs }, elem, algorithm } = call;
-    let p = ctx.ctl.size();
+    let (p, me) = (ctx.ctl.size(), ctx.ctl.me());
+    let mine = Given { counts, displs };
     let algorithm = algorithm.requested(ctx.transport, ctx.overrides);
     let (code, k) = published(&algorithm);
+    // This rank judges its own call before it arrives, and publishes its partition, or the
+    // fault in its place with the flag in `aux2` (`judge_flags`).
+    let own = allgatherv_local(p, me, &mine, elem, recv.len(), send.len());
     let mut meta = MetaWords::new();
-    partition_words(&mut meta, p, counts, displs);
+    match own {
+        None => partition_words(&mut meta, p, counts, displs),
+        Some(f) => fault_words(&mut meta, f),
+    }
     // Only the ring-source writers let peers write into the receive buffers.
     let writable = algorithm == Ok(AllgathervAlgorithm::RingSourceWrite);
-    let call = Call { aux2: elem as u64, ..Call::new(op(Kind::Allgatherv, code, k), send, recv, writable) };
+    let call =
+        Call { aux2: aux2_of(elem, own), ..Call::new(op(Kind::Allgatherv, code, k), send, recv, writable) };
     let fit = fits(ctx, partition_len(p));
     // The block travels with the arrival where it fits and may be staged (`one_phase`).
     let cap = (algorithm == Ok(AllgathervAlgorithm::Auto)).then_some(ALLGATHERV_STAGED_MAX);
     let staged: &[&[u8]] = match algorithm {
         Ok(AllgathervAlgorithm::Auto | AllgathervAlgorithm::Staged)
-            if stages(ctx, cap, partition_len(p), send.len()) =>
+            if own.is_none() && stages(ctx, cap, partition_len(p), send.len()) =>
         {
             &[send]
         }
         _ => &[],
     };
-    let mut round = checked(ctx, call, fit.then_some(&meta[..]), staged, false, |r| {
-        let parts = |q| Published { round: r, owner: q, at: 0 };
-        let (send_len, call) = (|q| r.call(q).send_len, |q| r.call(q));
-        first_fault(
-            p,
-            |q| allgatherv_local(p, q, &parts(q), elem_of(&call(q)), call(q).recv_len, send_len(q)),
-            |q| cross_fault(p, &parts(q), elem_of(&call(q)), send_len),
-        )
-        .map_err(|(q, f)| f.error(r.rank_of(r.me()), r.rank_of(q), p))
-    })?;
-    let mine = Given { counts, displs };
+    let mut round = checked(ctx, call, fit.then_some(&meta[..]), staged, false, judge_flags)?;
     let algorithm = match algorithm {
         Ok(a) => a,
         Err(e) => return round.finish(Err(e)),
     };
+    let send_len = |q: usize| round.call(q).send_len;
     if one_phase(ctx, &round, algorithm) {
+        // Each rank judges its own counts against the senders' lengths where it reads
+        // their blocks, before it writes a byte: a rank whose count differs fails alone,
+        // and the others learn it at their next call (`finish_alone`).
         let at = |r: usize| range(&mine, r, elem);
-        recv[at(round.me())].copy_from_slice(send);
-        for src in (0..p).filter(|&src| src != round.me()) {
+        if let Some(src) = (0..p).find(|&src| at(src).len() != send_len(src)) {
+            let rank = round.rank_of(me);
+            let fault = Fault::Length { expected: send_len(src), found: at(src).len() };
+            return round.finish_alone(fault.error(rank, rank, p));
+        }
+        recv[at(me)].copy_from_slice(send);
+        for src in (0..p).filter(|&src| src != me) {
             round.read_staged(src, 8 * partition_len(p), &mut recv[at(src)]);
         }
         round.leave_early();
         return round.finish(Ok(()));
+    }
+    // Beyond one phase every rank judges every pair before any byte moves.
+    let pairs = judge_pairs(
+        p,
+        |q| round.rank_of(q),
+        me,
+        |q| cross_fault(p, &Published { round: &round, owner: q, at: 0 }, elem_of(&round.call(q)), send_len),
+    );
+    if let Err(e) = pairs {
+        return round.finish(Err(e));
     }
     let moved = exchange(&round, algorithm, send, recv, &mine, elem);
     round.finish(moved)

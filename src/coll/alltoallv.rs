@@ -32,9 +32,9 @@
 
 use super::algorithm::Algorithm;
 use super::varcount::{
-    alltoallv_local, auto_stages, bytes, checked, cross_fault, elem_of, first_fault, fits, partition_len,
-    partition_words, published, range, staged_blocks, stages, Exchange, Exchanged, Given, MetaWords, Parts,
-    Published, StagedBlocks, ALLTOALLV_STAGED_MAX,
+    alltoallv_local, auto_stages, aux2_of, bytes, checked, cross_fault, elem_of, fault_words, fits,
+    judge_flags, judge_pairs, partition_len, partition_words, published, range, staged_blocks, stages,
+    Exchange, Exchanged, Fault, Given, MetaWords, Parts, Published, StagedBlocks, ALLTOALLV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
@@ -108,56 +108,110 @@ impl Exchanged for Sides<'_> {
 /// `Mismatch` if the algorithms differ; a transport error or a peer's failure.
 pub(crate) fn alltoallv(ctx: &Ctx<'_>, call: Exchange<'_, Sides<'_>>) -> Result<()> {
     let Exchange { send, recv, parts: sides, elem, algorithm } = call;
-    let p = ctx.ctl.size();
+    let (p, me) = (ctx.ctl.size(), ctx.ctl.me());
     let algorithm = algorithm.requested(ctx.transport, ctx.overrides);
     let (code, k) = published(&algorithm);
+    // This rank judges its own call before it arrives, and publishes its partitions and
+    // where its staged blocks lie, or the fault in their place with the flag in `aux2`
+    // (`judge_flags`).
+    let own = alltoallv_local(p, me, &sides.send(), &sides.recv(), elem, (send.len(), recv.len()));
     let mut meta = MetaWords::new();
-    partition_words(&mut meta, p, sides.send_counts, sides.send_displs);
-    partition_words(&mut meta, p, sides.recv_counts, sides.recv_displs);
+    match own {
+        None => {
+            partition_words(&mut meta, p, sides.send_counts, sides.send_displs);
+            partition_words(&mut meta, p, sides.recv_counts, sides.recv_displs);
+            staged_map(&mut meta, &sides.send(), p, me, elem);
+        }
+        Some(f) => fault_words(&mut meta, f),
+    }
     // Only the pairwise writers let peers write into the receive buffers.
     let writable = algorithm == Ok(AlltoallvAlgorithm::PairwiseWrite);
-    let call = Call { aux2: elem as u64, ..Call::new(op(Kind::Alltoallv, code, k), send, recv, writable) };
-    let fit = fits(ctx, 2 * partition_len(p));
+    let call =
+        Call { aux2: aux2_of(elem, own), ..Call::new(op(Kind::Alltoallv, code, k), send, recv, writable) };
+    let fit = fits(ctx, meta_len(p));
     // The blocks for the peers travel with the arrival, in rank order, where they fit and
     // may be staged (see `one_phase`).
     let cap = (algorithm == Ok(AlltoallvAlgorithm::Auto)).then(|| auto_cap(p));
     let mut staged = StagedBlocks::new();
-    if let Ok(AlltoallvAlgorithm::Auto | AlltoallvAlgorithm::Staged) = algorithm {
-        staged = staged_blocks(send, &sides.send(), p, ctx.ctl.me(), elem).unwrap_or_default();
+    if let (None, Ok(AlltoallvAlgorithm::Auto | AlltoallvAlgorithm::Staged)) = (own, &algorithm) {
+        staged = staged_blocks(send, &sides.send(), p, me, elem).unwrap_or_default();
         let bytes = staged.iter().map(|b| b.len()).sum();
-        if staged.len() + 1 != p || !stages(ctx, cap, 2 * partition_len(p), bytes) {
+        if staged.len() + 1 != p || !stages(ctx, cap, meta_len(p), bytes) {
             staged.clear();
         }
     }
-    let mut round = checked(ctx, call, fit.then_some(&meta[..]), &staged, false, |r| {
-        let sends = |q| Published { round: r, owner: q, at: 0 };
-        let recvs = |q| Published { round: r, owner: q, at: partition_len(p) };
-        let elem = |q| elem_of(&r.call(q));
-        let lens = |q| (r.call(q).send_len, r.call(q).recv_len);
-        first_fault(
-            p,
-            |q| alltoallv_local(p, q, &sends(q), &recvs(q), elem(q), lens(q)),
-            |dst| cross_fault(p, &recvs(dst), elem(dst), |q| bytes(sends(q).block(dst).0, elem(q))),
-        )
-        .map_err(|(q, f)| f.error(r.rank_of(r.me()), r.rank_of(q), p))
-    })?;
+    let mut round = checked(ctx, call, fit.then_some(&meta[..]), &staged, false, judge_flags)?;
     let algorithm = match algorithm {
         Ok(a) => a,
         Err(e) => return round.finish(Err(e)),
     };
-    if let Some(pairs) = one_phase(ctx, &round, algorithm) {
-        let me = round.me();
-        let inn = |s: usize| range(&sides.recv(), s, elem);
+    let inn = |s: usize| range(&sides.recv(), s, elem);
+    if one_phase(ctx, &round, algorithm) {
+        // Each rank judges its own counts against what the senders published for it where
+        // it reads their blocks, before it writes a byte: a rank whose count differs fails
+        // alone, and the others learn it at their next call (`finish_alone`).
+        let block = |src: usize| {
+            let w = round.meta(src, staged_at(p) + 1 + me);
+            ((w & 0xffff_ffff) as usize, (w >> 32) as usize)
+        };
+        if let Some(src) = (0..p).find(|&src| src != me && block(src).0 != inn(src).len()) {
+            let rank = round.rank_of(me);
+            let fault = Fault::Length { expected: block(src).0, found: inn(src).len() };
+            return round.finish_alone(fault.error(rank, rank, p));
+        }
         recv[inn(me)].copy_from_slice(&send[range(&sides.send(), me, elem)]);
         for src in (0..p).filter(|&src| src != me) {
-            let before: usize = (0..me).filter(|&d| d != src).map(|d| pairs[src * p + d]).sum();
-            round.read_staged(src, 8 * 2 * partition_len(p) + before, &mut recv[inn(src)]);
+            round.read_staged(src, 8 * meta_len(p) + block(src).1, &mut recv[inn(src)]);
         }
         round.leave_early();
         return round.finish(Ok(()));
     }
+    // Beyond one phase every rank judges every pair before any byte moves.
+    let (sends, elem_q) = (|q| Published { round: &round, owner: q, at: 0 }, |q| elem_of(&round.call(q)));
+    let pairs = judge_pairs(
+        p,
+        |q| round.rank_of(q),
+        me,
+        |dst| {
+            let recvs = Published { round: &round, owner: dst, at: partition_len(p) };
+            cross_fault(p, &recvs, elem_q(dst), |q| bytes(sends(q).block(dst).0, elem_q(q)))
+        },
+    );
+    if let Err(e) = pairs {
+        return round.finish(Err(e));
+    }
     let moved = exchange(&round, algorithm, send, recv, sides, elem);
     round.finish(moved)
+}
+
+/// The metadata words of an alltoallv on `p` ranks: its two partitions, then the map of
+/// what it stages ([`staged_map`]).
+fn meta_len(p: usize) -> usize {
+    2 * partition_len(p) + 1 + p
+}
+
+/// Where the map of what a rank stages starts in its metadata.
+fn staged_at(p: usize) -> usize {
+    2 * partition_len(p)
+}
+
+/// The map of the blocks rank `me` sends its peers (`send`, elements of `elem` bytes), as
+/// it stages them with its arrival: the bytes of all of them, then for each rank `d` the
+/// bytes for `d` (low 32 bits) and where they start in the payload (high 32 bits), in
+/// rank order without `me`'s own. A one-phase reader reads one word per sender: its block's
+/// length, to judge against its own count, and where to copy it from, without adding up
+/// the sender's other counts. Only read where every rank staged (at most half a staging
+/// area each, so no number is clamped).
+fn staged_map(out: &mut MetaWords, send: &Given<'_>, p: usize, me: usize, elem: usize) {
+    let len = |d: usize| if d == me { 0 } else { bytes(send.counts[d], elem) };
+    let clamp = |n: usize| n.min(u32::MAX as usize) as u64;
+    out.push((0..p).map(len).fold(0, usize::saturating_add) as u64);
+    let mut at = 0usize;
+    out.extend((0..p).map(|d| {
+        let w = clamp(len(d)) | clamp(at) << 32;
+        at = at.saturating_add(len(d));
+        w
+    }));
 }
 
 /// The bytes rank `i / p` sends rank `i % p`, for every pair, as the published send
@@ -168,22 +222,21 @@ fn pair_bytes(round: &Round<'_>) -> Vec<usize> {
     (0..p * p).map(|i| bytes(sends(i / p).block(i % p).0, elem_of(&round.call(i / p)))).collect()
 }
 
-/// Whether a checked alltoallv moves in one phase, with every pair's bytes if so: every
-/// block is staged (the caller's choice, or `Auto`'s) and every rank staged its blocks for
-/// the peers with its arrival (which the published partitions tell alike on every rank),
-/// so every rank copies its blocks straight out of the peers' areas and no rank's buffer
-/// is touched by a peer.
-fn one_phase(ctx: &Ctx<'_>, round: &Round<'_>, algorithm: AlltoallvAlgorithm) -> Option<Vec<usize>> {
+/// Whether a checked alltoallv moves in one phase: every block is staged (the caller's
+/// choice, or `Auto`'s) and every rank staged its blocks for the peers with its arrival
+/// (which the published totals of the staged maps tell alike on every rank), so every rank
+/// copies its blocks straight out of the peers' areas and no rank's buffer is touched by a
+/// peer. One word per rank.
+fn one_phase(ctx: &Ctx<'_>, round: &Round<'_>, algorithm: AlltoallvAlgorithm) -> bool {
     let p = round.size();
     if !matches!(algorithm, AlltoallvAlgorithm::Staged | AlltoallvAlgorithm::Auto) || p == 1 {
-        return None;
+        return false;
     }
-    let pairs = pair_bytes(round);
-    let out = |s: usize| (0..p).filter(|&d| d != s).map(|d| pairs[s * p + d]).sum::<usize>();
+    let out = |s: usize| round.meta(s, staged_at(p)) as usize;
     let cap = (algorithm == AlltoallvAlgorithm::Auto).then(|| auto_cap(p));
-    let mean = (0..p).map(out).sum::<usize>() / (p * (p - 1));
+    let mean = (0..p).map(out).fold(0, usize::saturating_add) / (p * (p - 1));
     let staged = cap.is_none() || auto_stages(select::Coll::Alltoall, mean, p, ONE_PHASE_STAGED_MAX);
-    (staged && (0..p).all(|s| stages(ctx, cap, 2 * partition_len(p), out(s)))).then_some(pairs)
+    staged && (0..p).all(|s| stages(ctx, cap, meta_len(p), out(s)))
 }
 
 /// The mean block between distinct ranks from which `Auto` never moves an alltoallv in

@@ -62,7 +62,7 @@ impl Comm {
     /// differ, or `root` is not this rank), `BufferSize` (naming the root) if `counts` or
     /// `displs` has not `size()` entries or a block ends past `send`, `InvalidPartition`
     /// for a negative count or displacement, `LengthMismatch` if a rank's `recv` has
-    /// another length in bytes than its count; `Unsupported` beyond 8190 ranks on a node;
+    /// another length in bytes than its count; `Unsupported` beyond 4095 ranks on a node;
     /// a transport error or a peer's failure during the copy.
     ///
     /// # Standard section(s)
@@ -175,7 +175,7 @@ impl Comm {
     /// root) if `counts` or `displs` has not `size()` entries or a block ends past `recv`,
     /// `InvalidPartition` for a negative count or displacement or overlapping blocks,
     /// `LengthMismatch` if a rank's `send` has another length in bytes than its count;
-    /// `Unsupported` beyond 8190 ranks on a node; a transport error or a peer's failure.
+    /// `Unsupported` beyond 4095 ranks on a node; a transport error or a peer's failure.
     ///
     /// # Standard section(s)
     ///
@@ -285,8 +285,12 @@ impl Comm {
     /// `InvalidPartition` for a negative count or displacement or overlapping blocks,
     /// `LengthMismatch` if a rank's count for itself is not its send length, or (naming
     /// the rank whose counts disagree) if a count for another rank is not that rank's send
-    /// length; `Mismatch` if the collective or algorithm differs; `Unsupported` beyond 8190
-    /// ranks on a node; a transport error or a peer's failure.
+    /// length; `Mismatch` if the collective or algorithm differs; `Unsupported` beyond 4095
+    /// ranks on a node; a transport error or a peer's failure. One exception: a call
+    /// inside one node whose blocks move in one phase (small blocks) judges a count for
+    /// another rank only on the rank that holds it, which fails with `LengthMismatch`,
+    /// while the others return `Ok` with their results; the next call on the communicator
+    /// then fails on every rank with `PreviousFailed`.
     ///
     /// # Standard section(s)
     ///
@@ -366,8 +370,12 @@ impl Comm {
     /// a negative count or displacement or overlapping receive blocks, `LengthMismatch` if
     /// a rank's receive count for itself differs from its send count for itself, or (naming
     /// the receiving rank) if a receive count is not the bytes its sender sends; `Mismatch`
-    /// if the collective or algorithm differs; `Unsupported` beyond 4094 ranks on a node; a
-    /// transport error or a peer's failure.
+    /// if the collective or algorithm differs; `Unsupported` beyond 1364 ranks on a node; a
+    /// transport error or a peer's failure. One exception: a call inside one node whose
+    /// blocks move in one phase (small blocks) judges a receive count from another rank
+    /// only on the receiver, which fails with `LengthMismatch`, while the others return
+    /// `Ok` with their results; the next call on the communicator then fails on every rank
+    /// with `PreviousFailed`.
     ///
     /// # Standard section(s)
     ///

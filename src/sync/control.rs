@@ -38,7 +38,9 @@ pub(crate) struct Control {
     /// whose verdict it has not learnt yet (0: none).
     pub(super) left: Cell<u64>,
     /// The last round in which this rank saw a rank (itself included) leave before the
-    /// verdict: if this rank failed that round, it says so in its next call record.
+    /// verdict, or failed alone while the others could leave it with a success
+    /// ([`Round::finish_alone`](super::Round::finish_alone)): if this rank failed that
+    /// round, it says so in its next call record.
     pub(super) saw_leaver: Cell<u64>,
     /// What [`Control::learn`] found: the round before the next one failed and a rank
     /// left it early, so the next call record carries `FLAG_PREV_FAILED`.
@@ -327,8 +329,9 @@ impl Control {
     ///   Lengths are not compared: a rooted call's root and leaves publish different ones
     ///   (a scatter root its whole buffer, a leaf nothing), and a leaver the others judged
     ///   is judged by its status.
-    /// - A rank that took part in the whole round, and saw a rank leave it, failed it if
-    ///   its own status says so.
+    /// - A rank that took part in the whole round, and saw a rank leave it (or failed it
+    ///   alone, `Round::finish_alone`, where the others may have left it with a success),
+    ///   failed it if its own status says so.
     ///
     /// Those are the same finding: a rank that took part judged every record, so its
     /// status fails where the leaver's comparison does. The records of the round are

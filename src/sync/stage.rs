@@ -193,6 +193,23 @@ impl Round<'_> {
         self.quiet = self.ctl.exposed.borrow().is_none();
     }
 
+    /// Ends, failed with `e`, a round that this rank alone judged bad after the verdict,
+    /// where every other rank may [`leave_early`](Round::leave_early) with a success (a
+    /// one-phase allgatherv or alltoallv whose reader finds that a sender's count differs
+    /// from its own): the deferred verdict. The rank notes the failure as it does for a
+    /// round a rank left before its verdict (`saw_leaver`), so that its next call carries
+    /// `FLAG_PREV_FAILED` ([`Control::learn`]) and fails on every rank with
+    /// `PreviousFailed`. It still ends the round as any failure does (its `STATUS`, then
+    /// every rank's `done`).
+    ///
+    /// # Errors
+    ///
+    /// `e`, always.
+    pub(crate) fn finish_alone(self, e: Error) -> Result<()> {
+        self.ctl.saw_leaver.set(self.epoch);
+        self.finish(Err(e))
+    }
+
     /// Broadcasts `buf` from local rank `root` through `root`'s staging area. Every local
     /// rank calls it with a buffer of the same length (checked by the caller).
     ///

@@ -393,6 +393,35 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
     let deferred = |label: &str, send_len, recv_len, call: Attempt<'_>, want: Error, gives: bool| {
         deferred_own(label, send_len, recv_len, call, want, gives, None)
     };
+    // A one-phase allgatherv or alltoallv (one node, small blocks) judges each pair where
+    // its block is read: rank `culprit`, whose count differs from its partner's, fails with
+    // `want` and leaves its buffers as they were; every other rank may return `Ok` with its
+    // result (`result`), and then the next call (a barrier) fails on every rank with
+    // `PreviousFailed`. Beyond one phase, or across nodes, every rank fails with `want`.
+    let deferred_pair =
+        |label: &str, send_len, recv_len, call: Attempt<'_>, want: Error, culprit: i32, result: Vec<u32>| {
+            let (send0, recv0) = (words(me, send_len, 1), words(me, recv_len, 2));
+            let (mut send, mut recv) = (send0.clone(), recv0.clone());
+            let ok = match call(&mut send, &mut recv) {
+                Ok(()) => {
+                    assert!(me != culprit, "{label}: rank {me}, whose count differs, returned Ok");
+                    assert!(recv == result, "{label}: rank {me} returned Ok with a wrong result");
+                    1u8
+                }
+                Err(e) => {
+                    assert_eq!(e, want, "{label}: rank {me}");
+                    assert!(recv == recv0, "{label}: a failed call changed a buffer on rank {me}");
+                    0
+                }
+            };
+            assert!(send == send0, "{label}: the call changed the send buffer on rank {me}");
+            let mut any = 0u8;
+            world.all_reduce_into(&ok, &mut any, mpi::collective::SystemOperation::max());
+            match (any, comm.barrier()) {
+                (1, Err(Error::PreviousFailed { .. })) | (0, Ok(())) => {}
+                (any, next) => panic!("{label}: {any} ranks returned Ok; the next call gave {next:?}"),
+            }
+        };
     // Rank r's block is r + 2 elements, end to end.
     let good = Layout::packed((0..p).map(|r| r + 2).collect());
     let count = |r: i32| (r + 2) as usize;
@@ -574,7 +603,7 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
             );
         }
     }
-    exchange_errors(comm, &case, count);
+    exchange_errors(comm, &case, &deferred_pair, count);
 
     // An environment variable zcoll cannot read is an error everywhere.
     // (Read when a `Comm` is built.)
@@ -604,12 +633,18 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
     comm.barrier().unwrap();
 }
 
+/// A bad exchange whose pairs disagree: label, send and receive lengths, the call, the
+/// error, the rank whose count differs, and what a rank that returns `Ok` holds (see
+/// `deferred_pair` in [`errors`]).
+type PairCase<'a> = dyn Fn(&str, usize, usize, Attempt<'_>, Error, i32, Vec<u32>) + 'a;
+
 /// The bad allgatherv and alltoallv calls: each rank's block for rank `r` is `count(r)`
 /// elements (allgatherv) or `count(q + r)` elements from `q` to `r` (alltoallv), end to end
 /// in rank order, changed one number at a time.
 fn exchange_errors(
     comm: &Comm,
     case: &dyn Fn(&str, usize, usize, Attempt<'_>, Error),
+    pair_case: &PairCase<'_>,
     count: impl Fn(i32) -> usize,
 ) {
     let (me, p) = (comm.rank(), comm.size());
@@ -641,12 +676,16 @@ fn exchange_errors(
         };
         let want =
             Error::LengthMismatch { rank: me, culprit: 0, expected: 4 * count(1), found: 4 * (count(1) + 1) };
-        case(
+        // Every rank's block, end to end: what a rank that returns `Ok` holds.
+        let result = (0..p).flat_map(|r| words(r, count(r), 1)).collect();
+        pair_case(
             "allgatherv count disagreement",
             count(me),
             mine.len,
             &|s, r| comm.all_gather_varcount_into(s, r, &mine.counts, &mine.displs),
             want,
+            0,
+            result,
         );
         // Rank 1's block 1 starts inside its block 0.
         let mut over = all.clone();
@@ -717,7 +756,24 @@ fn exchange_errors(
             expected: 4 * n(0, last),
             found: 4 * (n(0, last) + 1),
         };
-        case("alltoallv count disagreement", out.len, more.len, &alltoallv(&out, &more), want);
+        // The block each rank `q` sends this rank, in rank order: what a rank that returns
+        // `Ok` holds.
+        let result = (0..p)
+            .flat_map(|q| {
+                let at: usize = (0..me).map(|r| n(q, r)).sum();
+                let len: usize = (0..p).map(|r| n(q, r)).sum();
+                words(q, len, 1)[at..at + n(q, me)].to_vec()
+            })
+            .collect();
+        pair_case(
+            "alltoallv count disagreement",
+            out.len,
+            more.len,
+            &alltoallv(&out, &more),
+            want,
+            last,
+            result,
+        );
         if comm.info().transport == TransportKind::Cma {
             let want = Error::Mismatch { rank: me, culprit: last, what: "algorithm" };
             let algo =

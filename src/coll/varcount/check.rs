@@ -323,9 +323,65 @@ pub(crate) fn published<A: Algorithm>(requested: &Result<A>) -> (u8, u32) {
     }
 }
 
-/// The element size an allgatherv or alltoallv call published (in `aux2`).
+/// The bit of an allgatherv's or alltoallv's `aux2` (above its element size) by which a
+/// rank says, with its arrival, that its own call is bad: it judged its own partitions
+/// before arriving ([`allgatherv_local`], [`alltoallv_local`]) and published the fault's
+/// words ([`fault_words`]) in place of its partitions. The verdict then reads one flag per
+/// rank ([`judge_flags`]), not every rank's partitions.
+pub(crate) const OWN_FAULT: u64 = 1 << 63;
+
+/// The element size an allgatherv or alltoallv call published (in `aux2`, below
+/// [`OWN_FAULT`]).
 pub(crate) fn elem_of(c: &Call) -> usize {
-    c.aux2 as usize
+    (c.aux2 & !OWN_FAULT) as usize
+}
+
+/// The `aux2` of an allgatherv or alltoallv call: its element size, and [`OWN_FAULT`] if
+/// its own checks found `fault`.
+pub(crate) fn aux2_of(elem: usize, fault: Option<Fault>) -> u64 {
+    elem as u64 | if fault.is_some() { OWN_FAULT } else { 0 }
+}
+
+/// The metadata words of a rank whose own call is bad: the fault ([`Fault::encode`]), which
+/// the verdict decodes to name it on every rank.
+pub(crate) fn fault_words(out: &mut impl Extend<u64>, fault: Fault) {
+    out.extend(Fault::encode(Some(fault)).map(|w| w as u64));
+}
+
+/// The verdict of an allgatherv or alltoallv on its ranks' own checks: the first rank that
+/// published [`OWN_FAULT`], with the fault it published in its metadata. One flag per rank,
+/// read from the records the verdict reads anyway; the partitions of the others are not
+/// read. A pure function of the records: every rank reaches the same verdict.
+///
+/// # Errors
+///
+/// The first rank's fault, as the error this rank reports.
+pub(crate) fn judge_flags(r: &Round<'_>) -> Result<()> {
+    let Some(q) = (0..r.size()).find(|&q| r.call(q).aux2 & OWN_FAULT != 0) else {
+        return Ok(());
+    };
+    let words: [i64; 4] = std::array::from_fn(|i| r.meta(q, i) as i64);
+    // The words are always a fault's (`fault_words`); `Role` only for a record no rank wrote.
+    let fault = Fault::decode(&words).unwrap_or(Fault::Role);
+    Err(fault.error(r.rank_of(r.me()), r.rank_of(q), r.size()))
+}
+
+/// The pairwise verdict of an exchange over `p` ranks whose own calls passed: the first
+/// rank whose count for a partner differs from what that partner sends it (`cross`). The
+/// multi-phase paths judge it on every rank before any byte moves (`p` checks of `p`
+/// counts each); the one-phase paths let each rank judge its own counts where it reads the
+/// blocks.
+///
+/// # Errors
+///
+/// The first fault, as the error rank `me` reports.
+pub(crate) fn judge_pairs(
+    p: usize,
+    rank_of: impl Fn(usize) -> i32,
+    me: usize,
+    cross: impl Fn(usize) -> Option<Fault>,
+) -> Result<()> {
+    first_fault(p, |_| None, cross).map_err(|(q, f)| f.error(rank_of(me), rank_of(q), p))
 }
 
 /// The checks of a rooted variable-count call over `p` ranks whose root is `root`: the

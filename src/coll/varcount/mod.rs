@@ -10,16 +10,18 @@
 //! rank of an alltoallv, for both its buffers) writes it into its own staging area before
 //! it arrives ([`Control::begin_staged`](crate::sync::Control::begin_staged)): one
 //! word with the two array lengths, then one word per rank holding the count (low 32 bits)
-//! and the displacement (high 32 bits), both in elements as the user gave them. A
-//! staging area of 64 KiB holds 8191 such words, so a node of up to 8190 ranks (4094 for
-//! alltoallv, which publishes two partitions) is supported; beyond that every rank gets
-//! `Unsupported`.
+//! and the displacement (high 32 bits), both in elements as the user gave them. An
+//! alltoallv adds the map of what it stages for its peers (`1 + p` words: the total, then
+//! each block's length and place in its payload). A round publishes in half a staging
+//! area: of 64 KiB, 4096 words, so a node of up to 4095 ranks is supported (1364 for
+//! alltoallv, which publishes `3p + 3` words); beyond that every rank gets `Unsupported`.
+//! A rank of an allgatherv or alltoallv whose own call is bad publishes the fault's four
+//! words instead ([`fault_words`]) and sets [`OWN_FAULT`] in its record's `aux2`.
 //!
 //! # Judging
 //!
-//! After the arrive phase every rank reads every published partition and runs the same
-//! pure function over them (and over the lengths in the call records), so every rank
-//! reaches the same verdict before any byte moves. In order:
+//! Every rank reaches the same verdict before any byte moves, except where a one-phase
+//! allgatherv or alltoallv defers it (below). In order:
 //!
 //! 1. the roles (exactly the root called the root's method), as in scatter and gather;
 //! 2. each partition by itself: one count and one displacement per rank
@@ -31,6 +33,18 @@
 //! 3. every pair of partners: the bytes one sends are the bytes the other receives
 //!    (`LengthMismatch`, in bytes, naming the receiving rank, or the rank whose own two
 //!    numbers disagree).
+//!
+//! A scatterv's or gatherv's ranks all judge the root's partition and every rank's length
+//! against it after the arrive phase (`p` words each). An allgatherv's or alltoallv's rank
+//! judges its own partitions (2, and its own block in 3) before it arrives, and the
+//! verdict reads one flag per rank ([`judge_flags`]), not `p` partitions of `p` counts.
+//! The pairs (3) are then judged where the blocks move: beyond one phase every rank judges
+//! every pair before any byte moves ([`judge_pairs`], `p^2` counts, next to copies that
+//! cost more); in one phase each rank compares its own counts with what each sender
+//! published for it, where it reads the sender's block, before it writes a byte, and a
+//! rank whose count differs fails alone (`Round::finish_alone`): its peers return `Ok`
+//! with their (right) results, and the next call on the communicator fails on every rank
+//! with `PreviousFailed` (the deferred verdict).
 //!
 //! Zero-length blocks are skipped by every algorithm: no system call, no wait, no slot.
 

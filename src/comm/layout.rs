@@ -831,7 +831,11 @@ impl Comm {
     /// `send_layouts[j]` and rank `j`'s `recv_layouts[k]` select different numbers of
     /// elements, as [`all_to_all_varcount_into`](Self::all_to_all_varcount_into);
     /// `Error::Count` if a block's bytes do not fit MPI's `int`. A transport error or a
-    /// peer's failure during the copies. `recv` is unchanged on error.
+    /// peer's failure during the copies. `recv` is unchanged on error. One exception, as
+    /// in `all_to_all_varcount_into`: on the packed path with small blocks inside one node,
+    /// a count that disagrees is judged only by its receiver, which fails with
+    /// `LengthMismatch` while the others return `Ok` with their blocks; the next call then
+    /// fails on every rank with `Error::PreviousFailed`.
     ///
     /// # Standard section(s)
     ///

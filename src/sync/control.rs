@@ -2,7 +2,7 @@
 //! what a private round owes, agree on the end). A round starts in `round.rs`
 //! (`Control::begin`), beside the [`Round`](super::Round) it returns.
 
-use super::call::{ended, end_word, Call, Kind, DONE, OP, PRIVATE, STATUS};
+use super::call::{end_word, ended, Call, Kind, DONE, OP, PRIVATE, STATUS};
 use super::fence::Births;
 use super::fifo;
 use super::layout::{Line, Slot, MAGIC, PAGE, SCRATCH_HALF};

@@ -3,12 +3,14 @@
 //! the verdict at its next call.
 //!
 //! A leaver (`Control::leave_staged`) first learns how the round before ended
-//! (`Control::learn`: if it left that round too, it waits for every rank's `done` of it,
-//! Acquire, and reads every rank's `STATUS` and `OP`, Relaxed), settles an owed wait unless
+//! (`Control::learn`: if it left that round too, it waits for every rank's end word of it,
+//! `DONE`, Acquire, and reads every rank's `STATUS` and its copy of `OP`, Relaxed, all on
+//! the record's second line), settles an owed wait unless
 //! the round owed was one-phase, then stages its payload in half `epoch % 2` of its area,
-//! publishes its record (`Control::publish_flagged`: the words, `FLAGS` with `FLAG_LEFT`,
-//! Relaxed; `STATUS = 0`, Relaxed; `STAMP`, Release; `arrive`, Release), posts
-//! `STATUS = 0` (Relaxed) and `done` (Release), and returns. If `learn` found that the
+//! publishes its record (`Control::publish_flagged`: the words and the copy of `OP`,
+//! `FLAGS` with `FLAG_LEFT`, Relaxed; `STATUS = 0`, Relaxed; `STAMP`, Release; `arrive`,
+//! Release), posts (`Control::post_done`) `STATUS = 0` (Relaxed), the end word `DONE`
+//! (Release) and `done` (Release), and returns. If `learn` found that the
 //! round before failed, it takes part in the round as a failed rank instead
 //! (`Control::abandon`, with `FLAG_PREV_FAILED`) and stages nothing.
 //!
@@ -19,8 +21,8 @@
 //! sets `saw_leaver`) and fails the round at once if a record carries `FLAG_PREV_FAILED`.
 //! Otherwise it judges every record (their `OP` and `SEND_LEN`), copies the leaver's payload out
 //! (`Round::read_staged`) and finishes (`Round::finish`): a success posts `done` and
-//! leaves; a failure ends the round (`Control::end`: `STATUS`, Relaxed, then `done`,
-//! Release; every `done`, Acquire; the statuses).
+//! leaves; a failure ends the round (`Control::end`: `post_done`; every end word,
+//! Acquire; the statuses).
 //!
 //! Two ranks run [`TWO`], one round after another:
 //!
@@ -60,8 +62,9 @@
 //!
 //! Weakenings: [`Weakening::NoAloneNote`] (of [`ALONE`]: `finish_alone` without the note),
 //! [`Weakening::NoLearnWait`] (`learn` reads the statuses without waiting for
-//! the `done` of the round the rank left), [`Weakening::DoneRelaxed`] (every `done`
-//! posted Relaxed), [`Weakening::StatusAfterDone`] (`STATUS` stored after `done`),
+//! the end of the round the rank left), [`Weakening::DoneRelaxed`] (every end word and
+//! `done` posted Relaxed), [`Weakening::StatusAfterDone`] (`STATUS` stored after the end
+//! word and `done`),
 //! [`Weakening::FlagsAfterStamp`] (the flag word, with `FLAG_LEFT` and
 //! `FLAG_PREV_FAILED`, stored after the Release of the stamp), [`Weakening::PublishRelaxed`]
 //! (the stamp that publishes the staged payload).
@@ -114,12 +117,16 @@ pub const ALONE: Scenario =
     Scenario { ranks: 2, plan: &[Step::OnePhase, Step::OnePhase, Step::OnePhase, Step::Plain], fails: 2 };
 
 /// The words of a record the model keeps (`call::STAMP`, `call::OP`, `call::SEND_LEN`,
-/// `call::FLAGS`, `call::STATUS`).
+/// `call::FLAGS`, `call::STATUS`, `call::DONE`, `call::OP_COPY`).
 const STAMP: usize = 0;
 const OP: usize = 1;
 const SEND_LEN: usize = 2;
 const FLAGS: usize = 3;
 const STATUS: usize = 4;
+const DONE: usize = 5;
+const OP_COPY: usize = 6;
+/// Words of a record in the model.
+const WORDS: usize = 7;
 
 /// `call::PRIVATE`, a bit of the `op` word.
 const PRIVATE: u64 = 1 << 63;
@@ -133,7 +140,7 @@ struct Rank {
     arrive: AtomicU64,
     done: AtomicU64,
     /// The call records, by epoch parity.
-    call: [[AtomicU64; 5]; 2],
+    call: [[AtomicU64; WORDS]; 2],
     stage: [UnsafeCell<u64>; 2],
 }
 
@@ -218,16 +225,29 @@ impl<'n> Control<'n> {
         }
     }
 
-    /// `STATUS` (Relaxed), then `done` (Release): the end of a round in
-    /// `leave_staged`, `abandon`, a quiet `Round::finish` and `Control::end`.
+    /// Waits for every rank's end word of round `epoch` (`Control::wait_ended`: `DONE` of
+    /// that parity, `call::ended`, Acquire).
+    fn wait_ended(&self, epoch: u64) {
+        let parity = (epoch % 2) as usize;
+        for peer in self.node {
+            self.wait(|| peer.call[parity][DONE].load(Ordering::Acquire) >> 1 >= epoch);
+        }
+    }
+
+    /// `Control::post_done`: `STATUS` (Relaxed), then the end word `DONE` (Release), then
+    /// `done` (Release): the end of a round in `leave_staged`, `abandon`, a quiet
+    /// `Round::finish` and `Control::end`.
     fn post_done(&self, epoch: u64, failed: bool) {
         let record = &self.mine().call[(epoch % 2) as usize];
         let done = self.w.ordering(Weakening::DoneRelaxed, Ordering::Release);
+        let end = epoch << 1 | failed as u64;
         if self.w == Weakening::StatusAfterDone {
+            record[DONE].store(end, done);
             self.mine().done.store(epoch, done);
             record[STATUS].store(failed as u64, Ordering::Relaxed);
         } else {
             record[STATUS].store(failed as u64, Ordering::Relaxed);
+            record[DONE].store(end, done);
             self.mine().done.store(epoch, done);
         }
     }
@@ -243,15 +263,15 @@ impl<'n> Control<'n> {
         let word = |r: usize, i: usize| self.node[r].call[parity][i].load(Ordering::Relaxed);
         let failed = if self.left == prev {
             if self.w != Weakening::NoLearnWait {
-                self.wait_done(prev);
+                self.wait_ended(prev);
             }
             self.owed = 0;
             self.left = 0;
             // What every verdict compares first (the model's call is its `op`, without the
             // private bit; `learn` compares no length: a rooted call's root and leaves
             // publish different ones).
-            let mine = word(self.me, OP) & !PRIVATE;
-            let differs = |r: usize| word(r, OP) & !PRIVATE != mine;
+            let mine = word(self.me, OP_COPY) & !PRIVATE;
+            let differs = |r: usize| word(r, OP_COPY) & !PRIVATE != mine;
             (0..self.node.len()).any(|r| word(r, STATUS) != 0 || differs(r))
         } else {
             self.saw_leaver == prev && word(self.me, STATUS) != 0
@@ -284,6 +304,7 @@ impl<'n> Control<'n> {
         let flags = extra | prev;
         // `Call::store`: Relaxed words.
         record[OP].store(self.s.op(e, self.me), Ordering::Relaxed);
+        record[OP_COPY].store(self.s.op(e, self.me), Ordering::Relaxed);
         record[SEND_LEN].store(send_len, Ordering::Relaxed);
         if self.w != Weakening::FlagsAfterStamp {
             record[FLAGS].store(flags, Ordering::Relaxed);
@@ -376,7 +397,7 @@ impl<'n> Control<'n> {
         }
         // `Control::end`.
         self.post_done(e, result.is_err());
-        self.wait_done(e);
+        self.wait_ended(e);
         let parity = (e % 2) as usize;
         let peer_failed = (0..self.node.len())
             .any(|r| r != self.me && self.node[r].call[parity][STATUS].load(Ordering::Relaxed) != 0);

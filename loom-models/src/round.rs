@@ -14,13 +14,14 @@
 //! 3. **moves**, only after a good verdict: reads every peer's send buffer in place (a
 //!    CMA read or a load through a mapping, `Round::read_send`) and writes its own value
 //!    into every peer's receive buffer (`Round::write_recv`);
-//! 4. **finishes** (`Control::end`): `STATUS` (Relaxed), `done` (Release), waits for every
-//!    rank's `done >= epoch` (Acquire), reads the peers' statuses (Relaxed). Only then may
+//! 4. **finishes** (`Control::end`): `Control::post_done` (`STATUS`, Relaxed; the end word
+//!    `DONE`, Release; `done`, Release), waits for every rank's end word of the round
+//!    (`Control::wait_ended`, Acquire), reads the peers' statuses (Relaxed). Only then may
 //!    it touch its buffers again: the next round refills its send buffer, and it reads
 //!    what the peers wrote into its receive buffer.
 //!
 //! Weakenings: [`Weakening::PublishRelaxed`] (the stamp), [`Weakening::PollRelaxed`] (the
-//! wait for it), [`Weakening::DoneRelaxed`] (`done`).
+//! wait for it), [`Weakening::DoneRelaxed`] (the end word and `done`).
 
 use crate::{spin, Weakening};
 use loom::cell::UnsafeCell;
@@ -36,16 +37,17 @@ pub const ROUNDS: u64 = 3;
 const MISMATCH: u64 = 2;
 
 /// The words of a record that the model keeps (`call::STAMP`, `call::OP`,
-/// `call::STATUS`).
+/// `call::STATUS`, `call::DONE`).
 const STAMP: usize = 0;
 const OP: usize = 1;
 const STATUS: usize = 2;
+const DONE: usize = 3;
 
 /// One rank's slot (`layout::Slot`) and the buffers of its process.
 struct Rank {
     arrive: AtomicU64,
     done: AtomicU64,
-    call: [[AtomicU64; 3]; 2],
+    call: [[AtomicU64; 4]; 2],
     /// The user's send buffer.
     send: UnsafeCell<u64>,
     /// The user's receive buffer, one word per writing peer.
@@ -113,15 +115,16 @@ fn rank(node: &[Rank], me: usize, w: Weakening) {
         }
         // Control::end.
         record[STATUS].store(verdict.is_err() as u64, Ordering::Relaxed);
+        record[DONE].store(epoch << 1 | verdict.is_err() as u64, done);
         mine.done.store(epoch, done);
         for peer in node {
-            spin(|| peer.done.load(Ordering::Acquire) >= epoch);
+            spin(|| peer.call[parity][DONE].load(Ordering::Acquire) >> 1 >= epoch);
         }
         let failed = node.iter().any(|peer| peer.call[parity][STATUS].load(Ordering::Relaxed) != 0);
         assert_eq!(failed, verdict.is_err(), "rank {me}, round {epoch}: the statuses disagree");
         if verdict.is_ok() {
             for r in (0..RANKS).filter(|&r| r != me) {
-                // SAFETY: every peer posted `done` (seen with Acquire) after its write.
+                // SAFETY: every peer posted its end word (seen with Acquire) after its write.
                 let got = mine.recv[r].with(|p| unsafe { *p });
                 assert_eq!(got, value(r, epoch), "rank {me}: rank {r}'s write is missing");
             }

@@ -52,7 +52,9 @@
 
 use super::algorithm::Algorithm;
 use super::staged_private;
-use super::{all_equal, check, check_staged, op, BadLength, Ctx, Kind};
+use super::{
+    all_equal, check, check_staged, from_inline, inline_word, op, BadLength, Ctx, Kind, INLINE_BYTES,
+};
 use crate::error::{Error, Result};
 use crate::sync::{Call, Round};
 use crate::tune::{select, Algo};
@@ -161,6 +163,13 @@ pub(crate) fn allgather(
     let n = send.map_or(recv.len() / p, <[u8]>::len);
     let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport, ctx.overrides);
     let recv_addr = recv.as_mut_ptr() as usize;
+    let prestaged = algorithm == Ok(AllgatherAlgorithm::Staged) && n <= ctx.ctl.one_phase_bytes();
+    // A receive buffer too short for this rank's block fails the verdict: stage nothing.
+    let own: &[u8] = send.or_else(|| recv.get(me * n..(me + 1) * n)).unwrap_or(&[]);
+    // A block of a few bytes travels in the call record, on the line that shows the
+    // arrival: no staging line to fetch after the stamp. Every rank decides alike from
+    // its block's length, which the verdict compares before anyone reads.
+    let inline = prestaged && n <= INLINE_BYTES;
     let call = Call {
         op: algorithm.as_ref().map_or(op(Kind::Allgather, 0, 0), |a| a.op())
             | staged_private(algorithm == Ok(AllgatherAlgorithm::Staged)),
@@ -173,20 +182,22 @@ pub(crate) fn allgather(
         // Only the ring-source writers let peers write into the receive buffers.
         recv_writable: algorithm == Ok(AllgatherAlgorithm::RingSourceWrite),
         aux: 0,
-        aux2: 0,
+        aux2: if inline { inline_word(own) } else { 0 },
     };
     let check_lengths = |r: &Round<'_>| lengths(r, |n| n, |n| r.size().saturating_mul(n));
     // A staged allgather whose block fits in the staging area travels with the arrival:
     // one flag phase, every rank copies each block straight out of its owner's area.
-    if algorithm == Ok(AllgatherAlgorithm::Staged) && n <= ctx.ctl.one_phase_bytes() {
-        // A receive buffer too short for this rank's block fails the verdict: stage nothing.
-        let own: &[u8] = send.or_else(|| recv.get(me * n..(me + 1) * n)).unwrap_or(&[]);
-        let round = check_staged(ctx, call, &[], &[own], false, check_lengths)?;
+    if prestaged {
+        let parts: &[&[u8]] = if inline { &[] } else { &[own] };
+        let round = check_staged(ctx, call, &[], parts, false, check_lengths)?;
         if let Some(send) = send {
             recv[me * n..(me + 1) * n].copy_from_slice(send);
         }
         for r in (0..p).filter(|&r| r != me) {
-            round.read_staged(r, 0, &mut recv[r * n..(r + 1) * n]);
+            match inline {
+                true => from_inline(round.call(r).aux2, &mut recv[r * n..(r + 1) * n]),
+                false => round.read_staged(r, 0, &mut recv[r * n..(r + 1) * n]),
+            }
         }
         return round.finish(Ok(()));
     }

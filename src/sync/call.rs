@@ -36,9 +36,29 @@ const AUX2: usize = 7;
 const SEND: usize = 8;
 const RECV: usize = 9;
 pub(super) const STATUS: usize = 10;
+/// The end of the round on this rank, on the status's line: `epoch << 1 | failed`,
+/// posted (Release) right before the slot's `done` ([`Control::post_done`]). A rank that
+/// waits for a peer's end of a round and then reads its status and call (the leaver's
+/// [`Control::learn`], [`Control::end`]) waits on this word instead of `done`: the end,
+/// the status and the copies of the words `learn` compares then cross between the caches
+/// in one line, where `done`, the status and the record's head took three.
+///
+/// [`Control::post_done`]: super::Control::post_done
+/// [`Control::learn`]: super::Control::learn
+/// [`Control::end`]: super::Control::end
+pub(super) const DONE: usize = 11;
+/// Copies of `OP`, `ROOT` and `AUX` on the status's line, written with them: what the
+/// leaver's `learn` compares, read without the record's head.
+const OP_COPY: usize = 12;
+const ROOT_COPY: usize = 13;
+const AUX_COPY: usize = 14;
 /// Words in a call record.
-pub(super) const WORDS: usize = 11;
+pub(super) const WORDS: usize = 15;
 const _: () = assert!(AUX2 < 8, "the verdict's words share the stamp's cache line");
+const _: () = assert!(
+    STATUS >= 8 && DONE >= 8 && OP_COPY >= 8 && AUX_COPY < 16,
+    "the end, the status and the copies share the record's second cache line"
+);
 
 /// The collectives, as published in the low byte of a call record's [`Call::op`]. They
 /// live here, with the record, so that a long wait can name the call it is in.
@@ -181,6 +201,9 @@ impl Call {
             (AUX2, self.aux2),
             (SEND, if private { 0 } else { self.send as u64 }),
             (RECV, if private { 0 } else { self.recv as u64 }),
+            (OP_COPY, self.op),
+            (ROOT_COPY, self.root as u64),
+            (AUX_COPY, self.aux),
         ];
         for (i, v) in words {
             record[i].store(v, Ordering::Relaxed);
@@ -223,6 +246,27 @@ impl Call {
     }
 }
 
+/// The end of round `epoch` as posted in a record's [`DONE`] word.
+pub(super) fn end_word(epoch: u64, failed: bool) -> u64 {
+    epoch << 1 | failed as u64
+}
+
+/// Whether a record's [`DONE`] word says that its author ended round `epoch` (or a
+/// later one of the same parity).
+pub(super) fn ended(word: u64, epoch: u64) -> bool {
+    word >> 1 >= epoch
+}
+
+impl Call {
+    /// What the leaver's [`Control::learn`](super::Control::learn) compares of the call in
+    /// `record` (`op`, `root`, `aux`), from their copies on the status's line, which it
+    /// has just fetched to read the end and the status.
+    pub(super) fn compared(record: &[AtomicU64; WORDS]) -> (u64, i64, u64) {
+        let w = |i: usize| record[i].load(Ordering::Relaxed);
+        (w(OP_COPY), w(ROOT_COPY) as i64, w(AUX_COPY))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,9 +289,11 @@ mod tests {
             prop_assert_eq!(Call::load(&record), expected);
             prop_assert_eq!(Call::load_head(&record), Call { send: 0, recv: 0, ..call });
             prop_assert_eq!(record[FLAGS].load(Ordering::Relaxed), flags);
+            prop_assert_eq!(Call::compared(&record), (op, root, aux));
             // The stamp and the status are not the record's to write.
             prop_assert_eq!(record[STAMP].load(Ordering::Relaxed), 0);
             prop_assert_eq!(record[STATUS].load(Ordering::Relaxed), 0);
+            prop_assert_eq!(record[DONE].load(Ordering::Relaxed), 0);
         }
     }
 }

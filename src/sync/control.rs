@@ -2,7 +2,7 @@
 //! what a private round owes, agree on the end). A round starts in `round.rs`
 //! (`Control::begin`), beside the [`Round`](super::Round) it returns.
 
-use super::call::{Call, Kind, OP, PRIVATE, STATUS};
+use super::call::{end_word, ended, Call, Kind, DONE, OP, PRIVATE, STATUS};
 use super::fence::Births;
 use super::fifo;
 use super::layout::{Line, Slot, MAGIC, PAGE, SCRATCH_HALF};
@@ -350,16 +350,18 @@ impl Control {
         let parity = (prev % 2) as usize;
         let status = |r: usize| self.slot(r).call[parity][STATUS].load(Ordering::Relaxed);
         let failed = if self.left.get() == prev {
-            (0..self.size()).try_for_each(|r| self.wait_ge(r, |s| &s.done, prev))?;
+            // The end of `prev` on every rank, then its status and call: one line each
+            // (`call::DONE`), which `end_word` posts right before `done`.
+            (0..self.size()).try_for_each(|r| self.wait_ended(r, prev))?;
             // Every rank has left `prev` (and so every round before it).
             self.owed.set(0);
             self.left.set(0);
-            let mine = Call::load_head(&self.slot(self.me).call[parity]);
+            let mine = Call::compared(&self.slot(self.me).call[parity]);
             // A leaver's record is private where the others' need not be (a gatherv's
             // root publishes its buffer): the bit is not part of the call.
             let differs = |r: usize| {
-                let c = Call::load_head(&self.slot(r).call[parity]);
-                (c.op & !PRIVATE, c.root, c.aux) != (mine.op & !PRIVATE, mine.root, mine.aux)
+                let (op, root, aux) = Call::compared(&self.slot(r).call[parity]);
+                (op & !PRIVATE, root, aux) != (mine.0 & !PRIVATE, mine.1, mine.2)
             };
             (0..self.size()).any(|r| status(r) != 0 || differs(r))
         } else {
@@ -367,6 +369,26 @@ impl Control {
         };
         self.prev_failed.set(failed);
         Ok(())
+    }
+
+    /// Ends round `epoch` on this rank: its status, the end word on the status's line
+    /// (`call::DONE`), then `done`, each after everything this rank did in the round.
+    /// Every end of a round goes through here, so a peer may wait for either word.
+    pub(super) fn post_done(&self, epoch: u64, failed: bool) {
+        let mine = self.slot(self.me);
+        let record = &mine.call[(epoch % 2) as usize];
+        record[STATUS].store(failed as u64, Ordering::Relaxed);
+        // Release: the status, and everything this rank did in the round, before it.
+        record[DONE].store(end_word(epoch, failed), Ordering::Release);
+        mine.done.store(epoch, Ordering::Release);
+    }
+
+    /// Waits until local rank `r` has ended round `epoch` (its `call::DONE` word of that
+    /// parity, Acquire): as a wait for its `done`, but on the line that also holds its
+    /// status and the copies of its call's compared words.
+    pub(super) fn wait_ended(&self, r: usize, epoch: u64) -> Result<()> {
+        let parity = (epoch % 2) as usize;
+        self.wait_flag(r, |s| &s.call[parity][DONE], |v| ended(v, epoch))
     }
 
     /// Publishes this rank's status for `epoch`, waits for every rank's, and reports the
@@ -378,12 +400,10 @@ impl Control {
     /// one (which `Round::fence` stops first, where it may write into this rank) is left
     /// behind.
     pub(super) fn end(&self, epoch: u64, failed: bool) -> Result<()> {
-        let mine = self.slot(self.me);
-        mine.call[(epoch % 2) as usize][STATUS].store(failed as u64, Ordering::Relaxed);
-        mine.done.store(epoch, Ordering::Release);
+        self.post_done(epoch, failed);
         let mut first = Ok(());
         for r in 0..self.size() {
-            if let Err(e) = self.wait_ge(r, |s| &s.done, epoch) {
+            if let Err(e) = self.wait_ended(r, epoch) {
                 first = first.and(Err(e));
             }
         }

@@ -9,7 +9,7 @@ use crossbeam_utils::CachePadded;
 use std::sync::atomic::AtomicU64;
 
 /// Identifies the layout below; a rank built from another version refuses the segment.
-pub(super) const MAGIC: u64 = 0x7a63_6f6c_6c5f_0003;
+pub(super) const MAGIC: u64 = 0x7a63_6f6c_6c5f_0004;
 
 /// The segment's header, at offset 0.
 #[repr(C)]

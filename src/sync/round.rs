@@ -109,9 +109,7 @@ impl Control {
                 true => round.fence_arrival(e),
                 false => e,
             };
-            let mine = self.slot(self.me);
-            mine.call[(epoch % 2) as usize][STATUS].store(1, Ordering::Relaxed);
-            mine.done.store(epoch, Ordering::Release);
+            self.post_done(epoch, true);
             return Err(e);
         }
         // Every rank arrived here only after posting `done` of the round before.
@@ -224,9 +222,7 @@ impl Control {
         debug_assert!(call.send_len == 0 && call.recv_len == 0 && !call.recv_writable);
         let mut round = self.publish(call, 0);
         round.finished = true;
-        let mine = self.slot(self.me);
-        mine.call[(round.epoch % 2) as usize][STATUS].store(1, Ordering::Relaxed);
-        mine.done.store(round.epoch, Ordering::Release);
+        self.post_done(round.epoch, true);
         self.owed.set(round.epoch);
         self.owed_staged.set(false);
     }
@@ -672,9 +668,7 @@ impl<'c> Round<'c> {
         if self.quiet && !self.eager && result.is_ok() {
             // A private round: nothing of ours is reachable, and every rank reached the
             // same verdict. Say we are done; the wait for the others' is owed (module docs).
-            let mine = self.ctl.slot(self.ctl.me);
-            mine.call[(self.epoch % 2) as usize][STATUS].store(0, Ordering::Relaxed);
-            mine.done.store(self.epoch, Ordering::Release);
+            self.ctl.post_done(self.epoch, false);
             self.ctl.owed.set(self.epoch);
             self.ctl.owed_staged.set(self.staged);
             return Ok(());

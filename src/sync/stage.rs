@@ -7,7 +7,7 @@
 //! `progress = c + 1`. Two copies per byte, no permission needed, and the area is never
 //! larger than a few pages, whatever the message size.
 
-use super::call::{FLAG_LEFT, STATUS};
+use super::call::FLAG_LEFT;
 use super::publish::{copy_for_peers, copy_from_peers};
 use super::{Call, Control, Round, PRIVATE, SCRATCH_HALF};
 use crate::error::{Error, Result};
@@ -112,9 +112,8 @@ impl Control {
         #[cfg(feature = "fault-injection")]
         crate::fault::at(crate::fault::Phase::Finish);
         round.finished = true;
-        let (epoch, mine) = (round.epoch, self.slot(self.me));
-        mine.call[(epoch % 2) as usize][STATUS].store(0, Ordering::Relaxed);
-        mine.done.store(epoch, Ordering::Release);
+        let epoch = round.epoch;
+        self.post_done(epoch, false);
         self.owed.set(epoch);
         self.owed_staged.set(true);
         self.left.set(epoch);

@@ -155,6 +155,13 @@ fn allgather(world: &SimpleCommunicator, comm: &Comm) {
                 Exchange { world, comm, n, seed }.allgather::<u8>(algo, in_place);
             }
         }
+        // Around the blocks that travel in the call record (8 bytes and less).
+        for n in [7usize, 8, 9] {
+            for in_place in [false, true] {
+                seed += 1;
+                Exchange { world, comm, n, seed }.allgather::<u8>(algo, in_place);
+            }
+        }
         for n in [1usize, 1001, 70_001] {
             seed += 1;
             Exchange { world, comm, n, seed }.allgather::<u32>(algo, false);

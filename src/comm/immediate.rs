@@ -1111,10 +1111,10 @@ immediate! {
             "assert_eq!(sum, [p as i32]);"
             "// rsmpi's operators, as an rsmpi program passes them, by value or lent:"
             "use mpi::collective::SystemOperation;"
-            "let (max, mut top) = (SystemOperation::max(), [0.0f64]);"
+            "let (max, mine, mut top) = (SystemOperation::max(), [me as f64], [0.0f64]);"
             "comm.immediate_scope(|s| {"
             "    let a = s.immediate_all_reduce_into(&[1.5], &mut sum_f, SystemOperation::sum());"
-            "    let b = s.immediate_all_reduce_into(&[me as f64], &mut top, &max);"
+            "    let b = s.immediate_all_reduce_into(&mine, &mut top, &max);"
             "    zcoll::wait_all([a, b])"
             "})?;"
             "assert_eq!((sum_f, top), ([1.5 * p as f64], [(p - 1) as f64]));");

@@ -315,6 +315,7 @@ fn bad_call(world: &SimpleCommunicator, comm: &mut Comm) {
 /// compared with rsmpi's immediate reductions (run in rsmpi's own request scope) and its
 /// blocking ones; a bitwise operator on floats is an `Err` on every rank, the receive
 /// buffer unchanged.
+#[allow(clippy::needless_borrows_for_generic_args)] // the lent operators are under test
 fn rsmpi_operators(world: &SimpleCommunicator, comm: &mut Comm) {
     let (me, p) = (world.rank(), world.size());
     let n = 3000;

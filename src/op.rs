@@ -209,19 +209,162 @@ impl<T: Reducible> Operator<T> for Builtin {
 /// ```
 impl<T: Reducible> Operator<T> for mpi::collective::SystemOperation {
     fn apply(&self, acc: &mut [T], x: &[T]) -> bool {
-        Builtin::from_mpi(self).is_some_and(|b| T::combine(b, acc, x))
+        MpiOperator::from(self).apply(acc, x)
+    }
+    fn commutative(&self) -> bool {
+        <MpiOperator as Operator<T>>::commutative(&MpiOperator::from(self))
+    }
+    fn code(&self) -> u64 {
+        <MpiOperator as Operator<T>>::code(&MpiOperator::from(self))
+    }
+    fn builtin(&self) -> Option<Builtin> {
+        Builtin::from_mpi(self)
+    }
+}
+
+/// An rsmpi `SystemOperation` as zcoll knows it, a value that may cross threads (MPI's
+/// handle may not: Open MPI's is a pointer). It is what a nonblocking or persistent
+/// reduction carries to its scope's worker ([`SendOperator`]): the [`Builtin`] of the same
+/// name, or, for a handle zcoll has no equivalent of (`MPI_MAXLOC` made with
+/// `SystemOperation::from_raw`), an operator that applies to nothing, so that the call
+/// fails with [`Error::Unsupported`](crate::Error::Unsupported) on every rank, as the
+/// blocking call does.
+///
+/// # Examples
+///
+/// ```
+/// use mpi::collective::SystemOperation;
+/// use zcoll::op::{Builtin, MpiOperator, Operator};
+/// let op = MpiOperator::from(&SystemOperation::product());
+/// assert_eq!(op.builtin(), Some(Builtin::Prod));
+/// let mut acc = [3i64, -2];
+/// assert!(op.apply(&mut acc, &[5, 4]));
+/// assert_eq!(acc, [15, -8]);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MpiOperator(Option<Builtin>);
+
+impl MpiOperator {
+    /// The built-in operator this is, `None` for one zcoll has no equivalent of.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use mpi::collective::SystemOperation;
+    /// use zcoll::op::{Builtin, MpiOperator};
+    /// assert_eq!(MpiOperator::from(SystemOperation::min()).builtin(), Some(Builtin::Min));
+    /// ```
+    pub fn builtin(self) -> Option<Builtin> {
+        self.0
+    }
+}
+
+impl From<&mpi::collective::SystemOperation> for MpiOperator {
+    fn from(op: &mpi::collective::SystemOperation) -> Self {
+        MpiOperator(Builtin::from_mpi(op))
+    }
+}
+
+impl From<mpi::collective::SystemOperation> for MpiOperator {
+    fn from(op: mpi::collective::SystemOperation) -> Self {
+        MpiOperator::from(&op)
+    }
+}
+
+/// The code of an operator zcoll does not know: the same on every rank that passes one,
+/// so that the ranks agree, and each gets the `Unsupported` that `apply` leads to.
+const UNKNOWN_MPI_CODE: u64 = 0xff;
+
+impl<T: Reducible> Operator<T> for MpiOperator {
+    fn apply(&self, acc: &mut [T], x: &[T]) -> bool {
+        self.0.is_some_and(|b| T::combine(b, acc, x))
     }
     fn commutative(&self) -> bool {
         // Every predefined reduction operator of MPI commutes (MPI 4.1, 6.9.2).
         true
     }
     fn code(&self) -> u64 {
-        // Unknown to zcoll: one code of its own, so that ranks passing the same unknown
-        // operator agree, and each gets the `Unsupported` that `apply` leads to.
-        Builtin::from_mpi(self).map_or(0xff, Builtin::code)
+        self.0.map_or(UNKNOWN_MPI_CODE, Builtin::code)
     }
     fn builtin(&self) -> Option<Builtin> {
-        Builtin::from_mpi(self)
+        self.0
+    }
+}
+
+/// An operator that a nonblocking or persistent reduction can carry to its scope's worker
+/// thread: converted once, at the call, into a form that is `Send`.
+///
+/// The operator itself where it is `Send` (a [`Builtin`], a [`UserOp`] or
+/// [`UserOperation`] whose closure is `Send`, a lent `&Builtin` or `&UserOp` whose closure
+/// is `Sync`); rsmpi's `SystemOperation` (by value or lent) becomes its [`MpiOperator`],
+/// so a reduction written for rsmpi, `s.immediate_all_reduce_into(&a, &mut b,
+/// SystemOperation::sum())`, compiles as the blocking `all_reduce_into` does. A user
+/// operator that is not `Send` stays refused at compile time. A type of your own that
+/// implements [`Operator`] and is `Send` implements this with `type Op = Self`.
+///
+/// # Examples
+///
+/// ```
+/// use mpi::collective::SystemOperation;
+/// use zcoll::op::{Builtin, Operator, SendOperator};
+/// fn on_another_thread<T, O: SendOperator<T>>(op: O) -> Option<Builtin> {
+///     let op = op.into_send();
+///     std::thread::scope(|s| s.spawn(move || op.builtin()).join().unwrap())
+/// }
+/// assert_eq!(on_another_thread::<f64, _>(SystemOperation::sum()), Some(Builtin::Sum));
+/// assert_eq!(on_another_thread::<u8, _>(&SystemOperation::bitwise_or()), Some(Builtin::BitOr));
+/// assert_eq!(on_another_thread::<i32, _>(Builtin::Max), Some(Builtin::Max));
+/// ```
+///
+/// A user operator whose closure is not `Send` is refused:
+///
+/// ```compile_fail
+/// use zcoll::op::{SendOperator, UserOp};
+/// fn sendable<T, O: SendOperator<T>>(_: O) {}
+/// let shared = std::rc::Rc::new(1u64);
+/// sendable::<u64, _>(UserOp::commutative(move |acc: &mut [u64], x: &[u64]| {
+///     acc.iter_mut().zip(x).for_each(|(a, b)| *a += b * *shared)
+/// }));
+/// ```
+pub trait SendOperator<T> {
+    /// The operator in a form that may cross threads.
+    type Op: Operator<T> + Send;
+    /// Converts it.
+    fn into_send(self) -> Self::Op;
+}
+
+/// Implements [`SendOperator`] as the identity.
+macro_rules! send_as_is {
+    ($([$($g:tt)*] $ty:ty),* $(,)?) => {$(
+        impl<$($g)*> SendOperator<T> for $ty {
+            type Op = Self;
+            fn into_send(self) -> Self {
+                self
+            }
+        }
+    )*};
+}
+
+send_as_is! {
+    [T: Reducible] Builtin,
+    ['a, T: Reducible] &'a Builtin,
+    [T: Reducible] MpiOperator,
+    [T, F: Fn(&mut [T], &[T]) + Send] UserOp<F>,
+    ['a, T, F: Fn(&mut [T], &[T]) + Sync] &'a UserOp<F>,
+    [T: Copy + Send, F: Fn(&[T], &mut [T]) + Send] UserOperation<T, F>,
+}
+
+impl<T: Reducible> SendOperator<T> for mpi::collective::SystemOperation {
+    type Op = MpiOperator;
+    fn into_send(self) -> MpiOperator {
+        MpiOperator::from(&self)
+    }
+}
+
+impl<T: Reducible> SendOperator<T> for &mpi::collective::SystemOperation {
+    type Op = MpiOperator;
+    fn into_send(self) -> MpiOperator {
+        MpiOperator::from(self)
     }
 }
 
@@ -410,6 +553,15 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_mpi_operator_applies_to_nothing() {
+        let unknown = MpiOperator(None);
+        assert!(!unknown.apply(&mut [1u32], &[2]));
+        assert_eq!(<MpiOperator as Operator<u32>>::code(&unknown), UNKNOWN_MPI_CODE);
+        assert!(!Builtin::ALL.iter().any(|&b| Builtin::code(b) == UNKNOWN_MPI_CODE));
+        assert_eq!(SendOperator::<u32>::into_send(unknown), unknown);
+    }
+
+    #[test]
     fn rsmpi_operators_are_the_builtins_of_the_same_name() {
         use mpi::collective::SystemOperation as S;
         for b in Builtin::ALL {
@@ -419,6 +571,8 @@ mod tests {
             assert!(b.mpi().apply(&mut via_mpi, &[6, 0, 9]));
             assert!(u8::combine(b, &mut via_builtin, &[6, 0, 9]));
             assert_eq!(via_mpi, via_builtin, "{b:?}");
+            assert_eq!(SendOperator::<u8>::into_send(b.mpi()), MpiOperator(Some(b)));
+            assert_eq!(SendOperator::<f32>::into_send(&b.mpi()).builtin(), Some(b));
         }
         assert_eq!(<S as Operator<u8>>::code(&S::sum()), Builtin::code(Builtin::Sum));
         assert!(!S::bitwise_xor().apply(&mut [1.0f64], &[2.0]), "refused on floats, as Builtin");

@@ -19,7 +19,7 @@
 
 use super::Comm;
 use crate::error::{Error, Result};
-use crate::op::{Builtin, Operator, Reducible};
+use crate::op::{Builtin, Operator, Reducible, SendOperator};
 use crate::pod::Pod;
 use crate::sync::wait::{self, WaitPolicy};
 use mpi::topology::Rank;
@@ -958,6 +958,7 @@ macro_rules! immediate {
     ($s:lifetime; $(
         $(#[$doc:meta])*
         $name:ident [$($g:tt)*] ($($arg:ident: $ty:ty),*) => $blocking:ident, bytes($bytes:expr),
+        $(convert($conv:ident),)?
         $(job($pat:pat = $scrut:expr => $job:expr),)?
         example($($ex:literal)*);
     )*) => {
@@ -983,6 +984,7 @@ macro_rules! immediate {
                 #[doc = concat!("From [`Request::wait`] or [`Request::test`]: those of [`Comm::", stringify!($blocking), "`], on every rank.")]
                 pub fn $name<$($g)*>(&self, $($arg: $ty),*) -> Request<$s> {
                     let bytes: usize = $bytes;
+                    $(let $conv = $conv.into_send();)?
                     let job = immediate!(@job $($pat = $scrut => $job)?;
                         Job::Boxed(Box::new(move |comm: &mut Comm| comm.$blocking($($arg),*))));
                     self.issue(bytes, job)
@@ -1075,32 +1077,47 @@ immediate! {
             "assert_eq!(recv, (0..p as i32).collect::<Vec<_>>());");
 
     /// MPI 4.1, 6.12.9 (`MPI_Ireduce`), the root's side.
-    immediate_reduce_into_root[T: Pod + Send + Sync, O: Operator<T> + Send + 'scope](
+    immediate_reduce_into_root[T: Pod + Send + Sync, O: SendOperator<T, Op: 'scope>](
         send: &'scope [T], recv: &'scope mut [T], root: Rank, op: O) => reduce_into_root,
-    bytes(std::mem::size_of_val(send)),
+    bytes(std::mem::size_of_val(send)), convert(op),
     job(Some((run, op)) = reduction::<T, ReduceRoot>(&op) => typed_job(run, send, recv, root, op)),
     example("let mut sum = [0i32];"
             "comm.immediate_scope(|s| match me {"
             "    0 => s.immediate_reduce_into_root(&[1], &mut sum, 0, Builtin::Sum).wait(),"
             "    _ => s.immediate_reduce_into(&[1], 0, Builtin::Sum).wait(),"
+            "})?;"
+            "// rsmpi's operator, as an rsmpi program passes it:"
+            "let op = mpi::collective::SystemOperation::product();"
+            "comm.immediate_scope(|s| match me {"
+            "    0 => s.immediate_reduce_into_root(&[2], &mut sum, 0, &op).wait(),"
+            "    _ => s.immediate_reduce_into(&[2], 0, &op).wait(),"
             "})?;");
 
     /// MPI 4.1, 6.12.9 (`MPI_Ireduce`), a non-root's side.
-    immediate_reduce_into[T: Pod + Sync, O: Operator<T> + Send + 'scope](send: &'scope [T], root: Rank, op: O)
-        => reduce_into, bytes(std::mem::size_of_val(send)),
+    immediate_reduce_into[T: Pod + Sync, O: SendOperator<T, Op: 'scope>](send: &'scope [T], root: Rank, op: O)
+        => reduce_into, bytes(std::mem::size_of_val(send)), convert(op),
     job(Some((run, op)) = reduction::<T, ReduceLeaf>(&op) => typed_job(run, send, &mut [], root, op)),
     example("if me != 0 {"
             "    comm.immediate_scope(|s| s.immediate_reduce_into(&[1i32], 0, Builtin::Sum).wait())?;"
             "}");
 
     /// MPI 4.1, 6.12.10 (`MPI_Iallreduce`).
-    immediate_all_reduce_into[T: Pod + Send + Sync, O: Operator<T> + Send + 'scope](
+    immediate_all_reduce_into[T: Pod + Send + Sync, O: SendOperator<T, Op: 'scope>](
         send: &'scope [T], recv: &'scope mut [T], op: O) => all_reduce_into,
-    bytes(std::mem::size_of_val(send)),
+    bytes(std::mem::size_of_val(send)), convert(op),
     job(Some((run, op)) = reduction::<T, AllReduce>(&op) => typed_job(run, send, recv, 0, op)),
-    example("let mut sum = [0i32];"
+    example("let (mut sum, mut sum_f) = ([0i32], [0.0f64]);"
             "comm.immediate_scope(|s| s.immediate_all_reduce_into(&[1], &mut sum, Builtin::Sum).wait())?;"
-            "assert_eq!(sum, [p as i32]);");
+            "assert_eq!(sum, [p as i32]);"
+            "// rsmpi's operators, as an rsmpi program passes them, by value or lent:"
+            "use mpi::collective::SystemOperation;"
+            "let (max, mine, mut top) = (SystemOperation::max(), [me as f64], [0.0f64]);"
+            "comm.immediate_scope(|s| {"
+            "    let a = s.immediate_all_reduce_into(&[1.5], &mut sum_f, SystemOperation::sum());"
+            "    let b = s.immediate_all_reduce_into(&mine, &mut top, &max);"
+            "    zcoll::wait_all([a, b])"
+            "})?;"
+            "assert_eq!((sum_f, top), ([1.5 * p as f64], [(p - 1) as f64]));");
 
     /// MPI 4.1, 6.12.5 (`MPI_Iscatterv`), the root's side.
     immediate_scatter_varcount_into_root[T: Pod + Send + Sync](

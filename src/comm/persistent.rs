@@ -17,7 +17,7 @@
 use super::immediate::{Engine, Job, Request, Scope, Seq, Start};
 use super::Comm;
 use crate::error::Result;
-use crate::op::Operator;
+use crate::op::SendOperator;
 use crate::pod::Pod;
 use mpi::topology::Rank;
 use mpi::Count;
@@ -278,19 +278,23 @@ impl<'scope> Scope<'scope, '_> {
     /// # let mut comm = universe.world().zero_copy()?;
     /// let (mut one, mut sum) = ([1u32], [0u32]);
     /// comm.immediate_scope(|s| s.all_reduce_init(&mut one, &mut sum, Builtin::Sum).start().wait())?;
+    /// // rsmpi's operator, as an rsmpi program passes it:
+    /// let sum_op = mpi::collective::SystemOperation::sum();
+    /// comm.immediate_scope(|s| s.all_reduce_init(&mut one, &mut sum, &sum_op).start().wait())?;
     /// # Ok::<(), zcoll::Error>(())
     /// ```
     ///
     /// # Errors
     ///
     /// From each start's request: those of [`Comm::all_reduce_into`].
-    pub fn all_reduce_init<T: Pod + Send + Sync, O: Operator<T> + Send + 'scope>(
+    pub fn all_reduce_init<T: Pod + Send + Sync, O: SendOperator<T, Op: 'scope>>(
         &self,
         send: &'scope mut [T],
         recv: &'scope mut [T],
         op: O,
     ) -> Persistent<'scope, (&'scope mut [T], &'scope mut [T])> {
         let bytes = std::mem::size_of_val(send);
+        let op = op.into_send();
         Persistent::new(self, (send, recv), bytes, move |comm, (send, recv)| {
             comm.all_reduce_into(send, recv, &op)
         })
@@ -308,13 +312,16 @@ impl<'scope> Scope<'scope, '_> {
     /// let (mut one, mut sum) = ([1u32], [0u32]);
     /// let recv = (comm.rank() == 0).then_some(&mut sum[..]);
     /// comm.immediate_scope(|s| s.reduce_init(&mut one, recv, 0, Builtin::Sum).start().wait())?;
+    /// let recv = (comm.rank() == 0).then_some(&mut sum[..]);
+    /// let max = mpi::collective::SystemOperation::max();
+    /// comm.immediate_scope(|s| s.reduce_init(&mut one, recv, 0, max).start().wait())?;
     /// # Ok::<(), zcoll::Error>(())
     /// ```
     ///
     /// # Errors
     ///
     /// From each start's request: those of [`Comm::reduce_into_root`].
-    pub fn reduce_init<T: Pod + Send + Sync, O: Operator<T> + Send + 'scope>(
+    pub fn reduce_init<T: Pod + Send + Sync, O: SendOperator<T, Op: 'scope>>(
         &self,
         send: &'scope mut [T],
         recv: Option<&'scope mut [T]>,
@@ -322,6 +329,7 @@ impl<'scope> Scope<'scope, '_> {
         op: O,
     ) -> Persistent<'scope, (&'scope mut [T], Option<&'scope mut [T]>)> {
         let bytes = std::mem::size_of_val(send);
+        let op = op.into_send();
         Persistent::new(self, (send, recv), bytes, move |comm, (send, recv)| match recv {
             Some(recv) => comm.reduce_into_root(send, recv, root, &op),
             None => comm.reduce_into(send, root, &op),

@@ -33,6 +33,7 @@ pub(crate) fn run(world: &SimpleCommunicator, multiple: bool) {
     leaked(world, &mut comm);
     no_worker_for_wait(world, &mut comm);
     bad_call(world, &mut comm);
+    rsmpi_operators(world, &mut comm);
     any_and_test(world, &mut comm);
     phases.end("leaked..any_and_test");
     persistent(world, &mut comm);
@@ -307,6 +308,83 @@ fn bad_call(world: &SimpleCommunicator, comm: &mut Comm) {
     let mut want = vec![0; n];
     world.all_reduce_into(&mine[..], &mut want[..], SystemOperation::sum());
     assert_eq!(sum, want, "the allreduce after the bad call");
+}
+
+/// rsmpi's operators passed as an rsmpi program passes them (`SystemOperation::sum()` by
+/// value, a lent `&SystemOperation`), to the immediate reductions and the persistent ones,
+/// compared with rsmpi's immediate reductions (run in rsmpi's own request scope) and its
+/// blocking ones; a bitwise operator on floats is an `Err` on every rank, the receive
+/// buffer unchanged.
+#[allow(clippy::needless_borrows_for_generic_args)] // the lent operators are under test
+fn rsmpi_operators(world: &SimpleCommunicator, comm: &mut Comm) {
+    let (me, p) = (world.rank(), world.size());
+    let n = 3000;
+    let mine = input(me, n, 40);
+    let floats: Vec<f64> = mine.iter().map(|&x| (x % 997) as f64 * 0.25 - 60.0).collect();
+    let words: Vec<u32> = mine.iter().map(|&x| x as u32 ^ (me as u32) << 7).collect();
+    let xor = SystemOperation::bitwise_xor();
+    let (mut fsum, mut wxor, mut imax) = (vec![0.0f64; n], vec![0u32; n], vec![0u64; n]);
+    let mut refused = vec![7.0f64; n];
+    let outcome = comm.immediate_scope(|s| {
+        let a = s.immediate_all_reduce_into(&floats, &mut fsum, SystemOperation::sum());
+        let b = s.immediate_all_reduce_into(&words, &mut wxor, &xor);
+        let c = match me == 0 {
+            true => s.immediate_reduce_into_root(&mine, &mut imax, 0, SystemOperation::max()),
+            false => s.immediate_reduce_into(&mine, 0, &SystemOperation::max()),
+        };
+        let bad = s.immediate_all_reduce_into(&floats, &mut refused, SystemOperation::bitwise_or());
+        (wait_all([a, b, c]), bad.wait())
+    });
+    let (good, bad) = outcome;
+    good.unwrap_or_else(|e| panic!("rank {me}: reductions under rsmpi's operators: {e}"));
+    match bad {
+        Err(zcoll::Error::Unsupported { .. }) => {}
+        other => panic!("rank {me}: a bitwise operator on floats gave {other:?}, not Unsupported"),
+    }
+    assert!(refused.iter().all(|&x| x == 7.0), "rank {me}: the refused call wrote its receive buffer");
+    // The oracle: rsmpi's immediate reductions, the same operators, in rsmpi's scope.
+    let (mut want_sum, mut want_xor) = (vec![0.0f64; n], vec![0u32; n]);
+    mpi::request::scope(|sc| {
+        let a = world.immediate_all_reduce_into(sc, &floats[..], &mut want_sum[..], SystemOperation::sum());
+        let b = world.immediate_all_reduce_into(sc, &words[..], &mut want_xor[..], &xor);
+        a.wait();
+        b.wait();
+    });
+    assert_eq!(fsum, want_sum, "allreduce of f64 under SystemOperation::sum()");
+    assert_eq!(wxor, want_xor, "allreduce of u32 under &SystemOperation::bitwise_xor()");
+    let mut want_max = vec![0u64; n];
+    world.all_reduce_into(&mine[..], &mut want_max[..], SystemOperation::max());
+    if me == 0 {
+        assert_eq!(imax, want_max, "reduce under SystemOperation::max()");
+    }
+    // Persistent: started several times, the send buffer changed between starts.
+    let (mut send, mut recv, mut rooted) = (floats.clone(), vec![0.0f64; n], vec![0i64; n]);
+    let mut isend: Vec<i64> = mine.iter().map(|&x| x as i64 - 5000 * p as i64).collect();
+    let min = SystemOperation::min();
+    for start in 0..3 {
+        let scale = f64::from(start + 1);
+        comm.immediate_scope(|s| {
+            let mut all = s.all_reduce_init(&mut send, &mut recv, &min);
+            let mut to_root = s.reduce_init(
+                &mut isend,
+                (me == p - 1).then_some(&mut rooted[..]),
+                p - 1,
+                SystemOperation::product(),
+            );
+            all.with_buffers(|(send, _)| send.iter_mut().for_each(|x| *x *= scale));
+            to_root.with_buffers(|(send, _)| send.iter_mut().for_each(|x| *x = x.wrapping_add(start.into())));
+            zcoll::wait_all([all.start(), to_root.start()])
+        })
+        .unwrap_or_else(|e| panic!("rank {me}, start {start}: persistent reductions: {e}"));
+        let mut want = vec![0.0f64; n];
+        world.all_reduce_into(&send[..], &mut want[..], SystemOperation::min());
+        assert_eq!(recv, want, "persistent allreduce under &SystemOperation::min(), start {start}");
+        let mut want = vec![0i64; n];
+        world.all_reduce_into(&isend[..], &mut want[..], SystemOperation::product());
+        if me == p - 1 {
+            assert_eq!(rooted, want, "persistent reduce under SystemOperation::product(), start {start}");
+        }
+    }
 }
 
 /// `wait_any` hands back every request once; `test` polls a large call to its end.

@@ -71,7 +71,8 @@ pub(crate) fn read_v(pid: libc::pid_t, pieces: &[(usize, usize)], dst: &mut [u8]
 }
 
 /// [`read_v`] for ranges that lie close together: where the span from the lowest range
-/// to the end of the highest is at most [`DENSE_SPAN`] times their bytes, reads them in
+/// to the end of the highest is at most [`DENSE_SPAN`] times their bytes and the ranges
+/// are at most [`DENSE_FRAGMENT`] bytes on average, reads them in
 /// groups of consecutive ascending ranges whose span is at most [`DENSE_CHUNK`] bytes,
 /// each group's span with one remote iovec into a scratch buffer (one per thread, kept,
 /// small enough to stay in the cache), copying the ranges out of it, packed into `dst`;
@@ -91,7 +92,7 @@ pub(crate) fn read_dense(pid: libc::pid_t, pieces: &[(usize, usize)], dst: &mut 
     }
     let low = pieces.iter().map(|p| p.0).min().unwrap_or(0);
     let high = pieces.iter().map(|p| p.0 + p.1).max().unwrap_or(0);
-    if pieces.len() < 2 || high - low > DENSE_SPAN * dst.len() {
+    if pieces.len() < 2 || high - low > DENSE_SPAN * dst.len() || dst.len() > DENSE_FRAGMENT * pieces.len() {
         return read_v(pid, pieces, dst);
     }
     // Taken out of the cell for the copy, and put back: nothing is borrowed across it.
@@ -140,6 +141,11 @@ fn dense_groups(
 /// The most the span of the ranges [`read_dense`] reads may exceed their bytes, as a
 /// factor: a transpose's rows fill half of their span at 2 ranks.
 const DENSE_SPAN: usize = 2;
+
+/// The longest mean range [`read_dense`] reads through a span: a pin costs as much as
+/// copying about this many bytes twice (the gap, then the range out of the scratch); a
+/// transpose's rows of 2896 bytes (1 MiB blocks at 2 ranks) were slower through spans.
+const DENSE_FRAGMENT: usize = 2048;
 
 /// The span [`read_dense`] reads in one piece at most: its scratch buffer, which stays in
 /// the cache beside the bounce buffer.

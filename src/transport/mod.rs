@@ -316,7 +316,7 @@ pub(crate) fn read_scatter<A>(
         let pieces: Vec<(usize, usize)> =
             remote.expand().into_iter().map(|(o, l)| (src.addr + o, l)).collect();
         if bounce {
-            return bounced(&pieces, dst, local, |slice, buf| cma::read_v(src.pid(), slice, buf));
+            return bounced(&pieces, dst, local, |slice, buf| cma::read_dense(src.pid(), slice, buf));
         }
         return cma::read_scatter(src.pid(), &pieces, dst, &local.expand());
     };
@@ -372,8 +372,9 @@ const BOUNCE_BYTES: usize = 128 * 1024;
 
 /// [`read_scatter`] with CMA for many small local fragments: reads the remote pieces, in
 /// slices of at most [`BOUNCE_BYTES`], into a bounce buffer (one per thread, kept) with one
-/// vectored call each, then scatters each slice onto the local runs (checked by the caller,
-/// selecting as many bytes as the remote pieces).
+/// vectored call each (one remote iovec for the slice's span where its pieces lie close:
+/// [`cma::read_dense`]), then scatters each slice onto the local runs (checked by the
+/// caller, selecting as many bytes as the remote pieces).
 fn bounced(
     pieces: &[(usize, usize)],
     dst: &mut [u8],

@@ -113,17 +113,10 @@ impl Hierarchy {
         self.check_reduction(net, claim, root, n, recv_of(&bufs, root == parent.rank()), oper)?;
         if let (true, Some(builtin)) = (self.direct(), oper.builtin()) {
             let at = parent.process_at_rank(root);
-            let piece = self.piece;
-            match bufs {
-                Bufs::Apart(s, r) => s
-                    .chunks(piece)
-                    .zip(r.chunks_mut(piece))
-                    .for_each(|(s, r)| at.reduce_into_root(s, r, builtin.mpi())),
-                Bufs::InPlace(b) => {
-                    b.chunks_mut(piece).for_each(|b| at.reduce_into_root(&b.to_vec()[..], b, builtin.mpi()))
-                }
-                Bufs::SendOnly(s) => s.chunks(piece).for_each(|s| at.reduce_into(s, builtin.mpi())),
-            }
+            by_pieces(bufs, self.piece, |s, r| match r {
+                Some(r) => at.reduce_into_root(s, r, builtin.mpi()),
+                None => at.reduce_into(s, builtin.mpi()),
+            });
             return Ok(());
         }
         let Stand { root_node, here, leader } = self.stand(ctx, root);
@@ -302,17 +295,9 @@ impl Hierarchy {
         bufs: Bufs<'_, T>,
         builtin: crate::op::Builtin,
     ) -> Result<()> {
-        let piece = self.piece;
-        match bufs {
-            Bufs::Apart(s, r) => s
-                .chunks(piece)
-                .zip(r.chunks_mut(piece))
-                .for_each(|(s, r)| parent.all_reduce_into(s, r, builtin.mpi())),
-            Bufs::InPlace(b) => {
-                b.chunks_mut(piece).for_each(|b| parent.all_reduce_into(&b.to_vec()[..], b, builtin.mpi()))
-            }
-            Bufs::SendOnly(_) => unreachable!("an allreduce rank has an output"),
-        }
+        by_pieces(bufs, self.piece, |s, r| {
+            parent.all_reduce_into(s, r.expect("an allreduce rank has an output"), builtin.mpi())
+        });
         Ok(())
     }
 
@@ -522,6 +507,20 @@ fn combine<T: Pod, O: Operator<T>>(
                 fold_in_order(&all, mine.len(), out, oper);
             }
         }
+    }
+}
+
+/// Runs an elementwise MPI call over `bufs` in pieces of at most `piece` elements:
+/// `call(input, output)`, with no output on a rank that has none, and a copy of an
+/// in-place buffer's piece as its input.
+fn by_pieces<T: Pod>(bufs: Bufs<'_, T>, piece: usize, mut call: impl FnMut(&[T], Option<&mut [T]>)) {
+    match bufs {
+        Bufs::Apart(s, r) => s.chunks(piece).zip(r.chunks_mut(piece)).for_each(|(s, r)| call(s, Some(r))),
+        Bufs::InPlace(b) => b.chunks_mut(piece).for_each(|b| {
+            let input = b.to_vec();
+            call(&input, Some(b))
+        }),
+        Bufs::SendOnly(s) => s.chunks(piece).for_each(|s| call(s, None)),
     }
 }
 

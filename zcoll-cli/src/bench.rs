@@ -675,6 +675,8 @@ pub fn side_by_side(rows: &[Row], kinds: &[Buffers]) -> String {
 pub struct Against {
     /// The collective's name in the table.
     pub coll: &'static str,
+    /// Where the buffers lived (the default is compared with algorithms on the same).
+    pub buffers: Buffers,
     /// The message size in bytes.
     pub size: usize,
     /// The default's median, microseconds.
@@ -692,18 +694,24 @@ impl Against {
     }
 }
 
-/// The default against the fastest explicit algorithm, per collective and size, where
-/// both ran (`--algorithms all`).
+/// The default against the fastest explicit algorithm, per collective, kind of buffers
+/// and size, where both ran (`--algorithms all`).
 pub fn default_vs_best(rows: &[Row]) -> Vec<Against> {
     let mut out = Vec::new();
     for auto in rows.iter().filter(|r| r.algorithm == "auto") {
         let best = rows
             .iter()
-            .filter(|r| r.coll == auto.coll && r.size == auto.size && r.algorithm != "auto")
+            .filter(|r| {
+                r.coll == auto.coll
+                    && r.buffers == auto.buffers
+                    && r.size == auto.size
+                    && r.algorithm != "auto"
+            })
             .min_by(|a, b| a.zcoll.median.total_cmp(&b.zcoll.median));
         if let Some(best) = best {
             out.push(Against {
                 coll: auto.coll,
+                buffers: auto.buffers,
                 size: auto.size,
                 auto: auto.zcoll.median,
                 best: best.algorithm.clone(),
@@ -725,15 +733,16 @@ pub fn default_vs_best_table(against: &[Against]) -> String {
     );
     let _ = write!(
         out,
-        "\n# {:<10} {:>6} {:>11}  {:<18} {:>11} {:>9}",
-        "coll", "size", "auto_us", "best", "best_us", "auto/best"
+        "\n# {:<10} {:<7} {:>6} {:>11}  {:<18} {:>11} {:>9}",
+        "coll", "buffers", "size", "auto_us", "best", "best_us", "auto/best"
     );
     for a in against {
         let mark = if a.ratio() > DEFAULT_SLACK { " !" } else { "" };
         let _ = write!(
             out,
-            "\n# {:<10} {:>6} {:>11.2}  {:<18} {:>11.2} {:>9.2}{mark}",
+            "\n# {:<10} {:<7} {:>6} {:>11.2}  {:<18} {:>11.2} {:>9.2}{mark}",
             a.coll,
+            a.buffers.to_string(),
             stats::format_size(a.size),
             a.auto,
             a.best,
@@ -930,20 +939,41 @@ mod tests {
         assert_eq!(moved(&[1, 5, 0]), "cma+heap");
         assert_eq!(moved(&[0, 0, 0]), "-");
         // The default against the best explicit algorithm: one line per size.
+        // A faster explicit algorithm on heap buffers is not the `Vec` default's best.
         let mut more = rows.clone();
         more.push(row(16, "direct-read", 0.8));
+        more.push(Row { buffers: Buffers::Heap, ..row(8, "direct-read", 0.1) });
         let against = default_vs_best(&more);
+        let vec = Buffers::Vec;
         assert_eq!(
             against,
             [
-                Against { coll: "bcast", size: 8, auto: 1.0, best: "staged".into(), best_us: 4.0 },
-                Against { coll: "bcast", size: 16, auto: 1.0, best: "direct-read".into(), best_us: 0.8 },
+                Against {
+                    coll: "bcast",
+                    buffers: vec,
+                    size: 8,
+                    auto: 1.0,
+                    best: "staged".into(),
+                    best_us: 4.0
+                },
+                Against {
+                    coll: "bcast",
+                    buffers: vec,
+                    size: 16,
+                    auto: 1.0,
+                    best: "direct-read".into(),
+                    best_us: 0.8
+                },
             ]
         );
         let table = default_vs_best_table(&against);
         let lines: Vec<Vec<&str>> = table.lines().map(|l| l.split_whitespace().collect()).collect();
-        assert_eq!(lines[2], ["#", "bcast", "8", "1.00", "staged", "4.00", "0.25"], "{table}");
-        assert_eq!(lines[3], ["#", "bcast", "16", "1.00", "direct-read", "0.80", "1.25", "!"], "{table}");
+        assert_eq!(lines[2], ["#", "bcast", "vec", "8", "1.00", "staged", "4.00", "0.25"], "{table}");
+        assert_eq!(
+            lines[3],
+            ["#", "bcast", "vec", "16", "1.00", "direct-read", "0.80", "1.25", "!"],
+            "{table}"
+        );
         assert!(table.ends_with("within 10% of the best at 1 of 2 points"), "{table}");
         // Without the default, or without an explicit algorithm, nothing to compare.
         assert!(default_vs_best(&rows[1..2]).is_empty() && default_vs_best(&rows[..1]).is_empty());

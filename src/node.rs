@@ -28,8 +28,8 @@ pub(crate) struct NodeComm {
     pub(crate) heap: bool,
 }
 
-/// A call this rank left before its verdict is judged before the node goes
-/// ([`Control::report_left`]).
+/// The node's last call is judged before the node goes, where this rank left it before
+/// its verdict or ended it without waiting for the others ([`Control::report_left`]).
 impl Drop for NodeComm {
     fn drop(&mut self) {
         self.ctl.report_left();

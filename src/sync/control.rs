@@ -418,24 +418,44 @@ impl Control {
 }
 
 impl Control {
-    /// Judges the last call this rank left before its verdict ([`Control::leave_staged`]),
-    /// for a node about to be dropped, since no next call will: the rank waits (with the
-    /// wait policy) until every rank has finished it, and says on standard error if it
-    /// failed, so that a failure is never lost with the communicator.
+    /// Judges the last call on the node before it is dropped, since no next call will,
+    /// and says on standard error if it failed where this rank could not see it, so that a
+    /// failure is never lost with the communicator:
+    /// - a call this rank left before its verdict ([`Control::leave_staged`]): the rank
+    ///   waits (with the wait policy) until every rank has finished it, and judges it;
+    /// - a private call this rank ended with a success without waiting for the others
+    ///   (`owed`): a peer may have failed it alone after this rank left
+    ///   ([`Round::finish_alone`](super::Round::finish_alone)); the rank waits for every
+    ///   rank's end of it and reads their statuses. A peer that died meanwhile is not
+    ///   reported here (the call's results on this rank are right, and the death is the
+    ///   MPI job's to report).
     pub(crate) fn report_left(&self) {
-        if self.left.get() == 0 || self.left.get() != self.epoch.get() {
+        let epoch = self.epoch.get();
+        if epoch == 0 {
             return;
         }
-        let report = match self.learn() {
-            Ok(()) if !self.prev_failed.get() => return,
-            Ok(()) => String::from("failed on another rank"),
-            Err(e) => format!("has no verdict ({e})"),
+        let report = if self.left.get() == epoch {
+            match self.learn() {
+                Ok(()) if !self.prev_failed.get() => return,
+                Ok(()) => String::from("which this rank left before its checks, failed on another rank"),
+                Err(e) => format!("which this rank left before its checks, has no verdict ({e})"),
+            }
+        } else if self.owed.get() == epoch {
+            if (0..self.size()).try_for_each(|r| self.wait_ended(r, epoch)).is_err() {
+                return;
+            }
+            let record = |r: usize| &self.slot(r).call[(epoch % 2) as usize];
+            match (0..self.size()).find(|&r| r != self.me && record(r)[STATUS].load(Ordering::Relaxed) != 0) {
+                Some(r) => format!("which this rank ended with a success, failed on rank {}", self.ranks[r]),
+                None => return,
+            }
+        } else {
+            return;
         };
-        let (rank, epoch) = (self.ranks[self.me], self.epoch.get());
+        let rank = self.ranks[self.me];
         eprintln!(
             "zcoll: rank {rank}: the last collective call on this communicator (call {epoch} of the node), \
-             which this rank left before its checks, {report}; the communicator was dropped before a \
-             next call could report it"
+             {report}; the communicator was dropped before a next call could report it"
         );
     }
 }

@@ -30,7 +30,8 @@
 //! job must defer (one node, flat arrivals), `0` that it must not (virtual nodes, a tree
 //! of arrivals), which the cases assert. The `deferred-drop` scenario drops a
 //! communicator right after a bad call its root left: the root reports it on standard
-//! error.
+//! error; then one right after a small allgatherv one rank failed alone: the ranks that
+//! returned `Ok` report it.
 
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
@@ -622,6 +623,28 @@ pub(crate) fn drop_report(world: &SimpleCommunicator) {
     let mut buf = vec![1u8; if me == 1 { 99 } else { 100 }];
     let r = comm.broadcast_into(&mut buf[..], 0);
     assert_eq!(r.is_ok(), me == 0, "rank {me}: {r:?}");
+    drop(comm);
+    // A small allgatherv (one phase) whose last rank expects one element more from rank
+    // 0: that rank fails alone, the others return `Ok` with the right result and, as the
+    // communicator goes, read its failure.
+    let (p, last) = (world.size() as usize, world.size() - 1);
+    let comm = Comm::new(world).expect("Comm::new");
+    let send = [me as u32 * 10, me as u32 * 10 + 1];
+    let mut counts = vec![2; p];
+    if me == last {
+        counts[0] = 3;
+    }
+    let displs: Vec<_> = counts.iter().scan(0, |at, &c| Some(std::mem::replace(at, *at + c))).collect();
+    let mut recv = vec![u32::MAX; counts.iter().sum::<i32>() as usize];
+    let r = comm.all_gather_varcount_into(&send, &mut recv, &counts, &displs);
+    if me == last {
+        assert!(matches!(r, Err(Error::LengthMismatch { .. })), "rank {me}: {r:?}");
+        assert!(recv.iter().all(|&x| x == u32::MAX), "rank {me}: a failed call wrote its buffer");
+    } else {
+        assert_eq!(r, Ok(()), "rank {me}");
+        let want: Vec<u32> = (0..p as u32).flat_map(|q| [q * 10, q * 10 + 1]).collect();
+        assert_eq!(recv, want, "rank {me}");
+    }
     drop(comm);
     println!("ZCOLL-RANK-OK {me}");
 }

@@ -59,7 +59,8 @@ fn warn_after_np3() {
 /// fallback of an algorithm the call names that cannot run on a `cico` node; nothing with
 /// the filter off.
 /// A communicator dropped right after a bad call whose root left it early: the root
-/// reports the failure on standard error, since no next call will.
+/// reports the failure on standard error, since no next call will. So do the ranks that
+/// returned `Ok` from a call one rank failed alone.
 #[test]
 fn deferred_drop_report_np3() {
     let (_, stderr) = Job { np: 3, scenario: "deferred-drop", ..Job::default() }.output();
@@ -68,6 +69,13 @@ fn deferred_drop_report_np3() {
             && stderr.contains("failed on another rank"),
         "no report of the deferred failure:\n{stderr}"
     );
+    for r in 0..2 {
+        let said = stderr.lines().any(|l| {
+            l.starts_with(&format!("zcoll: rank {r}: the last collective call"))
+                && l.contains("which this rank ended with a success, failed on rank 2")
+        });
+        assert!(said, "rank {r} did not report the call rank 2 failed alone:\n{stderr}");
+    }
 }
 
 #[test]

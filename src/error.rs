@@ -4,6 +4,14 @@ use std::fmt;
 
 pub use cma_sys::Errno;
 
+/// Says `line` on standard error in one write, so that the lines of ranks that report at
+/// once, and share the launcher's standard error, stay whole (`eprintln!` writes a line
+/// in pieces). Every message of zcoll's own goes through here.
+pub(crate) fn say(line: fmt::Arguments<'_>) {
+    let line = format!("zcoll: {line}\n");
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+}
+
 /// The result of every fallible zcoll call.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

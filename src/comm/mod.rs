@@ -281,7 +281,7 @@ impl Comm {
         let (split, node, progress, piece) = (split?, node?, progress?, piece?);
         if parent.rank() == 0 {
             if let Some(w) = crate::tune::select::warning() {
-                eprintln!("zcoll: {w}");
+                crate::error::say(format_args!("{w}"));
             }
         }
         let hier = Hierarchy::new(&parent, &node, piece);

@@ -713,7 +713,9 @@ fn lead<'a, 's>(
         });
         if let Err(e) = waited {
             if !ex.reqs.is_empty() {
-                eprintln!("zcoll: {e}; aborting, since MPI requests of the leaders' exchange are in flight");
+                crate::error::say(format_args!(
+                    "{e}; aborting, since MPI requests of the leaders' exchange are in flight"
+                ));
                 std::process::abort();
             }
             fail(&mut result, e);

@@ -453,9 +453,9 @@ impl Control {
             return;
         };
         let rank = self.ranks[self.me];
-        eprintln!(
-            "zcoll: rank {rank}: the last collective call on this communicator (call {epoch} of the node), \
+        crate::error::say(format_args!(
+            "rank {rank}: the last collective call on this communicator (call {epoch} of the node), \
              {report}; the communicator was dropped before a next call could report it"
-        );
+        ));
     }
 }

@@ -745,12 +745,12 @@ impl<'c> Round<'c> {
     /// The last resort: local rank `r` may still write into this process, and it could
     /// not be stopped.
     fn abort(&self, e: &Error, r: usize) -> ! {
-        eprintln!(
-            "zcoll: {e}; aborting, since rank {} (pid {}) may still write into this process and \
+        crate::error::say(format_args!(
+            "{e}; aborting, since rank {} (pid {}) may still write into this process and \
              could not be stopped (no pidfd, or it did not exit within ZCOLL_TIMEOUT of SIGKILL)",
             self.rank_of(r),
             self.ctl.pids[r]
-        );
+        ));
         std::process::abort();
     }
 }

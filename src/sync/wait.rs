@@ -244,10 +244,7 @@ pub(crate) fn wait_until_any_saying(
             return Ok(());
         }
         if let Some(after) = report.filter(|&after| yielding.elapsed() >= after) {
-            // One write of the whole line: the lines of ranks that report at once (and
-            // share the launcher's standard error) stay whole.
-            let line = hang_report(peers, yielding.elapsed(), &state()) + "\n";
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            crate::error::say(format_args!("{}", hang_report(peers, yielding.elapsed(), &state())));
             report = Some(after * 2);
         }
         if let Some(peer) = peers.get(turn % peers.len().max(1)) {
@@ -278,14 +275,14 @@ fn hang_report(peers: &[Peer], waited: Duration, state: &str) -> String {
         // A wait on no peer (a fence awaiting a process's exit) says who waits in `state`.
         [] => String::new(),
         [p] => format!(
-            " rank {} has waited {:.0} s for rank {} (pid {})",
+            "rank {} has waited {:.0} s for rank {} (pid {})",
             p.me,
             waited.as_secs_f64(),
             p.rank,
             p.pid
         ),
         [p, ..] => format!(
-            " rank {} has waited {:.0} s for any of ranks {:?}",
+            "rank {} has waited {:.0} s for any of ranks {:?}",
             p.me,
             waited.as_secs_f64(),
             peers.iter().map(|p| p.rank).collect::<Vec<_>>()
@@ -293,11 +290,11 @@ fn hang_report(peers: &[Peer], waited: Duration, state: &str) -> String {
     };
     let state = match (waiter.is_empty(), state.is_empty()) {
         (_, true) => String::new(),
-        (true, false) => format!(" {state} (waited {:.0} s)", waited.as_secs_f64()),
+        (true, false) => format!("{state} (waited {:.0} s)", waited.as_secs_f64()),
         (false, false) => format!("; {state}"),
     };
     format!(
-        "zcoll:{waiter}{state} (ZCOLL_TIMEOUT=s makes such a wait an error, ZCOLL_WARN_AFTER=0 \
+        "{waiter}{state} (ZCOLL_TIMEOUT=s makes such a wait an error, ZCOLL_WARN_AFTER=0 \
          silences this)"
     )
 }
@@ -386,7 +383,7 @@ mod tests {
         // At about 40, 80 and 160 ms (then 320, past the end); sleeps may stretch them.
         assert!((1..=3).contains(&reports.get()), "{} reports", reports.get());
         let line = hang_report(&[me()], Duration::from_secs(61), "in round 7");
-        assert!(line.starts_with("zcoll: rank 0 has waited 61 s for rank 1 (pid "), "{line}");
+        assert!(line.starts_with("rank 0 has waited 61 s for rank 1 (pid "), "{line}");
         assert!(line.contains("; in round 7 ("), "{line}");
         // A wait on no peer (a fence) says who waits through its state alone.
         let line = hang_report(
@@ -395,9 +392,7 @@ mod tests {
             "rank 0: rank 2 (pid 9), sent SIGKILL, has not exited yet",
         );
         assert!(
-            line.starts_with(
-                "zcoll: rank 0: rank 2 (pid 9), sent SIGKILL, has not exited yet (waited 3 s) ("
-            ),
+            line.starts_with("rank 0: rank 2 (pid 9), sent SIGKILL, has not exited yet (waited 3 s) ("),
             "{line}"
         );
         let quiet = WaitPolicy { report_after: None, ..WaitPolicy::default() };

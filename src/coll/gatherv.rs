@@ -19,12 +19,12 @@
 //!
 //! `Auto` (unless `ZCOLL_GATHERV_ALGORITHM` says otherwise) takes, for the whole call,
 //! what the cost model chooses for a gather of the mean non-empty block the root receives
-//! ([`auto_family`](super::varcount::auto_family)), publishing the profile's fingerprint;
+//! ([`super::varcount::auto_family`]), publishing the profile's fingerprint;
 //! on `cico` everything is staged. Where that is the direct family (the leaves write), the
 //! call settles it as the gather does: where the root reaches every non-empty block with
 //! loads, the root reads them instead; where some block crosses with CMA, the family is
 //! chosen again with a CMA write priced as such (`Params::over_cma`,
-//! [`auto_family_over_cma`](super::varcount::auto_family_over_cma)). A staged family of
+//! [`super::varcount::auto_family_over_cma`]). A staged family of
 //! blocks too large to travel with their arrivals becomes the root's reads where it
 //! reaches them all with loads. With the built-in parameters the model stages (its copies
 //! in and out overlap), so `Vec` blocks are staged and heap blocks read with loads.

@@ -23,7 +23,7 @@
 //!
 //! `Auto` (unless `ZCOLL_SCATTERV_ALGORITHM` says otherwise) takes, for the whole call,
 //! what the cost model chooses for a scatter of the mean non-empty block the root sends
-//! ([`auto_family`](super::varcount::auto_family)); on the `cico` transport everything is
+//! ([`super::varcount::auto_family`]); on the `cico` transport everything is
 //! staged. The choice is a pure function of the published counts and the profile, whose
 //! fingerprint `Auto` publishes, so every rank makes it alike.
 //!

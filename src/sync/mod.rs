@@ -1,6 +1,6 @@
 //! What lives in the control segment, and the protocol every collective follows.
 //!
-//! The segment holds a small header, one cache-line padded [`Slot`] per local rank, and
+//! The segment holds a small header, one cache-line padded [`Slot`](layout::Slot) per local rank, and
 //! one staging area per local rank for copy-in/copy-out. A collective call is a
 //! [`Round`]:
 //!

@@ -6,7 +6,7 @@
 //! copy. Which transports a node can use is decided collectively by `node` when the
 //! communicator is created; which one a copy takes is decided per buffer: a buffer a peer
 //! has mapped here (its shared heap, or an XPMEM window) is copied with loads and stores
-//! through [`read`] and [`write`], any other with CMA. The copy-in/copy-out path (`cico`)
+//! through [`read`] and [`write()`], any other with CMA. The copy-in/copy-out path (`cico`)
 //! is not a transport object but the staging algorithms of `coll`, which go through the
 //! control segment.
 

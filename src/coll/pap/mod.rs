@@ -53,16 +53,16 @@
 //! with the model of the alltoall chapter (`alpha` per CMA call, `beta` per byte, `l` per
 //! page pinned, `s` page size, `beta_m` a memory copy per byte):
 //!
-//! - `pap-write` ([`AlltoallAlgorithm::PapWrite`]): receivers publish their receive
+//! - `pap-write` ([`AlltoallAlgorithm::PapWrite`](crate::AlltoallAlgorithm::PapWrite)): receivers publish their receive
 //!   buffers as writable; a rank writes block `q` of its send buffer into rank `q`'s
 //!   receive buffer with one CMA write, then adds one to `q`'s completion counter (a
 //!   message counter, `sync::counter`). A rank's data is complete when its counter has
 //!   grown by `p - 1` in this round. `(p - 1)(alpha + n beta + ceil(n/s) l)` per rank,
 //!   plus the waiting for the last arrival's blocks, which no algorithm avoids.
-//! - `pap-read` ([`AlltoallAlgorithm::PapRead`]): a rank reads its block from the send
+//! - `pap-read` ([`AlltoallAlgorithm::PapRead`](crate::AlltoallAlgorithm::PapRead)): a rank reads its block from the send
 //!   buffer of every arrived sender. Same cost; no counter, since a reader knows when it
 //!   has read everything.
-//! - `pap-staged` ([`AlltoallAlgorithm::PapStaged`]): copy-in/copy-out for small blocks
+//! - `pap-staged` ([`AlltoallAlgorithm::PapStaged`](crate::AlltoallAlgorithm::PapStaged)): copy-in/copy-out for small blocks
 //!   and the `cico` transport. A rank pushes its block for `q` into `q`'s point-to-point
 //!   FIFO (`sync::fifo`, 4 KiB packets, 8 slots) as soon as `q` has arrived, as far as
 //!   the ring has room, without ever waiting for room; every rank meanwhile takes the

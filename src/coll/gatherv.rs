@@ -37,7 +37,7 @@
 use super::rooted::{peers, Rooted, RootedBufs};
 use super::varcount::{
     auto_family, auto_family_over_cma, chain, checked, fits, judge_round, partition_len, partition_words,
-    published, root_blocks, stages, Claim, Family, MetaWords, Moves, Side, AUTO_STAGE_MAX,
+    published, root_block, root_blocks, stages, Claim, Family, MetaWords, Moves, Side, AUTO_STAGE_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::coll::gather::GatherAlgorithm;
@@ -140,8 +140,30 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
     }
     let mut round =
         checked(ctx, call, fit.then_some(&meta[..]), staged, true, |r| judge_round(r, dst, Side::Recv))?;
-    let (blocks, moves) = match algorithm {
-        Ok(a) => root_blocks(&round, dst, |blocks| match family(a, blocks, dst) {
+    let a = match algorithm {
+        Ok(a) => a,
+        Err(e) => return round.finish(Err(e)),
+    };
+    // Every leaf left, its block staged with its arrival (at 2 ranks, every small call):
+    // the root, alone in the round, copies the blocks out of their areas, whatever the
+    // family, and plans no moves (`root_blocks`). Nobody touches a buffer of another
+    // rank: the round ends as a private one does (`leave_early`), with no wait for the
+    // leaves' `done` now.
+    if peers(dst, p).all(|r| round.left(r)) {
+        if let GathervBufs::Root { send, recv, .. } = bufs {
+            crate::sync::copy_block(send, &mut recv[root_block(&round, dst, dst)]);
+            for r in peers(dst, p) {
+                let block = root_block(&round, dst, r);
+                if !block.is_empty() {
+                    round.read_staged(r, 0, &mut recv[block]);
+                }
+            }
+        }
+        round.leave_early();
+        return round.finish(Ok(()));
+    }
+    let (blocks, moves) = {
+        root_blocks(&round, dst, |blocks| match family(a, blocks, dst) {
             // `Auto`'s writes become the root's reads where it reaches every block with
             // loads, as the gather's (`gather::settle`), and the model's choice with CMA
             // writes priced as such where some block crosses with CMA; `Auto` is every
@@ -159,8 +181,7 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
                 Family::ByRoot
             }
             f => f,
-        }),
-        Err(e) => return round.finish(Err(e)),
+        })
     };
     if one_phase(ctx, &round, &moves, dst, cap) {
         if let GathervBufs::Root { send, recv, .. } = bufs {

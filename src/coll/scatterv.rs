@@ -42,8 +42,8 @@
 use super::rooted::{peers, Rooted, RootedBufs};
 use super::varcount::{
     auto_family, bytes, chain, check_partition, checked, fits, judge_round, partition_len, partition_words,
-    published, range, root_blocks, staged_blocks, stages, Claim, Family, Given, MetaWords, Moves, Side,
-    StagedBlocks, AUTO_STAGE_MAX,
+    published, range, root_block, root_blocks, staged_before, staged_blocks, stages, Claim, Family, Given,
+    MetaWords, Moves, Side, StagedBlocks, AUTO_STAGE_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::coll::scatter::ScatterAlgorithm;
@@ -167,26 +167,32 @@ pub(crate) fn scatterv(ctx: &Ctx<'_>, call: Rooted<ScattervBufs<'_>>) -> Result<
     }
     let mut round =
         checked(ctx, call, fit.then_some(&meta[..]), &staged, true, |r| judge_round(r, src, Side::Send))?;
-    let (blocks, moves) = match algorithm {
-        Ok(a) => root_blocks(&round, src, |blocks| family(a, blocks, src)),
+    let algorithm = match algorithm {
+        Ok(a) => a,
         Err(e) => return round.finish(Err(e)),
     };
     // A root that left staged every peer's block with its arrival (it leaves only then):
-    // every leaf copies its block out of the root's area, whatever the family.
-    if round.left(src) || one_phase(ctx, &moves, &blocks, src, cap) {
+    // every leaf copies its block out of the root's area, whatever the family, so nobody
+    // plans the moves (`root_blocks`: every rank's range and the family, several hundred
+    // instructions on the leaf's critical path at 2 ranks).
+    let plan = match round.left(src) {
+        true => None,
+        false => Some(root_blocks(&round, src, |blocks| family(algorithm, blocks, src))),
+    };
+    let Some((blocks, moves)) = plan.filter(|(blocks, moves)| !one_phase(ctx, moves, blocks, src, cap))
+    else {
         match bufs {
             ScattervBufs::Root { send, recv, .. } => {
-                crate::sync::copy_block(&send[blocks[src].clone()], recv)
+                crate::sync::copy_block(&send[root_block(&round, src, src)], recv)
             }
             ScattervBufs::Leaf { recv } => {
-                let me = round.me();
-                let before: usize = (0..me).filter(|&r| r != src).map(|r| blocks[r].len()).sum();
+                let before = staged_before(&round, src, round.me());
                 round.read_staged(src, 8 * partition_len(p) + before, recv);
             }
         }
         round.leave_early();
         return round.finish(Ok(()));
-    }
+    };
     let moved = move_blocks(&round, bufs, src, &blocks, &moves);
     round.finish(moved)
 }

@@ -1,7 +1,7 @@
 //! How a variable-count call moves its bytes: the choice of `Auto`, the throttled chain
 //! over the ranks that move bytes, and the layout of packed node parts.
 
-use super::{range, Claim, Published};
+use super::{bytes, range, Claim, Parts, Published};
 use crate::error::Result;
 use crate::sync::Round;
 use crate::tune::{select, Algo};
@@ -144,6 +144,24 @@ pub(crate) fn root_blocks(
         (0..p).map(|r| if r != root && round.left(r) { 0..0 } else { blocks[r].clone() }).collect();
     let moves = Moves::new(family(&moving), p, root, |r| moving[r].clone());
     (blocks, moves)
+}
+
+/// Where rank `me`'s block lies among the blocks a rooted call's root, local rank `root`,
+/// staged with its arrival (every block but its own, in rank order): the bytes of the
+/// blocks before it, from the partition the root published. What a leaf of a one-phase
+/// scatterv needs, without the plan of every rank's moves ([`root_blocks`]): `O(me)` loads
+/// of published words, no allocation. The partition passed the verdict (no negative count).
+pub(crate) fn staged_before(round: &Round<'_>, root: usize, me: usize) -> usize {
+    let parts = Published { round, owner: root, at: 0 };
+    let elem = Claim::from_call(&round.call(root), |_| (0, 0)).elem;
+    (0..me).filter(|&r| r != root).map(|r| bytes(parts.block(r).0, elem)).sum()
+}
+
+/// Block `r`'s byte range in the buffer of a rooted call's root, local rank `root`, from
+/// the partition it published (checked by the verdict): [`root_blocks`] for one block.
+pub(crate) fn root_block(round: &Round<'_>, root: usize, r: usize) -> Range<usize> {
+    let parts = Published { round, owner: root, at: 0 };
+    range(&parts, r, Claim::from_call(&round.call(root), |_| (0, 0)).elem)
 }
 
 impl Moves {

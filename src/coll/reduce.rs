@@ -61,16 +61,6 @@ use crate::tune::{select, Algo};
 /// accumulator's chunk and the peer's copy of it fit in L1 together.
 pub(crate) const MAPPED_CHUNK: usize = 8 * 1024;
 
-/// The smallest partition (bytes) whose result the partitioned reduction writes with
-/// streaming stores where every peer's input is mapped here: each chunk is folded in
-/// the scratch (in L1) and copied into the output with `sync::stream_block`, so that no
-/// output line is read before it is written (read-for-ownership) and none is left
-/// modified in this core's cache for the readers of the allreduce's second phase.
-/// Measured at 2 ranks on heap buffers (allreduce, Open MPI's partition being half the
-/// message): 59 against 142 us at 512 KiB, 135 against 285 at 1 MiB, 342 against 549-595
-/// at 2 MiB. Smaller partitions were not measured and stay folded in place.
-pub(crate) const FOLD_STREAM: usize = 256 * 1024;
-
 /// The chunk of the root's reads ([`ReduceAlgorithm::RootRead`]) where a peer's bytes go
 /// straight into the output (two ranks, a commutative operator or a root that folds
 /// second, not in place): one CMA call costs about 1.8 us more than the bytes it moves
@@ -437,8 +427,6 @@ fn partitioned<T: Pod, O: Operator<T>>(
         Target::Scatter(m) => partition::<T>(n, m, me),
         _ => partition::<T>(n, p, me),
     };
-    // A large partition's result is folded in the scratch and streamed into the output.
-    let streamed = mapped && mine.len() * size >= FOLD_STREAM;
     let mut scratch = round.scratch();
     let (first, x) = scratch_halves::<T>(&mut scratch);
     let order: Vec<usize> = if oper.commutative() {
@@ -451,13 +439,6 @@ fn partitioned<T: Pod, O: Operator<T>>(
         let c = start..(start + chunk).min(mine.end);
         let len = c.len();
         match &mut bufs {
-            Bufs::Apart(s, r) if streamed => {
-                fold(round, &sends, oper, &order, c.start, &mut first[..len], Some(&s[c.clone()]), x)?;
-                crate::sync::stream_block(
-                    bytemuck::cast_slice(&first[..len]),
-                    bytemuck::cast_slice_mut(&mut r[c.clone()]),
-                );
-            }
             Bufs::Apart(s, r) => {
                 fold(round, &sends, oper, &order, c.start, &mut r[c.clone()], Some(&s[c.clone()]), x)?
             }

@@ -75,7 +75,7 @@ pub(crate) mod wait;
 /// The one copy of a block between two buffers of this rank (streaming stores for large
 /// ones): a collective's own block goes through it, as its peers' blocks go through the
 /// transports' copies.
-pub(crate) use crate::transport::copy::{copy_block, stream_block, STREAM_LARGE};
+pub(crate) use crate::transport::copy::{copy_block, STREAM_LARGE};
 use call::STATUS;
 pub(crate) use call::{Call, Kind, PRIVATE};
 pub(crate) use control::{Control, Registration};

@@ -80,26 +80,6 @@ pub(crate) fn copy_block(src: &[u8], dst: &mut [u8]) {
     unsafe { copy(src.as_ptr(), dst.as_mut_ptr(), src.len()) };
 }
 
-/// Copies `src` into `dst` (of the same length) with streaming stores whatever its length
-/// (on x86-64; elsewhere `copy_from_slice`), ending with a store fence: for a block whose
-/// destination nobody here reads again soon, such as a reduction's result chunk folded
-/// in the cache (see `coll::reduce::FOLD_STREAM`).
-///
-/// # Panics
-///
-/// If the lengths differ, as `copy_from_slice` does.
-pub(crate) fn stream_block(src: &[u8], dst: &mut [u8]) {
-    assert_eq!(src.len(), dst.len(), "stream_block: lengths differ");
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: two distinct borrows of `src.len()` bytes (one shared, one unique), so
-    // valid, disjoint and untouched by anyone else during the copy.
-    unsafe {
-        stream(src.as_ptr(), dst.as_mut_ptr(), src.len())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    dst.copy_from_slice(src);
-}
-
 /// The streaming copy: ordinary stores up to the first 16-byte boundary of `dst`, 64-byte
 /// groups of streaming stores (SSE2, which every x86-64 CPU has), ordinary stores for the
 /// tail, then a store fence.
@@ -139,22 +119,6 @@ pub(crate) unsafe fn stream(s: *const u8, dst: *mut u8, n: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The streaming copy of a block, at lengths around its 16-byte head and 64-byte groups
-    /// and with every misalignment of both sides, copies exactly the bytes asked and writes
-    /// nothing past them (guard bytes on both sides).
-    #[test]
-    fn streams_every_short_length_and_alignment_exactly() {
-        let src: Vec<u8> = (0..70_000).map(|i| (i * 13 % 253) as u8).collect();
-        for n in [0, 1, 15, 16, 17, 63, 64, 65, 79, 80, 127, 128, 129, 1000, 8191, 8192, 8193, 65_536] {
-            for (so, dof) in [(0, 0), (1, 0), (0, 3), (5, 17), (16, 9), (8, 48)] {
-                let mut dst = vec![0xeeu8; n + 128];
-                stream_block(&src[so..so + n], &mut dst[dof..dof + n]);
-                assert_eq!(&dst[dof..dof + n], &src[so..so + n], "n {n}, offsets {so}/{dof}");
-                assert!(dst[..dof].iter().chain(&dst[dof + n..]).all(|&x| x == 0xee), "n {n}: wrote outside");
-            }
-        }
-    }
 
     /// Every length around the streaming threshold and every misalignment of both sides
     /// copies exactly the bytes asked, and nothing past them.

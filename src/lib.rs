@@ -117,6 +117,7 @@ pub use comm::{
 pub use error::{Errno, Error, Result};
 pub use layout::Layout;
 pub use pod::Pod;
+pub use transport::copy::copy_bytes;
 pub use transport::TransportKind;
 
 /// The rsmpi version zcoll is built on, re-exported so that the types match.

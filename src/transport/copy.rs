@@ -40,6 +40,33 @@ pub(crate) unsafe fn copy(src: *const u8, dst: *mut u8, n: usize) {
     unsafe { std::ptr::copy_nonoverlapping(src, dst, n) };
 }
 
+/// Copies `src` into `dst` with the one copy routine zcoll's loads and stores use: `memcpy`
+/// below 2 MiB, streaming (non-temporal) stores and a store fence from there on x86-64,
+/// so that a large copy into a destination out of the cache skips the read of every
+/// destination line. It is the floor a collective on shared-heap buffers is measured
+/// against (`zcoll bench` reports it beside glibc's `memcpy`), and a program may use it
+/// for its own large copies out of or into such buffers.
+///
+/// # Errors
+///
+/// None: it returns nothing.
+///
+/// # Panics
+///
+/// If the lengths differ, as `copy_from_slice` does.
+///
+/// # Examples
+///
+/// ```
+/// let src = vec![7u8; 3 << 20];
+/// let mut dst = vec![0u8; 3 << 20];
+/// zcoll::copy_bytes(&src, &mut dst);
+/// assert_eq!(src, dst);
+/// ```
+pub fn copy_bytes(src: &[u8], dst: &mut [u8]) {
+    copy_block(src, dst)
+}
+
 /// Copies `src` into `dst` (of the same length) with [`copy`]: the copy of a block
 /// between two buffers of this process, such as a rank's own block of a collective.
 ///

@@ -36,7 +36,7 @@ pub(crate) fn bench(world: &SimpleCommunicator, comm: &Comm) {
     let mut lines = text.lines();
     assert_eq!(
         lines.next(),
-        Some("coll,algorithm,buffers,moved,transport,np,size,mpi_us,zcoll_us,ratio,memcpy_us")
+        Some("coll,algorithm,buffers,moved,transport,np,size,mpi_us,zcoll_us,ratio,memcpy_us,copy_us")
     );
     let all_algorithms = extra.contains("--algorithms all");
     // `auto`, and with `--algorithms all` every algorithm of the collective's enum.
@@ -44,7 +44,7 @@ pub(crate) fn bench(world: &SimpleCommunicator, comm: &Comm) {
     let (mut seen, mut heap) = (Vec::new(), Vec::new());
     for line in lines {
         let f: Vec<&str> = line.split(',').collect();
-        assert_eq!(f.len(), 11, "{line}");
+        assert_eq!(f.len(), 12, "{line}");
         assert!(["vec", "heap"].contains(&f[2]), "{line}");
         let transports = ["cma", "heap", "xpmem"];
         assert!(f[3] == "-" || f[3].split('+').all(|t| transports.contains(&t)), "{line}");
@@ -57,7 +57,7 @@ pub(crate) fn bench(world: &SimpleCommunicator, comm: &Comm) {
         assert_eq!(f[5], world.size().to_string(), "{line}");
         let size: usize = f[6].parse().unwrap();
         let num = |i: usize| -> f64 { f[i].parse().unwrap_or_else(|_| panic!("{line}: column {i}")) };
-        let (mpi, zcoll, ratio, memcpy) = (num(7), num(8), num(9), num(10));
+        let (mpi, zcoll, ratio, memcpy, copy) = (num(7), num(8), num(9), num(10), num(11));
         // (A ratio under 0.0005 prints as 0.000: an oversubscribed job may get there.)
         assert!(mpi > 0.0 && zcoll > 0.0 && ratio >= 0.0, "{line}");
         assert!((ratio - mpi / zcoll).abs() <= 0.01 * ratio + 0.002, "{line}: ratio is not mpi / zcoll");
@@ -67,9 +67,9 @@ pub(crate) fn bench(world: &SimpleCommunicator, comm: &Comm) {
         assert!(names.contains(&f[1]), "{line}: not an algorithm of {}", f[0]);
         if coll.sized() {
             // Some rank receives bytes at every size (the root of a gather or reduce).
-            assert!(memcpy > 0.0, "{line}");
+            assert!(memcpy > 0.0 && copy > 0.0, "{line}");
         } else {
-            assert_eq!((size, memcpy), (0, 0.0), "{line}");
+            assert_eq!((size, memcpy, copy), (0, 0.0, 0.0), "{line}");
         }
         if f[2] == "vec" {
             seen.push((f[0].to_owned(), f[1].to_owned(), size));

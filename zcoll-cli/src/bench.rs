@@ -2,8 +2,10 @@
 //!
 //! The method, in the manner of the OSU micro-benchmarks: for each collective of
 //! [`colls::ALL`] and each size, every iteration runs the MPI library's collective
-//! (through rsmpi), each chosen zcoll algorithm and a memcpy of the bytes a rank
-//! receives, in an order shuffled every iteration, each after the same MPI barrier,
+//! (through rsmpi), each chosen zcoll algorithm, a memcpy of the bytes a rank receives
+//! (glibc's) and one copy of them with zcoll's own copy routine ([`zcoll::copy_bytes`]:
+//! streaming stores from 2 MiB, which glibc's `memcpy` uses only past three quarters of
+//! the shared cache it detects), in an order shuffled every iteration, each after the same MPI barrier,
 //! on buffers of its own and with send data that changes every time; every result is checked, and a wrong one
 //! ends the job with an error naming the collective, the implementation, the size and
 //! the rank. After warm-up iterations, rank 0 gathers every rank's time of every timed
@@ -76,7 +78,8 @@ pub struct BenchArgs {
 }
 
 /// The CSV header, column for column.
-pub const CSV_HEADER: &str = "coll,algorithm,buffers,moved,transport,np,size,mpi_us,zcoll_us,ratio,memcpy_us";
+pub const CSV_HEADER: &str =
+    "coll,algorithm,buffers,moved,transport,np,size,mpi_us,zcoll_us,ratio,memcpy_us,copy_us";
 
 /// One line of results: one zcoll algorithm at one size, beside MPI and memcpy.
 #[derive(Clone, Debug)]
@@ -103,8 +106,12 @@ pub struct Row {
     pub mpi: Summary,
     /// zcoll's, microseconds.
     pub zcoll: Summary,
-    /// One memcpy of the bytes a rank receives, microseconds: the floor.
+    /// One memcpy (glibc's) of the bytes a rank receives, microseconds: the floor.
     pub memcpy: Summary,
+    /// One copy of the same bytes with zcoll's copy routine ([`zcoll::copy_bytes`]),
+    /// microseconds: the floor of a collective on shared-heap buffers, which copies with
+    /// it (from 2 MiB it streams, where glibc's `memcpy` does not).
+    pub copy: Summary,
 }
 
 impl Row {
@@ -115,7 +122,7 @@ impl Row {
 
     fn csv(&self) -> String {
         format!(
-            "{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3}",
+            "{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3}",
             self.coll,
             self.algorithm,
             self.buffers,
@@ -126,7 +133,8 @@ impl Row {
             self.mpi.median,
             self.zcoll.median,
             self.ratio(),
-            self.memcpy.median
+            self.memcpy.median,
+            self.copy.median
         )
     }
 }
@@ -137,6 +145,8 @@ enum Imp {
     Mpi,
     Zcoll(&'static str),
     Memcpy,
+    /// One copy with [`zcoll::copy_bytes`].
+    Copy,
 }
 
 impl std::fmt::Display for Imp {
@@ -145,7 +155,15 @@ impl std::fmt::Display for Imp {
             Imp::Mpi => f.write_str("MPI"),
             Imp::Zcoll(a) => write!(f, "zcoll {a}"),
             Imp::Memcpy => f.write_str("memcpy"),
+            Imp::Copy => f.write_str("zcoll copy"),
         }
+    }
+}
+
+impl Imp {
+    /// Whether it is a collective (MPI's or zcoll's), not one of the two copy references.
+    fn is_collective(&self) -> bool {
+        matches!(self, Imp::Mpi | Imp::Zcoll(_))
     }
 }
 
@@ -313,6 +331,7 @@ fn measure_buffers(
             imps.extend(algos.iter().map(|&a| Imp::Zcoll(a)));
             if coll.sized() {
                 imps.push(Imp::Memcpy);
+                imps.push(Imp::Copy);
             }
             let (times, traffic) = time_one(env, coll, size, &imps, iters, warmup, plan.imbalance, seq);
             progress.inc(&point);
@@ -341,10 +360,10 @@ fn measure_buffers(
                 Summary::of(&max).expect("at least one iteration").scaled(1e6)
             };
             // A collective that moves no data has no copy to compare with.
-            let memcpy = if coll.sized() {
-                summary(imps.len() - 1)
+            let (memcpy, copy) = if coll.sized() {
+                (summary(imps.len() - 2), summary(imps.len() - 1))
             } else {
-                Summary { median: 0.0, min: 0.0, max: 0.0 }
+                (Summary { median: 0.0, min: 0.0, max: 0.0 }, Summary { median: 0.0, min: 0.0, max: 0.0 })
             };
             for (k, &algorithm) in algos.iter().enumerate() {
                 let row = Row {
@@ -359,6 +378,7 @@ fn measure_buffers(
                     mpi: summary(0),
                     zcoll: summary(k + 1),
                     memcpy,
+                    copy,
                 };
                 if print {
                     progress.println(&table_row(&row));
@@ -405,10 +425,12 @@ fn time_one(
     // back first (a 32 KiB allgather at 2 ranks took 19 us right after MPICH's and 5 us
     // after zcoll's, in the same job; MPICH's own, 25 and 11 us).
     let mut insts: Vec<Option<Box<dyn crate::colls::Instance + '_>>> =
-        imps.iter().map(|imp| (*imp != Imp::Memcpy).then(|| coll.prepare(env, size))).collect();
+        imps.iter().map(|imp| imp.is_collective().then(|| coll.prepare(env, size))).collect();
     let received = coll.received(env, size);
     let src: Vec<u8> = (0..received).map(|i| stats::mix(i as u64) as u8).collect();
     let mut dst = vec![0u8; received];
+    // The copy routine's own destination, as every implementation has buffers of its own.
+    let mut dst_copy = vec![0u8; received];
     let t_msg = if imbalance.is_some() { message_time(world, size) } else { 0.0 };
     let mut times = vec![0f64; imps.len() * iters];
     // This rank's single-copy bytes per implementation, by transport (cma, heap, xpmem).
@@ -433,7 +455,7 @@ fn time_one(
                 }
             }
             world.barrier();
-            if let (Some(imb), true) = (imbalance, *imp != Imp::Memcpy) {
+            if let (Some(imb), true) = (imbalance, imp.is_collective()) {
                 busy_wait(imb.delay(delay_seed, me as usize, np, t_msg));
             }
             let before = env.comm.traffic();
@@ -444,6 +466,10 @@ fn time_one(
                     if let Err(e) = inst.zcoll() {
                         fail(world, coll.name(), imp, size, &format!("the call failed: {e}"));
                     }
+                }
+                (Imp::Copy, _) => {
+                    zcoll::copy_bytes(&src, &mut dst_copy);
+                    std::hint::black_box(&mut dst_copy);
                 }
                 _ => {
                     dst.copy_from_slice(&src);
@@ -546,7 +572,8 @@ fn header(comm: &Comm, args: &BenchArgs, plan: &Plan) -> String {
         write!(h, "\n# times in microseconds: median (min..max) over iterations of the maximum over ranks");
     let _ = write!(
         h,
-        "; ratio = mpi / zcoll (above 1: zcoll is faster); memcpy = one copy of the bytes a rank receives"
+        "; ratio = mpi / zcoll (above 1: zcoll is faster); memcpy = one copy of the bytes a rank receives \
+         (glibc's memcpy); copy = the same with zcoll's copy routine (streaming stores from 2 MiB)"
     );
     if let Some(imb) = plan.imbalance {
         let _ = match imb.late_pct {
@@ -562,7 +589,7 @@ fn header(comm: &Comm, args: &BenchArgs, plan: &Plan) -> String {
 
 fn table_header() -> String {
     format!(
-        "{:<8} {:<13} {:<6} {:<9} {:>6} {:>5} {:>11} {:>11} {:>7} {:>10} {:>8}  {:<21} {:<21}",
+        "{:<8} {:<13} {:<6} {:<9} {:>6} {:>5} {:>11} {:>11} {:>7} {:>10} {:>8} {:>10} {:>7}  {:<21} {:<21}",
         "coll",
         "algorithm",
         "bufs",
@@ -574,16 +601,23 @@ fn table_header() -> String {
         "ratio",
         "memcpy_us",
         "z/memcpy",
+        "copy_us",
+        "z/copy",
         "zcoll min..max",
         "mpi min..max"
     )
 }
 
 fn table_row(r: &Row) -> String {
-    let over =
-        if r.memcpy.median > 0.0 { format!("{:.2}", r.zcoll.median / r.memcpy.median) } else { "-".into() };
+    let over = |floor: &Summary| {
+        if floor.median > 0.0 {
+            format!("{:.2}", r.zcoll.median / floor.median)
+        } else {
+            "-".into()
+        }
+    };
     format!(
-        "{:<8} {:<13} {:<6} {:<9} {:>6} {:>5} {:>11.2} {:>11.2} {:>7.2} {:>10.2} {:>8}  {:<21} {:<21}",
+        "{:<8} {:<13} {:<6} {:<9} {:>6} {:>5} {:>11.2} {:>11.2} {:>7.2} {:>10.2} {:>8} {:>10.2} {:>7}  {:<21} {:<21}",
         r.coll,
         r.algorithm,
         r.buffers.to_string(),
@@ -594,7 +628,9 @@ fn table_row(r: &Row) -> String {
         r.zcoll.median,
         r.ratio(),
         r.memcpy.median,
-        over,
+        over(&r.memcpy),
+        r.copy.median,
+        over(&r.copy),
         format!("{:.2}..{:.2}", r.zcoll.min, r.zcoll.max),
         format!("{:.2}..{:.2}", r.mpi.min, r.mpi.max)
     )
@@ -807,6 +843,12 @@ fn panels(rows: &[Row], library: &str) -> Vec<Panel> {
             style: Style::Dashed,
             color: None,
         });
+        series.push(Series {
+            label: "zcoll's copy of the received bytes".into(),
+            points: reference.iter().map(|r| (r.size as f64, r.copy.median)).collect(),
+            style: Style::Dashed,
+            color: None,
+        });
         panels.push(Panel {
             title: format!("{coll}: {} ranks, transport {}", first.np, first.transport),
             y_label: plot::MEASURED_LATENCY.into(),
@@ -904,10 +946,11 @@ mod tests {
             mpi: s(2.0),
             zcoll: s(z),
             memcpy: s(0.5),
+            copy: s(0.4),
         };
         let rows =
             vec![row(8, "auto", 1.0), row(8, "staged", 4.0), row(16, "auto", 1.0), row(16, "staged", 4.0)];
-        assert_eq!(rows[0].csv(), "bcast,auto,vec,cma,cma,2,8,2.000,1.000,2.000,0.500");
+        assert_eq!(rows[0].csv(), "bcast,auto,vec,cma,cma,2,8,2.000,1.000,2.000,0.500,0.400");
         assert_eq!(CSV_HEADER.split(',').count(), rows[0].csv().split(',').count());
         assert!(summary_lines(&rows).contains("bcast staged (vec): ratio 0.50 (at 8) to 0.50 (at 16)"));
         let p = panels(&rows, "Open MPI v4");
@@ -915,7 +958,13 @@ mod tests {
         let labels: Vec<&str> = p[0].series.iter().map(|s| s.label.as_str()).collect();
         assert_eq!(
             labels,
-            ["zcoll auto", "zcoll staged", "MPI (Open MPI v4)", "memcpy of the received bytes"]
+            [
+                "zcoll auto",
+                "zcoll staged",
+                "MPI (Open MPI v4)",
+                "memcpy of the received bytes",
+                "zcoll's copy of the received bytes"
+            ]
         );
         assert!(table_row(&rows[1]).contains("0.50"));
         // Several kinds of buffers: one line each, and the side-by-side table.

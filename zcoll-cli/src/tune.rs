@@ -375,6 +375,7 @@ mod tests {
             mpi: s,
             zcoll: s,
             memcpy: s,
+            copy: s,
         }
     }
 

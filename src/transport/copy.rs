@@ -47,10 +47,6 @@ pub(crate) unsafe fn copy(src: *const u8, dst: *mut u8, n: usize) {
 /// against (`zcoll bench` reports it beside glibc's `memcpy`), and a program may use it
 /// for its own large copies out of or into such buffers.
 ///
-/// # Errors
-///
-/// None: it returns nothing.
-///
 /// # Panics
 ///
 /// If the lengths differ, as `copy_from_slice` does.

@@ -1385,13 +1385,21 @@ impl Comm {
         };
         let far = send.is_some_and(|b| !self.ctx().ctl.reaches_by_loads(bytemuck::cast_slice(b)));
         let bytes = mean(&s, Flat::bytes).max(mean(&r, Flat::bytes));
-        [bytes, mean(&s, Flat::fragments), mean(&r, Flat::fragments), far as u64]
+        // A block its sender packs for the peer (`Flat::packs`) is read as one fragment,
+        // and this rank's own block is not read from a peer: one fragment each.
+        let me = self.rank() as usize;
+        let full = s.iter().enumerate().filter(|(_, f)| f.bytes() > 0);
+        let (n, sum) = full.fold((0usize, 0usize), |(n, sum), (k, f)| {
+            let one = s.len() >= 2 && (k == me || f.packs());
+            (n + 1, sum + if one { 1 } else { f.fragments() })
+        });
+        [bytes, (sum / n.max(1)) as u64, mean(&r, Flat::fragments), far as u64]
     }
 
     /// Whether a call with a layout per peer, of the agreed `shape`, copies straight
     /// between the layouts: as [`direct`](Self::direct) says for `algorithm` (`Auto`: the
     /// cost model, or `ZCOLL_LAYOUT_ALGORITHM`), where every rank's keys and byte counts
-    /// fit the metadata words of its arrival (`8 p + 2` words: for up to a few hundred
+    /// fit the metadata words of its arrival (`10 p + 2` words: for up to a few hundred
     /// ranks).
     fn direct_each(&self, algorithm: LayoutAlgorithm, shape: Shape) -> Result<bool> {
         let p = self.size() as usize;

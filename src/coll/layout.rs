@@ -503,9 +503,10 @@ pub(crate) fn direct(
         }
     };
     // The pairs the sender packs, before it arrives (kept until the round ends: peers
-    // read them until they post `done`).
+    // read them until they post `done`); in an alltoall only, where every rank sends and
+    // reads alike (a scatter's root would pack every block alone, one after another).
     let packed = match (&sides, &bufs) {
-        (Sides::Each { send, .. }, Bufs::Two(src, _)) => {
+        (Sides::Each { send, .. }, Bufs::Two(src, _)) if which == Which::Alltoall => {
             pack_pairs(src, send, ctx.ctl.me(), ctx.ctl.loads_heaps())
         }
         _ => Vec::new(),

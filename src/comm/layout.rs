@@ -891,7 +891,7 @@ impl Comm {
             let recvs = per_rank(recv_layouts, p, recv.len(), size, 1)?;
             Ok((sends, recvs))
         })();
-        let shape = self.shape_each(&local, Some(send), send_layouts, recv_layouts, true);
+        let shape = self.shape_each(&local, Some(send), send_layouts, recv_layouts);
         let (((sc, sd), (rc, rd)), shape) = self.agree_on_layouts(local, shape)?;
         if self.direct_each(algorithm, shape)? {
             let bufs = Bufs::Two(bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
@@ -1175,7 +1175,7 @@ impl Comm {
             per_rank(recv_layouts, p, recv.len(), size, 1)
         })();
         let one = std::slice::from_ref(send_layout);
-        let shape = self.shape_each(&local, Some(send), one, recv_layouts, false);
+        let shape = self.shape_each(&local, Some(send), one, recv_layouts);
         let ((rc, rd), shape) = self.agree_on_layouts(local, shape)?;
         if self.direct_each(LayoutAlgorithm::Auto, shape)? {
             let bufs = Bufs::Two(bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
@@ -1219,7 +1219,7 @@ impl Comm {
             Some((buf, ls)) => (Some(buf), ls),
             None => (None, &[]),
         };
-        let shape = self.shape_each(&local, src, sends, one, false);
+        let shape = self.shape_each(&local, src, sends, one);
         let ((sc, sd), shape) = self.agree_on_layouts(local, shape)?;
         if self.direct_each(LayoutAlgorithm::Auto, shape)? {
             let bufs = Bufs::Two(bytemuck::cast_slice(src.unwrap_or(&[])), bytemuck::cast_slice_mut(recv));
@@ -1265,7 +1265,7 @@ impl Comm {
         })();
         let one = std::slice::from_ref(send_layout);
         let recvs: &[Layout] = recv.as_ref().map_or(&[], |r| r.1);
-        let shape = self.shape_each(&local, Some(send), one, recvs, false);
+        let shape = self.shape_each(&local, Some(send), one, recvs);
         let ((rc, rd), shape) = self.agree_on_layouts(local, shape)?;
         let mut recv = recv;
         if self.direct_each(LayoutAlgorithm::Auto, shape)? {
@@ -1367,16 +1367,13 @@ impl Comm {
     /// [`shape_of`](Self::shape_of)'s words: the mean bytes and fragments of its non-empty
     /// blocks (the larger mean of its two sides for the bytes), and 1 if its send buffer is
     /// not copied with loads and stores; nothing if its layouts failed their checks (they
-    /// are not flattened then) or it sends nothing (a scatter's non-root). With `pairs`
-    /// (the alltoall, whose senders pack their pairs of short fragments: `Flat::packs`),
-    /// such a pair and this rank's own block count as one fragment each.
+    /// are not flattened then) or it sends nothing (a scatter's non-root).
     fn shape_each<T: Pod, V>(
         &self,
         local: &std::result::Result<V, (usize, Error)>,
         send: Option<&[T]>,
         sends: &[Layout],
         recvs: &[Layout],
-        pairs: bool,
     ) -> [u64; 4] {
         if local.is_err() {
             return [0; 4];
@@ -1388,15 +1385,7 @@ impl Comm {
         };
         let far = send.is_some_and(|b| !self.ctx().ctl.reaches_by_loads(bytemuck::cast_slice(b)));
         let bytes = mean(&s, Flat::bytes).max(mean(&r, Flat::bytes));
-        // A block its sender packs for the peer (`Flat::packs`) is read as one fragment,
-        // and this rank's own block is not read from a peer: one fragment each.
-        let me = self.rank() as usize;
-        let full = s.iter().enumerate().filter(|(_, f)| f.bytes() > 0);
-        let (n, sum) = full.fold((0usize, 0usize), |(n, sum), (k, f)| {
-            let one = pairs && (k == me || f.packs());
-            (n + 1, sum + if one { 1 } else { f.fragments() })
-        });
-        [bytes, (sum / n.max(1)) as u64, mean(&r, Flat::fragments), far as u64]
+        [bytes, mean(&s, Flat::fragments), mean(&r, Flat::fragments), far as u64]
     }
 
     /// Whether a call with a layout per peer, of the agreed `shape`, copies straight

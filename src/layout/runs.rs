@@ -319,8 +319,10 @@ pub(crate) fn copy(src: &[u8], from: &Runs, dst: &mut [u8], to: &Runs) -> Result
     let mut r = from.cursor();
     // Walk the side with the longer fragments, and scatter or gather each of them whole.
     let (long_from, long_to) = (mean(from), mean(to));
-    if long_from >= LINE && long_to < LINE && to.fragments() > 1 {
-        // Rows into columns: a blocked transpose straight between the buffers.
+    if long_from >= LINE && long_to < LINE && from.fragments() > 1 && to.fragments() > 1 {
+        // Rows into columns: a blocked transpose straight between the buffers. (A
+        // contiguous source, the packed path's unpack, keeps the tiles of `scatter`
+        // below: through `walk` the transpose kernel's unpack measured slower.)
         return walk(from, to, |s, d, len| {
             let s = src.get(s..s.checked_add(len).ok_or(Outside)?).ok_or(Outside)?;
             let d = dst.get_mut(d..d.checked_add(len).ok_or(Outside)?).ok_or(Outside)?;

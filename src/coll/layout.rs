@@ -30,6 +30,14 @@
 //! data flows between before any byte moves. A reader then copies the peer's list *for
 //! it* (memoized by peer and key as above) into its receive layout for that peer, in the
 //! same pairwise order and through the same `read_scatter`. A pair of no bytes is skipped.
+//! The path is chosen per pair: a sender whose layout for a peer has many short fragments
+//! (under [`PACK_BELOW`] bytes on average: the `z` face of a grid, single elements `n`
+//! apart) packs that block into a scratch buffer of its own before it arrives (in the
+//! shared heap where peers map heaps) and publishes its address beside the layout's key;
+//! the reader then copies one contiguous block onto its receive layout, and reads no list.
+//! So the strided reads are made by the sender, in its own cache and at the same time as
+//! the other ranks' (not all by the one reader of the face), and with CMA one iovec
+//! replaces one per element; the pairs of long fragments are still copied in place.
 //!
 //! **Cost** (blocks of `n` bytes, `f_r` fragments on the side read, `f_l` on the side
 //! written, `p` ranks): `T_sync + (p - 1) (alpha + n beta + f_r phi_r + f_l phi_l)` with
@@ -194,6 +202,15 @@ impl Flat {
         self.words.len() / 2
     }
 
+    /// Whether its sender packs this block for a peer (a call with a layout per peer):
+    /// its fragments are many and short (under a cache line on average), so that the
+    /// reader would pay a remote cache line (loads) or an iovec (CMA) per fragment, where
+    /// the sender's pack reads them in its own cache and the reader copies one
+    /// contiguous block.
+    pub(crate) fn packs(&self) -> bool {
+        self.fragments() >= 2 && self.bytes() < PACK_BELOW * self.fragments()
+    }
+
     /// The metadata words a rank publishes for it: the key, then the list's address and
     /// length in bytes.
     fn meta(&self) -> [u64; 7] {
@@ -234,6 +251,10 @@ pub(crate) struct Memo {
     /// Peers' lists read (each a first sight of a layout).
     pub(crate) fetched: u64,
 }
+
+/// The mean fragment, in bytes, under which a call with a layout per peer packs a
+/// pair's block on the sender's side ([`Flat::packs`]).
+pub(crate) const PACK_BELOW: usize = 64;
 
 /// The most layouts a memo keeps of each kind before it forgets them all.
 const MEMO_CAP: usize = 256;
@@ -342,17 +363,51 @@ fn entry(side: &[Arc<Flat>], k: usize) -> Option<&Flat> {
 /// The metadata words a call with a layout per peer publishes: the number of send and
 /// receive layouts, the [`Flat::meta`] words of each send layout (its key and where its
 /// list lies), then the bytes of each receive layout.
-fn each_meta(send: &[Arc<Flat>], recv: &[Arc<Flat>]) -> Vec<u64> {
+fn each_meta(send: &[Arc<Flat>], recv: &[Arc<Flat>], packed: &[Option<Scratch<u8>>]) -> Vec<u64> {
     let mut words = Vec::with_capacity(each_words(send.len(), recv.len()));
     words.extend([send.len() as u64, recv.len() as u64]);
-    words.extend(send.iter().flat_map(|f| f.meta()));
+    for (k, f) in send.iter().enumerate() {
+        words.extend(f.meta());
+        words.extend(match packed.get(k) {
+            Some(Some(b)) => [b.as_ptr() as u64, b.len() as u64],
+            _ => [0, 0],
+        });
+    }
     words.extend(recv.iter().map(|f| f.bytes() as u64));
     words
 }
 
-/// The number of [`each_meta`] words of `sends` send and `recvs` receive layouts.
+/// The number of [`each_meta`] words of `sends` send and `recvs` receive layouts: per
+/// send layout its [`Flat::meta`] words, then the address and length of the block packed
+/// for that peer (0 where it is not packed).
 pub(crate) fn each_words(sends: usize, recvs: usize) -> usize {
-    2 + 7 * sends + recvs
+    2 + EACH * sends + recvs
+}
+
+/// The metadata words of one send layout of a call with a layout per peer.
+const EACH: usize = 9;
+
+/// This rank's send blocks packed for its peers (a call with a layout per peer): the
+/// block for rank `k` where its layout [`packs`](Flat::packs) and `k` is another rank, in
+/// the shared heap where peers map heaps (`shared`), so that the reader copies one
+/// contiguous block; `None` elsewhere.
+fn pack_pairs(src: &[u8], send: &[Arc<Flat>], me: usize, shared: bool) -> Vec<Option<Scratch<u8>>> {
+    if send.len() < 2 {
+        return Vec::new();
+    }
+    let mut out = Vec::with_capacity(send.len());
+    for (k, f) in send.iter().enumerate() {
+        if k == me || !f.packs() {
+            out.push(None);
+            continue;
+        }
+        // The layout was checked against `src`; should the pack fail all the same, the
+        // peer reads the layout itself (and the copy refuses what lies outside).
+        let mut block = Scratch::zeroed(f.bytes(), shared);
+        let packed = runs::copy(src, &f.shifted(0), &mut block, &Runs::new([(0, f.bytes())]));
+        out.push(packed.is_ok().then_some(block));
+    }
+    out
 }
 
 /// What local rank `r` published with [`each_meta`]: where its [`Flat::meta`] words for
@@ -373,7 +428,7 @@ impl Published<'_, '_> {
     fn send_at(&self, r: usize, k: usize) -> Option<usize> {
         let (ns, _) = self.counts(r);
         let e = if ns == 1 { 0 } else { k };
-        (e < ns).then_some(2 + 7 * e)
+        (e < ns).then_some(2 + EACH * e)
     }
 
     fn sent(&self, r: usize, k: usize) -> usize {
@@ -384,7 +439,7 @@ impl Published<'_, '_> {
         let (ns, nr) = self.counts(r);
         let e = if nr == 1 { 0 } else { k };
         match e < nr {
-            true => self.round.meta(r, 2 + 7 * ns + e) as usize,
+            true => self.round.meta(r, 2 + EACH * ns + e) as usize,
             false => 0,
         }
     }
@@ -447,9 +502,20 @@ pub(crate) fn direct(
             None => Ok(()),
         }
     };
+    // The pairs the sender packs, before it arrives (kept until the round ends: peers
+    // read them until they post `done`); in an alltoall only, where every rank sends and
+    // reads alike (a scatter's root would pack every block alone, one after another).
+    let packed = match (&sides, &bufs) {
+        (Sides::Each { send, .. }, Bufs::Two(src, _)) if which == Which::Alltoall => {
+            pack_pairs(src, send, ctx.ctl.me(), ctx.ctl.loads_heaps())
+        }
+        _ => Vec::new(),
+    };
     let round = match sides {
         Sides::Shifted { send, .. } => check_staged(ctx, call, &send.meta(), &[], rooted, shifted)?,
-        Sides::Each { send, recv } => check_staged(ctx, call, &each_meta(send, recv), &[], rooted, pairs)?,
+        Sides::Each { send, recv } => {
+            check_staged(ctx, call, &each_meta(send, recv, &packed), &[], rooted, pairs)?
+        }
     };
     let moved = copies(&round, memo, which, root_local, bufs, sides);
     if moved.is_ok() {
@@ -499,6 +565,14 @@ fn copies(
                 let at = Published { round }.send_at(r, me);
                 let (Some(mine), Some(at)) = (entry(recv, r), at) else { continue };
                 if mine.bytes() == 0 {
+                    continue;
+                }
+                if round.meta(r, at + 8) != 0 {
+                    // Packed by the sender: one contiguous block (its length against ours
+                    // is checked by the copy).
+                    let block = round.peer_list(r, at + 7);
+                    let whole = Runs::new([(0, round.meta(r, at + 8) as usize)]);
+                    round.read_scatter(&block, r, &whole, dst, &mine.shifted(0))?;
                     continue;
                 }
                 (memo.peer(round, r, at)?.shifted(0), mine.shifted(0))

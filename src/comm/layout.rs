@@ -1391,7 +1391,7 @@ impl Comm {
     /// Whether a call with a layout per peer, of the agreed `shape`, copies straight
     /// between the layouts: as [`direct`](Self::direct) says for `algorithm` (`Auto`: the
     /// cost model, or `ZCOLL_LAYOUT_ALGORITHM`), where every rank's keys and byte counts
-    /// fit the metadata words of its arrival (`8 p + 2` words: for up to a few hundred
+    /// fit the metadata words of its arrival (`10 p + 2` words: for up to a few hundred
     /// ranks).
     fn direct_each(&self, algorithm: LayoutAlgorithm, shape: Shape) -> Result<bool> {
         let p = self.size() as usize;

@@ -115,7 +115,7 @@ impl Runs {
 }
 
 /// A place in the byte stream some runs select: run `at`, fragment `i`, byte `into`.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Cursor<'a> {
     runs: &'a [Run],
     at: usize,
@@ -221,6 +221,26 @@ impl Cursor<'_> {
         Ok(())
     }
 
+    /// Where the next `n` bytes of the stream lie, if they lie in one fragment (their
+    /// buffer offset); then advances past them. Else stays put.
+    fn contiguous(&mut self, n: usize) -> Option<usize> {
+        let r = *self.runs.get(self.at)?;
+        if r.len - self.into < n {
+            return None;
+        }
+        let at = r.at(self.i).wrapping_add(self.into);
+        self.into += n;
+        if self.into == r.len {
+            self.into = 0;
+            self.i += 1;
+            if self.i == r.count {
+                self.i = 0;
+                self.at += 1;
+            }
+        }
+        Some(at)
+    }
+
     /// Calls `f(stream offset, buffer offset, len)` for the next `n` bytes of the stream,
     /// piece by piece, and advances.
     #[inline(always)]
@@ -263,7 +283,7 @@ impl Cursor<'_> {
 }
 
 /// The bytes of a cache line: the widest tile [`Cursor::tiles`] writes at once.
-const LINE: usize = 64;
+pub(crate) const LINE: usize = 64;
 
 /// `g` runs of the shape of `r`, side by side (run `j` at `r.off + j len`), walked
 /// fragment by fragment across the runs: stream byte `d0 + (j count + i) len` is
@@ -299,6 +319,17 @@ pub(crate) fn copy(src: &[u8], from: &Runs, dst: &mut [u8], to: &Runs) -> Result
     let mut r = from.cursor();
     // Walk the side with the longer fragments, and scatter or gather each of them whole.
     let (long_from, long_to) = (mean(from), mean(to));
+    if long_from >= LINE && long_to < LINE && from.fragments() > 1 && to.fragments() > 1 {
+        // Rows into columns: a blocked transpose straight between the buffers. (A
+        // contiguous source, the packed path's unpack, keeps the tiles of `scatter`
+        // below: through `walk` the transpose kernel's unpack measured slower.)
+        return walk(from, to, |s, d, len| {
+            let s = src.get(s..s.checked_add(len).ok_or(Outside)?).ok_or(Outside)?;
+            let d = dst.get_mut(d..d.checked_add(len).ok_or(Outside)?).ok_or(Outside)?;
+            copy_fixed(s, d);
+            Ok(())
+        });
+    }
     if long_from.min(long_to) < LINE && from.fragments() > 1 && to.fragments() > 1 {
         // Small fragments on one side at least, and neither side contiguous: the long
         // fragments would each scatter into one column. Through a cache-sized chunk,
@@ -317,6 +348,91 @@ pub(crate) fn copy(src: &[u8], from: &Runs, dst: &mut [u8], to: &Runs) -> Result
             r.gather(len, src, |s, t| copy_fixed(s, &mut d[t..t + s.len()]))
         })
     }
+}
+
+/// Walks the copy of the bytes `from` selects onto those `to` selects (the same number),
+/// calling `f(from offset, to offset, len)` for each piece, with no buffer between: where
+/// `to`'s runs lie side by side (columns of single elements) and each of them takes its
+/// bytes from one fragment of `from` (a transpose: a row of the source is a column of the
+/// destination), up to a cache line of them are written together, fragment `i` of each
+/// in turn, read from as many rows, each at its own pointer (a blocked transpose straight
+/// between the buffers); elsewhere both sides are walked in stream order.
+///
+/// # Errors
+///
+/// `Outside` if the two select different lengths, or what `f` returns (the pieces lie
+/// inside the runs' fragments: a caller that checked the runs against its buffers needs
+/// no other check).
+pub(crate) fn walk(
+    from: &Runs,
+    to: &Runs,
+    mut f: impl FnMut(usize, usize, usize) -> Result<(), Outside>,
+) -> Result<(), Outside> {
+    if from.bytes != to.bytes {
+        return Err(Outside);
+    }
+    let (mut r, mut w) = (from.cursor(), to.cursor());
+    let mut bases = [0usize; LINE];
+    let mut done = 0;
+    while done < to.bytes {
+        let q = *w.runs.get(w.at).ok_or(Outside)?;
+        let mut g = 0;
+        if w.i == 0 && w.into == 0 && q.count > 1 && q.len < LINE {
+            // The columns side by side from here (as `Cursor::tiles` groups them), each
+            // from one fragment of `from`.
+            let block = q.count.saturating_mul(q.len);
+            let saved = r.clone();
+            while g < LINE / q.len {
+                match w.runs.get(w.at + g) {
+                    Some(c)
+                        if (c.len, c.count, c.stride) == (q.len, q.count, q.stride)
+                            && c.off == q.off.wrapping_add(g * q.len) =>
+                    {
+                        match r.contiguous(block) {
+                            Some(b) => bases[g] = b,
+                            None => break,
+                        }
+                        g += 1;
+                    }
+                    _ => break,
+                }
+            }
+            if g >= 2 {
+                match q.len {
+                    8 => transpose(&q, &bases[..g], 8, &mut f)?,
+                    4 => transpose(&q, &bases[..g], 4, &mut f)?,
+                    l => transpose(&q, &bases[..g], l, &mut f)?,
+                }
+                w.at += g;
+                done += g * block;
+                continue;
+            }
+            r = saved;
+        }
+        // The rest of this run in stream order, both sides.
+        let left = ((q.count - w.i) * q.len - w.into).min(to.bytes - done);
+        w.pieces(left, |_, at, len| r.pieces(len, |s, from, l| f(from, at.wrapping_add(s), l)))?;
+        done += left;
+    }
+    Ok(())
+}
+
+/// The tiles of [`walk`]: fragment `i` of each of the columns of the shape of `q` side by
+/// side (column `j` at `q.off + j len`) from byte `i len` of its row (at `rows[j]`).
+#[inline(always)]
+fn transpose(
+    q: &Run,
+    rows: &[usize],
+    len: usize,
+    f: &mut impl FnMut(usize, usize, usize) -> Result<(), Outside>,
+) -> Result<(), Outside> {
+    for i in 0..q.count {
+        let (at, step) = (q.at(i), i * len);
+        for (j, &row) in rows.iter().enumerate() {
+            f(row.wrapping_add(step), at.wrapping_add(j * len), len)?;
+        }
+    }
+    Ok(())
 }
 
 /// The chunk [`copy`] goes through where fragments are small: a slice of the stream that
@@ -418,6 +534,56 @@ mod tests {
         }
     }
 
+    /// The fragment-by-fragment copy: the oracle of the faster walks.
+    fn by_fragments(src: &[u8], from: &Runs, dst: &mut [u8], to: &Runs) {
+        let stream: Vec<u8> = from.expand().iter().flat_map(|&(o, l)| src[o..o + l].to_vec()).collect();
+        let mut at = 0;
+        for (o, l) in to.expand() {
+            dst[o..o + l].copy_from_slice(&stream[at..at + l]);
+            at += l;
+        }
+    }
+
+    /// Rows into columns (a transpose's block, with odd shapes, rows longer than a column
+    /// and rows that start mid-column), straight between the buffers as through the
+    /// oracle; the copy routine takes this path for them.
+    #[test]
+    fn walked_transposes_follow_the_stream() {
+        for (rows, cols, len, extra, pad) in [
+            (13, 10, 8, 0, 0),
+            (5, 17, 4, 0, 3),
+            (9, 3, 8, 8, 16),
+            (64, 9, 2, 0, 1),
+            (40, 40, 8, 0, 0),
+            (3, 70, 1, 0, 0),
+        ] {
+            // Destination: `cols` columns of `rows` fragments of `len`, side by side.
+            let row = cols * len + pad;
+            let to =
+                Runs::new((0..cols).flat_map(|c| (0..rows).map(move |r| (pad + r * row + c * len, len))));
+            // Source: rows of `rows * len + extra` bytes (one column each, and a bit more when
+            // `extra` > 0, so that the later columns start mid-row), 7 bytes apart.
+            let total = rows * cols * len;
+            let rlen = rows * len + extra;
+            let nrows = total.div_ceil(rlen);
+            let from = Runs::new((0..nrows).map(|k| (k * (rlen + 7), rlen.min(total - k * rlen))));
+            assert_eq!(from.bytes, to.bytes);
+            let src: Vec<u8> = (0..nrows * (rlen + 7)).map(|i| (i * 13 + i / 253) as u8).collect();
+            let mut want = vec![0u8; pad + rows * row];
+            by_fragments(&src, &from, &mut want, &to);
+            let mut got = vec![0u8; want.len()];
+            copy(&src, &from, &mut got, &to).unwrap();
+            assert_eq!(got, want, "{rows} x {cols} of {len}");
+            let mut walked = vec![0u8; want.len()];
+            walk(&from, &to, |s, d, l| {
+                walked[d..d + l].copy_from_slice(&src[s..s + l]);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(walked, want, "{rows} x {cols} of {len}");
+        }
+    }
+
     proptest! {
         /// Runs keep the fragments and their order; `copy` between any two lists of the
         /// same length moves the bytes in stream order, as the fragment-by-fragment walk.
@@ -449,6 +615,23 @@ mod tests {
             let stream: Vec<u8> = want.iter().flat_map(|&(o, l)| src[o..o + l].to_vec()).collect();
             let got: Vec<u8> = dst_frags.iter().flat_map(|&(o, l)| dst[o..o + l].to_vec()).collect();
             prop_assert_eq!(got, stream);
+            // The walk, either way round, moves the same bytes.
+            let mut walked = vec![0u8; at];
+            walk(&ra, &rb, |s, d, l| {
+                walked[d..d + l].copy_from_slice(&src[s..s + l]);
+                Ok(())
+            })
+            .unwrap();
+            prop_assert_eq!(&walked, &dst);
+            let mut back = vec![0u8; 80];
+            let mut oracle = back.clone();
+            by_fragments(&dst, &rb, &mut oracle, &ra);
+            walk(&rb, &ra, |s, d, l| {
+                back[d..d + l].copy_from_slice(&dst[s..s + l]);
+                Ok(())
+            })
+            .unwrap();
+            prop_assert_eq!(back, oracle);
         }
     }
 }

@@ -18,7 +18,7 @@ pub(crate) mod heap;
 pub(crate) mod xpmem;
 
 use crate::error::Errno;
-use crate::layout::runs::{copy_fixed, Runs};
+use crate::layout::runs::{self, copy_fixed, Outside, Runs};
 
 /// The ways zcoll can move collective data between the processes of a node.
 ///
@@ -320,6 +320,28 @@ pub(crate) fn read_scatter<A>(
         }
         return cma::read_scatter(src.pid(), &pieces, dst, &local.expand());
     };
+    if bounce && remote.bytes >= runs::LINE * remotes {
+        // Rows into columns (a transpose): each column's bytes lie in one row of the peer's
+        // buffer, so the tiles of `runs::walk` load straight from the mapping, a cache
+        // line of columns from as many rows at once, with no bounce buffer between.
+        return runs::walk(remote, local, |from, to, len| {
+            let d = dst.get_mut(to..to.checked_add(len).ok_or(Outside)?).ok_or(Outside)?;
+            // SAFETY: `from..from + len` lies inside a fragment of the checked runs
+            // `remote` (`walk` yields only such pieces), so inside the published range,
+            // which `m.ptr` maps here for `'r` (as in `read`); the owner does not write it
+            // during the round. `d` is a slice of `dst`, ours, of `len` bytes.
+            unsafe {
+                let s = m.ptr.add(from);
+                match len {
+                    8 => std::ptr::copy_nonoverlapping(s, d.as_mut_ptr(), 8),
+                    4 => std::ptr::copy_nonoverlapping(s, d.as_mut_ptr(), 4),
+                    n => std::ptr::copy_nonoverlapping(s, d.as_mut_ptr(), n),
+                }
+            }
+            Ok(())
+        })
+        .map_err(|_| Errno::EINVAL);
+    }
     if bounce {
         // Copied into the cache-sized bounce buffer with `memcpy`, then stored in tiles:
         // the stores of single elements a column apart cost more than the extra copy.

@@ -113,6 +113,7 @@ pub use coll::varcount::{Partition, PartitionMut};
 pub use comm::exposure::Exposure;
 pub use comm::{
     wait_all, wait_any, Comm, Info, InterNode, Persistent, Progress, Request, Scope, Traffic, ZeroCopy,
+    WORKER_NAME,
 };
 pub use error::{Errno, Error, Result};
 pub use layout::Layout;

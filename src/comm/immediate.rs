@@ -132,6 +132,22 @@ thread_local! {
     static WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+/// The name of a scope's worker thread (what `/proc/<pid>/task/<tid>/comm` shows and
+/// profilers print), so that a worker can be told from the MPI library's own threads.
+///
+/// # Examples
+///
+/// ```no_run
+/// // How many workers this process runs now (Linux).
+/// let workers = std::fs::read_dir("/proc/self/task")?
+///     .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+///     .filter(|name| name.trim_end() == zcoll::WORKER_NAME)
+///     .count();
+/// println!("{workers} zcoll workers");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub const WORKER_NAME: &str = "zcoll-worker";
+
 /// Whether this thread is a scope's worker (see [`WORKER`]).
 pub(crate) fn on_worker() -> bool {
     WORKER.with(|w| w.get())
@@ -647,7 +663,10 @@ impl Comm {
                 let spawn = worker.then(|| -> Spawn<'_> {
                     Box::new(move || {
                         if let Some(e) = weak.upgrade() {
-                            threads.spawn(move || e.work());
+                            std::thread::Builder::new()
+                                .name(WORKER_NAME.into())
+                                .spawn_scoped(threads, move || e.work())
+                                .expect("a scope's worker thread");
                         }
                     })
                 });

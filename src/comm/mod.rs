@@ -33,7 +33,7 @@ mod rooted;
 mod tune;
 mod varcount;
 
-pub use immediate::{wait_all, wait_any, Progress, Request, Scope};
+pub use immediate::{wait_all, wait_any, Progress, Request, Scope, WORKER_NAME};
 pub use info::{Info, InterNode, Traffic};
 pub use persistent::Persistent;
 

@@ -96,6 +96,37 @@ pub struct Row {
     pub overlap: Option<(f64, f64)>,
 }
 
+/// The CSV columns of [`Row::csv`]: median times in microseconds, overlap percentages
+/// (empty without `--overlap`).
+pub const CSV_HEADER: &str = "coll,size,mpi_us,impi_us,zcoll_us,izcoll_us,overlap_mpi,overlap_zcoll";
+
+impl Row {
+    /// The row as a line of [`CSV_HEADER`]'s columns.
+    pub fn csv(&self) -> String {
+        let (m, z) = self
+            .overlap
+            .map_or((String::new(), String::new()), |(m, z)| (format!("{m:.1}"), format!("{z:.1}")));
+        format!(
+            "{},{},{:.4},{:.4},{:.4},{:.4},{m},{z}",
+            self.coll, self.size, self.mpi.median, self.impi.median, self.zcoll.median, self.izcoll.median
+        )
+    }
+}
+
+/// Where the nonblocking rows' CSV goes: `--csv`'s file when no blocking table took it,
+/// else a sibling named `<stem>-immediate.<ext>`.
+pub fn csv_path(path: &std::path::Path, blocking_ran: bool) -> std::path::PathBuf {
+    if !blocking_ran {
+        return path.to_path_buf();
+    }
+    let stem = path.file_stem().map_or_else(|| "bench".into(), |s| s.to_string_lossy().into_owned());
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-immediate.{}", ext.to_string_lossy()),
+        None => format!("{stem}-immediate"),
+    };
+    path.with_file_name(name)
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Imp {
     Mpi,
@@ -422,6 +453,7 @@ pub fn run(
     comm: &mut Comm,
     args: &BenchArgs,
     names: &[&'static str],
+    blocking_ran: bool,
 ) -> Result<Vec<Row>, String> {
     let sizes = stats::parse_sizes(&args.sizes).map_err(|e| format!("--sizes: {e}"))?;
     let me = world.rank();
@@ -475,7 +507,7 @@ pub fn run(
             if me == 0 {
                 let over = row.overlap.map(|(m, z)| format!("{m:>13.1}{z:>7.1}")).unwrap_or_default();
                 println!(
-                    "{:<11}{:>9}{:>10.2}{:>10.2}{:>10.2}{:>10.2}{:>9.3}{:>9.3}{over}",
+                    "{:<11}{:>9}{:>10.3}{:>10.3}{:>10.3}{:>10.3}{:>9.3}{:>9.3}{over}",
                     name,
                     stats::format_size(size),
                     row.mpi.median,
@@ -487,6 +519,15 @@ pub fn run(
                 );
             }
             rows.push(row);
+        }
+    }
+    if let (0, Some(path)) = (me, &args.csv) {
+        let path = csv_path(path, blocking_ran);
+        let mut text = format!("{CSV_HEADER}\n");
+        rows.iter().for_each(|r| text.push_str(&(r.csv() + "\n")));
+        std::fs::write(&path, text).map_err(|e| format!("--csv {}: {e}", path.display()))?;
+        if blocking_ran {
+            println!("# the nonblocking rows: {}", path.display());
         }
     }
     Ok(rows)
@@ -504,5 +545,27 @@ mod tests {
         assert_eq!(split("ibarrier,igather,x").0, vec!["ibarrier", "igather"]);
         let colls: Vec<Coll> = NAMES.iter().map(|n| Coll::of(n)).collect();
         assert!(colls.iter().enumerate().all(|(i, c)| !colls[..i].contains(c)), "one collective per name");
+    }
+
+    #[test]
+    fn rows_go_to_csv_beside_a_blocking_table() {
+        let t = |m: f64| Summary { median: m, min: m, max: m };
+        let mut row = Row {
+            coll: "ibcast",
+            size: 8,
+            mpi: t(0.25),
+            impi: t(0.3),
+            zcoll: t(0.2),
+            izcoll: t(0.21),
+            overlap: None,
+        };
+        assert_eq!(row.csv(), "ibcast,8,0.2500,0.3000,0.2000,0.2100,,");
+        row.overlap = Some((12.34, 5.0));
+        assert!(row.csv().ends_with(",12.3,5.0"), "{}", row.csv());
+        assert_eq!(CSV_HEADER.split(',').count(), row.csv().split(',').count());
+        let p = std::path::Path::new("out/b.csv");
+        assert_eq!(csv_path(p, false), p);
+        assert_eq!(csv_path(p, true), std::path::Path::new("out/b-immediate.csv"));
+        assert_eq!(csv_path(std::path::Path::new("b"), true), std::path::Path::new("b-immediate"));
     }
 }

@@ -127,14 +127,15 @@ fn main() -> ExitCode {
         Command::Bench(args) => {
             let (nonblocking, rest) = immediate::split(&args.coll);
             let table = BenchArgs { coll: rest, ..args.clone() };
-            if !table.coll.is_empty() || nonblocking.is_empty() {
+            let blocking = !table.coll.is_empty() || nonblocking.is_empty();
+            if blocking {
                 if let Err(e) = bench::run(&world, &comm, &table) {
                     eprintln!("zcoll bench: {e}");
                     return ExitCode::FAILURE;
                 }
             }
             if !nonblocking.is_empty() {
-                if let Err(e) = immediate::run(&world, &mut comm, &args, &nonblocking) {
+                if let Err(e) = immediate::run(&world, &mut comm, &args, &nonblocking, blocking) {
                     eprintln!("zcoll bench: {e}");
                     world.abort(2);
                 }

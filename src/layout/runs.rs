@@ -229,15 +229,8 @@ impl Cursor<'_> {
             return None;
         }
         let at = r.at(self.i).wrapping_add(self.into);
-        self.into += n;
-        if self.into == r.len {
-            self.into = 0;
-            self.i += 1;
-            if self.i == r.count {
-                self.i = 0;
-                self.at += 1;
-            }
-        }
+        // One piece, inside the fragment: `pieces` advances past it.
+        self.pieces(n, |_, _, _| Ok(())).ok()?;
         Some(at)
     }
 

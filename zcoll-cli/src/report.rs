@@ -44,6 +44,9 @@ pub struct Point {
     pub mpi_us: f64,
     /// zcoll's time, microseconds.
     pub zcoll_us: f64,
+    /// One copy of the bytes a rank receives with zcoll's copy routine (`copy_us`, the
+    /// floor), microseconds; NaN where the call moves no bytes or the CSV predates it.
+    pub copy_us: f64,
 }
 
 impl Point {
@@ -86,6 +89,7 @@ pub fn parse_csv(text: &str) -> Result<Run, String> {
         col("mpi_us")?,
         col("zcoll_us")?,
     );
+    let c_copy = col("copy_us").ok();
     let mut run = Run::default();
     for (n, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let f: Vec<&str> = line.split(',').collect();
@@ -97,7 +101,8 @@ pub fn parse_csv(text: &str) -> Result<Run, String> {
             field(c)?.parse().map_err(|_| format!("line {}: {:?} is not a number", n + 2, f[c]))
         };
         let key = (field(c_coll)?.to_owned(), field(c_buf)?.to_owned(), num(c_size)? as usize);
-        run.points.push((key, Point { mpi_us: num(c_mpi)?, zcoll_us: num(c_z)? }));
+        let copy_us = c_copy.map(num).transpose()?.filter(|&v| v > 0.0).unwrap_or(f64::NAN);
+        run.points.push((key, Point { mpi_us: num(c_mpi)?, zcoll_us: num(c_z)?, copy_us }));
         let np = num(c_np)? as usize;
         if !run.np.contains(&np) {
             run.np.push(np);
@@ -138,6 +143,9 @@ pub struct Cell {
     pub faster_range: (f64, f64),
     /// How many run pairs had this cell.
     pub pairs: usize,
+    /// zcoll's time over one copy of the received bytes (the floor), median over every
+    /// run of both builds; NaN if no run timed the copy.
+    pub vs_copy: f64,
 }
 
 /// The cells of paired runs (`pairs[i]` = Open MPI run, MPICH run), in the order of the
@@ -155,7 +163,7 @@ pub fn cells(pairs: &[(Run, Run)]) -> Vec<Cell> {
     let mut out = Vec::new();
     for key in order {
         let (mut zo, mut zm, mut om, mut mm) = (vec![], vec![], vec![], vec![]);
-        let (mut ro, mut rm, mut rf) = (vec![], vec![], vec![]);
+        let (mut ro, mut rm, mut rf, mut rc) = (vec![], vec![], vec![], vec![]);
         for (o, m) in pairs {
             let (Some(po), Some(pm)) = (find(o, key), find(m, key)) else { continue };
             zo.push(po.zcoll_us);
@@ -165,6 +173,7 @@ pub fn cells(pairs: &[(Run, Run)]) -> Vec<Cell> {
             ro.push(po.ratio());
             rm.push(pm.ratio());
             rf.push(po.ratio().min(pm.ratio()));
+            rc.extend([po, pm].iter().map(|p| p.zcoll_us / p.copy_us).filter(|r| r.is_finite()));
         }
         if rf.is_empty() {
             continue;
@@ -181,6 +190,7 @@ pub fn cells(pairs: &[(Run, Run)]) -> Vec<Cell> {
             vs_faster: median(&rf),
             faster_range: range,
             pairs: rf.len(),
+            vs_copy: median(&rc),
         });
     }
     out
@@ -354,14 +364,16 @@ pub fn run(args: &ReportArgs) -> Result<String, String> {
             "Times in µs, medians over the runs: zcoll's in the Open MPI build's runs / in the \
              MPICH build's runs, and each library's in its runs. Ratios are medians over the run \
              pairs of per-run ratios (with one pair: the library's time over zcoll's in the same \
-             job); above 1 zcoll is faster.{}\n",
+             job); above 1 zcoll is faster. zcoll / one copy: zcoll's time over one copy of the \
+             bytes a rank receives with zcoll's own copy routine (`zcoll::copy_bytes`, timed in \
+             the same job), median over every run: the floor, 1.0 would be a single copy.{}\n",
             if pairs.len() > 1 { " After vs faster: the lowest and highest pair." } else { "" }
         );
         let _ = writeln!(
             w,
-            "| collective | size | zcoll µs (Open MPI / MPICH job) | Open MPI µs | MPICH µs | vs Open MPI | vs MPICH | vs faster |"
+            "| collective | size | zcoll µs (Open MPI / MPICH job) | zcoll / one copy | Open MPI µs | MPICH µs | vs Open MPI | vs MPICH | vs faster |"
         );
-        let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
         for c in &mine {
             let faster = if c.pairs > 1 {
                 format!("{:.2} ({:.2}–{:.2})", c.vs_faster, c.faster_range.0, c.faster_range.1)
@@ -369,9 +381,10 @@ pub fn run(args: &ReportArgs) -> Result<String, String> {
                 format!("{:.2}", c.vs_faster)
             };
             let mark = if c.vs_faster < 1.0 { "**" } else { "" };
+            let floor = if c.vs_copy.is_finite() { format!("{:.2}", c.vs_copy) } else { "-".into() };
             let _ = writeln!(
                 w,
-                "| {} | {} | {} / {} | {} | {} | {:.2} | {:.2} | {mark}{faster}{mark} |",
+                "| {} | {} | {} / {} | {floor} | {} | {} | {:.2} | {:.2} | {mark}{faster}{mark} |",
                 c.key.0,
                 size_text(c.key.2),
                 us(c.zcoll_openmpi_us),
@@ -544,6 +557,13 @@ mod tests {
         assert!((c[1].openmpi_us - 1.0).abs() < 1e-9 && (c[1].mpich_us - 4.0).abs() < 1e-9);
         assert!((c[1].zcoll_openmpi_us - 2.0).abs() < 1e-9 && (c[1].zcoll_mpich_us - 2.0).abs() < 1e-9);
         assert!((c[0].zcoll_openmpi_us - 1.0).abs() < 1e-9);
+        // The floor: zcoll's 1 us over the copy's 0.09 us in all four runs.
+        assert!((c[0].vs_copy - 1.0 / 0.09).abs() < 1e-6, "{}", c[0].vs_copy);
+        // A CSV without the column, or a call that moves no bytes, has no floor.
+        let old = "coll,algorithm,buffers,transport,np,size,mpi_us,zcoll_us\nbarrier,auto,vec,cma,2,0,1,1\n";
+        let old = parse_csv(old).unwrap();
+        assert!(old.points[0].1.copy_us.is_nan());
+        assert!(cells(&[(old.clone(), old)])[0].vs_copy.is_nan());
     }
 
     #[test]

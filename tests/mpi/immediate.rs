@@ -267,7 +267,14 @@ fn no_worker_for_wait(world: &SimpleCommunicator, comm: &mut Comm) {
     let mine = input(me, n, 61);
     let mut sum = vec![0u64; n];
     let mut x = if me == 0 { input(0, n, 62) } else { vec![0; n] };
-    let before = threads();
+    // The worker of an earlier scope has finished its work when that scope returns, but
+    // its thread leaves `/proc/self/task` a moment later (once failed on a loaded machine).
+    let settle = std::time::Instant::now();
+    let mut before = threads();
+    while before > 0 && settle.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::yield_now();
+        before = threads();
+    }
     let during = comm
         .immediate_scope(|s| {
             s.immediate_all_reduce_into(&mine, &mut sum, Builtin::Sum).wait()?;

@@ -295,99 +295,113 @@ pub fn measure(
     let mut seq = 0u64;
     let points: usize = plan.colls.iter().map(|(c, _)| c.sizes_of(&plan.sizes).len()).sum();
     let mut progress = Progress::new("zcoll bench", (points * args.buffers.len()) as u64, me == 0);
-    for &buffers in &args.buffers {
-        let env = Env { world, comm, root: args.root, buffers };
-        // What `global` measures: the process's `Vec`s in the shared heap, as far as its
-        // global allocator can put them there (see `crate::alloc`).
-        crate::alloc::share_large_allocations(buffers == Buffers::Global);
-        measure_buffers(env, &plan, args, print, &transport, &mut seq, &mut rows, &mut progress);
-        crate::alloc::share_large_allocations(false);
+    for &(coll, ref algos) in &plan.colls {
+        for size in coll.sizes_of(&plan.sizes) {
+            // Every kind of buffers of one point, one right after the other: the machine's
+            // mode (fast or slow, for seconds to minutes) then falls on all of them alike,
+            // which a pass over every point per kind of buffers did not give.
+            for &buffers in &args.buffers {
+                let env = Env { world, comm, root: args.root, buffers };
+                // What `global` measures: the process's `Vec`s in the shared heap, as far
+                // as its global allocator can put them there (see `crate::alloc`).
+                crate::alloc::share_large_allocations(buffers == Buffers::Global);
+                let point = Point { coll, algos, size };
+                let row = measure_point(env, point, &plan, args, &transport, &mut seq, &mut progress);
+                crate::alloc::share_large_allocations(false);
+                for row in row {
+                    if print {
+                        progress.println(&table_row(&row));
+                    }
+                    rows.push(row);
+                }
+                let _ = std::io::stdout().flush();
+            }
+        }
     }
     progress.finish();
     Ok(rows)
 }
 
-/// [`measure`] with one kind of buffers.
-#[allow(clippy::too_many_arguments)] // the loop's whole state, each named
-fn measure_buffers(
+/// One point of [`measure`]: a collective and its algorithms at one size.
+#[derive(Clone, Copy)]
+struct Point<'p> {
+    coll: &'p dyn Collective,
+    algos: &'p [&'static str],
+    size: usize,
+}
+
+/// Times one point with one kind of buffers: its rows (one per algorithm) on rank 0,
+/// none elsewhere.
+fn measure_point(
     env: Env<'_>,
+    point: Point<'_>,
     plan: &Plan,
     args: &BenchArgs,
-    print: bool,
     transport: &str,
     seq: &mut u64,
-    rows: &mut Vec<Row>,
     progress: &mut Progress,
-) {
+) -> Vec<Row> {
     let world = env.world;
     let (me, np) = (world.rank(), world.size() as usize);
-    for &(coll, ref algos) in &plan.colls {
-        for size in coll.sizes_of(&plan.sizes) {
-            let iters = args.iters.unwrap_or_else(|| stats::default_iters(size)).max(1);
-            let warmup = args.warmup.unwrap_or_else(|| stats::default_warmup(iters));
-            let point = format!("{} {} {}", env.buffers, coll.name(), stats::format_size(size));
-            progress.set_message(&point);
-            let mut imps = vec![Imp::Mpi];
-            imps.extend(algos.iter().map(|&a| Imp::Zcoll(a)));
-            if coll.sized() {
-                imps.push(Imp::Memcpy);
-                imps.push(Imp::Copy);
-            }
-            let (times, traffic) = time_one(env, coll, size, &imps, iters, warmup, plan.imbalance, seq);
-            progress.inc(&point);
-            // Every rank's single-copy bytes, by transport, summed at rank 0.
-            let root = world.process_at_rank(0);
-            let mut moved_sum = vec![0u64; traffic.len()];
-            if me == 0 {
-                root.reduce_into_root(&traffic[..], &mut moved_sum[..], SystemOperation::sum());
-            } else {
-                root.reduce_into(&traffic[..], SystemOperation::sum());
-            }
-            // Every rank's times to rank 0, which takes each iteration's maximum over
-            // the ranks (the slowest rank makes the iteration's time).
-            if me != 0 {
-                root.gather_into(&times[..]);
-                continue;
-            }
-            let mut all = vec![0f64; times.len() * np];
-            root.gather_into_root(&times[..], &mut all[..]);
-            let summary = |k: usize| {
-                let per_rank: Vec<Vec<f64>> = all
-                    .chunks_exact(times.len())
-                    .map(|rank| rank[k * iters..(k + 1) * iters].to_vec())
-                    .collect();
-                let max = stats::per_iteration_max(&per_rank);
-                Summary::of(&max).expect("at least one iteration").scaled(1e6)
-            };
-            // A collective that moves no data has no copy to compare with.
-            let (memcpy, copy) = if coll.sized() {
-                (summary(imps.len() - 2), summary(imps.len() - 1))
-            } else {
-                (Summary { median: 0.0, min: 0.0, max: 0.0 }, Summary { median: 0.0, min: 0.0, max: 0.0 })
-            };
-            for (k, &algorithm) in algos.iter().enumerate() {
-                let row = Row {
-                    coll: coll.name(),
-                    algorithm: algorithm.to_owned(),
-                    buffers: env.buffers,
-                    moved: moved(&moved_sum[3 * (k + 1)..3 * (k + 2)]),
-                    transport: transport.to_owned(),
-                    np,
-                    size,
-                    iters,
-                    mpi: summary(0),
-                    zcoll: summary(k + 1),
-                    memcpy,
-                    copy,
-                };
-                if print {
-                    progress.println(&table_row(&row));
-                }
-                rows.push(row);
-            }
-            let _ = std::io::stdout().flush();
-        }
+    let Point { coll, algos, size } = point;
+    let iters = args.iters.unwrap_or_else(|| stats::default_iters(size)).max(1);
+    let warmup = args.warmup.unwrap_or_else(|| stats::default_warmup(iters));
+    let label = format!("{} {} {}", env.buffers, coll.name(), stats::format_size(size));
+    progress.set_message(&label);
+    let mut imps = vec![Imp::Mpi];
+    imps.extend(algos.iter().map(|&a| Imp::Zcoll(a)));
+    if coll.sized() {
+        imps.push(Imp::Memcpy);
+        imps.push(Imp::Copy);
     }
+    let (times, traffic) = time_one(env, coll, size, &imps, iters, warmup, plan.imbalance, seq);
+    progress.inc(&label);
+    // Every rank's single-copy bytes, by transport, summed at rank 0.
+    let root = world.process_at_rank(0);
+    let mut moved_sum = vec![0u64; traffic.len()];
+    if me == 0 {
+        root.reduce_into_root(&traffic[..], &mut moved_sum[..], SystemOperation::sum());
+    } else {
+        root.reduce_into(&traffic[..], SystemOperation::sum());
+    }
+    // Every rank's times to rank 0, which takes each iteration's maximum over the ranks
+    // (the slowest rank makes the iteration's time).
+    if me != 0 {
+        root.gather_into(&times[..]);
+        return Vec::new();
+    }
+    let mut all = vec![0f64; times.len() * np];
+    root.gather_into_root(&times[..], &mut all[..]);
+    let summary = |k: usize| {
+        let per_rank: Vec<Vec<f64>> =
+            all.chunks_exact(times.len()).map(|rank| rank[k * iters..(k + 1) * iters].to_vec()).collect();
+        let max = stats::per_iteration_max(&per_rank);
+        Summary::of(&max).expect("at least one iteration").scaled(1e6)
+    };
+    // A collective that moves no data has no copy to compare with.
+    let (memcpy, copy) = if coll.sized() {
+        (summary(imps.len() - 2), summary(imps.len() - 1))
+    } else {
+        (Summary { median: 0.0, min: 0.0, max: 0.0 }, Summary { median: 0.0, min: 0.0, max: 0.0 })
+    };
+    algos
+        .iter()
+        .enumerate()
+        .map(|(k, &algorithm)| Row {
+            coll: coll.name(),
+            algorithm: algorithm.to_owned(),
+            buffers: env.buffers,
+            moved: moved(&moved_sum[3 * (k + 1)..3 * (k + 2)]),
+            transport: transport.to_owned(),
+            np,
+            size,
+            iters,
+            mpi: summary(0),
+            zcoll: summary(k + 1),
+            memcpy,
+            copy,
+        })
+        .collect()
 }
 
 /// The transports that moved bytes, from `[cma, heap, xpmem]` byte counts: their names

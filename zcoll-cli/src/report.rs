@@ -474,7 +474,9 @@ fn method(w: &mut String, pairs: usize) {
     let _ = writeln!(
         w,
         "- **Alternation.** The Open MPI and MPICH runs alternate (and which goes first \
-         alternates from pair to pair), so a slow drift of the machine's load falls on both."
+         alternates from pair to pair), so a slow drift of the machine's load falls on both. \
+         Inside a run, every kind of buffers of a point is measured right after the other, so \
+         that the comparison of `Vec` and heap buffers is not one of two moments."
     );
     let _ = writeln!(
         w,

@@ -163,7 +163,7 @@ pub(crate) fn allgather(
     let n = send.map_or(recv.len() / p, <[u8]>::len);
     let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport, ctx.overrides);
     let recv_addr = recv.as_mut_ptr() as usize;
-    let prestaged = algorithm == Ok(AllgatherAlgorithm::Staged) && n <= ctx.ctl.one_phase_bytes();
+    let prestaged = matches!(algorithm, Ok(AllgatherAlgorithm::Staged)) && n <= ctx.ctl.one_phase_bytes();
     // A receive buffer too short for this rank's block fails the verdict: stage nothing.
     let own: &[u8] = send.or_else(|| recv.get(me * n..(me + 1) * n)).unwrap_or(&[]);
     // A block of a few bytes travels in the call record, on the line that shows the
@@ -172,7 +172,7 @@ pub(crate) fn allgather(
     let inline = prestaged && n <= INLINE_BYTES;
     let call = Call {
         op: algorithm.as_ref().map_or(op(Kind::Allgather, 0, 0), |a| a.op())
-            | staged_private(algorithm == Ok(AllgatherAlgorithm::Staged)),
+            | staged_private(matches!(algorithm, Ok(AllgatherAlgorithm::Staged))),
         root: 0,
         // In place, peers read this rank's block where it already is.
         send: send.map_or(recv_addr + me * n, |s| s.as_ptr() as usize),
@@ -180,7 +180,7 @@ pub(crate) fn allgather(
         recv: recv_addr,
         recv_len: recv.len(),
         // Only the ring-source writers let peers write into the receive buffers.
-        recv_writable: algorithm == Ok(AllgatherAlgorithm::RingSourceWrite),
+        recv_writable: matches!(algorithm, Ok(AllgatherAlgorithm::RingSourceWrite)),
         aux: 0,
         aux2: if inline { inline_word(own) } else { 0 },
     };

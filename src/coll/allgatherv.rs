@@ -103,12 +103,12 @@ pub(crate) fn allgatherv(ctx: &Ctx<'_>, call: Exchange<'_, Given<'_>>) -> Result
         Some(f) => fault_words(&mut meta, f),
     }
     // Only the ring-source writers let peers write into the receive buffers.
-    let writable = algorithm == Ok(AllgathervAlgorithm::RingSourceWrite);
+    let writable = matches!(algorithm, Ok(AllgathervAlgorithm::RingSourceWrite));
     let call =
         Call { aux2: aux2_of(elem, own), ..Call::new(op(Kind::Allgatherv, code, k), send, recv, writable) };
     let fit = fits(ctx, partition_len(p));
     // The block travels with the arrival where it fits and may be staged (`one_phase`).
-    let cap = (algorithm == Ok(AllgathervAlgorithm::Auto)).then_some(ALLGATHERV_STAGED_MAX);
+    let cap = (matches!(algorithm, Ok(AllgathervAlgorithm::Auto))).then_some(ALLGATHERV_STAGED_MAX);
     let staged: &[&[u8]] = match algorithm {
         Ok(AllgathervAlgorithm::Auto | AllgathervAlgorithm::Staged)
             if own.is_none() && stages(ctx, cap, partition_len(p), send.len()) =>

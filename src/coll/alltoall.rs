@@ -174,19 +174,19 @@ pub(crate) fn alltoall(
     // once every record is in, every rank reads its blocks in place if every send buffer
     // turns out to be mapped (`switch_to_loads`), else goes through the staging areas.
     let switchable = requested == AlltoallAlgorithm::Auto
-        && algorithm == Ok(AlltoallAlgorithm::Staged)
+        && matches!(algorithm, Ok(AlltoallAlgorithm::Staged))
         && super::heap_switchable::<AlltoallAlgorithm>(ctx, send.len());
     let word = op(Kind::Alltoall, code, 0)
-        | staged_private(algorithm == Ok(AlltoallAlgorithm::Staged) && !switchable);
+        | staged_private(matches!(algorithm, Ok(AlltoallAlgorithm::Staged)) && !switchable);
     // Only the pairwise writers let peers write into the receive buffers.
-    let call = Call::new(word, send, recv, algorithm == Ok(AlltoallAlgorithm::PairwiseWrite));
+    let call = Call::new(word, send, recv, matches!(algorithm, Ok(AlltoallAlgorithm::PairwiseWrite)));
     let check_lengths = |r: &Round<'_>| {
         let whole = |first: usize| first / r.size() * r.size();
         lengths(r, whole, whole)
     };
     // A staged alltoall whose send buffer fits in the staging area travels with the
     // arrival: one flag phase, every rank copies its block straight out of each peer's area.
-    if algorithm == Ok(AlltoallAlgorithm::Staged) && send.len() <= ctx.ctl.one_phase_bytes() {
+    if matches!(algorithm, Ok(AlltoallAlgorithm::Staged)) && send.len() <= ctx.ctl.one_phase_bytes() {
         let round = check_staged(ctx, call, &[], &[send], false, check_lengths)?;
         let me = round.me();
         for r in 0..p {

@@ -125,13 +125,13 @@ pub(crate) fn alltoallv(ctx: &Ctx<'_>, call: Exchange<'_, Sides<'_>>) -> Result<
         Some(f) => fault_words(&mut meta, f),
     }
     // Only the pairwise writers let peers write into the receive buffers.
-    let writable = algorithm == Ok(AlltoallvAlgorithm::PairwiseWrite);
+    let writable = matches!(algorithm, Ok(AlltoallvAlgorithm::PairwiseWrite));
     let call =
         Call { aux2: aux2_of(elem, own), ..Call::new(op(Kind::Alltoallv, code, k), send, recv, writable) };
     let fit = fits(ctx, meta_len(p));
     // The blocks for the peers travel with the arrival, in rank order, where they fit and
     // may be staged (see `one_phase`).
-    let cap = (algorithm == Ok(AlltoallvAlgorithm::Auto)).then(|| auto_cap(p));
+    let cap = (matches!(algorithm, Ok(AlltoallvAlgorithm::Auto))).then(|| auto_cap(p));
     let mut staged = StagedBlocks::new();
     if let (None, Ok(AlltoallvAlgorithm::Auto | AlltoallvAlgorithm::Staged)) = (own, &algorithm) {
         staged = staged_blocks(send, &sides.send(), p, me, elem).unwrap_or_default();

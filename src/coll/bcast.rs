@@ -195,18 +195,19 @@ pub(crate) fn bcast(
         (false, transport, a) => a.resolve(buf.len(), ctx.ctl.size(), transport, ctx.overrides),
     };
     let (code, param) = algorithm.as_ref().map(|a| a.wire()).unwrap_or((0, 0));
-    if algorithm == Ok(BcastAlgorithm::ArrivalAware) {
+    if matches!(algorithm, Ok(BcastAlgorithm::ArrivalAware)) {
         return arrival_aware(ctx, buf, root, src, op(Kind::Bcast, code, param));
     }
     let len = buf.len();
     // Only the direct-write receivers let a peer write into their buffer.
-    let written = algorithm == Ok(BcastAlgorithm::DirectWrite) && ctx.ctl.me() != src;
+    let written = matches!(algorithm, Ok(BcastAlgorithm::DirectWrite)) && ctx.ctl.me() != src;
     // Copies through the segment share no buffer: a private call (one flag phase).
     let private = feed.is_none() && matches!(algorithm, Ok(BcastAlgorithm::Staged | BcastAlgorithm::Fifo));
     // A staged broadcast that fits in the root's staging area travels with the root's
     // arrival: one flag phase, readers copy out right after the verdict; a few bytes
     // travel in the call record itself.
-    let prestaged = private && algorithm == Ok(BcastAlgorithm::Staged) && len <= ctx.ctl.one_phase_bytes();
+    let prestaged =
+        private && matches!(algorithm, Ok(BcastAlgorithm::Staged)) && len <= ctx.ctl.one_phase_bytes();
     let inline = prestaged && len <= INLINE_BYTES;
     let call = Call {
         root: root as i64,

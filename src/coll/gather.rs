@@ -162,7 +162,7 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
     let no_override = matches!(ctx.overrides.choice::<GatherAlgorithm>(GatherAlgorithm::VAR), Ok(None));
     let switchable = requested == GatherAlgorithm::Auto
         && (writes && no_override
-            || algorithm == Ok(GatherAlgorithm::Staged)
+            || matches!(algorithm, Ok(GatherAlgorithm::Staged))
                 && super::heap_switchable::<GatherAlgorithm>(ctx, block));
     let auto = match switchable {
         true => AUTO_CHOSE | (OverCma::of(block, size) as u64) << OVER_CMA_SHIFT,
@@ -177,7 +177,7 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
     let writable = writes;
     let call = Call {
         op: op(Kind::Gather, code, k)
-            | staged_private(algorithm == Ok(GatherAlgorithm::Staged) && !switchable),
+            | staged_private(matches!(algorithm, Ok(GatherAlgorithm::Staged)) && !switchable),
         root: root as i64,
         send,
         send_len: block,
@@ -190,7 +190,7 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
     let measure = Measure { block: |c| c.send_len, whole: |c| c.recv_len, which: "receive" };
     // A staged gather whose block fits in the staging area travels with the arrivals: one
     // flag phase, the root copies every block straight out of its owner's area.
-    if algorithm == Ok(GatherAlgorithm::Staged) && block <= ctx.ctl.one_phase_bytes() {
+    if matches!(algorithm, Ok(GatherAlgorithm::Staged)) && block <= ctx.ctl.one_phase_bytes() {
         let own: &[u8] = match &bufs {
             GatherBufs::Leaf { send } => send,
             GatherBufs::Root { .. } => &[],
@@ -223,7 +223,7 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
         Ok(chosen) if switchable => Ok(settle(&round, dst, chosen)),
         a => a,
     };
-    if switchable && algorithm == Ok(GatherAlgorithm::Staged) {
+    if switchable && matches!(algorithm, Ok(GatherAlgorithm::Staged)) {
         // Staged after all, as every rank settled from the same records: nobody touches
         // anybody's buffers, so the call ends as a private one would.
         round.leave_early();

@@ -120,7 +120,7 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
     let fit = fits(ctx, partition_len(p));
     // A leaf's block travels with its arrival where it fits and may be staged: the root
     // then copies it straight out of the leaf's area (see `one_phase`).
-    let cap = (algorithm == Ok(GatherAlgorithm::Auto)).then_some(AUTO_STAGE_MAX);
+    let cap = (matches!(algorithm, Ok(GatherAlgorithm::Auto))).then_some(AUTO_STAGE_MAX);
     let staged: &[&[u8]] = match (&bufs, &algorithm) {
         (GathervBufs::Leaf { send }, Ok(GatherAlgorithm::Auto | GatherAlgorithm::Staged))
             if stages(ctx, cap, 0, send.len()) =>

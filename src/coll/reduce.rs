@@ -57,6 +57,10 @@ use crate::sync::{Call, Round, SCRATCH_HALF};
 use crate::transport::{Read, RemoteBuf, TransportKind};
 use crate::tune::{select, Algo};
 
+/// One entry per rank of the node, on the stack up to 16 ranks (a call's per-peer lists,
+/// built every call).
+type Ranks<T> = smallvec::SmallVec<[T; 16]>;
+
 /// The chunk of the partitioned reduction when every peer's input is mapped here: the
 /// accumulator's chunk and the peer's copy of it fit in L1 together.
 pub(crate) const MAPPED_CHUNK: usize = 8 * 1024;
@@ -267,14 +271,14 @@ fn reduce_to<T: Pod, O: Operator<T>>(
     // 537 at 2 MiB).
     let switchable = src.is_some()
         && requested == ReduceAlgorithm::Auto
-        && algorithm == Ok(ReduceAlgorithm::Staged)
+        && matches!(algorithm, Ok(ReduceAlgorithm::Staged))
         && super::heap_switchable::<ReduceAlgorithm>(ctx, n * size);
     // The staged reduction crosses only the segment: a private call (one flag phase).
-    let private = super::staged_private(algorithm == Ok(ReduceAlgorithm::Staged) && !switchable);
+    let private = super::staged_private(matches!(algorithm, Ok(ReduceAlgorithm::Staged)) && !switchable);
     // A staged reduction whose input fits in the staging area travels with the arrival:
     // one flag phase, every consumer folds straight out of the peers' areas; a few bytes
     // travel in the call record itself.
-    let prestaged = algorithm == Ok(ReduceAlgorithm::Staged) && n * size <= ctx.ctl.one_phase_bytes();
+    let prestaged = matches!(algorithm, Ok(ReduceAlgorithm::Staged)) && n * size <= ctx.ctl.one_phase_bytes();
     let inline = prestaged && n * size <= INLINE_BYTES;
     let input: &[u8] = match &bufs {
         Bufs::Apart(s, _) | Bufs::SendOnly(s) => bytemuck::cast_slice(s),
@@ -289,7 +293,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         recv_len,
         // The root of a reduce lets the partition owners write into its output.
         recv_writable: src.is_some_and(|s| s == ctx.ctl.me())
-            && (algorithm == Ok(ReduceAlgorithm::Partitioned) || switchable),
+            && (matches!(algorithm, Ok(ReduceAlgorithm::Partitioned)) || switchable),
         aux: src.unwrap_or(0) as u64,
         aux2: if inline { inline_word(input) } else { switchable as u64 },
     };
@@ -329,7 +333,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         false => check(ctx, call, src.is_some(), lengths)?,
     };
     let loads = switchable && loads_everywhere(&round, target);
-    if switchable && !loads && algorithm == Ok(ReduceAlgorithm::Staged) {
+    if switchable && !loads && matches!(algorithm, Ok(ReduceAlgorithm::Staged)) {
         // Staged after all: nobody touches anybody's buffers, so the call ends as a
         // private one would.
         round.leave_early();
@@ -415,7 +419,7 @@ fn partitioned<T: Pod, O: Operator<T>>(
     let n = bufs.input_len();
     let size = std::mem::size_of::<T>();
     // Every peer's input, resolved once: mapped here (heap, XPMEM) or through CMA.
-    let sends: Vec<_> = (0..p).map(|j| round.peer_send(j)).collect();
+    let sends: Ranks<_> = (0..p).map(|j| round.peer_send(j)).collect();
     // Copies out of mapped memory cost no system call, so their chunk can be small enough
     // for the accumulator and the peer's piece to stay in L1.
     let mapped = (0..p).filter(|&j| j != me).all(|j| sends[j].kind() != TransportKind::Cma);
@@ -429,7 +433,7 @@ fn partitioned<T: Pod, O: Operator<T>>(
     };
     let mut scratch = round.scratch();
     let (first, x) = scratch_halves::<T>(&mut scratch);
-    let order: Vec<usize> = if oper.commutative() {
+    let order: Ranks<usize> = if oper.commutative() {
         std::iter::once(me).chain((0..p).filter(|&j| j != me)).collect()
     } else {
         (0..p).collect()
@@ -498,10 +502,10 @@ fn root_read<T: Pod, O: Operator<T>>(round: &Round<'_>, bufs: Bufs<'_, T>, oper:
         Bufs::InPlace(b) => (b, None),
     };
     let size = std::mem::size_of::<T>();
-    let sends: Vec<_> = (0..p).map(|j| round.peer_send(j)).collect();
+    let sends: Ranks<_> = (0..p).map(|j| round.peer_send(j)).collect();
     let mapped = (0..p).filter(|&j| j != me).all(|j| sends[j].kind() != TransportKind::Cma);
     let peers = (0..p).filter(|&j| j != me);
-    let order: Vec<usize> = match (oper.commutative(), input.is_some()) {
+    let order: Ranks<usize> = match (oper.commutative(), input.is_some()) {
         (false, _) => (0..p).collect(),
         (true, true) => peers.chain(std::iter::once(me)).collect(),
         (true, false) => std::iter::once(me).chain(peers).collect(),

@@ -165,21 +165,23 @@ pub(crate) fn scatter(ctx: &Ctx<'_>, call: Rooted<ScatterBufs<'_>>) -> Result<()
         ScatterBufs::Leaf { recv } => (0, recv.as_ptr() as usize),
     };
     let call = Call {
-        op: op(Kind::Scatter, code, k) | staged_private(algorithm == Ok(ScatterAlgorithm::Staged)),
+        op: op(Kind::Scatter, code, k) | staged_private(matches!(algorithm, Ok(ScatterAlgorithm::Staged))),
         root: root as i64,
         send,
         send_len: claim.whole,
         recv,
         recv_len: block,
         // Only the receivers of a sequential write let a peer write into their buffer.
-        recv_writable: algorithm == Ok(ScatterAlgorithm::SequentialWrite) && !claim.root,
+        recv_writable: matches!(algorithm, Ok(ScatterAlgorithm::SequentialWrite)) && !claim.root,
         aux: src as u64,
         aux2: claim.aux2(),
     };
     let measure = Measure { block: |c| c.recv_len, whole: |c| c.send_len, which: "send" };
     // A staged scatter whose blocks all fit in the staging area travels with the root's
     // arrival: one flag phase, every rank copies its block straight out of the root's area.
-    if algorithm == Ok(ScatterAlgorithm::Staged) && block.saturating_mul(size) <= ctx.ctl.one_phase_bytes() {
+    if matches!(algorithm, Ok(ScatterAlgorithm::Staged))
+        && block.saturating_mul(size) <= ctx.ctl.one_phase_bytes()
+    {
         let root_send = match &bufs {
             ScatterBufs::Root { send, .. } => Some(*send),
             ScatterBufs::Leaf { .. } => None,

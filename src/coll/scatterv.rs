@@ -124,7 +124,7 @@ pub(crate) fn scatterv(ctx: &Ctx<'_>, call: Rooted<ScattervBufs<'_>>) -> Result<
     let fit = fits(ctx, partition_len(p));
     // The root stages the peers' blocks, in rank order, with its arrival where they fit
     // (see `one_phase`); not at all where its partition is not valid (the checks fail).
-    let cap = (algorithm == Ok(ScatterAlgorithm::Auto)).then_some(AUTO_STAGE_MAX);
+    let cap = (matches!(algorithm, Ok(ScatterAlgorithm::Auto))).then_some(AUTO_STAGE_MAX);
     let mut staged = StagedBlocks::new();
     if let (
         ScattervBufs::Root { send, counts, displs, .. },

@@ -28,6 +28,15 @@
 //! same error, whichever rank arrived first. Loom explores both orders: the reader's
 //! issue poll sees the root's stamp (the copy at issue) or does not (the copy in `wait`).
 //!
+//! [`run_staged`] is the variant for 64 KiB, where the broadcast is staged: the root
+//! arrives at issue, then copies its message into its staging area chunk by chunk
+//! (`Round::stage_bcast`: the two halves, a step posted after each with
+//! `Round::post_progress`, Release, before any verdict), and leaves; the reader, after a
+//! good verdict (at issue or in `wait`), waits for each step (`wait_progress`, Acquire)
+//! and copies the chunk out of the root's area. The root restages only after its `wait`
+//! has seen the reader's end word. There [`Weakening::PublishRelaxed`] weakens the
+//! step's store (not the stamp's), and the others are as below.
+//!
 //! Weakenings: [`Weakening::PublishRelaxed`] (the root's stamp: the reader's copy at
 //! issue may read the buffer before its fill), [`Weakening::PollRelaxed`] (the reader's
 //! poll at issue), [`Weakening::DoneRelaxed`] (the reader's end word posted at issue: the
@@ -66,6 +75,10 @@ struct Rank {
     done: AtomicU64,
     call: [[AtomicU64; 4]; 2],
     buf: UnsafeCell<u64>,
+    /// The two halves of the rank's staging area ([`run_staged`]).
+    stage: [UnsafeCell<u64>; 2],
+    /// `progress`: the steps of the round posted so far (`stamp(epoch, step)`).
+    progress: AtomicU64,
 }
 
 fn value(epoch: u64) -> u64 {
@@ -94,6 +107,9 @@ struct Orders {
     poll: Ordering,
     done: Ordering,
     end_wait: bool,
+    /// The staged variant, and the ordering of its steps.
+    staged: bool,
+    step: Ordering,
 }
 
 /// `Control::publish`.
@@ -118,7 +134,21 @@ fn check_move_post(node: &[Rank], me: usize, epoch: u64, o: Orders) -> Result<()
     let verdict = judge(&ops);
     let expected = if epoch == MISMATCH { Err(1) } else { Ok(()) };
     assert_eq!(verdict, expected, "rank {me}, round {epoch}: records {ops:x?}");
-    if verdict.is_ok() && me != ROOT {
+    if verdict.is_ok() && me != ROOT && o.staged {
+        let mut got = 0;
+        for (c, half) in node[ROOT].stage.iter().enumerate() {
+            // Round::wait_progress.
+            let want = crate::stamp(epoch, c as u32 + 1);
+            spin(|| crate::reached(node[ROOT].progress.load(Ordering::Acquire), want));
+            // SAFETY: the root posted this chunk's step (seen with Acquire) after
+            // writing it, and restages it only after our end word (seen with Acquire).
+            let chunk = half.with(|p| unsafe { *p });
+            assert_eq!(chunk, value(epoch) + c as u64, "rank {me} copied a chunk of another round");
+            got = chunk - c as u64;
+        }
+        // SAFETY: our own buffer, lent to this request; nothing else touches it.
+        node[me].buf.with_mut(|p| unsafe { *p = got });
+    } else if verdict.is_ok() && me != ROOT {
         // SAFETY: the root published its buffer for this round (its stamp, seen with
         // Acquire) and touches it again only after our end word (seen with Acquire).
         let got = node[ROOT].buf.with(|p| unsafe { *p });
@@ -158,6 +188,15 @@ fn rank(node: &[Rank], me: usize, o: Orders) {
             mine.buf.with_mut(|p| unsafe { *p = value(epoch) });
         }
         arrive(mine, me, epoch, o);
+        if me == ROOT && o.staged {
+            // Round::stage_bcast's root, before any verdict: its own area only.
+            for (c, half) in mine.stage.iter().enumerate() {
+                // SAFETY: our own staging area; the reader copies it only between this
+                // chunk's step and its end word, which our previous `wait` awaited.
+                half.with_mut(|p| unsafe { *p = value(epoch) + c as u64 });
+                mine.progress.store(crate::stamp(epoch, c as u32 + 1), o.step);
+            }
+        }
         let at_issue = (me != ROOT && published(node, epoch, o)).then(|| check_move_post(node, me, epoch, o));
         if me != ROOT {
             PATHS[at_issue.is_none() as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -192,6 +231,19 @@ fn rank(node: &[Rank], me: usize, o: Orders) {
 /// root refill its buffer while the reader copies it, or lets the ranks disagree on a
 /// round's result; on a weakening this model does not have.
 pub fn run(w: Weakening) {
+    model(w, false);
+}
+
+/// Runs the staged variant once (inside [`crate::check`]).
+///
+/// # Panics
+///
+/// As [`run`], and if the reader copies a chunk the root has not staged yet.
+pub fn run_staged(w: Weakening) {
+    model(w, true);
+}
+
+fn model(w: Weakening, staged: bool) {
     assert!(matches!(
         w,
         Weakening::None
@@ -200,8 +252,15 @@ pub fn run(w: Weakening) {
             | Weakening::DoneRelaxed
             | Weakening::GiverSkipsEnd
     ));
+    // Staged, the weakened publication is the step's (the stamp's is `run`'s).
+    let (stamp_w, step_w) = match staged {
+        true => (Weakening::None, w),
+        false => (w, Weakening::None),
+    };
     let o = Orders {
-        publish: w.ordering(Weakening::PublishRelaxed, Ordering::Release),
+        publish: stamp_w.ordering(Weakening::PublishRelaxed, Ordering::Release),
+        staged,
+        step: step_w.ordering(Weakening::PublishRelaxed, Ordering::Release),
         poll: w.ordering(Weakening::PollRelaxed, Ordering::Acquire),
         done: w.ordering(Weakening::DoneRelaxed, Ordering::Release),
         end_wait: w != Weakening::GiverSkipsEnd,
@@ -213,6 +272,8 @@ pub fn run(w: Weakening) {
                 done: AtomicU64::new(0),
                 call: Default::default(),
                 buf: UnsafeCell::new(0),
+                stage: Default::default(),
+                progress: AtomicU64::new(0),
             })
             .collect(),
     );

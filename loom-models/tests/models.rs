@@ -199,3 +199,23 @@ fn split_round_with_relaxed_done_fails() {
 fn split_round_whose_giver_skips_the_end_fails() {
     fails(split::run, Weakening::GiverSkipsEnd);
 }
+
+#[test]
+fn staged_split_round_holds() {
+    holds("split (staged)", PREEMPTIONS_TWO_RANKS, split::run_staged);
+}
+
+#[test]
+fn staged_split_round_with_relaxed_step_fails() {
+    fails(split::run_staged, Weakening::PublishRelaxed);
+}
+
+#[test]
+fn staged_split_round_with_relaxed_done_fails() {
+    fails(split::run_staged, Weakening::DoneRelaxed);
+}
+
+#[test]
+fn staged_split_round_whose_giver_skips_the_end_fails() {
+    fails(split::run_staged, Weakening::GiverSkipsEnd);
+}

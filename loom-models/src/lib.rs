@@ -22,6 +22,10 @@
 //!   same records on every rank), move (a peer's buffer read in place), finish (`done`
 //!   and the statuses), over successive rounds with the records double-buffered by
 //!   epoch parity;
+//! - [`split`]: a broadcast round split at issue, the design for overlap at 64-256 KiB:
+//!   both ranks arrive at issue, the root returns, a reader that finds every record
+//!   published judges and copies at issue, and each `wait` finishes the round (with a
+//!   mismatch found at issue reported by `wait`);
 //! - [`private`]: private rounds left without waiting (the owed wait, `settle`) and
 //!   one-phase rounds (`begin_staged`, `read_staged`, `leave_early`) in turn;
 //! - [`deferred`]: the deferred verdict: a rank leaves one-phase rounds before their
@@ -40,6 +44,7 @@ pub mod deferred;
 pub mod p2p_fifo;
 pub mod private;
 pub mod round;
+pub mod split;
 
 /// Which ordering of a model is weakened (or which wait is dropped). Each model accepts
 /// [`Weakening::None`] and the variants its docs list; it panics on any other.
@@ -75,6 +80,9 @@ pub enum Weakening {
     HeadRelaxed,
     /// A reader's (or writer's) increment of the owner's completion counter made Relaxed.
     CompleteRelaxed,
+    /// A giver that left a split round at issue ends it in `wait` without waiting for the
+    /// readers' end words (the root of [`split`] touches its buffer again too early).
+    GiverSkipsEnd,
 }
 
 impl Weakening {

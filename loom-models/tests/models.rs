@@ -1,7 +1,7 @@
 //! Every model holds as `src/sync/` has it, and fails once its key ordering is weakened.
 
 use loom_models::{
-    bcast_fifo, check, counter, deferred, p2p_fifo, private, round, Weakening, PREEMPTIONS,
+    bcast_fifo, check, counter, deferred, p2p_fifo, private, round, split, Weakening, PREEMPTIONS,
     PREEMPTIONS_TWO_RANKS,
 };
 
@@ -166,4 +166,56 @@ fn deferred_verdict_with_flags_after_stamp_fails() {
 #[test]
 fn deferred_verdict_with_relaxed_stamp_fails() {
     fails(deferred::run, Weakening::PublishRelaxed);
+}
+
+#[test]
+fn split_round_holds() {
+    holds("split", PREEMPTIONS_TWO_RANKS, split::run);
+    // Both orders were explored: the reader found the root's record at issue (and
+    // copied there) in some interleavings, and ran the round in `wait` in others.
+    let [issue, wait] = &split::PATHS;
+    let (issue, wait) =
+        (issue.load(std::sync::atomic::Ordering::Relaxed), wait.load(std::sync::atomic::Ordering::Relaxed));
+    eprintln!("split: reader rounds run at issue {issue}, in wait {wait}");
+    assert!(issue > 0 && wait > 0);
+}
+
+#[test]
+fn split_round_with_relaxed_stamp_fails() {
+    fails(split::run, Weakening::PublishRelaxed);
+}
+
+#[test]
+fn split_round_with_relaxed_stamp_poll_fails() {
+    fails(split::run, Weakening::PollRelaxed);
+}
+
+#[test]
+fn split_round_with_relaxed_done_fails() {
+    fails(split::run, Weakening::DoneRelaxed);
+}
+
+#[test]
+fn split_round_whose_giver_skips_the_end_fails() {
+    fails(split::run, Weakening::GiverSkipsEnd);
+}
+
+#[test]
+fn staged_split_round_holds() {
+    holds("split (staged)", PREEMPTIONS_TWO_RANKS, split::run_staged);
+}
+
+#[test]
+fn staged_split_round_with_relaxed_step_fails() {
+    fails(split::run_staged, Weakening::PublishRelaxed);
+}
+
+#[test]
+fn staged_split_round_with_relaxed_done_fails() {
+    fails(split::run_staged, Weakening::DoneRelaxed);
+}
+
+#[test]
+fn staged_split_round_whose_giver_skips_the_end_fails() {
+    fails(split::run_staged, Weakening::GiverSkipsEnd);
 }

@@ -262,10 +262,10 @@ pub(crate) fn reduce(world: &SimpleCommunicator, comm: &Comm) {
         let e = comm
             .all_reduce_into(&send, &mut recv, if me == p - 1 { Builtin::Max } else { Builtin::Sum })
             .unwrap_err();
-        // Within a node the operator is part of the call's algorithm word; across nodes the
-        // check names it.
+        // Within a node the check names the operator; across nodes, the operator or the
+        // element type (one word of the leaders' claims carries both).
         assert!(
-            matches!(e, Error::Mismatch { culprit, what: "algorithm" | "operator or element type", .. } if culprit == p - 1),
+            matches!(e, Error::Mismatch { culprit, what: "operator" | "operator or element type", .. } if culprit == p - 1),
             "{e}"
         );
         // The same size and operator, another element type: f64 on all, u64 on the last.

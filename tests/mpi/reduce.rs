@@ -515,7 +515,7 @@ fn narrow_sums(world: &SimpleCommunicator, comm: &Comm) {
     }
     // Every rank's element is near the top of the range: any two overflow.
     run::<u8>(world, comm, |r, i| (200 + r as usize + i % 7) as u8, u8::wrapping_add);
-    run::<i8>(world, comm, |r, i| (100 + r as i32 + (i % 5) as i32) as i8, i8::wrapping_add);
+    run::<i8>(world, comm, |r, i| (100 + r + (i % 5) as i32) as i8, i8::wrapping_add);
     run::<u16>(world, comm, |r, i| (60_000 + r as usize * 100 + i % 11) as u16, u16::wrapping_add);
-    run::<i16>(world, comm, |r, i| (-32_000 - r as i32 - (i % 3) as i32) as i16, i16::wrapping_add);
+    run::<i16>(world, comm, |r, i| (-32_000 - r - (i % 3) as i32) as i16, i16::wrapping_add);
 }

@@ -34,13 +34,33 @@ fn node_step<'b, T: Pod>(
 pub(crate) const MULTI_ROOT_MIN_BYTES: usize = 16 * 1024;
 
 /// The built-in operator that the legs between nodes may hand to MPI for `T`: `oper`'s,
-/// except a sum of 8- or 16-bit integers. zcoll's kernels wrap such a sum around, as C
-/// does, and so do MPICH's; Open MPI 4.1's AVX kernels (its `op/avx` component) saturate
-/// it instead (open-mpi/ompi#8045: `200u8 + 201` is 255 there, not 145), which would make
-/// the result depend on how the ranks fall into nodes. Those sums fold in zcoll, as a user
-/// operator's do: gathered over MPI, combined in rank order.
+/// except where an MPI library in use computes it wrongly, which would make the result
+/// depend on how the ranks fall into nodes:
+///
+/// - a sum of 8- or 16-bit integers: zcoll's kernels wrap it around, as C does, and so do
+///   MPICH's; Open MPI 4.1's AVX kernels (`op/avx`) saturate it (open-mpi/ompi#8045:
+///   `200u8 + 201` is 255 there, not 145);
+/// - the minimum or maximum of unsigned integers: MPICH 4.0 compares them as signed
+///   (pmodels/mpich#6083: `min(0u8, 252)` is 252 there), and Open MPI 4.1.2 to 4.1.4 do
+///   for `unsigned long` (open-mpi/ompi#10525).
+///
+/// Those fold in zcoll, as a user operator's do: gathered over MPI, combined in rank
+/// order.
 fn mpi_builtin<T: Pod, O: Operator<T>>(oper: &O) -> Option<Builtin> {
-    oper.builtin().filter(|&b| !(b == Builtin::Sum && std::mem::size_of::<T>() <= 2))
+    use std::any::TypeId;
+    let unsigned = [
+        TypeId::of::<u8>(),
+        TypeId::of::<u16>(),
+        TypeId::of::<u32>(),
+        TypeId::of::<u64>(),
+        TypeId::of::<usize>(),
+    ]
+    .contains(&TypeId::of::<T>());
+    oper.builtin().filter(|&b| match b {
+        Builtin::Sum => std::mem::size_of::<T>() > 2,
+        Builtin::Min | Builtin::Max => !unsigned,
+        _ => true,
+    })
 }
 
 impl Hierarchy {

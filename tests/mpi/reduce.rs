@@ -233,6 +233,7 @@ pub(crate) fn reduce(world: &SimpleCommunicator, comm: &Comm) {
     ported_from_rsmpi(world, comm);
     odd_element_sizes(world, comm);
     narrow_sums(world, comm);
+    unsigned_extremes(world, comm);
 
     // Bad input: the same error on every rank, buffers untouched.
     let send = vec![1.5f64; 100];
@@ -518,4 +519,50 @@ fn narrow_sums(world: &SimpleCommunicator, comm: &Comm) {
     run::<i8>(world, comm, |r, i| (100 + r + (i % 5) as i32) as i8, i8::wrapping_add);
     run::<u16>(world, comm, |r, i| (60_000 + r as usize * 100 + i % 11) as u16, u16::wrapping_add);
     run::<i16>(world, comm, |r, i| (-32_000 - r - (i % 3) as i32) as i16, i16::wrapping_add);
+}
+
+/// The minimum and maximum of unsigned integers above and below the top bit, whatever
+/// the nodes: MPICH 4.0 compares unsigned integers as signed (`min(0u8, 252)` is 252
+/// there), so the legs between nodes must not hand these to MPI either. Checked against
+/// the fold computed here, for the allreduce and the reduce at every root.
+fn unsigned_extremes(world: &SimpleCommunicator, comm: &Comm) {
+    fn run<T: Pod + PartialEq + Ord + std::fmt::Debug + zcoll::op::Reducible>(
+        world: &SimpleCommunicator,
+        comm: &Comm,
+        value: impl Fn(i32, usize) -> T,
+    ) {
+        let (me, p) = (world.rank(), world.size());
+        for n in [1usize, 63, 4097, 20_000] {
+            let mine: Vec<T> = (0..n).map(|i| value(me, i)).collect();
+            for op in [Builtin::Min, Builtin::Max] {
+                let want: Vec<T> = (0..n)
+                    .map(|i| {
+                        let all = (0..p).map(|q| value(q, i));
+                        if op == Builtin::Min { all.min() } else { all.max() }.unwrap()
+                    })
+                    .collect();
+                let mut out = vec![T::zeroed(); n];
+                comm.all_reduce_into(&mine, &mut out, op).unwrap();
+                assert!(out == want, "allreduce {op:?} of {n} {}", std::any::type_name::<T>());
+                for root in 0..p {
+                    let mut out = vec![T::zeroed(); n];
+                    match me == root {
+                        true => comm.reduce_into_root(&mine, &mut out, root, op).unwrap(),
+                        false => comm.reduce_into(&mine, root, op).unwrap(),
+                    }
+                    assert!(
+                        me != root || out == want,
+                        "reduce {op:?} of {n} {} at {root}",
+                        std::any::type_name::<T>()
+                    );
+                }
+            }
+        }
+    }
+    // Rank 0 holds small values, the others values with the top bit set.
+    let top = |r: i32, i: usize| if r == 0 { (i % 3) as u64 } else { u64::MAX - (r as u64) - (i % 5) as u64 };
+    run::<u8>(world, comm, |r, i| (top(r, i) & 0xff) as u8);
+    run::<u16>(world, comm, |r, i| (top(r, i) & 0xffff) as u16);
+    run::<u32>(world, comm, |r, i| top(r, i) as u32);
+    run::<u64>(world, comm, top);
 }

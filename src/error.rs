@@ -49,7 +49,7 @@ pub enum Error {
         rank: i32,
         /// The first rank whose call disagrees with the reference rank's.
         culprit: i32,
-        /// What disagrees (`"collective"`, `"root"`, `"algorithm"`, ...).
+        /// What disagrees (`"collective"`, `"root"`, `"operator"`, `"algorithm"`, ...).
         what: &'static str,
     },
     /// A buffer's length does not agree with the lengths the other ranks passed.

@@ -235,7 +235,8 @@ fn verdict(
 ///
 /// # Errors
 ///
-/// `Mismatch` (collective, exposure, root, element type, algorithm, in that order),
+/// `Mismatch` (collective, exposure, root, element type, a reduction's operator,
+/// algorithm, in that order),
 /// `InvalidRoot` for a `rooted` call whose root is not a rank of `comm_size`, or
 /// `LengthMismatch` from `lengths`.
 fn verdict_of(
@@ -281,6 +282,13 @@ fn verdict_of(
     lengths().map_err(bad_length)?;
     let type_of = |c: &Call| c.op >> TYPE_SHIFT & TYPE_MASK;
     mismatch("element type", &|c, _| type_of(c) == type_of(&first))?;
+    // A reduction's parameter starts with its operator's code: name it, not the algorithm
+    // word it is part of.
+    let reductions = [Kind::Reduce, Kind::Allreduce, Kind::Scan, Kind::Exscan, Kind::ReduceScatterBlock];
+    if reductions.iter().any(|&k| first.op & 0xff == k as u64) {
+        let operator = |c: &Call| c.op >> 16 & 0xffff;
+        mismatch("operator", &|c, _| operator(c) == operator(&first))?;
+    }
     mismatch("algorithm", &|c, _| c.op == first.op)
 }
 
@@ -357,7 +365,7 @@ mod tests {
             (common, exposure) in call(),
             p in 2usize..6,
             odd in 0usize..6,
-            field in 0usize..6,
+            field in 0usize..7,
             me in 0usize..6,
         ) {
             let (odd, me) = (odd % p, me % p);
@@ -371,6 +379,12 @@ mod tests {
                 2 => { c.root = (c.root + 1) % 3; "root" }
                 3 => { c.op ^= 1 << TYPE_SHIFT; "element type" }
                 4 => { c.op ^= 1 << 8; "algorithm" }
+                // The parameter: a reduction's operator, another collective's algorithm
+                // parameter.
+                5 => {
+                    c.op ^= 1 << 16;
+                    if c.op & 0xff == Kind::Reduce as u64 { "operator" } else { "algorithm" }
+                }
                 _ => { c.send_len += 1; "length" }
             };
             // The culprit is the first rank that differs from rank 0.

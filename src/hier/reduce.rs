@@ -10,7 +10,7 @@ use crate::coll::relay::Claim;
 use crate::coll::varcount::{Exchange, Given};
 use crate::coll::{self, bcast::BcastAlgorithm};
 use crate::error::{Error, Result};
-use crate::op::Operator;
+use crate::op::{Builtin, Operator};
 use crate::pod::Pod;
 use crate::to_mpi::{self, Spot};
 use mpi::topology::SimpleCommunicator;
@@ -32,6 +32,36 @@ fn node_step<'b, T: Pod>(
 /// Allreduces of fewer bytes than this take the leader path: their time is the latency of
 /// the node rounds and of one MPI call, which the multi-root path does not shorten.
 pub(crate) const MULTI_ROOT_MIN_BYTES: usize = 16 * 1024;
+
+/// The built-in operator that the legs between nodes may hand to MPI for `T`: `oper`'s,
+/// except where an MPI library in use computes it wrongly, which would make the result
+/// depend on how the ranks fall into nodes:
+///
+/// - a sum of 8- or 16-bit integers: zcoll's kernels wrap it around, as C does, and so do
+///   MPICH's; Open MPI 4.1's AVX kernels (`op/avx`) saturate it (open-mpi/ompi#8045:
+///   `200u8 + 201` is 255 there, not 145);
+/// - the minimum or maximum of unsigned integers: MPICH 4.0 compares them as signed
+///   (pmodels/mpich#6083: `min(0u8, 252)` is 252 there), and Open MPI 4.1.2 to 4.1.4 do
+///   for `unsigned long` (open-mpi/ompi#10525).
+///
+/// Those fold in zcoll, as a user operator's do: gathered over MPI, combined in rank
+/// order.
+fn mpi_builtin<T: Pod, O: Operator<T>>(oper: &O) -> Option<Builtin> {
+    use std::any::TypeId;
+    let unsigned = [
+        TypeId::of::<u8>(),
+        TypeId::of::<u16>(),
+        TypeId::of::<u32>(),
+        TypeId::of::<u64>(),
+        TypeId::of::<usize>(),
+    ]
+    .contains(&TypeId::of::<T>());
+    oper.builtin().filter(|&b| match b {
+        Builtin::Sum => std::mem::size_of::<T>() > 2,
+        Builtin::Min | Builtin::Max => !unsigned,
+        _ => true,
+    })
+}
 
 impl Hierarchy {
     /// Allreduce over several nodes, by one of three paths that every rank chooses alike
@@ -75,7 +105,7 @@ impl Hierarchy {
             return self.small_reduction(net, bufs, None, oper, algorithm);
         }
         self.check_reduction(net, (coll::Kind::Allreduce, claim_word(algorithm)), 0, n, recv, oper)?;
-        if let (true, Some(builtin)) = (self.direct(), oper.builtin()) {
+        if let (true, Some(builtin)) = (self.direct(), mpi_builtin::<T, O>(oper)) {
             return self.all_reduce_mpi(parent, bufs, builtin);
         }
         if self.multi_root(n * std::mem::size_of::<T>(), oper) {
@@ -111,7 +141,7 @@ impl Hierarchy {
         }
         let claim = (coll::Kind::Reduce, claim_word(algorithm));
         self.check_reduction(net, claim, root, n, recv_of(&bufs, root == parent.rank()), oper)?;
-        if let (true, Some(builtin)) = (self.direct(), oper.builtin()) {
+        if let (true, Some(builtin)) = (self.direct(), mpi_builtin::<T, O>(oper)) {
             let at = parent.process_at_rank(root);
             by_pieces(bufs, self.piece, |s, r| match r {
                 Some(r) => at.reduce_into_root(s, r, builtin.mpi()),
@@ -418,7 +448,7 @@ impl Hierarchy {
             Which::ReduceScatterBlock => p,
             _ => 1,
         };
-        let direct = self.direct() && oper.builtin().is_some();
+        let direct = self.direct() && mpi_builtin::<T, O>(oper).is_some();
         // What one output element costs an MPI call's count: one element for MPI's own
         // scans and reduce-scatter (whose count is the output's), every rank's every
         // block where the inputs are gathered.
@@ -438,7 +468,7 @@ impl Hierarchy {
             };
             let out = &mut recv[a..a + c];
             let mut spot = Spot::new();
-            match oper.builtin() {
+            match mpi_builtin::<T, O>(oper) {
                 Some(builtin) if direct => {
                     let op = builtin.mpi();
                     match which {
@@ -496,10 +526,10 @@ fn combine<T: Pod, O: Operator<T>>(
     piece: usize,
 ) {
     let members = comm.size() as usize;
-    let step = pieces(mine.len(), piece, if oper.builtin().is_some() { 1 } else { members });
+    let step = pieces(mine.len(), piece, if mpi_builtin::<T, O>(oper).is_some() { 1 } else { members });
     for (mine, out) in mine.chunks(step).zip(out.chunks_mut(step)) {
         let mut spot = Spot::new();
-        match oper.builtin() {
+        match mpi_builtin::<T, O>(oper) {
             Some(b) => comm.all_reduce_into(to_mpi::send(mine), to_mpi::recv(out, &mut spot), b.mpi()),
             None => {
                 let mut all = vec![T::zeroed(); mine.len() * members];
@@ -558,14 +588,14 @@ fn reduce_to<T: Pod, O: Operator<T>>(
     let at = comm.process_at_rank(root);
     let me = comm.rank() == root;
     let members = comm.size() as usize;
-    let step = pieces(mine.len(), piece, if oper.builtin().is_some() { 1 } else { members });
+    let step = pieces(mine.len(), piece, if mpi_builtin::<T, O>(oper).is_some() { 1 } else { members });
     // `out` is empty off the root: give every piece an empty output there.
     let outs = out.chunks_mut(step).map(Some).chain(std::iter::repeat_with(|| None));
     for (mine, out) in mine.chunks(step).zip(outs) {
         let mut spot = Spot::new();
         let mut none: [T; 0] = [];
         let out = out.unwrap_or(&mut none);
-        match (oper.builtin(), me) {
+        match (mpi_builtin::<T, O>(oper), me) {
             (Some(b), true) => at.reduce_into_root(to_mpi::send(mine), to_mpi::recv(out, &mut spot), b.mpi()),
             (Some(b), false) => at.reduce_into(to_mpi::send(mine), b.mpi()),
             (None, false) => at.gather_into(to_mpi::send(mine)),

@@ -232,6 +232,8 @@ pub(crate) fn reduce(world: &SimpleCommunicator, comm: &Comm) {
 
     ported_from_rsmpi(world, comm);
     odd_element_sizes(world, comm);
+    narrow_sums(world, comm);
+    unsigned_extremes(world, comm);
 
     // Bad input: the same error on every rank, buffers untouched.
     let send = vec![1.5f64; 100];
@@ -261,10 +263,10 @@ pub(crate) fn reduce(world: &SimpleCommunicator, comm: &Comm) {
         let e = comm
             .all_reduce_into(&send, &mut recv, if me == p - 1 { Builtin::Max } else { Builtin::Sum })
             .unwrap_err();
-        // Within a node the operator is part of the call's algorithm word; across nodes the
-        // check names it.
+        // Within a node the check names the operator; across nodes, the operator or the
+        // element type (one word of the leaders' claims carries both).
         assert!(
-            matches!(e, Error::Mismatch { culprit, what: "algorithm" | "operator or element type", .. } if culprit == p - 1),
+            matches!(e, Error::Mismatch { culprit, what: "operator" | "operator or element type", .. } if culprit == p - 1),
             "{e}"
         );
         // The same size and operator, another element type: f64 on all, u64 on the last.
@@ -473,4 +475,94 @@ fn ported_from_rsmpi(world: &SimpleCommunicator, comm: &Comm) {
     // Refused where the built-in is: a bitwise operator on floats, on every rank.
     let e = comm.all_reduce_into(&[1.0f64], &mut [0.0], S::bitwise_and()).unwrap_err();
     assert!(matches!(e, zcoll::Error::Unsupported { .. }), "{e}");
+}
+
+/// Sums of 8- and 16-bit integers that overflow wrap around, as C's do, whatever the
+/// nodes: the same answer from one node, from one rank per node (where MPI's own allreduce
+/// would run) and from the leaders' and multi-root paths. Open MPI 4.1's AVX kernels
+/// saturate such sums (`200u8 + 201` is 255 there), so the legs between nodes must not
+/// hand them to MPI. Checked against the wrapping sum computed here, for the allreduce,
+/// the reduce at every root and the scan; lengths below the carried size, below and above
+/// the multi-root threshold (16 KiB).
+fn narrow_sums(world: &SimpleCommunicator, comm: &Comm) {
+    fn run<T: Pod + PartialEq + std::fmt::Debug + zcoll::op::Reducible>(
+        world: &SimpleCommunicator,
+        comm: &Comm,
+        value: impl Fn(i32, usize) -> T,
+        add: impl Fn(T, T) -> T,
+    ) {
+        let (me, p) = (world.rank(), world.size());
+        for n in [1usize, 63, 4097, 20_000] {
+            let mine: Vec<T> = (0..n).map(|i| value(me, i)).collect();
+            let upto = |last: i32| -> Vec<T> {
+                (0..n).map(|i| (1..=last).fold(value(0, i), |a, q| add(a, value(q, i)))).collect()
+            };
+            let want = upto(p - 1);
+            let mut out = vec![T::zeroed(); n];
+            comm.all_reduce_into(&mine, &mut out, Builtin::Sum).unwrap();
+            assert!(out == want, "allreduce of {n} {}: {:?}", std::any::type_name::<T>(), &out[..2.min(n)]);
+            for root in 0..p {
+                let mut out = vec![T::zeroed(); n];
+                match me == root {
+                    true => comm.reduce_into_root(&mine, &mut out, root, Builtin::Sum).unwrap(),
+                    false => comm.reduce_into(&mine, root, Builtin::Sum).unwrap(),
+                }
+                assert!(me != root || out == want, "reduce of {n} {} at {root}", std::any::type_name::<T>());
+            }
+            let mut out = vec![T::zeroed(); n];
+            comm.scan_into(&mine, &mut out, Builtin::Sum).unwrap();
+            assert!(out == upto(me), "scan of {n} {}", std::any::type_name::<T>());
+        }
+    }
+    // Every rank's element is near the top of the range: any two overflow.
+    run::<u8>(world, comm, |r, i| (200 + r as usize + i % 7) as u8, u8::wrapping_add);
+    run::<i8>(world, comm, |r, i| (100 + r + (i % 5) as i32) as i8, i8::wrapping_add);
+    run::<u16>(world, comm, |r, i| (60_000 + r as usize * 100 + i % 11) as u16, u16::wrapping_add);
+    run::<i16>(world, comm, |r, i| (-32_000 - r - (i % 3) as i32) as i16, i16::wrapping_add);
+}
+
+/// The minimum and maximum of unsigned integers above and below the top bit, whatever
+/// the nodes: MPICH 4.0 compares unsigned integers as signed (`min(0u8, 252)` is 252
+/// there), so the legs between nodes must not hand these to MPI either. Checked against
+/// the fold computed here, for the allreduce and the reduce at every root.
+fn unsigned_extremes(world: &SimpleCommunicator, comm: &Comm) {
+    fn run<T: Pod + PartialEq + Ord + std::fmt::Debug + zcoll::op::Reducible>(
+        world: &SimpleCommunicator,
+        comm: &Comm,
+        value: impl Fn(i32, usize) -> T,
+    ) {
+        let (me, p) = (world.rank(), world.size());
+        for n in [1usize, 63, 4097, 20_000] {
+            let mine: Vec<T> = (0..n).map(|i| value(me, i)).collect();
+            for op in [Builtin::Min, Builtin::Max] {
+                let want: Vec<T> = (0..n)
+                    .map(|i| {
+                        let all = (0..p).map(|q| value(q, i));
+                        if op == Builtin::Min { all.min() } else { all.max() }.unwrap()
+                    })
+                    .collect();
+                let mut out = vec![T::zeroed(); n];
+                comm.all_reduce_into(&mine, &mut out, op).unwrap();
+                assert!(out == want, "allreduce {op:?} of {n} {}", std::any::type_name::<T>());
+                for root in 0..p {
+                    let mut out = vec![T::zeroed(); n];
+                    match me == root {
+                        true => comm.reduce_into_root(&mine, &mut out, root, op).unwrap(),
+                        false => comm.reduce_into(&mine, root, op).unwrap(),
+                    }
+                    assert!(
+                        me != root || out == want,
+                        "reduce {op:?} of {n} {} at {root}",
+                        std::any::type_name::<T>()
+                    );
+                }
+            }
+        }
+    }
+    // Rank 0 holds small values, the others values with the top bit set.
+    let top = |r: i32, i: usize| if r == 0 { (i % 3) as u64 } else { u64::MAX - (r as u64) - (i % 5) as u64 };
+    run::<u8>(world, comm, |r, i| (top(r, i) & 0xff) as u8);
+    run::<u16>(world, comm, |r, i| (top(r, i) & 0xffff) as u16);
+    run::<u32>(world, comm, |r, i| top(r, i) as u32);
+    run::<u64>(world, comm, top);
 }

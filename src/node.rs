@@ -33,6 +33,7 @@ pub(crate) struct NodeComm {
 impl Drop for NodeComm {
     fn drop(&mut self) {
         self.ctl.report_left();
+        self.ctl.depart();
     }
 }
 

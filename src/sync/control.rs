@@ -108,14 +108,10 @@ impl Control {
         if seg.len() < Control::segment_len(n, stage_bytes) {
             return Err(bad(ranks[me]));
         }
-        let others = (0..n)
-            .filter(|&r| r != me)
-            .map(|r| Peer { me: ranks[me], rank: ranks[r], pid: pids[r] })
-            .collect();
-        let ctl = Control {
+        let mut ctl = Control {
             seg,
             me,
-            others,
+            others: Vec::new(),
             ranks,
             births: Births::of(&pids),
             pids,
@@ -145,6 +141,7 @@ impl Control {
         } else if fields.iter().zip(expect).any(|(f, v)| f.load(Ordering::Relaxed) != v) {
             return Err(bad(ctl.ranks[me]));
         }
+        ctl.others = (0..n).filter(|&r| r != me).map(|r| ctl.peer(r)).collect();
         Ok(ctl)
     }
 
@@ -240,7 +237,19 @@ impl Control {
     }
 
     pub(super) fn peer(&self, r: usize) -> Peer {
-        Peer { me: self.ranks[self.me], rank: self.ranks[r], pid: self.pids[r] }
+        let departed = &self.slot(r).departed;
+        // SAFETY: the word lies in this control's segment, mapped as long as the control
+        // lives; its peers are used in its own waits (`others`, and `peer` in its methods).
+        unsafe { Peer::with_departed(self.ranks[self.me], self.ranks[r], self.pids[r], departed) }
+    }
+
+    /// Says that this rank has dropped its communicator and will post nothing again: a
+    /// peer that waits for it from now on fails (`PeerFailed`) instead of waiting for as
+    /// long as this process lives, which is for ever where it panicked and its MPI
+    /// finalize waits for those very peers. Called last, after every round this rank
+    /// owes its peers has ended (`report_left`).
+    pub(crate) fn depart(&self) {
+        self.slot(self.me).departed.store(1, Ordering::Release);
     }
 
     pub(super) fn wait_ge(&self, r: usize, flag: impl Fn(&Slot) -> &AtomicU64, target: u64) -> Result<()> {

@@ -9,7 +9,7 @@ use crossbeam_utils::CachePadded;
 use std::sync::atomic::AtomicU64;
 
 /// Identifies the layout below; a rank built from another version refuses the segment.
-pub(super) const MAGIC: u64 = 0x7a63_6f6c_6c5f_0004;
+pub(super) const MAGIC: u64 = 0x7a63_6f6c_6c5f_0005;
 
 /// The segment's header, at offset 0.
 #[repr(C)]
@@ -33,6 +33,11 @@ pub(crate) struct Slot {
     /// The message counter's completion count: readers add to it, its owner waits on it.
     pub(super) completed: CachePadded<AtomicU64>,
     pub(super) call: [CachePadded<[AtomicU64; WORDS]>; 2],
+    /// Non-zero once the rank has dropped its communicator (`Control::depart`): it will
+    /// never post anything again, so a peer's wait for it fails instead of lasting as long
+    /// as its process does (a rank that panicked is alive for as long as its MPI finalize
+    /// waits for the others).
+    pub(super) departed: CachePadded<AtomicU64>,
 }
 
 /// A cache line of scratch: 64-byte aligned, so the scratch can be viewed as any

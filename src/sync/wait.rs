@@ -11,6 +11,7 @@
 
 use crate::error::{Error, Result};
 use crossbeam_utils::Backoff;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long waits spin, yield and sleep, and when they give up.
@@ -171,6 +172,42 @@ pub(crate) struct Peer {
     pub(crate) rank: i32,
     /// Its process id.
     pub(crate) pid: libc::pid_t,
+    /// Its word that says it dropped its communicator, in the node's control segment (null
+    /// where there is none, in tests): see [`Peer::with_departed`].
+    departed: *const AtomicU64,
+}
+
+// SAFETY: `departed` is null or points to an atomic in a shared mapping that outlives the
+// peer (the contract of `with_departed`); an atomic may be read from any thread.
+unsafe impl Send for Peer {}
+// SAFETY: as for `Send`: the only access through the pointer is an atomic load.
+unsafe impl Sync for Peer {}
+
+impl Peer {
+    /// A peer known by its process only: a wait for it fails when the process is gone.
+    #[cfg(test)]
+    pub(crate) fn new(me: i32, rank: i32, pid: libc::pid_t) -> Peer {
+        Peer { me, rank, pid, departed: std::ptr::null() }
+    }
+
+    /// A peer that also says, in `departed`, when it dropped its communicator: a wait
+    /// for it then fails too, as for a process that is gone.
+    ///
+    /// # Safety
+    ///
+    /// `departed` must stay mapped for as long as this value and its copies are used:
+    /// it lies in the control segment, which the `Control` that makes its peers owns.
+    pub(crate) unsafe fn with_departed(me: i32, rank: i32, pid: libc::pid_t, departed: &AtomicU64) -> Peer {
+        Peer { me, rank, pid, departed }
+    }
+
+    /// Whether the peer can still make a wait for it end: its process lives and it has
+    /// not dropped its communicator.
+    fn present(&self) -> bool {
+        // SAFETY: null, or mapped for as long as this peer is used (`with_departed`).
+        let departed = unsafe { self.departed.as_ref() }.is_some_and(|d| d.load(Ordering::Acquire) != 0);
+        !departed && alive(self.pid)
+    }
 }
 
 /// Waits until `ready()` is true when any of `peers` may be the one that makes it true
@@ -248,12 +285,12 @@ pub(crate) fn wait_until_any_saying(
             report = Some(after * 2);
         }
         if let Some(peer) = peers.get(turn % peers.len().max(1)) {
-            if !alive(peer.pid) {
-                // It may have finished its part and exited just after: look once more.
-                return if ready() {
-                    Ok(())
-                } else {
-                    Err(Error::PeerDied { rank: peer.me, peer: peer.rank, pid: peer.pid })
+            if !peer.present() {
+                // It may have finished its part and left just after: look once more.
+                return match (ready(), alive(peer.pid)) {
+                    (true, _) => Ok(()),
+                    (false, false) => Err(Error::PeerDied { rank: peer.me, peer: peer.rank, pid: peer.pid }),
+                    (false, true) => Err(Error::PeerFailed { rank: peer.me, peer: peer.rank }),
                 };
             }
         }
@@ -330,7 +367,7 @@ mod tests {
     use std::sync::Arc;
 
     fn me() -> Peer {
-        Peer { me: 0, rank: 1, pid: std::process::id() as libc::pid_t }
+        Peer::new(0, 1, std::process::id() as libc::pid_t)
     }
 
     #[test]
@@ -417,8 +454,7 @@ mod tests {
         // Not reaped yet: a zombie must count as dead.
         std::thread::sleep(Duration::from_millis(50));
         assert!(!alive(pid));
-        let err =
-            wait_until_any(&WaitPolicy::default(), &[Peer { me: 2, rank: 3, pid }], || false).unwrap_err();
+        let err = wait_until_any(&WaitPolicy::default(), &[Peer::new(2, 3, pid)], || false).unwrap_err();
         assert_eq!(err, Error::PeerDied { rank: 2, peer: 3, pid });
         child.wait().unwrap();
         assert!(!alive(pid));

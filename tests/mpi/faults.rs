@@ -124,3 +124,43 @@ fn still_works(world: &SimpleCommunicator, comm: &Comm, what: &str) {
     world.all_reduce_into(&send[..], &mut want[..], SystemOperation::sum());
     assert!(got == want, "after {what}: the communicator gives wrong sums");
 }
+
+/// The scenario `departed`: the last rank's communicator is dropped while its thread
+/// panics (the program catches the panic and stays alive, as a rank whose MPI finalize
+/// waits for the others would), while the others call collectives on theirs. Each of
+/// their calls must fail with `PeerFailed` naming that rank, not wait for as long as its
+/// process lives (a `ZCOLL_TIMEOUT` of 30 s turns the old wait into a `Timeout`, which
+/// fails the check too). The others' calls among themselves keep working.
+pub(crate) fn departed(world: &SimpleCommunicator) {
+    let (me, p) = (world.rank(), world.size());
+    let gone = p - 1;
+    let comm = Comm::new(world).unwrap_or_else(|e| panic!("Comm::new: {e}"));
+    if me == gone {
+        let unwound = quietly::<()>(move || {
+            let _comm = comm;
+            panic!("the injected panic, with the communicator held");
+        });
+        assert!(unwound.is_none(), "the panic unwound");
+    } else {
+        for n in [1usize, 100_000] {
+            let send = vec![me as u64; n];
+            let mut sum = vec![7u64; n];
+            let start = Instant::now();
+            let outcome = comm.all_reduce_into(&send, &mut sum, Builtin::Sum);
+            assert!(
+                matches!(outcome, Err(zcoll::Error::PeerFailed { rank, peer }) if rank == me && peer == gone),
+                "rank {me}: allreduce of {n} with rank {gone} gone: {outcome:?} after {:?}",
+                start.elapsed()
+            );
+            let mut x = vec![0u8; n];
+            let outcome = comm.broadcast_into(&mut x, gone);
+            assert!(outcome.is_err(), "rank {me}: a broadcast from the rank that is gone: {outcome:?}");
+        }
+        drop(comm);
+    }
+    // The ranks that stayed still have MPI among them.
+    let mut total = 0i32;
+    world.all_reduce_into(&1i32, &mut total, SystemOperation::sum());
+    assert_eq!(total, p);
+    println!("ZCOLL-RANK-OK {me}");
+}

@@ -273,6 +273,8 @@ at! {
     soak_np3: 3, "soak", ["ZCOLL_RANDOM_STEPS" => "10000"];
     faults_np3: 3, "faults", [];
     faults_np5: 5, "faults", [];
+    departed_np3: 3, "departed", ["ZCOLL_TIMEOUT" => "30"];
+    departed_np5: 5, "departed", ["ZCOLL_TIMEOUT" => "30"];
     barrier_np1: 1, "barrier", [];
     barrier_np2: 2, "barrier", [];
     barrier_np3: 3, "barrier", [];

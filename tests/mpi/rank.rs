@@ -65,6 +65,10 @@ pub(crate) fn main() {
     if scenario == "log" {
         log_to(std::env::var("ZCOLL_TEST_LOGGER").as_deref().unwrap_or("unset"));
     }
+    if scenario == "departed" {
+        // It builds its own communicator, which one rank drops while panicking.
+        return crate::faults::departed(&world);
+    }
     if scenario == "deferred-drop" {
         // It builds and drops its own communicator.
         return crate::deferred::drop_report(&world);

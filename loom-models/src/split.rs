@@ -24,7 +24,7 @@
 //!   every rank's end word and reads the statuses. Only then does it touch its buffer
 //!   again (the next round refills it).
 //!
-//! In round [`MISMATCH`] rank 1 calls another collective: both `wait`s must return the
+//! In round `MISMATCH` (the second) rank 1 calls another collective: both `wait`s must return the
 //! same error, whichever rank arrived first. Loom explores both orders: the reader's
 //! issue poll sees the root's stamp (the copy at issue) or does not (the copy in `wait`).
 //!

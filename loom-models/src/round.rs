@@ -38,10 +38,10 @@ const MISMATCH: u64 = 2;
 
 /// The words of a record that the model keeps (`call::STAMP`, `call::OP`,
 /// `call::STATUS`, `call::DONE`).
-const STAMP: usize = 0;
-const OP: usize = 1;
-const STATUS: usize = 2;
-const DONE: usize = 3;
+pub(crate) const STAMP: usize = 0;
+pub(crate) const OP: usize = 1;
+pub(crate) const STATUS: usize = 2;
+pub(crate) const DONE: usize = 3;
 
 /// One rank's slot (`layout::Slot`) and the buffers of its process.
 struct Rank {
@@ -69,7 +69,7 @@ fn op(rank: usize, epoch: u64) -> u64 {
 
 /// The verdict (`coll::check`'s pure judge): the first rank whose call differs from
 /// rank 0's, if any.
-fn judge(ops: &[u64]) -> Result<(), usize> {
+pub(crate) fn judge(ops: &[u64]) -> Result<(), usize> {
     match ops.iter().position(|&o| o != ops[0]) {
         None => Ok(()),
         Some(r) => Err(r),

@@ -44,6 +44,7 @@
 //! returns without waiting for the reader's end word, the unsound "leave at issue and
 //! never come back").
 
+use crate::round::{judge, DONE, OP, STAMP, STATUS};
 use crate::{spin, Weakening};
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicU64, Ordering};
@@ -62,11 +63,6 @@ const ROOT: usize = 0;
 /// over every run so far: the test asserts that loom explored both.
 pub static PATHS: [std::sync::atomic::AtomicUsize; 2] =
     [std::sync::atomic::AtomicUsize::new(0), std::sync::atomic::AtomicUsize::new(0)];
-
-const STAMP: usize = 0;
-const OP: usize = 1;
-const STATUS: usize = 2;
-const DONE: usize = 3;
 
 /// One rank's slot and the buffer of its process (the root's send buffer, the reader's
 /// receive buffer).
@@ -90,13 +86,6 @@ fn op(rank: usize, epoch: u64) -> u64 {
         0xba
     } else {
         0xb0 + epoch
-    }
-}
-
-fn judge(ops: &[u64]) -> Result<(), usize> {
-    match ops.iter().position(|&o| o != ops[0]) {
-        None => Ok(()),
-        Some(r) => Err(r),
     }
 }
 

@@ -306,9 +306,9 @@ pub fn measure(
                 // as its global allocator can put them there (see `crate::alloc`).
                 crate::alloc::share_large_allocations(buffers == Buffers::Global);
                 let point = Point { coll, algos, size };
-                let row = measure_point(env, point, &plan, args, &transport, &mut seq, &mut progress);
+                let measured = measure_point(env, point, &plan, args, &transport, &mut seq, &mut progress);
                 crate::alloc::share_large_allocations(false);
-                for row in row {
+                for row in measured {
                     if print {
                         progress.println(&table_row(&row));
                     }

@@ -2,10 +2,11 @@
 //! what a private round owes, agree on the end). A round starts in `round.rs`
 //! (`Control::begin`), beside the [`Round`](super::Round) it returns.
 
-use super::call::{end_word, ended, Call, Kind, DONE, OP, PRIVATE, STATUS};
+use super::call::{end_word, ended, Call, Kind, DONE, OP, PRIVATE, STAMP, STATUS};
 use super::fence::Births;
 use super::fifo;
 use super::layout::{Line, Slot, MAGIC, PAGE, SCRATCH_HALF};
+use super::prefetch::{prefetch, prefetch_write};
 use super::wait::{self, Peer, WaitPolicy};
 use crate::error::{Error, Result};
 use crate::segment::Segment;
@@ -358,7 +359,18 @@ impl Control {
         }
         let parity = (prev % 2) as usize;
         let status = |r: usize| self.slot(r).call[parity][STATUS].load(Ordering::Relaxed);
-        let failed = if self.left.get() == prev {
+        let leaver = self.left.get() == prev;
+        if leaver {
+            // Every peer's end line at once (the waits below take them one by one).
+            for r in 0..self.size() {
+                prefetch(word_at(&self.slot(r).call[parity][DONE]));
+            }
+        }
+        // Our own lines of the next round, in the state a store needs, while the peers'
+        // lines travel (or while this rank works towards its publication): the
+        // transfers overlap instead of following each other.
+        self.warm_next();
+        let failed = if leaver {
             // The end of `prev` on every rank, then its status and call: one line each
             // (`call::DONE`), which `end_word` posts right before `done`.
             (0..self.size()).try_for_each(|r| self.wait_ended(r, prev))?;
@@ -378,6 +390,22 @@ impl Control {
         };
         self.prev_failed.set(failed);
         Ok(())
+    }
+
+    /// Asks for the lines this rank writes when it publishes its next call (both lines of
+    /// its record of that parity, its `arrive`, the head of its staging half of that
+    /// parity) in the state a store needs ([`prefetch_write`]): a hint, which orders and
+    /// publishes nothing.
+    pub(super) fn warm_next(&self) {
+        let next = self.epoch.get() + 1;
+        let mine = self.slot(self.me);
+        let record = &mine.call[(next % 2) as usize];
+        prefetch_write(word_at(&record[STAMP]));
+        prefetch_write(word_at(&record[DONE]));
+        prefetch_write(word_at(&mine.arrive));
+        let half = self.stage(self.me).wrapping_add((next % 2) as usize * self.one_phase_bytes());
+        prefetch_write(half);
+        prefetch_write(half.wrapping_add(64));
     }
 
     /// Ends round `epoch` on this rank: its status, the end word on the status's line
@@ -467,4 +495,9 @@ impl Control {
              {report}; the communicator was dropped before a next call could report it"
         ));
     }
+}
+
+/// The address of `w`, for a prefetch.
+fn word_at(w: &AtomicU64) -> *const u8 {
+    w.as_ptr() as *const u8
 }

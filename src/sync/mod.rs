@@ -64,6 +64,7 @@ mod fragments;
 mod layout;
 mod meta;
 mod parts;
+mod prefetch;
 mod publish;
 mod round;
 mod spans;

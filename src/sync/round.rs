@@ -10,6 +10,7 @@ use super::call::{
 use super::control::Registration;
 use super::fence::Fence;
 use super::layout::Slot;
+use super::prefetch::prefetch;
 use super::wait;
 use super::{Call, Control};
 use crate::error::{Error, Result};
@@ -226,20 +227,6 @@ impl Control {
         self.owed.set(round.epoch);
         self.owed_staged.set(false);
     }
-}
-
-/// Asks the processor to bring the cache line at `p` closer, without waiting for it: a
-/// hint, which reads nothing a program can see (and so races with no store).
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults nor changes memory, whatever the address; `p` is
-    // in the segment anyway.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// One collective call in progress. Created by [`Control::begin`]; ended by

@@ -20,18 +20,48 @@ pub(super) fn prefetch(p: *const u8) {
 /// Asks the processor to bring the cache line at `p` closer in the state that lets this
 /// core write it (`prefetchw`), without waiting for it: where another core holds a copy,
 /// the invalidation starts now instead of at the first store. A hint, like [`prefetch`]:
-/// it changes no memory and races with no load or store of any rank.
+/// it changes no memory and races with no load or store of any rank. Where the processor
+/// does not report `prefetchw` (CPUID's `3dnowprefetch`, asked once: [`HAS_PREFETCHW`]),
+/// nothing is asked.
 #[inline(always)]
 pub(super) fn prefetch_write(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: as in `prefetch`: a prefetch never faults nor changes memory, whatever the
-    // address, and touches no register but its operand (nor the flags, nor the stack);
-    // an x86-64 processor without `prefetchw` (Intel's before Broadwell) decodes its
-    // opcode, 0F 0D, as a no-op. (`_mm_prefetch` with `_MM_HINT_ET0` emits no
-    // `prefetchw` unless the build targets `prfchw`, hence the instruction by hand.)
-    unsafe {
-        std::arch::asm!("prefetchw [{p}]", p = in(reg) p, options(nostack, preserves_flags, readonly))
-    };
+    if *HAS_PREFETCHW {
+        // SAFETY: the processor implements `prefetchw` (checked above), and a prefetch
+        // never faults nor changes memory, whatever the address; it touches no register
+        // but its operand (nor the flags, nor the stack). (`_mm_prefetch` with
+        // `_MM_HINT_ET0` emits no `prefetchw` unless the build targets `prfchw`, hence
+        // the instruction by hand.)
+        unsafe {
+            std::arch::asm!("prefetchw [{p}]", p = in(reg) p, options(nostack, preserves_flags, readonly))
+        };
+    }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+/// Whether the processor implements `prefetchw`: CPUID leaf `0x8000_0001`, ECX bit 8
+/// (AMD's since the K6, Intel's since Broadwell). std's feature detection does not name
+/// it, so it is asked here, once per process.
+#[cfg(target_arch = "x86_64")]
+static HAS_PREFETCHW: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+    use std::arch::x86_64::__cpuid;
+    // `__cpuid` is an `unsafe fn` in the Rust of `rust-version` and safe in later ones.
+    #[allow(unused_unsafe)]
+    // SAFETY: every x86-64 processor implements CPUID, and a leaf above the highest one
+    // it reports (leaf 0x8000_0000's EAX) is never asked.
+    let ecx = unsafe { (__cpuid(0x8000_0000).eax >= 0x8000_0001).then(|| __cpuid(0x8000_0001).ecx) };
+    ecx.is_some_and(|ecx| ecx & (1 << 8) != 0)
+});
+
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
+mod tests {
+    /// The CPUID answer agrees with the kernel's reading of the same bit.
+    #[test]
+    fn prefetchw_detection_agrees_with_the_kernel() {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").expect("/proc/cpuinfo");
+        let flags = cpuinfo.lines().find(|l| l.starts_with("flags")).expect("a flags line");
+        let kernel = flags.split_whitespace().any(|f| f == "3dnowprefetch");
+        assert_eq!(*super::HAS_PREFETCHW, kernel);
+    }
 }

@@ -159,12 +159,13 @@ impl Control {
         let total = 8 * (meta.len() + tail.len()) + parts.iter().map(|p| p.len()).sum::<usize>();
         assert!(total <= self.one_phase_bytes(), "{total} bytes do not fit half a staging area");
         let epoch = self.epoch.get() + 1;
-        let area = self.meta_area(self.me, epoch);
-        // Zipped slices, not a word index each: this runs on every variable-count call.
-        let words = area.iter().zip(meta).chain(area[area.len() - tail.len()..].iter().zip(tail));
-        for (slot, &w) in words {
+        if !meta.is_empty() || !tail.is_empty() {
+            // Zipped slices, not a word index each: this runs on every variable-count call.
+            let area = self.meta_area(self.me, epoch);
+            let (head, end) = area.split_at(area.len() - tail.len());
             // Relaxed: the Release store of the arrival in `begin` publishes them.
-            slot.store(w, Ordering::Relaxed);
+            head.iter().zip(meta).for_each(|(slot, &w)| slot.store(w, Ordering::Relaxed));
+            end.iter().zip(tail).for_each(|(slot, &w)| slot.store(w, Ordering::Relaxed));
         }
         let mut at = (epoch % 2) as usize * self.one_phase_bytes() + 8 * meta.len();
         let area = self.stage(self.me);

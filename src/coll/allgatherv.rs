@@ -97,9 +97,12 @@ pub(crate) fn allgatherv(ctx: &Ctx<'_>, call: Exchange<'_, Given<'_>>) -> Result
     // This rank judges its own call before it arrives, and publishes its partition, or the
     // fault in its place with the flag in `aux2` (`judge_flags`).
     let own = allgatherv_local(p, me, &mine, elem, recv.len(), send.len());
-    let mut meta = MetaWords::new();
+    // The partition goes to the end of the area (the tail): only the paths beyond one
+    // phase read it, so the block staged at the start crosses in as few cache lines as
+    // an allgather's.
+    let (mut meta, mut tail) = (MetaWords::new(), MetaWords::new());
     match own {
-        None => partition_words(&mut meta, p, counts, displs),
+        None => partition_words(&mut tail, p, counts, displs),
         Some(f) => fault_words(&mut meta, f),
     }
     // Only the ring-source writers let peers write into the receive buffers.
@@ -117,7 +120,7 @@ pub(crate) fn allgatherv(ctx: &Ctx<'_>, call: Exchange<'_, Given<'_>>) -> Result
         }
         _ => &[],
     };
-    let mut round = checked(ctx, call, fit.then_some(&meta[..]), staged, false, judge_flags)?;
+    let mut round = checked(ctx, call, fit.then_some(&meta[..]), staged, &tail, false, judge_flags)?;
     let algorithm = match algorithm {
         Ok(a) => a,
         Err(e) => return round.finish(Err(e)),
@@ -135,7 +138,7 @@ pub(crate) fn allgatherv(ctx: &Ctx<'_>, call: Exchange<'_, Given<'_>>) -> Result
         }
         recv[at(me)].copy_from_slice(send);
         for src in (0..p).filter(|&src| src != me) {
-            round.read_staged(src, 8 * partition_len(p), &mut recv[at(src)]);
+            round.read_staged(src, 0, &mut recv[at(src)]);
         }
         round.leave_early();
         return round.finish(Ok(()));
@@ -145,7 +148,7 @@ pub(crate) fn allgatherv(ctx: &Ctx<'_>, call: Exchange<'_, Given<'_>>) -> Result
         p,
         |q| round.rank_of(q),
         me,
-        |q| cross_fault(p, &Published { round: &round, owner: q, at: 0 }, elem_of(&round.call(q)), send_len),
+        |q| cross_fault(p, &published_at(&round, q), elem_of(&round.call(q)), send_len),
     );
     if let Err(e) = pairs {
         return round.finish(Err(e));
@@ -176,6 +179,12 @@ fn one_phase(ctx: &Ctx<'_>, round: &Round<'_>, algorithm: AllgathervAlgorithm) -
     staged && (0..p).all(|r| send_len(r) == 0 || stages(ctx, cap, partition_len(p), send_len(r)))
 }
 
+/// The partition local rank `q` published, at the end of its area (the tail). Only for a
+/// rank whose own call passed (no fault words in its place).
+fn published_at<'r, 'c>(round: &'r Round<'c>, q: usize) -> Published<'r, 'c> {
+    Published { round, owner: q, at: round.tail_at(partition_len(round.size())) }
+}
+
 /// Moves the blocks of a checked allgatherv.
 fn exchange(
     round: &Round<'_>,
@@ -190,9 +199,9 @@ fn exchange(
     let send_len: Vec<usize> = (0..p).map(|r| round.call(r).send_len).collect();
     // Where this rank's block goes in every peer's buffer (for the writers).
     let targets: Vec<usize> = match algorithm {
-        AllgathervAlgorithm::RingSourceWrite => (0..p)
-            .map(|q| range(&Published { round, owner: q, at: 0 }, me, elem_of(&round.call(q))).start)
-            .collect(),
+        AllgathervAlgorithm::RingSourceWrite => {
+            (0..p).map(|q| range(&published_at(round, q), me, elem_of(&round.call(q))).start).collect()
+        }
         _ => Vec::new(),
     };
     round.release_meta();

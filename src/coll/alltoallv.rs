@@ -115,12 +115,17 @@ pub(crate) fn alltoallv(ctx: &Ctx<'_>, call: Exchange<'_, Sides<'_>>) -> Result<
     // where its staged blocks lie, or the fault in their place with the flag in `aux2`
     // (`judge_flags`).
     let own = alltoallv_local(p, me, &sides.send(), &sides.recv(), elem, (send.len(), recv.len()));
-    let mut meta = MetaWords::new();
+    // The metadata words proper are the map of what this rank stages, which a one-phase
+    // reader reads beside the payload that follows them; the partitions, which only the
+    // paths beyond one phase read, go to the end of the area (`parts_at`), so that a
+    // one-phase reader of small blocks takes one cache line of each sender's area and no
+    // line it reads, nor the next, is written with words it does not read.
+    let (mut meta, mut tail) = (MetaWords::new(), MetaWords::new());
     match own {
         None => {
-            partition_words(&mut meta, p, sides.send_counts, sides.send_displs);
-            partition_words(&mut meta, p, sides.recv_counts, sides.recv_displs);
             staged_map(&mut meta, &sides.send(), p, me, elem);
+            partition_words(&mut tail, p, sides.send_counts, sides.send_displs);
+            partition_words(&mut tail, p, sides.recv_counts, sides.recv_displs);
         }
         Some(f) => fault_words(&mut meta, f),
     }
@@ -136,22 +141,23 @@ pub(crate) fn alltoallv(ctx: &Ctx<'_>, call: Exchange<'_, Sides<'_>>) -> Result<
     if let (None, Ok(AlltoallvAlgorithm::Auto | AlltoallvAlgorithm::Staged)) = (own, &algorithm) {
         staged = staged_blocks(send, &sides.send(), p, me, elem).unwrap_or_default();
         let bytes = staged.iter().map(|b| b.len()).sum();
-        if staged.len() + 1 != p || !stages(ctx, cap, meta_len(p), bytes) {
-            staged.clear();
+        match staged.len() + 1 == p && stages(ctx, cap, meta_len(p), bytes) {
+            true => meta[0] |= STAGED,
+            false => staged.clear(),
         }
     }
-    let mut round = checked(ctx, call, fit.then_some(&meta[..]), &staged, false, judge_flags)?;
+    let mut round = checked(ctx, call, fit.then_some(&meta[..]), &staged, &tail, false, judge_flags)?;
     let algorithm = match algorithm {
         Ok(a) => a,
         Err(e) => return round.finish(Err(e)),
     };
     let inn = |s: usize| range(&sides.recv(), s, elem);
-    if one_phase(ctx, &round, algorithm) {
+    if one_phase(&round, algorithm) {
         // Each rank judges its own counts against what the senders published for it where
         // it reads their blocks, before it writes a byte: a rank whose count differs fails
         // alone, and the others learn it at their next call (`finish_alone`).
         let block = |src: usize| {
-            let w = round.meta(src, staged_at(p) + 1 + me);
+            let w = round.meta(src, 1 + me);
             ((w & 0xffff_ffff) as usize, (w >> 32) as usize)
         };
         if let Some(src) = (0..p).find(|&src| src != me && block(src).0 != inn(src).len()) {
@@ -161,19 +167,20 @@ pub(crate) fn alltoallv(ctx: &Ctx<'_>, call: Exchange<'_, Sides<'_>>) -> Result<
         }
         recv[inn(me)].copy_from_slice(&send[range(&sides.send(), me, elem)]);
         for src in (0..p).filter(|&src| src != me) {
-            round.read_staged(src, 8 * meta_len(p) + block(src).1, &mut recv[inn(src)]);
+            round.read_staged(src, 8 * map_len(p) + block(src).1, &mut recv[inn(src)]);
         }
         round.leave_early();
         return round.finish(Ok(()));
     }
     // Beyond one phase every rank judges every pair before any byte moves.
-    let (sends, elem_q) = (|q| Published { round: &round, owner: q, at: 0 }, |q| elem_of(&round.call(q)));
+    let sends = |q| Published { round: &round, owner: q, at: parts_at(&round) };
+    let elem_q = |q| elem_of(&round.call(q));
     let pairs = judge_pairs(
         p,
         |q| round.rank_of(q),
         me,
         |dst| {
-            let recvs = Published { round: &round, owner: dst, at: partition_len(p) };
+            let recvs = Published { round: &round, owner: dst, at: parts_at(&round) + partition_len(p) };
             cross_fault(p, &recvs, elem_q(dst), |q| bytes(sends(q).block(dst).0, elem_q(q)))
         },
     );
@@ -184,15 +191,27 @@ pub(crate) fn alltoallv(ctx: &Ctx<'_>, call: Exchange<'_, Sides<'_>>) -> Result<
     round.finish(moved)
 }
 
-/// The metadata words of an alltoallv on `p` ranks: its two partitions, then the map of
-/// what it stages ([`staged_map`]).
+/// The metadata words of an alltoallv on `p` ranks: the map of what it stages
+/// ([`staged_map`]) and its two partitions.
 fn meta_len(p: usize) -> usize {
-    2 * partition_len(p) + 1 + p
+    map_len(p) + 2 * partition_len(p)
 }
 
-/// Where the map of what a rank stages starts in its metadata.
-fn staged_at(p: usize) -> usize {
-    2 * partition_len(p)
+/// The words of the map of what a rank stages ([`staged_map`]), first in its area; its
+/// payload follows them.
+fn map_len(p: usize) -> usize {
+    1 + p
+}
+
+/// The bit of the first word of an alltoallv's map ([`staged_map`]) by which its rank says
+/// that it staged its blocks for the peers with its arrival.
+const STAGED: u64 = 1 << 63;
+
+/// The word at which a rank's two partitions start in its area: at its end, as the tail
+/// of its metadata (`Control::begin_staged_with`). Only for a rank whose own call passed
+/// (no fault words in place of its map).
+fn parts_at(round: &Round<'_>) -> usize {
+    round.tail_at(2 * partition_len(round.size()))
 }
 
 /// The map of the blocks rank `me` sends its peers (`send`, elements of `elem` bytes), as
@@ -201,42 +220,47 @@ fn staged_at(p: usize) -> usize {
 /// rank order without `me`'s own. A one-phase reader reads one word per sender: its block's
 /// length, to judge against its own count, and where to copy it from, without adding up
 /// the sender's other counts. Only read where every rank staged (at most half a staging
-/// area each, so no number is clamped).
+/// area each, so no number is clamped). The caller sets [`STAGED`] in the first word if
+/// it stages.
 fn staged_map(out: &mut MetaWords, send: &Given<'_>, p: usize, me: usize, elem: usize) {
-    let len = |d: usize| if d == me { 0 } else { bytes(send.counts[d], elem) };
     let clamp = |n: usize| n.min(u32::MAX as usize) as u64;
-    out.push((0..p).map(len).fold(0, usize::saturating_add) as u64);
+    // Pushed one by one, the total last: this runs on every call.
+    let first = out.len();
+    out.push(0);
     let mut at = 0usize;
-    out.extend((0..p).map(|d| {
-        let w = clamp(len(d)) | clamp(at) << 32;
-        at = at.saturating_add(len(d));
-        w
-    }));
+    for d in 0..p {
+        let len = if d == me { 0 } else { bytes(send.counts[d], elem) };
+        out.push(clamp(len) | clamp(at) << 32);
+        at = at.saturating_add(len);
+    }
+    out[first] = clamp(at);
 }
 
 /// The bytes rank `i / p` sends rank `i % p`, for every pair, as the published send
 /// partitions say.
 fn pair_bytes(round: &Round<'_>) -> Vec<usize> {
     let p = round.size();
-    let sends = |q| Published { round, owner: q, at: 0 };
+    let sends = |q| Published { round, owner: q, at: parts_at(round) };
     (0..p * p).map(|i| bytes(sends(i / p).block(i % p).0, elem_of(&round.call(i / p)))).collect()
 }
 
 /// Whether a checked alltoallv moves in one phase: every block is staged (the caller's
 /// choice, or `Auto`'s) and every rank staged its blocks for the peers with its arrival
-/// (which the published totals of the staged maps tell alike on every rank), so every rank
-/// copies its blocks straight out of the peers' areas and no rank's buffer is touched by a
-/// peer. One word per rank.
-fn one_phase(ctx: &Ctx<'_>, round: &Round<'_>, algorithm: AlltoallvAlgorithm) -> bool {
+/// (which the published maps tell alike on every rank: [`STAGED`]), so every rank copies
+/// its blocks straight out of the peers' areas and no rank's buffer is touched by a peer.
+/// One word per rank, on the line of the payload.
+fn one_phase(round: &Round<'_>, algorithm: AlltoallvAlgorithm) -> bool {
     let p = round.size();
     if !matches!(algorithm, AlltoallvAlgorithm::Staged | AlltoallvAlgorithm::Auto) || p == 1 {
         return false;
     }
-    let out = |s: usize| round.meta(s, staged_at(p)) as usize;
-    let cap = (algorithm == AlltoallvAlgorithm::Auto).then(|| auto_cap(p));
-    let mean = (0..p).map(out).fold(0, usize::saturating_add) / (p * (p - 1));
-    let staged = cap.is_none() || auto_stages(select::Coll::Alltoall, mean, p, ONE_PHASE_STAGED_MAX);
-    staged && (0..p).all(|s| stages(ctx, cap, meta_len(p), out(s)))
+    let word = |s: usize| round.meta(s, 0);
+    if (0..p).any(|s| word(s) & STAGED == 0) {
+        return false;
+    }
+    let mean = (0..p).map(|s| (word(s) & !STAGED) as usize).sum::<usize>() / (p * (p - 1));
+    algorithm == AlltoallvAlgorithm::Staged
+        || auto_stages(select::Coll::Alltoall, mean, p, ONE_PHASE_STAGED_MAX)
 }
 
 /// The mean block between distinct ranks from which `Auto` never moves an alltoallv in
@@ -286,9 +310,11 @@ fn exchange(
         }
         a => a,
     };
-    // Where this rank's block sits in every peer's partition published from word `at`.
+    // Where this rank's block sits in every peer's partition published `at` words after
+    // the start of its partitions.
     let peer_offsets = |at: usize| -> Vec<usize> {
-        (0..p).map(|q| range(&Published { round, owner: q, at }, me, elem_of(&round.call(q))).start).collect()
+        let part = |q| Published { round, owner: q, at: parts_at(round) + at };
+        (0..p).map(|q| range(&part(q), me, elem_of(&round.call(q))).start).collect()
     };
     let (from, to) = match algorithm {
         AlltoallvAlgorithm::PairwiseWrite => (Vec::new(), peer_offsets(partition_len(p))),

@@ -139,7 +139,7 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
         return ctx.ctl.leave_staged(&Call { op: call.op | PRIVATE, ..call }, &[], staged);
     }
     let mut round =
-        checked(ctx, call, fit.then_some(&meta[..]), staged, true, |r| judge_round(r, dst, Side::Recv))?;
+        checked(ctx, call, fit.then_some(&meta[..]), staged, &[], true, |r| judge_round(r, dst, Side::Recv))?;
     let a = match algorithm {
         Ok(a) => a,
         Err(e) => return round.finish(Err(e)),

@@ -186,8 +186,14 @@ pub(crate) fn scatter(ctx: &Ctx<'_>, call: Rooted<ScatterBufs<'_>>) -> Result<()
             ScatterBufs::Root { send, .. } => Some(*send),
             ScatterBufs::Leaf { .. } => None,
         };
-        // A send buffer of the wrong length fails the verdict: stage nothing then.
-        let staged = root_send.filter(|s| s.len() <= ctx.ctl.one_phase_bytes()).unwrap_or(&[]);
+        // The peers' blocks, in rank order: the root's own is its own copy, and staging it
+        // too cost a copy of one more block on the path of every leaf (at 2 ranks and 2
+        // KiB, twice the bytes). A send buffer of the wrong length fails the verdict:
+        // stage nothing then.
+        let staged: [&[u8]; 2] = match root_send.filter(|s| Some(s.len()) == block.checked_mul(size)) {
+            Some(s) => [&s[..src * block], &s[(src + 1) * block..]],
+            None => [&[], &[]],
+        };
         // The root only gives: where its buffer holds exactly one block per rank (what it
         // can check alone, as a root outside the communicator), it leaves at once where it
         // can (the verdict deferred: `Control::leave_staged`), and the leaves judge the
@@ -196,19 +202,22 @@ pub(crate) fn scatter(ctx: &Ctx<'_>, call: Rooted<ScatterBufs<'_>>) -> Result<()
             && ctx.ctl.me() == src
             && ctx.may_leave(root)
         {
-            ctx.ctl.leave_staged(&call, &[], &[staged])?;
+            ctx.ctl.leave_staged(&call, &[], &staged)?;
             if let ScatterBufs::Root { send, recv: Some(recv) } = bufs {
                 crate::sync::copy_block(&send[src * block..(src + 1) * block], recv);
             }
             return Ok(());
         }
-        let round = rooted_check(ctx, call, Some(&[staged]), src, measure)?;
+        let round = rooted_check(ctx, call, Some(&staged), src, measure)?;
         match bufs {
             ScatterBufs::Root { send, recv: Some(recv) } => {
                 crate::sync::copy_block(&send[src * block..(src + 1) * block], recv)
             }
             ScatterBufs::Root { recv: None, .. } => {}
-            ScatterBufs::Leaf { recv } => round.read_staged(src, round.me() * block, recv),
+            ScatterBufs::Leaf { recv } => {
+                let me = round.me();
+                round.read_staged(src, (me - (me > src) as usize) * block, recv)
+            }
         }
         return round.finish(Ok(()));
     }

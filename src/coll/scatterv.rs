@@ -165,8 +165,9 @@ pub(crate) fn scatterv(ctx: &Ctx<'_>, call: Rooted<ScattervBufs<'_>>) -> Result<
         }
         return Ok(());
     }
-    let mut round =
-        checked(ctx, call, fit.then_some(&meta[..]), &staged, true, |r| judge_round(r, src, Side::Send))?;
+    let mut round = checked(ctx, call, fit.then_some(&meta[..]), &staged, &[], true, |r| {
+        judge_round(r, src, Side::Send)
+    })?;
     let algorithm = match algorithm {
         Ok(a) => a,
         Err(e) => return round.finish(Err(e)),

@@ -31,16 +31,28 @@ impl Control {
         self.one_phase_bytes() / 8
     }
 
-    /// Word `i` of the metadata local rank `r` stages for round `epoch`, as an atomic.
-    pub(super) fn meta_word(&self, r: usize, epoch: u64, i: usize) -> &AtomicU64 {
-        assert!(i < self.meta_words(), "metadata word {i} is outside the staging area");
-        let at = (epoch % 2) as usize * self.one_phase_bytes() + 8 * i;
-        // SAFETY: `stage(r)` is page aligned and `stage_bytes` long, so word `i` (checked
-        // above) of either half is 8-byte aligned and inside the mapping, which lives as
-        // long as `self`. The segment is shared memory that every rank accesses only
+    /// The metadata words local rank `r` stages for round `epoch`: the half of its staging
+    /// area that round stages in, as atomics (see [`begin_staged`](Control::begin_staged)).
+    pub(super) fn meta_area(&self, r: usize, epoch: u64) -> &[AtomicU64] {
+        let at = (epoch % 2) as usize * self.one_phase_bytes();
+        // SAFETY: `stage(r)` is page aligned and `stage_bytes` long, so either half of it
+        // is 8-byte aligned and `meta_words()` words long, inside the mapping, which lives
+        // as long as `self`. The segment is shared memory that every rank accesses only
         // through atomics or through copies ordered by the round's step counters (see the
-        // module docs), so viewing a word as an `AtomicU64` races with no non-atomic access.
-        unsafe { AtomicU64::from_ptr(self.stage(r).add(at).cast::<u64>()) }
+        // module docs), so viewing the half as `AtomicU64`s races with no non-atomic access.
+        unsafe { std::slice::from_raw_parts(self.stage(r).add(at).cast::<AtomicU64>(), self.meta_words()) }
+    }
+
+    /// Word `i` of the metadata local rank `r` stages for round `epoch`, as an atomic.
+    ///
+    /// # Panics
+    ///
+    /// If word `i` lies outside the half of the staging area a round stages in.
+    pub(super) fn meta_word(&self, r: usize, epoch: u64, i: usize) -> &AtomicU64 {
+        match self.meta_area(r, epoch).get(i) {
+            Some(w) => w,
+            None => panic!("metadata word {i} is outside the staging area"),
+        }
     }
 }
 
@@ -52,6 +64,13 @@ impl Round<'_> {
     pub(crate) fn meta(&self, r: usize, i: usize) -> u64 {
         // Relaxed: `begin` saw `r`'s arrival with Acquire, after `r` stored the word.
         self.ctl.meta_word(r, self.epoch, i).load(Ordering::Relaxed)
+    }
+
+    /// Where a tail of `len` metadata words starts
+    /// ([`begin_staged_with`](Control::begin_staged_with)): the word index to pass to
+    /// [`meta`](Round::meta) for its first word.
+    pub(crate) fn tail_at(&self, len: usize) -> usize {
+        self.ctl.meta_words() - len
     }
 
     /// Says that this rank has read every metadata word it needs in this round. Must come

@@ -45,6 +45,29 @@ impl Control {
     ///
     /// If `meta` and `parts` hold more than [`one_phase_bytes`](Control::one_phase_bytes).
     pub(crate) fn begin_staged(&self, call: &Call, meta: &[u64], parts: &[&[u8]]) -> Result<Round<'_>> {
+        self.begin_staged_with(call, meta, parts, &[])
+    }
+
+    /// [`begin_staged`](Control::begin_staged) with `tail`: metadata words that only some
+    /// paths read, kept away from the lines of the words and payload every reader takes
+    /// (and from the lines the arrival's wait prefetches): at the end of the half the round
+    /// stages in, from word [`Round::tail_at`]`(tail.len())`.
+    ///
+    /// # Errors
+    ///
+    /// As [`begin_staged`](Control::begin_staged).
+    ///
+    /// # Panics
+    ///
+    /// If `meta`, `parts` and `tail` hold more than
+    /// [`one_phase_bytes`](Control::one_phase_bytes).
+    pub(crate) fn begin_staged_with(
+        &self,
+        call: &Call,
+        meta: &[u64],
+        parts: &[&[u8]],
+        tail: &[u64],
+    ) -> Result<Round<'_>> {
         self.learn_or_abandon(call)?;
         if !self.owed_staged.get() {
             if let Err(e) = self.settle() {
@@ -52,7 +75,7 @@ impl Control {
                 return Err(e);
             }
         }
-        self.stage_own(meta, parts);
+        self.stage_own(meta, parts, tail);
         let mut round = self.arrive_staged(call, true)?;
         round.staged = true;
         Ok(round)
@@ -107,7 +130,7 @@ impl Control {
             self.abandon(&unstaged);
             return Err(Error::PreviousFailed { rank: self.ranks[self.me] });
         }
-        self.stage_own(meta, parts);
+        self.stage_own(meta, parts, &[]);
         let mut round = self.publish_flagged(call, 0, FLAG_LEFT);
         #[cfg(feature = "fault-injection")]
         crate::fault::at(crate::fault::Phase::Finish);
@@ -131,14 +154,18 @@ impl Control {
     }
 
     /// Copies `meta`, then `parts`, into half `epoch + 1 % 2` of this rank's staging area,
-    /// for the round it is about to publish.
-    fn stage_own(&self, meta: &[u64], parts: &[&[u8]]) {
-        let total = 8 * meta.len() + parts.iter().map(|p| p.len()).sum::<usize>();
+    /// for the round it is about to publish, and `tail` at the end of that half.
+    fn stage_own(&self, meta: &[u64], parts: &[&[u8]], tail: &[u64]) {
+        let total = 8 * (meta.len() + tail.len()) + parts.iter().map(|p| p.len()).sum::<usize>();
         assert!(total <= self.one_phase_bytes(), "{total} bytes do not fit half a staging area");
         let epoch = self.epoch.get() + 1;
-        for (i, &w) in meta.iter().enumerate() {
+        if !meta.is_empty() || !tail.is_empty() {
+            // Zipped slices, not a word index each: this runs on every variable-count call.
+            let area = self.meta_area(self.me, epoch);
+            let (head, end) = area.split_at(area.len() - tail.len());
             // Relaxed: the Release store of the arrival in `begin` publishes them.
-            self.meta_word(self.me, epoch, i).store(w, Ordering::Relaxed);
+            head.iter().zip(meta).for_each(|(slot, &w)| slot.store(w, Ordering::Relaxed));
+            end.iter().zip(tail).for_each(|(slot, &w)| slot.store(w, Ordering::Relaxed));
         }
         let mut at = (epoch % 2) as usize * self.one_phase_bytes() + 8 * meta.len();
         let area = self.stage(self.me);

@@ -4,7 +4,7 @@
 use crate::coll::algorithm::{self, Algorithm};
 pub(crate) use crate::coll::rooted::Claim;
 use crate::coll::rooted::{Judged, ROLE};
-use crate::coll::{check_staged, Ctx};
+use crate::coll::Ctx;
 use crate::error::{Error, Result};
 use crate::sync::{Call, Round};
 use crate::tune::select;
@@ -128,12 +128,17 @@ pub(crate) type StagedBlocks<'a> = smallvec::SmallVec<[&'a [u8]; 16]>;
 /// each of `p` ranks (zeros past a short array, which the checks reject anyway).
 pub(crate) fn partition_words(out: &mut impl Extend<u64>, p: usize, counts: &[Count], displs: &[Count]) {
     let clamp = |n: usize| n.min(u32::MAX as usize) as u64;
-    out.extend(std::iter::once(clamp(counts.len()) | clamp(displs.len()) << 32));
-    out.extend((0..p).map(|r| {
-        let c = counts.get(r).copied().unwrap_or(0);
-        let d = displs.get(r).copied().unwrap_or(0);
-        c as u32 as u64 | (d as u32 as u64) << 32
-    }));
+    let word = |c: Count, d: Count| c as u32 as u64 | (d as u32 as u64) << 32;
+    let head = std::iter::once(clamp(counts.len()) | clamp(displs.len()) << 32);
+    match (counts.get(..p), displs.get(..p)) {
+        // The common case, as one extend of one exact-size iterator: this runs on every
+        // call, and each extend of a `SmallVec` costs some 40 instructions before its
+        // first word.
+        (Some(c), Some(d)) => out.extend(head.chain(c.iter().zip(d).map(|(&c, &d)| word(c, d)))),
+        _ => out.extend(head.chain(
+            (0..p).map(|r| word(counts.get(r).copied().unwrap_or(0), displs.get(r).copied().unwrap_or(0))),
+        )),
+    }
 }
 
 /// The number of metadata words of one partition for `p` ranks.
@@ -501,9 +506,11 @@ pub(crate) fn alltoallv_local(
         })
 }
 
-/// [`check_staged`] with a judge that may fail with any error (reported after the
+/// [`check_staged`](crate::coll::check_staged) with a judge that may fail with any error (reported after the
 /// common checks of collective and root, before the algorithm's); `None` for `meta` when
 /// the partitions do not fit the staging area, which is `Unsupported` on every rank.
+/// `tail` goes to the end of the area, away from `meta` and `parts`
+/// ([`Control::begin_staged_with`](crate::sync::Control::begin_staged_with)).
 ///
 /// # Errors
 ///
@@ -513,12 +520,14 @@ pub(crate) fn checked<'c>(
     call: Call,
     meta: Option<&[u64]>,
     parts: &[&[u8]],
+    tail: &[u64],
     rooted: bool,
     judge: impl Fn(&Round<'_>) -> Result<()>,
 ) -> Result<Round<'c>> {
     let judged = Judged::default();
-    let parts = if meta.is_some() { parts } else { &[] };
-    let checked = check_staged(ctx, call, meta.unwrap_or(&[]), parts, rooted, |r| {
+    let (parts, tail) = if meta.is_some() { (parts, tail) } else { (&[][..], &[][..]) };
+    let round = ctx.ctl.begin_staged_with(&call, meta.unwrap_or(&[]), parts, tail)?;
+    let checked = crate::coll::judge(ctx, round, rooted, |r| {
         let verdict = match meta {
             Some(_) => judge(r),
             None => Err(Error::Unsupported {

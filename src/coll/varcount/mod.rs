@@ -12,7 +12,15 @@
 //! word with the two array lengths, then one word per rank holding the count (low 32 bits)
 //! and the displacement (high 32 bits), both in elements as the user gave them. An
 //! alltoallv adds the map of what it stages for its peers (`1 + p` words: the total, then
-//! each block's length and place in its payload). A round publishes in half a staging
+//! each block's length and place in its payload). Where the words lie follows who reads
+//! them: a scatterv's or gatherv's root puts its partition first (every leaf of a
+//! scatterv reads it beside its block); an alltoallv puts its map first, its payload
+//! right after it, and its partitions at the end of the half
+//! ([`Control::begin_staged_with`](crate::sync::Control::begin_staged_with)), and an
+//! allgatherv its payload first and its partition at the end: only the paths beyond one
+//! phase read those partitions, so a one-phase reader of small blocks takes one cache
+//! line of each sender's area, and none that the sender filled with words it does not
+//! read. A round publishes in half a staging
 //! area: of 64 KiB, 4096 words, so a node of up to 4095 ranks is supported (1364 for
 //! alltoallv, which publishes `3p + 3` words); beyond that every rank gets `Unsupported`.
 //! A rank of an allgatherv or alltoallv whose own call is bad publishes the fault's four

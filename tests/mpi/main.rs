@@ -263,7 +263,10 @@ at! {
     deferred_vnodes_np8_k3: 8, "deferred", ["ZCOLL_NODE_SIZE" => "3", "ZCOLL_EXPECT_LEAVE" => "0"];
     // The verdict across nodes carried by the leaders (bcast, allreduce, reduce,
     // barrier), with its deferral after the exchange: even, uneven and one-rank nodes.
+    relay_vnodes_np2_k1: 2, "relay", ["ZCOLL_NODE_SIZE" => "1"];
+    relay_vnodes_np3_k1: 3, "relay", ["ZCOLL_NODE_SIZE" => "1"];
     relay_vnodes_np4_k1: 4, "relay", ["ZCOLL_NODE_SIZE" => "1"];
+    relay_vnodes_np5_k1: 5, "relay", ["ZCOLL_NODE_SIZE" => "1"];
     relay_vnodes_np4_k2: 4, "relay", ["ZCOLL_NODE_SIZE" => "2"];
     relay_vnodes_np4_k3: 4, "relay", ["ZCOLL_NODE_SIZE" => "3"];
     relay_vnodes_np8_k1: 8, "relay", ["ZCOLL_NODE_SIZE" => "1"];

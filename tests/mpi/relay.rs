@@ -9,6 +9,12 @@
 //!   rank: a node's leader, or the last rank), small and large: the same `Err` on every
 //!   rank, naming the first rank that differs from rank 0, every buffer as it was; then a
 //!   good call.
+//! - With one rank per node (the checks across the communicator, then the MPI library's
+//!   reduction or zcoll's fold): wrapping `u8` sums against a fold computed
+//!   independently, `f64` sums and `i32` minima against rsmpi's, 0 to 520 elements; and
+//!   an allreduce or reduce whose
+//!   length, operator, element type or root differs on one rank, or whose root is not a
+//!   rank: the same `Err` on every rank, every buffer as it was.
 //! - A failure after the leaders' exchange (with the `fault-injection` feature, on nodes
 //!   of two ranks or more): a copy fails on one node in a large broadcast's node leg;
 //!   the call fails on every rank (a large call agrees on its outcome) and the next works.
@@ -33,6 +39,9 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
     let p = world.size();
     let k: i32 = std::env::var("ZCOLL_NODE_SIZE").map_or(p, |k| k.parse().expect("ZCOLL_NODE_SIZE"));
     good(world, comm);
+    if k == 1 {
+        direct(world, comm);
+    }
     check_barrier(world, comm, "zcoll-relay-barrier", &[0, 3, 0, 1]);
     // The leader of the second node (or rank 1 on one node), and the last rank.
     let culprits = [k.min(p - 1), p - 1];
@@ -207,4 +216,95 @@ fn failed_node_leg(world: &SimpleCommunicator, comm: &Comm, bad: i32) {
     world.all_reduce_into(&send[..], &mut want[..], SystemOperation::sum());
     comm.all_reduce_into(&send, &mut out, Builtin::Sum).expect("the call after a failed broadcast");
     assert_eq!(out, want);
+}
+
+/// One rank per node: small reductions of other element types against rsmpi or an
+/// independent fold, and bad reductions whose every field differs in turn on the last
+/// rank (at 1, 64 and 65 elements).
+fn direct(world: &SimpleCommunicator, comm: &Comm) {
+    let (me, p) = (world.rank(), world.size());
+    for n in [0usize, 1, 3, 64, 65, 520] {
+        // u8 sums wrap around, as the node's kernels do (an AVX MPI saturates them).
+        let send: Vec<u8> = (0..n).map(|j| (200 + 13 * me as usize + j) as u8).collect();
+        let want: Vec<u8> = (0..n)
+            .map(|j| (0..p).fold(0u8, |acc, r| acc.wrapping_add((200 + 13 * r as usize + j) as u8)))
+            .collect();
+        let mut got = vec![9u8; n];
+        comm.all_reduce_into(&send, &mut got, Builtin::Sum).expect("u8 allreduce");
+        assert!(got == want, "u8 allreduce of {n}: wrong sums on rank {me}");
+        let mut got = vec![9u8; n];
+        match me == p - 1 {
+            true => comm.reduce_into_root(&send, &mut got, p - 1, Builtin::Sum),
+            false => comm.reduce_into(&send, p - 1, Builtin::Sum),
+        }
+        .expect("u8 reduce");
+        let expected = if me == p - 1 { want } else { vec![9u8; n] };
+        assert!(got == expected, "u8 reduce of {n}: wrong result on rank {me}");
+        // f64 sums of whole numbers (exact in any order) and i32 minima, against rsmpi.
+        let send: Vec<f64> = (0..n).map(|j| (me as usize * 1000 + j) as f64 - 7.0).collect();
+        let mut want = vec![0f64; n];
+        world.all_reduce_into(&send[..], &mut want[..], SystemOperation::sum());
+        let mut got = send.clone();
+        comm.all_reduce_in_place(&mut got, Builtin::Sum).expect("f64 allreduce");
+        assert!(got == want, "f64 allreduce of {n}: wrong sums on rank {me}");
+        let send: Vec<i32> = (0..n).map(|j| ((me * 7919 + j as i32) % 101) - 50).collect();
+        let mut want = vec![0i32; n];
+        world.all_reduce_into(&send[..], &mut want[..], SystemOperation::min());
+        let mut got = vec![3i32; n];
+        comm.all_reduce_into(&send, &mut got, SystemOperation::min()).expect("i32 allreduce");
+        assert!(got == want, "i32 allreduce of {n}: wrong minima on rank {me}");
+    }
+    let bad = p - 1;
+    let odd = me == bad;
+    for n in [1usize, 64, 65] {
+        let what = format!("{n} u64");
+        let send = data(me, n, n);
+        let untouched = |label: &str, out: &[u64], len: usize| {
+            assert!(out == vec![5u64; len], "{label}, {what}: a failed call changed a buffer on rank {me}");
+        };
+        // An allreduce whose length differs on the last rank.
+        let len = if odd { n + 1 } else { n };
+        let (mine, mut out) = (data(me, n, len), vec![5u64; len]);
+        let e = comm.all_reduce_into(&mine, &mut out, Builtin::Sum).expect_err("allreduce length");
+        let want = Error::LengthMismatch { rank: me, culprit: bad, expected: 8 * n, found: 8 * (n + 1) };
+        assert_eq!(e, want, "allreduce length, {what}");
+        untouched("allreduce length", &out, len);
+        // An allreduce whose element type differs (i64 for u64, the same size).
+        let mut out = vec![5u64; n];
+        let e = match odd {
+            true => {
+                let (mine, mut theirs) = (vec![1i64; n], vec![5i64; n]);
+                let e = comm.all_reduce_into(&mine, &mut theirs, Builtin::Sum);
+                assert!(theirs == vec![5i64; n], "element type, {what}: a buffer changed on rank {me}");
+                e
+            }
+            false => comm.all_reduce_into(&send, &mut out, Builtin::Sum),
+        }
+        .expect_err("allreduce element type");
+        assert_eq!(e, Error::Mismatch { rank: me, culprit: bad, what: "operator or element type" }, "{what}");
+        untouched("allreduce element type", &out, n);
+        // A reduce whose root differs.
+        let root = if odd { 1 } else { 0 };
+        let mut out = vec![5u64; n];
+        let e = match me == root {
+            true => comm.reduce_into_root(&send, &mut out, root, Builtin::Max),
+            false => comm.reduce_into(&send, root, Builtin::Max),
+        }
+        .expect_err("reduce root");
+        assert_eq!(e, Error::Mismatch { rank: me, culprit: bad, what: "root" }, "reduce root, {what}");
+        untouched("reduce root", &out, n);
+        // A reduce whose operator differs.
+        let mut out = vec![5u64; n];
+        let op = if odd { Builtin::BitXor } else { Builtin::BitOr };
+        let e = match me == 0 {
+            true => comm.reduce_into_root(&send, &mut out, 0, op),
+            false => comm.reduce_into(&send, 0, op),
+        }
+        .expect_err("reduce operator");
+        assert_eq!(e, Error::Mismatch { rank: me, culprit: bad, what: "operator or element type" }, "{what}");
+        untouched("reduce operator", &out, n);
+        // A reduce to a root that is no rank, on every rank.
+        let e = comm.reduce_into(&send, p, Builtin::Sum).expect_err("reduce to no rank");
+        assert_eq!(e, Error::InvalidRoot { rank: me, root: p, size: p }, "reduce to no rank, {what}");
+    }
 }

@@ -12,9 +12,9 @@
 //! - With one rank per node (the checks across the communicator, then the MPI library's
 //!   reduction or zcoll's fold): wrapping `u8` sums against a fold computed
 //!   independently, `f64` sums and `i32` minima against rsmpi's, 0 to 520 elements; and
-//!   an allreduce or reduce whose
-//!   length, operator, element type or root differs on one rank, or whose root is not a
-//!   rank: the same `Err` on every rank, every buffer as it was.
+//!   an allreduce or reduce whose length, operator, element type or root differs on one
+//!   rank, or whose root is not a rank: the same `Err` on every rank, every buffer as it
+//!   was.
 //! - A failure after the leaders' exchange (with the `fault-injection` feature, on nodes
 //!   of two ranks or more): a copy fails on one node in a large broadcast's node leg;
 //!   the call fails on every rank (a large call agrees on its outcome) and the next works.

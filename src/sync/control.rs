@@ -400,12 +400,14 @@ impl Control {
         let next = self.epoch.get() + 1;
         let mine = self.slot(self.me);
         let record = &mine.call[(next % 2) as usize];
-        prefetch_write(word_at(&record[STAMP]));
-        prefetch_write(word_at(&record[DONE]));
-        prefetch_write(word_at(&mine.arrive));
         let half = self.stage(self.me).wrapping_add((next % 2) as usize * self.one_phase_bytes());
-        prefetch_write(half);
-        prefetch_write(half.wrapping_add(64));
+        prefetch_write([
+            word_at(&record[STAMP]),
+            word_at(&record[DONE]),
+            word_at(&mine.arrive),
+            half,
+            half.wrapping_add(64),
+        ]);
     }
 
     /// Ends round `epoch` on this rank: its status, the end word on the status's line

@@ -186,14 +186,20 @@ pub(crate) fn alltoall(
     };
     // A staged alltoall whose send buffer fits in the staging area travels with the
     // arrival: one flag phase, every rank copies its block straight out of each peer's area.
+    // A rank stages its peers' blocks in rank order, not its own, which it copies to
+    // itself: staging that one too put one more block on every reader's path (as in the
+    // one-phase scatter). A send buffer of the wrong length fails the verdict, and what
+    // it staged is never read.
     if matches!(algorithm, Ok(AlltoallAlgorithm::Staged)) && send.len() <= ctx.ctl.one_phase_bytes() {
-        let round = check_staged(ctx, call, &[], &[send], false, check_lengths)?;
-        let me = round.me();
+        let me = ctx.ctl.me();
+        let peers = [&send[..me * n], &send[(me + 1) * n..]];
+        let round = check_staged(ctx, call, &[], &peers, false, check_lengths)?;
         for r in 0..p {
             let block = &mut recv[r * n..(r + 1) * n];
             match r == me {
                 true => block.copy_from_slice(&send[me * n..(me + 1) * n]),
-                false => round.read_staged(r, me * n, block),
+                // Rank `r` staged every block but its own: ours is `me`'s among the rest.
+                false => round.read_staged(r, (me - (me > r) as usize) * n, block),
             }
         }
         return round.finish(Ok(()));

@@ -45,7 +45,7 @@
 //! |---|---|
 //! | `ZCOLL_TRANSPORT=auto\|cma\|cico\|heap\|xpmem` | force a transport (default: `xpmem` where every rank has it, else `cma` with heap buffers mapped, where the kernel allows it; XPMEM is not even loaded when another transport is forced) |
 //! | `XPMEM_LIBRARY=path` | the XPMEM library to load instead of `libxpmem.so.0` (and no `/dev/xpmem` check) |
-//! | `ZCOLL_NODE_SIZE=k` | virtual nodes of `k` consecutive `MPI_COMM_WORLD` ranks, to test the hierarchy on one machine |
+//! | `ZCOLL_NODE_SIZE=k` | virtual nodes of `k` consecutive `MPI_COMM_WORLD` ranks, to test the hierarchy on one machine (set alike on every rank, or `Comm::new` fails on every rank) |
 //! | `ZCOLL_VIRTUAL_SOCKETS=k` | calibration only: local rank `r` counts as running on socket `r % k`, to exercise the cross-socket measurement on a machine of one socket |
 //! | `ZCOLL_MPI_PIECE=n` | the most elements one MPI call of a broadcast, reduction or scan across nodes carries (default and largest: 2147483647, the most an MPI count holds): longer calls go to MPI in pieces |
 //! | `ZCOLL_TIMEOUT=s` | give up a wait after `s` seconds with [`Error::Timeout`] (a peer that could still write into the waiting rank's buffer is killed first: [`Error::Fenced`]) |

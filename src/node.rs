@@ -64,6 +64,40 @@ impl Split {
             },
         }
     }
+
+    /// `mine` (this rank's [`from_env`](Self::from_env)), checked against every other
+    /// rank's over `parent`. Collective over `parent`.
+    ///
+    /// The ranks must cut `parent` the same way: a rank that splits by shared memory and
+    /// one that splits by color call different MPI collectives, and both would wait in
+    /// them for ever. So after this every rank holds the same `Ok`, or an `Err` (and
+    /// splits by shared memory, as every rank with an `Err` does).
+    ///
+    /// # Errors
+    ///
+    /// This rank's own `Error::Config`, or `Error::Config` naming `ZCOLL_NODE_SIZE` if
+    /// another rank reads it otherwise (unset, another size, or a value it cannot read).
+    pub(crate) fn agreed(parent: &SimpleCommunicator, mine: Result<Split>) -> Result<Split> {
+        let code = match &mine {
+            Ok(Split::Shared) => 0,
+            Ok(Split::Virtual(k)) => i64::try_from(*k).unwrap_or(i64::MAX),
+            Err(_) => -1,
+        };
+        // The largest code and the negated smallest, in one call.
+        let mut most = [0i64; 2];
+        parent.all_reduce_into(&[code, -code][..], &mut most[..], SystemOperation::max());
+        match mine {
+            Ok(split) if most[0] != -most[1] => Err(Error::Config {
+                name: "ZCOLL_NODE_SIZE",
+                value: match split {
+                    Split::Shared => "unset here, set on another rank".into(),
+                    Split::Virtual(k) => format!("{k} here, another value on another rank"),
+                },
+                expected: "the same value on every rank",
+            }),
+            mine => mine,
+        }
+    }
 }
 
 /// `ZCOLL_ARRIVAL`: how the rounds of a node await arrivals, `flat` or `tree:k`; unset or

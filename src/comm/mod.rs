@@ -242,7 +242,8 @@ impl Comm {
     /// # Errors
     ///
     /// On every rank of `comm`: `Error::Config` for an environment variable zcoll cannot
-    /// read, `Error::Segment` if the control segment cannot be created or mapped,
+    /// read, or that the ranks read otherwise where they must agree (`ZCOLL_NODE_SIZE`, and
+    /// on a node `ZCOLL_TRANSPORT` and `ZCOLL_ARRIVAL`), `Error::Segment` if the control segment cannot be created or mapped,
     /// `Error::Unsupported` for an intercommunicator, or if `ZCOLL_TRANSPORT` asks for a
     /// transport the node cannot use; the ranks of the nodes where nothing failed get `Error::PeerFailed` naming
     /// the first rank that failed.
@@ -253,7 +254,8 @@ impl Comm {
             return Err(Error::Unsupported { rank: comm.rank(), what: "an intercommunicator".into() });
         }
         let parent = comm.duplicate();
-        let split = Split::from_env();
+        // Agreed before the split, which every rank must make the same way.
+        let split = Split::agreed(&parent, Split::from_env());
         let policy = WaitPolicy::from_env();
         let arrival = crate::node::arrival_from_env();
         let progress = immediate::Progress::from_env();

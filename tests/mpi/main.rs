@@ -164,6 +164,8 @@ at! {
     bad_env_piece_np2: 2, "bad-env", ["ZCOLL_TEST_BAD_VAR" => "ZCOLL_MPI_PIECE", "ZCOLL_MPI_PIECE" => "0"];
     setup_fails_vnodes_np4_k2: 4, "setup-fails", ["ZCOLL_NODE_SIZE" => "2"];
     setup_fails_vnodes_np5_k2: 5, "setup-fails", ["ZCOLL_NODE_SIZE" => "2"];
+    node_size_disagrees_np4_k2: 4, "node-size-disagrees", ["ZCOLL_NODE_SIZE" => "2"];
+    node_size_disagrees_np3_k1: 3, "node-size-disagrees", ["ZCOLL_NODE_SIZE" => "1"];
     empty_np1: 1, "empty", [];
     empty_np3: 3, "empty", [];
     empty_vnodes_np5_k2: 5, "empty", ["ZCOLL_NODE_SIZE" => "2"];

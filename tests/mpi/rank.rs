@@ -49,6 +49,9 @@ pub(crate) fn main() {
     if scenario == "setup-fails" {
         return setup_fails(&world);
     }
+    if scenario == "node-size-disagrees" {
+        return node_size_disagrees(&world);
+    }
     if scenario == "xpmem-missing" {
         return crate::heap::xpmem_missing(&world);
     }
@@ -452,6 +455,36 @@ fn setup_fails(world: &SimpleCommunicator) {
     std::env::remove_var("XPMEM_LIBRARY");
     let comm = Comm::new(world).unwrap_or_else(|e| panic!("Comm::new after the failure: {e}"));
     check_bcast::<u8>(world, &comm, 100_003, world.size() - 1, BcastAlgorithm::Auto, 7);
+    println!("ZCOLL-RANK-OK {}", world.rank());
+}
+
+/// `ZCOLL_NODE_SIZE` read otherwise by one rank than by the others (unset there, a value
+/// it cannot read, another size): `Error::Config` naming it on every rank, not a wait for
+/// ever in MPI (a rank splitting by shared memory and the others by color would call
+/// different MPI collectives); with the same value everywhere again, `Comm::new` works.
+fn node_size_disagrees(world: &SimpleCommunicator) {
+    let k = std::env::var("ZCOLL_NODE_SIZE").expect("virtual nodes");
+    let (me, last) = (world.rank(), world.size() - 1);
+    for (odd, value) in [(last, None), (last, Some("two")), (0, Some("1000"))] {
+        match (me == odd, value) {
+            (true, None) => std::env::remove_var("ZCOLL_NODE_SIZE"),
+            (true, Some(v)) => std::env::set_var("ZCOLL_NODE_SIZE", v),
+            (false, _) => std::env::set_var("ZCOLL_NODE_SIZE", &k),
+        }
+        let start = std::time::Instant::now();
+        match Comm::new(world) {
+            Err(Error::Config { name: "ZCOLL_NODE_SIZE", .. }) => {}
+            Err(e) => panic!("rank {odd} with ZCOLL_NODE_SIZE={value:?}: {e}, not Error::Config"),
+            Ok(_) => panic!("rank {odd} with ZCOLL_NODE_SIZE={value:?}, the others {k}: accepted"),
+        }
+        let took = start.elapsed();
+        assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
+    }
+    std::env::set_var("ZCOLL_NODE_SIZE", &k);
+    let comm =
+        Comm::new(world).unwrap_or_else(|e| panic!("Comm::new with ZCOLL_NODE_SIZE={k} everywhere: {e}"));
+    assert_eq!(comm.info().virtual_nodes, Some(k.parse().unwrap()));
+    check_bcast::<u8>(world, &comm, 100_003, last, BcastAlgorithm::Auto, 7);
     println!("ZCOLL-RANK-OK {}", world.rank());
 }
 

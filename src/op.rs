@@ -27,9 +27,14 @@ pub enum Builtin {
     Sum,
     /// `MPI_PROD`.
     Prod,
-    /// `MPI_MIN`.
+    /// `MPI_MIN`. On floats, as [`f64::min`]: a NaN is ignored (the result is NaN only
+    /// where every rank's is), and of `0.0` and `-0.0` either may come out. MPI defines
+    /// neither: where the MPI library reduces (one rank per node,
+    /// [`InterNode::DirectMpi`](crate::InterNode::DirectMpi)), Open MPI and MPICH pass a
+    /// NaN on or drop it depending on the ranks' order, so a result with NaNs may depend
+    /// on how the ranks sit on nodes.
     Min,
-    /// `MPI_MAX`.
+    /// `MPI_MAX`. On floats, as [`f64::max`], with the same caveats as [`Min`](Self::Min).
     Max,
     /// `MPI_BAND` (integers only).
     BitAnd,
@@ -508,6 +513,18 @@ impl<T, F: Fn(&mut [T], &[T])> Operator<T> for UserOp<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The float `Min` and `Max` are documented as `f64::min`/`max`: a NaN is ignored
+    /// unless every operand is one.
+    #[test]
+    fn float_min_max_ignore_nan() {
+        for op in [Builtin::Min, Builtin::Max] {
+            let mut acc = [f32::NAN, 1.0, f32::NAN];
+            assert!(f32::combine(op, &mut acc, &[2.0, f32::NAN, f32::NAN]));
+            assert_eq!(acc[..2], [2.0, 1.0], "{op:?}");
+            assert!(acc[2].is_nan(), "{op:?}");
+        }
+    }
 
     #[test]
     fn integer_kernels_match_their_definitions() {

@@ -48,6 +48,7 @@ impl Segment {
                     let seg = file
                         .set_len(len as u64)
                         .map_err(|e| io_error(rank, "ftruncate", e))
+                        .and_then(|()| reserve(rank, &file, len))
                         .and_then(|()| Segment::map(rank, &file, len));
                     return match seg {
                         Ok(seg) => Ok((seg, name)),
@@ -105,6 +106,24 @@ impl Segment {
     /// The mapping's length in bytes.
     pub(crate) fn len(&self) -> usize {
         self.map.len()
+    }
+}
+
+/// Allocates the segment's pages now: `ftruncate` alone reserves nothing, and a rank that
+/// touched a page past what `/dev/shm` has room for would die of `SIGBUS` in the middle of
+/// a collective, where this is an error of the set-up on every rank.
+fn reserve(rank: i32, file: &File, len: usize) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let len = libc::off_t::try_from(len).map_err(|_| Error::Segment {
+        rank,
+        op: "fallocate",
+        errno: Errno::from_raw(libc::EFBIG),
+    })?;
+    // SAFETY: the descriptor is open for writing for the duration of the call; the range
+    // is plain numbers.
+    match unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) } {
+        0 => Ok(()),
+        errno => Err(Error::Segment { rank, op: "fallocate", errno: Errno::from_raw(errno) }),
     }
 }
 

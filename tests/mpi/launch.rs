@@ -26,6 +26,10 @@ pub(crate) struct Job<'a> {
     /// Start the launcher without CAP_SYS_PTRACE (`setpriv --bounding-set=-sys_ptrace`),
     /// so that root's bypass of the ptrace check is gone.
     pub(crate) without_ptrace: bool,
+    /// Start the launcher in a mount namespace of its own (`unshare -m`, as root) whose
+    /// `/dev/shm` is a tmpfs of this size (`mount -o size=`), so that shared-memory objects
+    /// run out of room.
+    pub(crate) shm_size: Option<&'a str>,
 }
 
 /// The launcher `ZCOLL_MPI` names, or the default `mpiexec`.
@@ -38,7 +42,7 @@ fn launcher() -> &'static str {
     }
 }
 
-fn open_mpi() -> bool {
+pub(crate) fn open_mpi() -> bool {
     static IS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *IS.get_or_init(|| {
         Command::new(launcher())
@@ -66,6 +70,11 @@ impl Job<'_> {
         let mut cmd = if self.without_ptrace {
             let mut c = Command::new("setpriv");
             c.args(["--bounding-set=-sys_ptrace", launcher()]);
+            c
+        } else if let Some(size) = self.shm_size {
+            let mut c = Command::new("unshare");
+            let mount = r#"mount -t tmpfs -o size="$0" tmpfs /dev/shm && exec "$@""#;
+            c.args(["-m", "sh", "-c", mount, size, launcher()]);
             c
         } else {
             Command::new(launcher())

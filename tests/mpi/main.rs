@@ -497,6 +497,7 @@ fn refused_cma_falls_back_to_cico() {
                 ("UCX_TLS", "^cma"),
             ],
             without_ptrace: true,
+            shm_size: None,
         }
         .run();
     }
@@ -512,6 +513,28 @@ fn cma_revoked_mid_job_is_an_error_on_every_rank() {
             scenario: "revoked-cma",
             env: &[("OMPI_MCA_btl_vader_single_copy_mechanism", "none"), ("UCX_TLS", "^cma")],
             without_ptrace: true,
+            shm_size: None,
+        }
+        .run();
+    }
+}
+
+/// A `/dev/shm` too small for the node's control segment is an error of `Comm::new` on
+/// every rank (the segment's pages are allocated when it is made), not a `SIGBUS` in the
+/// first collective that touches a page past the room. Open MPI only: the job runs in a
+/// mount namespace of its own (as root), and Open MPI's own shared memory is off.
+#[test]
+fn small_dev_shm_is_an_error_on_every_rank() {
+    if !launch::open_mpi() {
+        return;
+    }
+    for np in [2, 3] {
+        Job {
+            np,
+            scenario: "small-shm",
+            env: &[("OMPI_MCA_btl", "self,tcp")],
+            shm_size: Some("16k"),
+            ..Job::default()
         }
         .run();
     }
@@ -530,6 +553,7 @@ fn forced_cma_on_a_refusing_node_is_an_error() {
             ("UCX_TLS", "^cma"),
         ],
         without_ptrace: true,
+        shm_size: None,
     }
     .run();
 }

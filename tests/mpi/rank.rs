@@ -49,6 +49,9 @@ pub(crate) fn main() {
     if scenario == "setup-fails" {
         return setup_fails(&world);
     }
+    if scenario == "small-shm" {
+        return small_shm(&world);
+    }
     if scenario == "node-size-disagrees" {
         return node_size_disagrees(&world);
     }
@@ -456,6 +459,29 @@ fn setup_fails(world: &SimpleCommunicator) {
     let comm = Comm::new(world).unwrap_or_else(|e| panic!("Comm::new after the failure: {e}"));
     check_bcast::<u8>(world, &comm, 100_003, world.size() - 1, BcastAlgorithm::Auto, 7);
     println!("ZCOLL-RANK-OK {}", world.rank());
+}
+
+/// `/dev/shm` (a tmpfs the launcher mounted) has room for a few pages only: `Comm::new`
+/// fails on every rank with `Error::Segment` (the segment's creator naming `fallocate`,
+/// the others its creation), rather than a rank dying of `SIGBUS` in the first call that
+/// stages data.
+fn small_shm(world: &SimpleCommunicator) {
+    let me = world.rank();
+    match Comm::new(world) {
+        Err(Error::Segment { op, errno, .. }) if me == 0 => {
+            assert_eq!((op, errno), ("fallocate", zcoll::Errno::from_raw(libc::ENOSPC)));
+        }
+        Err(Error::Segment { op: "creation on local rank 0", .. }) => {}
+        Err(e) => panic!("rank {me}: {e}"),
+        Ok(comm) => {
+            // Stage through every rank's area, as a user's first calls would.
+            let mut data = vec![me as u8; 200_000];
+            let r = comm.broadcast_into_with(&mut data[..40_000], 0, BcastAlgorithm::Staged);
+            let r = r.and(comm.broadcast_into(&mut data, 0));
+            panic!("rank {me}: Comm::new succeeded in a full /dev/shm (broadcast: {r:?})");
+        }
+    }
+    println!("ZCOLL-RANK-OK {me}");
 }
 
 /// `ZCOLL_NODE_SIZE` read otherwise by one rank than by the others (unset there, a value

@@ -53,7 +53,7 @@
 //! | `ZCOLL_ARRIVAL=auto\|flat\|tree:k` | how a round awaits the node's arrivals: every rank polls every other (`flat`), or up a tree of flags of fan-in `k` and down from its root (`tree:k`); default `auto`, the cost model's choice for the node's size (a tree from 8 ranks); every rank of a node must agree |
 //! | `ZCOLL_PROGRESS=thread\|thread:bytes\|wait` | how the calls of an [`immediate_scope`](Comm::immediate_scope) progress ([`Progress`]): on a worker thread per scope, woken when a call of at least `bytes` (default 65536 where this process may run on more CPUs than its node has ranks, else never: [`Progress`]) is issued (default where MPI allows it: one node, or `MPI_THREAD_MULTIPLE`), or only in `wait`/`test` on the caller's thread |
 //! | `ZCOLL_YIELD_US=us` | how long a wait spins (when the node's ranks fit on the CPUs their affinity masks allow between them; default 2000) or yields (otherwise; default 20) before it sleeps |
-//! | `ZCOLL_PROFILE=path` | the machine profile to read (default `$XDG_CONFIG_HOME/zcoll/<cpu>-<cores>c-<kernel>.toml`) |
+//! | `ZCOLL_PROFILE=path` | the machine profile to read (default `$XDG_CONFIG_HOME/zcoll/<cpu>-<cores>c-<kernel>.toml`); rank 0 warns once on standard error if it names no file, and the built-in defaults are used |
 //! | `ZCOLL_BCAST_ALGORITHM=name[:k]` | the default broadcast algorithm ([`BcastAlgorithm`]) |
 //! | `ZCOLL_SCATTER_ALGORITHM=name[:k]` | the default scatter algorithm ([`ScatterAlgorithm`]) |
 //! | `ZCOLL_GATHER_ALGORITHM=name[:k]` | the default gather algorithm ([`GatherAlgorithm`]) |

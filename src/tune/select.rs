@@ -129,18 +129,24 @@ fn loaded() -> &'static ((Params, String), Option<String>) {
                     Params::DEFAULT,
                     format!("built-in defaults (no profile at {}; run `zcoll tune`)", path.display()),
                 );
-                (defaults, warning_for(&path, &e))
+                let named = std::env::var_os("ZCOLL_PROFILE").is_some();
+                (defaults, warning_for(&path, &e, named))
             }
         }
     })
 }
 
 /// What to say when the profile at `path` could not be loaded (`e`): that it exists but
-/// is not used, or that a profile of this CPU made under another kernel is not used;
-/// nothing when there is simply no profile.
-fn warning_for(path: &std::path::Path, e: &crate::error::Error) -> Option<String> {
+/// is not used, that the file `ZCOLL_PROFILE` names (`named`) is not there, or that a
+/// profile of this CPU made under another kernel is not used; nothing when there is
+/// simply no profile at the default place.
+fn warning_for(path: &std::path::Path, e: &crate::error::Error, named: bool) -> Option<String> {
     match path.exists() {
         true => Some(format!("the profile {} is not used: {e}", path.display())),
+        false if named => Some(format!(
+            "ZCOLL_PROFILE names {}, which does not exist: the built-in defaults are used",
+            path.display()
+        )),
         false => others_of_this_cpu(path).map(|other| {
             format!(
                 "the profile {} is not used: it was made under another kernel than this one ({}); \
@@ -298,15 +304,17 @@ mod tests {
         let this = crate::tune::Machine::this();
         let path = dir.join(format!("{}.toml", this.key()));
         let missing = Profile::load(&path).unwrap_err();
-        assert_eq!(warning_for(&path, &missing), None);
+        assert_eq!(warning_for(&path, &missing, false), None);
+        let w = warning_for(&path, &missing, true).expect("a named profile that is missing is named");
+        assert!(w.contains("ZCOLL_PROFILE") && w.contains("does not exist"), "{w}");
         let other = crate::tune::Machine { kernel: "0.0.1-elsewhere".into(), ..this.clone() };
         let other_path = dir.join(format!("{}.toml", other.key()));
         std::fs::write(&other_path, "").unwrap();
-        let w = warning_for(&path, &missing).expect("the other kernel's profile is named");
+        let w = warning_for(&path, &missing, false).expect("the other kernel's profile is named");
         assert!(w.contains(&other.key()) && w.contains("another kernel"), "{w}");
         std::fs::write(&path, "not toml [").unwrap();
         let bad = Profile::load(&path).unwrap_err();
-        let w = warning_for(&path, &bad).expect("an unreadable profile is named");
+        let w = warning_for(&path, &bad, false).expect("an unreadable profile is named");
         assert!(w.contains("is not used"), "{w}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

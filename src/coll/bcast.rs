@@ -39,6 +39,13 @@
 //! - [`BcastAlgorithm::ArrivalAware`]: no tree fixed in advance: a reader reads each
 //!   chunk, as soon as it arrives, from the root or from any reader that already holds
 //!   the chunk, so a late non-root delays nobody (see `coll::pap`).
+//! - [`BcastAlgorithm::ReadWrite`]: direct read and direct write at once. Every reader
+//!   reads the head of the root's buffer while the root writes the tail (`n / p`,
+//!   whole pages) into each reader in turn, so the root's core, idle in a direct read,
+//!   copies too: `max(alpha + (n - t) beta + ((n - t) / s) l gamma(p - 1),
+//!   (p - 1)(alpha + t beta_w + (t / s) l))` with `t = n / p` and `beta_w` the price of a
+//!   byte written into a peer, plus one more synchronization (the root's writes need the
+//!   readers' arrivals). At 2 ranks each core copies half the message.
 
 use super::algorithm::Algorithm;
 use super::pap::{compatible, settle};
@@ -46,6 +53,7 @@ use super::{all_equal, check, check_staged, from_inline, inline_word, op, Ctx, K
 use crate::error::Result;
 use crate::sync::{Call, Round, PRIVATE};
 use crate::transport::TransportKind;
+use crate::tune::model::read_write_share;
 use crate::tune::{select, Algo};
 
 /// The radix of [`BcastAlgorithm::KnomialRead`] when a name gives none.
@@ -63,7 +71,7 @@ pub(crate) type Feed<'f> = &'f mut dyn FnMut(&mut [u8]) -> Result<()>;
 ///
 /// The names (for `ZCOLL_BCAST_ALGORITHM` and the benchmarks) are `auto`,
 /// `direct-read`, `direct-write`, `knomial-read[:k]`, `scatter-allgather`,
-/// `pipelined[:chunk bytes]`, `fifo`, `staged` and `arrival-aware`.
+/// `pipelined[:chunk bytes]`, `fifo`, `staged`, `arrival-aware` and `read-write`.
 ///
 /// # Examples
 ///
@@ -105,6 +113,9 @@ pub enum BcastAlgorithm {
     Staged,
     /// Readers read each chunk, as they arrive, from the root or any reader that holds it.
     ArrivalAware,
+    /// Every reader reads the head of the root's buffer while the root writes the tail
+    /// into each reader: the root's core copies too.
+    ReadWrite,
 }
 
 impl BcastAlgorithm {
@@ -120,7 +131,7 @@ impl BcastAlgorithm {
 }
 
 super::algorithm::vocabulary! {
-    BcastAlgorithm("ZCOLL_BCAST_ALGORITHM"): "auto, direct-read, direct-write, knomial-read[:k], scatter-allgather, pipelined[:bytes], fifo, staged or arrival-aware",
+    BcastAlgorithm("ZCOLL_BCAST_ALGORITHM"): "auto, direct-read, direct-write, knomial-read[:k], scatter-allgather, pipelined[:bytes], fifo, staged, arrival-aware or read-write",
     [
         Auto => "auto",
         DirectRead => "direct-read",
@@ -131,6 +142,7 @@ super::algorithm::vocabulary! {
         Fifo => "fifo",
         Staged => "staged",
         ArrivalAware => "arrival-aware",
+        ReadWrite => "read-write",
     ]
     /// The cost model's choice for `len` bytes on `p` ranks; its copy-in/copy-out choice
     /// is the staging pipeline. The Bcast FIFO was the choice from 4 KiB to its ring's
@@ -143,6 +155,7 @@ super::algorithm::vocabulary! {
             Algo::BcastKnomial(k) => BcastAlgorithm::KnomialRead { k: k as u32 },
             Algo::BcastScatterAllgather => BcastAlgorithm::ScatterAllgather,
             Algo::BcastStaged => BcastAlgorithm::Staged,
+            Algo::BcastReadWrite => BcastAlgorithm::ReadWrite,
             _ => BcastAlgorithm::DirectRead,
         }
     }
@@ -199,8 +212,9 @@ pub(crate) fn bcast(
         return arrival_aware(ctx, buf, root, src, op(Kind::Bcast, code, param));
     }
     let len = buf.len();
-    // Only the direct-write receivers let a peer write into their buffer.
-    let written = matches!(algorithm, Ok(BcastAlgorithm::DirectWrite)) && ctx.ctl.me() != src;
+    // Only the direct-write and read-write receivers let a peer write into their buffer.
+    let written = matches!(algorithm, Ok(BcastAlgorithm::DirectWrite | BcastAlgorithm::ReadWrite))
+        && ctx.ctl.me() != src;
     // Copies through the segment share no buffer: a private call (one flag phase).
     let private = feed.is_none() && matches!(algorithm, Ok(BcastAlgorithm::Staged | BcastAlgorithm::Fifo));
     // A staged broadcast that fits in the root's staging area travels with the root's
@@ -241,6 +255,7 @@ pub(crate) fn bcast(
                 .filter(|&r| r != src)
                 .try_for_each(|r| round.write(buf, &round.peer_recv(r), r, 0)),
             BcastAlgorithm::DirectRead | BcastAlgorithm::DirectWrite => Ok(()),
+            BcastAlgorithm::ReadWrite => read_write(&round, src, buf),
             BcastAlgorithm::KnomialRead { k } => knomial_read(&round, src, buf, k as usize),
             BcastAlgorithm::ScatterAllgather => scatter_allgather(&round, src, buf),
             BcastAlgorithm::Pipelined { chunk } => pipelined(&round, src, buf, chunk as usize, feed.take()),
@@ -305,6 +320,23 @@ fn pipelined(
     }
     round.complete(src);
     Ok(())
+}
+
+/// The read-write broadcast: every reader reads the head of the root's buffer while the
+/// root writes the tail ([`read_write_share`]) into each reader in turn. The two parts are
+/// disjoint, and a reader returns only after the round's end, which waits for the root's
+/// end word, posted after its writes.
+fn read_write(round: &Round<'_>, src: usize, buf: &mut [u8]) -> Result<()> {
+    let head = buf.len() - read_write_share(buf.len(), round.size());
+    if round.me() != src {
+        return read_from(round, src, 0, &mut buf[..head]);
+    }
+    if head == buf.len() {
+        return Ok(());
+    }
+    (0..round.size())
+        .filter(|&r| r != src)
+        .try_for_each(|r| round.write(&buf[head..], &round.peer_recv(r), r, head))
 }
 
 /// Reads `dst.len()` bytes at `offset` of local rank `peer`'s published buffer: with

@@ -427,6 +427,19 @@ impl Params {
 /// The chunk of the copy-in/copy-out paths: half a 64 KiB staging area.
 pub const STAGE_CHUNK: usize = 32 * 1024;
 
+/// The bytes the root of a read-write broadcast ([`Algo::BcastReadWrite`]) of `n` bytes
+/// on `p` ranks writes into each reader, from the end of the buffer: a `p`-th of `n`,
+/// rounded down to 4 KiB once it is at least that, else nothing (a copy too small to be
+/// worth a second system call). Every rank derives it from the length and the node's
+/// size alone, which the round's checks made the same everywhere.
+pub(crate) fn read_write_share(n: usize, p: usize) -> usize {
+    const PAGE: usize = 4096;
+    match n / p.max(1) {
+        t if t >= PAGE => t / PAGE * PAGE,
+        _ => 0,
+    }
+}
+
 /// The chunk in which the partitioned reductions read a peer's piece of their partition
 /// (and a reduce writes its result to the root): half the 64 KiB scratch area, so that
 /// the piece and the accumulator stay in cache. One CMA call per chunk.
@@ -470,6 +483,9 @@ pub enum Algo {
     BcastScatterAllgather,
     /// Broadcast through the staging area (32 KiB chunks).
     BcastStaged,
+    /// Broadcast: every non-root reads the head of the root's buffer while the root
+    /// writes the tail into each in turn.
+    BcastReadWrite,
     /// Scatter: every non-root reads its block from the root at once.
     ScatterParallelRead,
     /// Scatter: the root writes each block in turn.
@@ -561,7 +577,8 @@ packing! {
     GatherSequentialRead = 8, AllgatherRing = 9, AllgatherRecursiveDoubling = 10,
     AllgatherBruck = 11, AlltoallPairwise = 12, AlltoallBruck = 13, ScatterStaged = 14,
     GatherStaged = 15, AllgatherStaged = 16, AlltoallStaged = 17, AllreducePartitioned = 18,
-    AllreduceStaged = 19, ReducePartitioned = 20, ReduceStaged = 21, ReduceRootRead = 25;
+    AllreduceStaged = 19, ReducePartitioned = 20, ReduceStaged = 21, ReduceRootRead = 25,
+    BcastReadWrite = 26;
     BcastKnomial = 22, ScatterThrottledRead = 23, GatherThrottledWrite = 24,
 }
 
@@ -601,6 +618,19 @@ impl Params {
         match algo {
             Algo::BcastDirectRead => w(n, 1, q),
             Algo::BcastDirectWrite => seq_w(n, 1, q),
+            // The readers' reads of the head and the root's writes of the tail run at once;
+            // a write into a peer costs what a CMA write does where none was measured
+            // (stores into lines the reader holds are dearer than loads too), and the
+            // root's writes need the readers' arrivals and the readers the root's end: one
+            // more synchronization of the round's kind.
+            Algo::BcastReadWrite => {
+                let tail = read_write_share(n, p);
+                let root = match tail {
+                    0 => 0.0,
+                    t => self.over_cma().in_turn(t, 1, q, Share::Source(1), true),
+                };
+                w(n - tail, 1, q).max(root) + self.sync_copy
+            }
             // Level i: the k^i holders each serve up to k - 1 readers; every level after
             // the first waits for its parent's signal.
             Algo::BcastKnomial(k) => {

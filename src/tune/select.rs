@@ -195,6 +195,7 @@ pub fn candidates(coll: Coll, p: usize) -> Vec<Algo> {
                 Algo::BcastDirectWrite,
                 Algo::BcastScatterAllgather,
                 Algo::BcastStaged,
+                Algo::BcastReadWrite,
             ];
             c.extend(ks().map(Algo::BcastKnomial));
             c
@@ -323,10 +324,14 @@ mod tests {
     fn small_messages_stage_and_large_ones_copy_once() {
         let p = Params::DEFAULT;
         assert_eq!(choose_with(&p, Coll::Bcast, 64, 2), Algo::BcastStaged);
-        assert!(matches!(
-            choose_with(&p, Coll::Bcast, 8 << 20, 2),
-            Algo::BcastDirectRead | Algo::BcastDirectWrite
-        ));
+        // At 2 ranks a large broadcast copies once per byte, the root's core sharing the
+        // copy with the reader's; a mid-size one still stages (the extra synchronization
+        // and the dearer writes of the shared copy do not pay there).
+        assert_eq!(choose_with(&p, Coll::Bcast, 8 << 20, 2), Algo::BcastReadWrite);
+        assert_eq!(choose_with(&p, Coll::Bcast, 256 << 10, 2), Algo::BcastReadWrite);
+        assert_eq!(choose_with(&p, Coll::Bcast, 64 << 10, 2), Algo::BcastStaged);
+        // On many ranks the root's share of p - 1 writes is no gain over a tree.
+        assert_ne!(choose_with(&p, Coll::Bcast, 8 << 20, 16), Algo::BcastReadWrite);
         assert_eq!(choose_with(&p, Coll::Allreduce, 64, 4), Algo::AllreduceStaged);
         assert_eq!(choose_with(&p, Coll::Allreduce, 16 << 20, 4), Algo::AllreducePartitioned);
     }

@@ -73,6 +73,8 @@ const CASES: &[(&str, Case)] = &[
     ("bcast scatter-allgather", |c, me| bcast(c, me, BcastAlgorithm::ScatterAllgather)),
     ("bcast pipelined", |c, me| bcast(c, me, BcastAlgorithm::Pipelined { chunk: 16 << 10 })),
     ("bcast staged", |c, me| bcast(c, me, BcastAlgorithm::Staged)),
+    // The root (a survivor) writes the tail of the victim's buffer.
+    ("bcast read-write", |c, me| bcast(c, me, BcastAlgorithm::ReadWrite)),
     ("scatter parallel-read", |c, me| scatter(c, me, ScatterAlgorithm::ParallelRead)),
     ("scatter staged", |c, me| scatter(c, me, ScatterAlgorithm::Staged)),
     ("gather sequential-read", |c, me| gather(c, me, GatherAlgorithm::SequentialRead)),
@@ -102,6 +104,7 @@ const CASES: &[(&str, Case)] = &[
     ("bcast one-phase", |c, me| one_phase_bcast(c, me, 0)),
     // From here on, a survivor publishes its receive buffer for the victim to write.
     ("bcast direct-write, root 2", |c, me| bcast_at(c, me, 2, BcastAlgorithm::DirectWrite)),
+    ("bcast read-write, root 2", |c, me| bcast_at(c, me, 2, BcastAlgorithm::ReadWrite)),
     ("scatter sequential-write, root 2", |c, me| scatter_at(c, me, 2, ScatterAlgorithm::SequentialWrite)),
     ("gather parallel-write, root 0", |c, me| gather_at(c, me, 0, GatherAlgorithm::ParallelWrite)),
     ("allgather ring-source-write", |c, me| allgather(c, me, AllgatherAlgorithm::RingSourceWrite)),
@@ -115,7 +118,7 @@ const CASES: &[(&str, Case)] = &[
 /// while it could still write (the memory may be freed by then): it fences it (kills it
 /// and awaits the kernel's word that it exited, `Round::fence`) and returns
 /// `Error::Fenced`. So at least one survivor of each of these cases reports `Fenced`.
-const FIRST_WRITE: usize = 30;
+const FIRST_WRITE: usize = 31;
 
 /// Rank `me`'s `n` input words.
 fn words(n: usize, me: i32) -> Vec<u64> {

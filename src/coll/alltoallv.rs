@@ -226,11 +226,13 @@ fn parts_at(round: &Round<'_>) -> usize {
 fn staged_map(out: &Slots<'_>, send: &Given<'_>, p: usize, me: usize, elem: usize, staged: bool) {
     let clamp = |n: usize| n.min(u32::MAX as usize) as u64;
     let mut at = 0usize;
-    for (d, &count) in send.counts[..p].iter().enumerate() {
+    let words = send.counts[..p].iter().enumerate().map(|(d, &count)| {
         let len = if d == me { 0 } else { bytes(count, elem) };
-        out.set(1 + d, clamp(len) | clamp(at) << 32);
+        let word = clamp(len) | clamp(at) << 32;
         at = at.saturating_add(len);
-    }
+        word
+    });
+    out.set_from(1, words);
     out.set(0, clamp(at) | if staged { STAGED } else { 0 });
 }
 

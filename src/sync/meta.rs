@@ -35,10 +35,12 @@ pub(crate) trait Meta {
 }
 
 impl Meta for &[u64] {
+    #[inline]
     fn words(&self) -> usize {
         self.len()
     }
 
+    #[inline]
     fn write(&self, out: &Slots<'_>) {
         // Zipped slices, not a word index each: this runs on every call that stages words.
         out.0.iter().zip(self.iter()).for_each(|(slot, &w)| slot.store(w, Ordering::Relaxed));
@@ -46,10 +48,12 @@ impl Meta for &[u64] {
 }
 
 impl<const N: usize> Meta for [u64; N] {
+    #[inline]
     fn words(&self) -> usize {
         N
     }
 
+    #[inline]
     fn write(&self, out: &Slots<'_>) {
         (&self[..]).write(out)
     }
@@ -60,10 +64,12 @@ impl<const N: usize> Meta for [u64; N] {
 pub(crate) struct Filled<F>(pub(crate) usize, pub(crate) F);
 
 impl<F: Fn(&Slots<'_>)> Meta for Filled<F> {
+    #[inline]
     fn words(&self) -> usize {
         self.0
     }
 
+    #[inline]
     fn write(&self, out: &Slots<'_>) {
         (self.1)(out)
     }
@@ -79,9 +85,22 @@ impl Slots<'_> {
     /// # Panics
     ///
     /// If `i` is not below the number of words declared.
+    #[inline]
     pub(crate) fn set(&self, i: usize, w: u64) {
         // Relaxed: the Release store of the arrival publishes it (`Control::begin`).
         self.0[i].store(w, Ordering::Relaxed);
+    }
+
+    /// Sets the words from `at` on to `words`, in order: one bounds check for them all.
+    ///
+    /// # Panics
+    ///
+    /// If they do not all fall below the number of words declared.
+    #[inline]
+    pub(crate) fn set_from(&self, at: usize, words: impl ExactSizeIterator<Item = u64>) {
+        let slots = &self.0[at..at + words.len()];
+        // Relaxed, as in `set`.
+        slots.iter().zip(words).for_each(|(slot, w)| slot.store(w, Ordering::Relaxed));
     }
 }
 
@@ -92,7 +111,8 @@ impl Control {
     /// # Panics
     ///
     /// If the two do not fit the area together.
-    pub(super) fn write_meta(&self, epoch: u64, meta: &dyn Meta, tail: &dyn Meta) {
+    #[inline]
+    pub(super) fn write_meta(&self, epoch: u64, meta: &(impl Meta + ?Sized), tail: &(impl Meta + ?Sized)) {
         let (head, end) = (meta.words(), tail.words());
         if head + end == 0 {
             return;

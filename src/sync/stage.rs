@@ -66,9 +66,9 @@ impl Control {
     pub(crate) fn begin_staged_with(
         &self,
         call: &Call,
-        meta: &dyn Meta,
-        parts: &dyn Payload,
-        tail: &dyn Meta,
+        meta: &(impl Meta + ?Sized),
+        parts: &(impl Payload + ?Sized),
+        tail: &(impl Meta + ?Sized),
     ) -> Result<Round<'_>> {
         self.learn_or_abandon(call)?;
         if !self.owed_staged.get() {
@@ -129,7 +129,12 @@ impl Control {
     /// # Panics
     ///
     /// If `meta` and `parts` hold more than [`one_phase_bytes`](Control::one_phase_bytes).
-    pub(crate) fn leave_staged_with(&self, call: &Call, meta: &dyn Meta, parts: &dyn Payload) -> Result<()> {
+    pub(crate) fn leave_staged_with(
+        &self,
+        call: &Call,
+        meta: &(impl Meta + ?Sized),
+        parts: &(impl Payload + ?Sized),
+    ) -> Result<()> {
         debug_assert!(call.op & PRIVATE != 0 && self.may_leave());
         self.learn_or_abandon(call)?;
         let settled = match self.owed_staged.get() {
@@ -171,7 +176,12 @@ impl Control {
 
     /// Copies `meta`, then `parts`, into half `epoch + 1 % 2` of this rank's staging area,
     /// for the round it is about to publish, and `tail` at the end of that half.
-    fn stage_own(&self, meta: &dyn Meta, parts: &dyn Payload, tail: &dyn Meta) {
+    fn stage_own(
+        &self,
+        meta: &(impl Meta + ?Sized),
+        parts: &(impl Payload + ?Sized),
+        tail: &(impl Meta + ?Sized),
+    ) {
         let half = self.one_phase_bytes();
         let epoch = self.epoch.get() + 1;
         // Panics unless the words fit the half, so `start + 8 * meta <= limit`.
@@ -181,7 +191,7 @@ impl Control {
         let limit = start + half - 8 * tail.words();
         let mut at = start + 8 * meta.words();
         let area = self.stage(self.me);
-        parts.each(&mut |part| {
+        parts.each(|part| {
             assert!(part.len() <= limit - at, "the payload does not fit half a staging area");
             // SAFETY: the range lies in half `epoch % 2` of our own staging area, between
             // the metadata words and the tail (asserted above, and `at <= limit` holds
@@ -201,11 +211,12 @@ impl Control {
 /// ([`Listed`]), so that a call collects no list of them first.
 pub(crate) trait Payload {
     /// Calls `f` with every part, in order.
-    fn each(&self, f: &mut dyn FnMut(&[u8]));
+    fn each(&self, f: impl FnMut(&[u8]));
 }
 
 impl Payload for &[&[u8]] {
-    fn each(&self, f: &mut dyn FnMut(&[u8])) {
+    #[inline]
+    fn each(&self, mut f: impl FnMut(&[u8])) {
         self.iter().for_each(|part| f(part));
     }
 }
@@ -214,8 +225,9 @@ impl Payload for &[&[u8]] {
 pub(crate) struct Listed<F>(pub(crate) F);
 
 impl<F: Fn(&mut dyn FnMut(&[u8]))> Payload for Listed<F> {
-    fn each(&self, f: &mut dyn FnMut(&[u8])) {
-        (self.0)(f)
+    #[inline]
+    fn each(&self, mut f: impl FnMut(&[u8])) {
+        (self.0)(&mut f)
     }
 }
 

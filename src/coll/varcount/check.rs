@@ -123,25 +123,30 @@ pub(crate) fn partition_words(out: &mut impl Extend<u64>, p: usize, counts: &[Co
     out.extend((0..partition_len(p)).map(|i| partition_word(counts, displs, i)));
 }
 
-/// Word `i` of the metadata words of a partition ([`partition_words`]), written straight
-/// into a staging area from word `at` (`Filled`): what a call publishes on every call,
-/// with no buffer of words built first.
+/// [`partition_words`] written straight into a staging area from word `at` (`Filled`):
+/// what a call publishes on every call, with no buffer of words built first.
 pub(crate) fn write_partition(out: &Slots<'_>, at: usize, p: usize, counts: &[Count], displs: &[Count]) {
-    (0..partition_len(p)).for_each(|i| out.set(at + i, partition_word(counts, displs, i)));
+    out.set(at, partition_word(counts, displs, 0));
+    match (counts.get(..p), displs.get(..p)) {
+        // The common case, as one zip of the two arrays: this runs on every call.
+        (Some(c), Some(d)) => out.set_from(at + 1, c.iter().zip(d).map(|(&c, &d)| block_word(c, d))),
+        _ => out.set_from(at + 1, (1..p + 1).map(|i| partition_word(counts, displs, i))),
+    }
 }
 
 /// Word `i` of a partition's metadata words: the two array lengths for `i = 0`, else
-/// block `i - 1`'s count (low 32 bits) and displacement (high 32 bits), zeros past a
-/// short array.
+/// block `i - 1`'s ([`block_word`]), zeros past a short array.
 fn partition_word(counts: &[Count], displs: &[Count], i: usize) -> u64 {
     let clamp = |n: usize| n.min(u32::MAX as usize) as u64;
     match i.checked_sub(1) {
         None => clamp(counts.len()) | clamp(displs.len()) << 32,
-        Some(r) => {
-            let (c, d) = (counts.get(r).copied().unwrap_or(0), displs.get(r).copied().unwrap_or(0));
-            c as u32 as u64 | (d as u32 as u64) << 32
-        }
+        Some(r) => block_word(counts.get(r).copied().unwrap_or(0), displs.get(r).copied().unwrap_or(0)),
     }
+}
+
+/// The metadata word of one block: its count (low 32 bits) and displacement (high 32 bits).
+fn block_word(count: Count, displ: Count) -> u64 {
+    count as u32 as u64 | (displ as u32 as u64) << 32
 }
 
 /// The number of metadata words of one partition for `p` ranks.
@@ -521,9 +526,9 @@ pub(crate) fn alltoallv_local(
 pub(crate) fn checked<'c>(
     ctx: &Ctx<'c>,
     call: Call,
-    meta: Option<&dyn Meta>,
-    parts: &dyn Payload,
-    tail: &dyn Meta,
+    meta: Option<&(impl Meta + ?Sized)>,
+    parts: &(impl Payload + ?Sized),
+    tail: &(impl Meta + ?Sized),
     rooted: bool,
     judge: impl Fn(&Round<'_>) -> Result<()>,
 ) -> Result<Round<'c>> {

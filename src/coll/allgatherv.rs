@@ -38,7 +38,7 @@ use super::varcount::{
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
-use crate::sync::{Call, Filled, Meta, Round, Slots};
+use crate::sync::{Call, Filled, Round, Slots};
 use crate::tune::select;
 
 /// How [`Comm::all_gather_varcount_into_with`](crate::Comm::all_gather_varcount_into_with)
@@ -116,12 +116,11 @@ pub(crate) fn allgatherv(ctx: &Ctx<'_>, call: Exchange<'_, Given<'_>>) -> Result
     // the paths beyond one phase read it, so the block staged at the start crosses in as
     // few cache lines as an allgather's.
     let partition = Filled(partition_len(p), |out: &Slots<'_>| write_partition(out, 0, p, counts, displs));
-    let fault = own.map(fault_words);
-    let (meta, tail): (&dyn Meta, &dyn Meta) = match &fault {
-        None => (&[0u64; 0], &partition),
-        Some(words) => (words, &[0u64; 0]),
+    // Two calls of `checked`, so that each stages words of a type it knows.
+    let mut round = match own.map(fault_words) {
+        None => checked(ctx, call, fit.then_some(&[0u64; 0]), &staged, &partition, false, judge_flags)?,
+        Some(words) => checked(ctx, call, fit.then_some(&words), &staged, &[0u64; 0], false, judge_flags)?,
     };
-    let mut round = checked(ctx, call, fit.then_some(meta), &staged, tail, false, judge_flags)?;
     let algorithm = match algorithm {
         Ok(a) => a,
         Err(e) => return round.finish(Err(e)),

@@ -38,7 +38,7 @@ use super::varcount::{
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
-use crate::sync::{Call, Filled, Listed, Meta, Round, Slots};
+use crate::sync::{Call, Filled, Listed, Round, Slots};
 use crate::tune::select;
 use mpi::Count;
 
@@ -142,12 +142,11 @@ pub(crate) fn alltoallv(ctx: &Ctx<'_>, call: Exchange<'_, Sides<'_>>) -> Result<
         true => (0..p).filter(|&d| d != me).for_each(|d| f(&send[range(&sides.send(), d, elem)])),
         false => {}
     });
-    let fault = own.map(fault_words);
-    let (meta, tail): (&dyn Meta, &dyn Meta) = match &fault {
-        None => (&map, &tail),
-        Some(words) => (words, &[0u64; 0]),
+    // Two calls of `checked`, so that each stages words of a type it knows.
+    let mut round = match own.map(fault_words) {
+        None => checked(ctx, call, fit.then_some(&map), &blocks, &tail, false, judge_flags)?,
+        Some(words) => checked(ctx, call, fit.then_some(&words), &blocks, &[0u64; 0], false, judge_flags)?,
     };
-    let mut round = checked(ctx, call, fit.then_some(meta), &blocks, tail, false, judge_flags)?;
     let algorithm = match algorithm {
         Ok(a) => a,
         Err(e) => return round.finish(Err(e)),

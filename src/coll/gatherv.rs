@@ -42,7 +42,7 @@ use super::varcount::{
 use super::{op, Ctx, Kind};
 use crate::coll::gather::GatherAlgorithm;
 use crate::error::Result;
-use crate::sync::{Call, Filled, Meta, Round, Slots, Toward, PRIVATE};
+use crate::sync::{Call, Filled, Round, Slots, Toward, PRIVATE};
 use crate::transport::TransportKind;
 use crate::tune::select;
 use mpi::Count;
@@ -140,13 +140,16 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
             write_partition(out, 0, p, counts, displs);
         }
     });
-    let meta: &dyn Meta = match &bufs {
-        GathervBufs::Root { .. } => &partition,
-        GathervBufs::Leaf { .. } => &[0u64; 0],
+    // Two calls of `checked`, so that each stages words of a type it knows.
+    let judge = |r: &Round<'_>| judge_round(r, dst, Side::Recv);
+    let mut round = match &bufs {
+        GathervBufs::Root { .. } => {
+            checked(ctx, call, fit.then_some(&partition), &staged, &[0u64; 0], true, judge)?
+        }
+        GathervBufs::Leaf { .. } => {
+            checked(ctx, call, fit.then_some(&[0u64; 0]), &staged, &[0u64; 0], true, judge)?
+        }
     };
-    let mut round = checked(ctx, call, fit.then_some(meta), &staged, &[0u64; 0], true, |r| {
-        judge_round(r, dst, Side::Recv)
-    })?;
     let a = match algorithm {
         Ok(a) => a,
         Err(e) => return round.finish(Err(e)),

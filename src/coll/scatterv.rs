@@ -48,7 +48,7 @@ use super::varcount::{
 use super::{op, Ctx, Kind};
 use crate::coll::scatter::ScatterAlgorithm;
 use crate::error::Result;
-use crate::sync::{Call, Filled, Listed, Meta, Round, Slots, Toward, PRIVATE};
+use crate::sync::{Call, Filled, Listed, Round, Slots, Toward, PRIVATE};
 use crate::transport::TransportKind;
 use crate::tune::select;
 use mpi::Count;
@@ -142,10 +142,6 @@ pub(crate) fn scatterv(ctx: &Ctx<'_>, call: Rooted<ScattervBufs<'_>>) -> Result<
             (0..p).filter(|&r| r != src && counts[r] > 0).for_each(|r| f(&send[range(&parts, r, elem)]));
         }
     });
-    let meta: &dyn Meta = match &bufs {
-        ScattervBufs::Root { .. } => &partition,
-        ScattervBufs::Leaf { .. } => &[0u64; 0],
-    };
     // A root whose blocks travel with its arrival only gives: it leaves at once where it
     // can (the verdict deferred: `Control::leave_staged`), with a private record, and the
     // leaves copy their blocks out of its area whatever the family (see below). What the
@@ -167,16 +163,23 @@ pub(crate) fn scatterv(ctx: &Ctx<'_>, call: Rooted<ScattervBufs<'_>>) -> Result<
         ScattervBufs::Leaf { .. } => false,
     };
     if leave {
-        ctx.ctl.leave_staged_with(&Call { op: call.op | PRIVATE, ..call }, meta, &blocks)?;
+        ctx.ctl.leave_staged_with(&Call { op: call.op | PRIVATE, ..call }, &partition, &blocks)?;
         // Our own block once we have left: nobody waits for it.
         if let ScattervBufs::Root { send, counts, displs, recv } = bufs {
             recv.copy_from_slice(&send[range(&Given { counts, displs }, src, elem)]);
         }
         return Ok(());
     }
-    let mut round = checked(ctx, call, fit.then_some(meta), &blocks, &[0u64; 0], true, |r| {
-        judge_round(r, src, Side::Send)
-    })?;
+    // Two calls of `checked`, so that each stages words of a type it knows.
+    let judge = |r: &Round<'_>| judge_round(r, src, Side::Send);
+    let mut round = match &bufs {
+        ScattervBufs::Root { .. } => {
+            checked(ctx, call, fit.then_some(&partition), &blocks, &[0u64; 0], true, judge)?
+        }
+        ScattervBufs::Leaf { .. } => {
+            checked(ctx, call, fit.then_some(&[0u64; 0]), &blocks, &[0u64; 0], true, judge)?
+        }
+    };
     let algorithm = match algorithm {
         Ok(a) => a,
         Err(e) => return round.finish(Err(e)),

@@ -125,6 +125,7 @@ pub(crate) fn partition_words(out: &mut impl Extend<u64>, p: usize, counts: &[Co
 
 /// [`partition_words`] written straight into a staging area from word `at` (`Filled`):
 /// what a call publishes on every call, with no buffer of words built first.
+#[inline]
 pub(crate) fn write_partition(out: &Slots<'_>, at: usize, p: usize, counts: &[Count], displs: &[Count]) {
     out.set(at, partition_word(counts, displs, 0));
     match (counts.get(..p), displs.get(..p)) {
@@ -261,6 +262,7 @@ pub(crate) fn range(parts: &impl Parts, r: usize, elem: usize) -> Range<usize> {
 /// # Errors
 ///
 /// The first fault found, in that order.
+#[inline]
 pub(crate) fn check_partition(
     p: usize,
     parts: &impl Parts,
@@ -497,6 +499,7 @@ pub(crate) fn cross_fault(
 
 /// The faults of rank `q` of an alltoallv alone: its two partitions, and what it sends
 /// itself against what it receives from itself.
+#[inline]
 pub(crate) fn alltoallv_local(
     p: usize,
     q: usize,

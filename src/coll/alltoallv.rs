@@ -138,9 +138,10 @@ pub(crate) fn alltoallv(ctx: &Ctx<'_>, call: Exchange<'_, Sides<'_>>) -> Result<
         write_partition(out, 0, p, sides.send_counts, sides.send_displs);
         write_partition(out, partition_len(p), p, sides.recv_counts, sides.recv_displs);
     });
-    let blocks = Listed(|f: &mut dyn FnMut(&[u8])| match staged {
-        true => (0..p).filter(|&d| d != me).for_each(|d| f(&send[range(&sides.send(), d, elem)])),
-        false => {}
+    let blocks = Listed(|f: &mut dyn FnMut(&[u8])| {
+        if staged {
+            (0..p).filter(|&d| d != me).for_each(|d| f(&send[range(&sides.send(), d, elem)]));
+        }
     });
     // Two calls of `checked`, so that each stages words of a type it knows.
     let mut round = match own.map(fault_words) {

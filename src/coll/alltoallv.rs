@@ -138,9 +138,11 @@ pub(crate) fn alltoallv(ctx: &Ctx<'_>, call: Exchange<'_, Sides<'_>>) -> Result<
         write_partition(out, 0, p, sides.send_counts, sides.send_displs);
         write_partition(out, partition_len(p), p, sides.recv_counts, sides.recv_displs);
     });
+    // An empty block stages nothing, wherever its displacement points.
     let blocks = Listed(|f: &mut dyn FnMut(&[u8])| {
         if staged {
-            (0..p).filter(|&d| d != me).for_each(|d| f(&send[range(&sides.send(), d, elem)]));
+            let full = |d: usize| d != me && sides.send_counts[d] > 0;
+            (0..p).filter(|&d| full(d)).for_each(|d| f(&send[range(&sides.send(), d, elem)]));
         }
     });
     // Two calls of `checked`, so that each stages words of a type it knows.

@@ -79,7 +79,13 @@ impl<F: Fn(&Slots<'_>)> Meta for Filled<F> {
 /// exactly as many as its [`Meta`] declared.
 pub(crate) struct Slots<'a>(&'a [AtomicU64]);
 
-impl Slots<'_> {
+impl<'a> Slots<'a> {
+    /// Slots over `words`, to test a [`Meta`] writer outside a staging area.
+    #[cfg(test)]
+    pub(crate) fn over(words: &'a [AtomicU64]) -> Slots<'a> {
+        Slots(words)
+    }
+
     /// Sets word `i`.
     ///
     /// # Panics

@@ -685,6 +685,32 @@ mod tests {
     }
 
     proptest! {
+        /// The words a partition writes straight into an area (`write_partition`, from
+        /// any word) are the array lengths, then each block's count and displacement as
+        /// 32-bit halves, zeros past a short array; `partition_words` gives the same.
+        #[test]
+        fn partition_words_are_written_in_place(
+            p in 0usize..6,
+            counts in proptest::collection::vec(any::<Count>(), 0..7),
+            displs in proptest::collection::vec(any::<Count>(), 0..7),
+            at in 0usize..3,
+        ) {
+            let mut oracle = vec![counts.len() as u64 | (displs.len() as u64) << 32];
+            for r in 0..p {
+                let (c, d) = (counts.get(r).copied().unwrap_or(0), displs.get(r).copied().unwrap_or(0));
+                oracle.push(u64::from(c as u32) | u64::from(d as u32) << 32);
+            }
+            let area: Vec<std::sync::atomic::AtomicU64> =
+                (0..at + partition_len(p)).map(|_| std::sync::atomic::AtomicU64::new(u64::MAX)).collect();
+            write_partition(&Slots::over(&area), at, p, &counts, &displs);
+            let written: Vec<u64> = area[at..].iter().map(|w| w.load(std::sync::atomic::Ordering::Relaxed)).collect();
+            prop_assert_eq!(&written, &oracle);
+            prop_assert!(area[..at].iter().all(|w| w.load(std::sync::atomic::Ordering::Relaxed) == u64::MAX));
+            let mut words = Vec::new();
+            partition_words(&mut words, p, &counts, &displs);
+            prop_assert_eq!(words, oracle);
+        }
+
         /// Any counts and displacements, any buffer: the check never panics, and accepts
         /// exactly what the oracle accepts; the same verdict from the published words.
         #[test]

@@ -33,12 +33,12 @@
 use super::algorithm::Algorithm;
 use super::varcount::{
     allgatherv_local, auto_stages, aux2_of, checked, cross_fault, elem_of, fault_words, fits, judge_flags,
-    judge_pairs, partition_len, partition_words, published, range, stages, Exchange, Exchanged, Fault, Given,
-    MetaWords, Published, ALLGATHERV_STAGED_MAX,
+    judge_pairs, partition_len, published, range, stages, write_partition, Exchange, Exchanged, Fault, Given,
+    Published, ALLGATHERV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
-use crate::sync::{Call, Round};
+use crate::sync::{Call, Filled, Round, Slots};
 use crate::tune::select;
 
 /// How [`Comm::all_gather_varcount_into_with`](crate::Comm::all_gather_varcount_into_with)
@@ -97,14 +97,6 @@ pub(crate) fn allgatherv(ctx: &Ctx<'_>, call: Exchange<'_, Given<'_>>) -> Result
     // This rank judges its own call before it arrives, and publishes its partition, or the
     // fault in its place with the flag in `aux2` (`judge_flags`).
     let own = allgatherv_local(p, me, &mine, elem, recv.len(), send.len());
-    // The partition goes to the end of the area (the tail): only the paths beyond one
-    // phase read it, so the block staged at the start crosses in as few cache lines as
-    // an allgather's.
-    let (mut meta, mut tail) = (MetaWords::new(), MetaWords::new());
-    match own {
-        None => partition_words(&mut tail, p, counts, displs),
-        Some(f) => fault_words(&mut meta, f),
-    }
     // Only the ring-source writers let peers write into the receive buffers.
     let writable = matches!(algorithm, Ok(AllgathervAlgorithm::RingSourceWrite));
     let call =
@@ -120,7 +112,15 @@ pub(crate) fn allgatherv(ctx: &Ctx<'_>, call: Exchange<'_, Given<'_>>) -> Result
         }
         _ => &[],
     };
-    let mut round = checked(ctx, call, fit.then_some(&meta[..]), staged, &tail, false, judge_flags)?;
+    // The partition goes to the end of the area (the tail), written straight there: only
+    // the paths beyond one phase read it, so the block staged at the start crosses in as
+    // few cache lines as an allgather's.
+    let partition = Filled(partition_len(p), |out: &Slots<'_>| write_partition(out, 0, p, counts, displs));
+    // Two calls of `checked`, so that each stages words of a type it knows.
+    let mut round = match own.map(fault_words) {
+        None => checked(ctx, call, fit.then_some(&[0u64; 0]), &staged, &partition, false, judge_flags)?,
+        Some(words) => checked(ctx, call, fit.then_some(&words), &staged, &[0u64; 0], false, judge_flags)?,
+    };
     let algorithm = match algorithm {
         Ok(a) => a,
         Err(e) => return round.finish(Err(e)),

@@ -33,12 +33,12 @@
 use super::algorithm::Algorithm;
 use super::varcount::{
     alltoallv_local, auto_stages, aux2_of, bytes, checked, cross_fault, elem_of, fault_words, fits,
-    judge_flags, judge_pairs, partition_len, partition_words, published, range, staged_blocks, stages,
-    Exchange, Exchanged, Fault, Given, MetaWords, Parts, Published, StagedBlocks, ALLTOALLV_STAGED_MAX,
+    judge_flags, judge_pairs, partition_len, published, range, stages, write_partition, Exchange, Exchanged,
+    Fault, Given, Parts, Published, ALLTOALLV_STAGED_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
-use crate::sync::{Call, Round};
+use crate::sync::{Call, Filled, Listed, Round, Slots};
 use crate::tune::select;
 use mpi::Count;
 
@@ -115,38 +115,41 @@ pub(crate) fn alltoallv(ctx: &Ctx<'_>, call: Exchange<'_, Sides<'_>>) -> Result<
     // where its staged blocks lie, or the fault in their place with the flag in `aux2`
     // (`judge_flags`).
     let own = alltoallv_local(p, me, &sides.send(), &sides.recv(), elem, (send.len(), recv.len()));
-    // The metadata words proper are the map of what this rank stages, which a one-phase
-    // reader reads beside the payload that follows them; the partitions, which only the
-    // paths beyond one phase read, go to the end of the area (`parts_at`), so that a
-    // one-phase reader of small blocks takes one cache line of each sender's area and no
-    // line it reads, nor the next, is written with words it does not read.
-    let (mut meta, mut tail) = (MetaWords::new(), MetaWords::new());
-    match own {
-        None => {
-            staged_map(&mut meta, &sides.send(), p, me, elem);
-            partition_words(&mut tail, p, sides.send_counts, sides.send_displs);
-            partition_words(&mut tail, p, sides.recv_counts, sides.recv_displs);
-        }
-        Some(f) => fault_words(&mut meta, f),
-    }
     // Only the pairwise writers let peers write into the receive buffers.
     let writable = matches!(algorithm, Ok(AlltoallvAlgorithm::PairwiseWrite));
     let call =
         Call { aux2: aux2_of(elem, own), ..Call::new(op(Kind::Alltoallv, code, k), send, recv, writable) };
     let fit = fits(ctx, meta_len(p));
     // The blocks for the peers travel with the arrival, in rank order, where they fit and
-    // may be staged (see `one_phase`).
+    // may be staged (see `one_phase`); a rank whose own call passed has every block inside
+    // its send buffer.
     let cap = (matches!(algorithm, Ok(AlltoallvAlgorithm::Auto))).then(|| auto_cap(p));
-    let mut staged = StagedBlocks::new();
-    if let (None, Ok(AlltoallvAlgorithm::Auto | AlltoallvAlgorithm::Staged)) = (own, &algorithm) {
-        staged = staged_blocks(send, &sides.send(), p, me, elem).unwrap_or_default();
-        let bytes = staged.iter().map(|b| b.len()).sum();
-        match staged.len() + 1 == p && stages(ctx, cap, meta_len(p), bytes) {
-            true => meta[0] |= STAGED,
-            false => staged.clear(),
+    let staged =
+        matches!((own, &algorithm), (None, Ok(AlltoallvAlgorithm::Auto | AlltoallvAlgorithm::Staged)))
+            && stages(ctx, cap, meta_len(p), peers_bytes(&sides.send(), p, me, elem));
+    // The metadata words proper are the map of what this rank stages, which a one-phase
+    // reader reads beside the payload that follows them; the partitions, which only the
+    // paths beyond one phase read, go to the end of the area (`parts_at`), so that a
+    // one-phase reader of small blocks takes one cache line of each sender's area and no
+    // line it reads, nor the next, is written with words it does not read. All are
+    // written straight into the area, and the blocks copied from the send buffer.
+    let map = Filled(map_len(p), |out: &Slots<'_>| staged_map(out, &sides.send(), p, me, elem, staged));
+    let tail = Filled(2 * partition_len(p), |out: &Slots<'_>| {
+        write_partition(out, 0, p, sides.send_counts, sides.send_displs);
+        write_partition(out, partition_len(p), p, sides.recv_counts, sides.recv_displs);
+    });
+    // An empty block stages nothing, wherever its displacement points.
+    let blocks = Listed(|f: &mut dyn FnMut(&[u8])| {
+        if staged {
+            let full = |d: usize| d != me && sides.send_counts[d] > 0;
+            (0..p).filter(|&d| full(d)).for_each(|d| f(&send[range(&sides.send(), d, elem)]));
         }
-    }
-    let mut round = checked(ctx, call, fit.then_some(&meta[..]), &staged, &tail, false, judge_flags)?;
+    });
+    // Two calls of `checked`, so that each stages words of a type it knows.
+    let mut round = match own.map(fault_words) {
+        None => checked(ctx, call, fit.then_some(&map), &blocks, &tail, false, judge_flags)?,
+        Some(words) => checked(ctx, call, fit.then_some(&words), &blocks, &[0u64; 0], false, judge_flags)?,
+    };
     let algorithm = match algorithm {
         Ok(a) => a,
         Err(e) => return round.finish(Err(e)),
@@ -214,26 +217,32 @@ fn parts_at(round: &Round<'_>) -> usize {
     round.tail_at(2 * partition_len(round.size()))
 }
 
-/// The map of the blocks rank `me` sends its peers (`send`, elements of `elem` bytes), as
-/// it stages them with its arrival: the bytes of all of them, then for each rank `d` the
-/// bytes for `d` (low 32 bits) and where they start in the payload (high 32 bits), in
-/// rank order without `me`'s own. A one-phase reader reads one word per sender: its block's
-/// length, to judge against its own count, and where to copy it from, without adding up
-/// the sender's other counts. Only read where every rank staged (at most half a staging
-/// area each, so no number is clamped). The caller sets [`STAGED`] in the first word if
-/// it stages.
-fn staged_map(out: &mut MetaWords, send: &Given<'_>, p: usize, me: usize, elem: usize) {
+/// Writes the map of the blocks rank `me` sends its peers (`send`, elements of `elem`
+/// bytes), as it stages them with its arrival: the bytes of all of them (with [`STAGED`]
+/// if it `staged` them), then for each rank `d` the bytes for `d` (low 32 bits) and where
+/// they start in the payload (high 32 bits), in rank order without `me`'s own. A
+/// one-phase reader reads one word per sender: its block's length, to judge against its
+/// own count, and where to copy it from, without adding up the sender's other counts.
+/// Only read where every rank staged (at most half a staging area each, so no number is
+/// clamped). Only for a rank whose own call passed (one count per rank).
+fn staged_map(out: &Slots<'_>, send: &Given<'_>, p: usize, me: usize, elem: usize, staged: bool) {
     let clamp = |n: usize| n.min(u32::MAX as usize) as u64;
-    // Pushed one by one, the total last: this runs on every call.
-    let first = out.len();
-    out.push(0);
     let mut at = 0usize;
-    for d in 0..p {
-        let len = if d == me { 0 } else { bytes(send.counts[d], elem) };
-        out.push(clamp(len) | clamp(at) << 32);
+    let words = send.counts[..p].iter().enumerate().map(|(d, &count)| {
+        let len = if d == me { 0 } else { bytes(count, elem) };
+        let word = clamp(len) | clamp(at) << 32;
         at = at.saturating_add(len);
-    }
-    out[first] = clamp(at);
+        word
+    });
+    out.set_from(1, words);
+    out.set(0, clamp(at) | if staged { STAGED } else { 0 });
+}
+
+/// The bytes of the blocks rank `me` sends its peers, as its send partition `send`
+/// (checked) says.
+fn peers_bytes(send: &Given<'_>, p: usize, me: usize, elem: usize) -> usize {
+    let all = send.counts[..p].iter().fold(0usize, |sum, &c| sum.saturating_add(bytes(c, elem)));
+    all - bytes(send.counts[me], elem)
 }
 
 /// The bytes rank `i / p` sends rank `i % p`, for every pair, as the published send

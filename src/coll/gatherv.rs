@@ -36,13 +36,13 @@
 
 use super::rooted::{peers, Rooted, RootedBufs};
 use super::varcount::{
-    auto_family, auto_family_over_cma, chain, checked, fits, judge_round, partition_len, partition_words,
-    published, root_block, root_blocks, stages, Claim, Family, MetaWords, Moves, Side, AUTO_STAGE_MAX,
+    auto_family, auto_family_over_cma, chain, checked, fits, judge_round, partition_len, published,
+    root_block, root_blocks, stages, write_partition, Claim, Family, Moves, Side, AUTO_STAGE_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::coll::gather::GatherAlgorithm;
 use crate::error::Result;
-use crate::sync::{Call, Round, Toward, PRIVATE};
+use crate::sync::{Call, Filled, Round, Slots, Toward, PRIVATE};
 use crate::transport::TransportKind;
 use crate::tune::select;
 use mpi::Count;
@@ -93,12 +93,8 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
     let p = ctx.ctl.size();
     let algorithm = requested(algorithm, ctx.transport, ctx.overrides);
     let (code, k) = published(&algorithm);
-    let mut meta = MetaWords::new();
     let (is_root, send, recv, recv_len) = match &bufs {
-        GathervBufs::Root { send, recv, counts, displs } => {
-            partition_words(&mut meta, p, counts, displs);
-            (true, *send, recv.as_ptr() as usize, recv.len())
-        }
+        GathervBufs::Root { send, recv, .. } => (true, *send, recv.as_ptr() as usize, recv.len()),
         GathervBufs::Leaf { send } => (false, *send, 0, 0),
     };
     // The root lets peers write into its buffer if they may (the families that write).
@@ -138,8 +134,22 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
     if !staged.is_empty() && fit && ctx.ctl.me() != dst && ctx.may_leave(root) {
         return ctx.ctl.leave_staged(&Call { op: call.op | PRIVATE, ..call }, &[], staged);
     }
-    let mut round =
-        checked(ctx, call, fit.then_some(&meta[..]), staged, &[], true, |r| judge_round(r, dst, Side::Recv))?;
+    // The root's partition, written straight into its area.
+    let partition = Filled(partition_len(p), |out: &Slots<'_>| {
+        if let GathervBufs::Root { counts, displs, .. } = &bufs {
+            write_partition(out, 0, p, counts, displs);
+        }
+    });
+    // Two calls of `checked`, so that each stages words of a type it knows.
+    let judge = |r: &Round<'_>| judge_round(r, dst, Side::Recv);
+    let mut round = match &bufs {
+        GathervBufs::Root { .. } => {
+            checked(ctx, call, fit.then_some(&partition), &staged, &[0u64; 0], true, judge)?
+        }
+        GathervBufs::Leaf { .. } => {
+            checked(ctx, call, fit.then_some(&[0u64; 0]), &staged, &[0u64; 0], true, judge)?
+        }
+    };
     let a = match algorithm {
         Ok(a) => a,
         Err(e) => return round.finish(Err(e)),

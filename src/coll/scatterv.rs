@@ -41,14 +41,14 @@
 
 use super::rooted::{peers, Rooted, RootedBufs};
 use super::varcount::{
-    auto_family, bytes, chain, check_partition, checked, fits, judge_round, partition_len, partition_words,
-    published, range, root_block, root_blocks, staged_before, staged_blocks, stages, Claim, Family, Given,
-    MetaWords, Moves, Side, StagedBlocks, AUTO_STAGE_MAX,
+    auto_family, bytes, chain, check_partition, checked, fits, judge_round, partition_len, published, range,
+    root_block, root_blocks, staged_before, staged_bytes, stages, write_partition, Claim, Family, Given,
+    Moves, Side, AUTO_STAGE_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::coll::scatter::ScatterAlgorithm;
 use crate::error::Result;
-use crate::sync::{Call, Round, Toward, PRIVATE};
+use crate::sync::{Call, Filled, Listed, Round, Slots, Toward, PRIVATE};
 use crate::transport::TransportKind;
 use crate::tune::select;
 use mpi::Count;
@@ -99,12 +99,8 @@ pub(crate) fn scatterv(ctx: &Ctx<'_>, call: Rooted<ScattervBufs<'_>>) -> Result<
     let p = ctx.ctl.size();
     let algorithm = requested(algorithm, ctx.transport, ctx.overrides);
     let (code, k) = published(&algorithm);
-    let mut meta = MetaWords::new();
     let (is_root, send, send_len, recv) = match &bufs {
-        ScattervBufs::Root { send, counts, displs, recv } => {
-            partition_words(&mut meta, p, counts, displs);
-            (true, send.as_ptr() as usize, send.len(), &**recv)
-        }
+        ScattervBufs::Root { send, recv, .. } => (true, send.as_ptr() as usize, send.len(), &**recv),
         ScattervBufs::Leaf { recv } => (false, 0, 0, &**recv),
     };
     let call = Call {
@@ -125,18 +121,27 @@ pub(crate) fn scatterv(ctx: &Ctx<'_>, call: Rooted<ScattervBufs<'_>>) -> Result<
     // The root stages the peers' blocks, in rank order, with its arrival where they fit
     // (see `one_phase`); not at all where its partition is not valid (the checks fail).
     let cap = (matches!(algorithm, Ok(ScatterAlgorithm::Auto))).then_some(AUTO_STAGE_MAX);
-    let mut staged = StagedBlocks::new();
-    if let (
-        ScattervBufs::Root { send, counts, displs, .. },
-        Ok(ScatterAlgorithm::Auto | ScatterAlgorithm::Staged),
-    ) = (&bufs, &algorithm)
-    {
-        staged = staged_blocks(send, &Given { counts, displs }, p, src, elem).unwrap_or_default();
-        let bytes = staged.iter().map(|b| b.len()).sum();
-        if staged.len() + 1 != p || !stages(ctx, cap, partition_len(p), bytes) {
-            staged.clear();
+    let staged = match (&bufs, &algorithm) {
+        (
+            ScattervBufs::Root { send, counts, displs, .. },
+            Ok(ScatterAlgorithm::Auto | ScatterAlgorithm::Staged),
+        ) => staged_bytes(send.len(), &Given { counts, displs }, p, src, elem)
+            .is_some_and(|bytes| p > 1 && stages(ctx, cap, partition_len(p), bytes)),
+        _ => false,
+    };
+    // The root's partition and the blocks it stages, written straight into its area (the
+    // blocks only where `staged`: every one of them then lies inside its buffer).
+    let partition = Filled(partition_len(p), |out: &Slots<'_>| {
+        if let ScattervBufs::Root { counts, displs, .. } = &bufs {
+            write_partition(out, 0, p, counts, displs);
         }
-    }
+    });
+    let blocks = Listed(|f: &mut dyn FnMut(&[u8])| {
+        if let (ScattervBufs::Root { send, counts, displs, .. }, true) = (&bufs, staged) {
+            let parts = Given { counts, displs };
+            (0..p).filter(|&r| r != src && counts[r] > 0).for_each(|r| f(&send[range(&parts, r, elem)]));
+        }
+    });
     // A root whose blocks travel with its arrival only gives: it leaves at once where it
     // can (the verdict deferred: `Control::leave_staged`), with a private record, and the
     // leaves copy their blocks out of its area whatever the family (see below). What the
@@ -148,7 +153,7 @@ pub(crate) fn scatterv(ctx: &Ctx<'_>, call: Rooted<ScattervBufs<'_>>) -> Result<
     // call (`PreviousFailed`).
     let leave = match &bufs {
         ScattervBufs::Root { send, counts, displs, recv } => {
-            !staged.is_empty()
+            staged
                 && fit
                 && ctx.ctl.me() == src
                 && check_partition(p, &Given { counts, displs }, elem, send.len(), Side::Send).is_ok()
@@ -158,16 +163,23 @@ pub(crate) fn scatterv(ctx: &Ctx<'_>, call: Rooted<ScattervBufs<'_>>) -> Result<
         ScattervBufs::Leaf { .. } => false,
     };
     if leave {
-        ctx.ctl.leave_staged(&Call { op: call.op | PRIVATE, ..call }, &meta, &staged)?;
+        ctx.ctl.leave_staged_with(&Call { op: call.op | PRIVATE, ..call }, &partition, &blocks)?;
         // Our own block once we have left: nobody waits for it.
         if let ScattervBufs::Root { send, counts, displs, recv } = bufs {
             recv.copy_from_slice(&send[range(&Given { counts, displs }, src, elem)]);
         }
         return Ok(());
     }
-    let mut round = checked(ctx, call, fit.then_some(&meta[..]), &staged, &[], true, |r| {
-        judge_round(r, src, Side::Send)
-    })?;
+    // Two calls of `checked`, so that each stages words of a type it knows.
+    let judge = |r: &Round<'_>| judge_round(r, src, Side::Send);
+    let mut round = match &bufs {
+        ScattervBufs::Root { .. } => {
+            checked(ctx, call, fit.then_some(&partition), &blocks, &[0u64; 0], true, judge)?
+        }
+        ScattervBufs::Leaf { .. } => {
+            checked(ctx, call, fit.then_some(&[0u64; 0]), &blocks, &[0u64; 0], true, judge)?
+        }
+    };
     let algorithm = match algorithm {
         Ok(a) => a,
         Err(e) => return round.finish(Err(e)),

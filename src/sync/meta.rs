@@ -24,6 +24,112 @@ use super::{Control, Round};
 use crate::error::Result;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Metadata words a rank stages with its arrival ([`Control::begin_staged_with`]): words
+/// in a slice or an array, or words computed straight into the area ([`Filled`]), so that
+/// a call builds no buffer of them first.
+pub(crate) trait Meta {
+    /// How many words.
+    fn words(&self) -> usize;
+    /// Writes word `i` to `out.set(i, ..)` for every `i` in `0..words()`.
+    fn write(&self, out: &Slots<'_>);
+}
+
+impl Meta for &[u64] {
+    #[inline]
+    fn words(&self) -> usize {
+        self.len()
+    }
+
+    #[inline]
+    fn write(&self, out: &Slots<'_>) {
+        // Zipped slices, not a word index each: this runs on every call that stages words.
+        out.0.iter().zip(self.iter()).for_each(|(slot, &w)| slot.store(w, Ordering::Relaxed));
+    }
+}
+
+impl<const N: usize> Meta for [u64; N] {
+    #[inline]
+    fn words(&self) -> usize {
+        N
+    }
+
+    #[inline]
+    fn write(&self, out: &Slots<'_>) {
+        (&self[..]).write(out)
+    }
+}
+
+/// `.0` metadata words that the closure `.1` writes straight into the area, every one of
+/// them (a word it skips holds what an earlier round left there).
+pub(crate) struct Filled<F>(pub(crate) usize, pub(crate) F);
+
+impl<F: Fn(&Slots<'_>)> Meta for Filled<F> {
+    #[inline]
+    fn words(&self) -> usize {
+        self.0
+    }
+
+    #[inline]
+    fn write(&self, out: &Slots<'_>) {
+        (self.1)(out)
+    }
+}
+
+/// The metadata words a rank is about to publish, in its own staging area: write-only,
+/// exactly as many as its [`Meta`] declared.
+pub(crate) struct Slots<'a>(&'a [AtomicU64]);
+
+impl<'a> Slots<'a> {
+    /// Slots over `words`, to test a [`Meta`] writer outside a staging area.
+    #[cfg(test)]
+    pub(crate) fn over(words: &'a [AtomicU64]) -> Slots<'a> {
+        Slots(words)
+    }
+
+    /// Sets word `i`.
+    ///
+    /// # Panics
+    ///
+    /// If `i` is not below the number of words declared.
+    #[inline]
+    pub(crate) fn set(&self, i: usize, w: u64) {
+        // Relaxed: the Release store of the arrival publishes it (`Control::begin`).
+        self.0[i].store(w, Ordering::Relaxed);
+    }
+
+    /// Sets the words from `at` on to `words`, in order: one bounds check for them all.
+    ///
+    /// # Panics
+    ///
+    /// If they do not all fall below the number of words declared.
+    #[inline]
+    pub(crate) fn set_from(&self, at: usize, words: impl ExactSizeIterator<Item = u64>) {
+        let slots = &self.0[at..at + words.len()];
+        // Relaxed, as in `set`.
+        slots.iter().zip(words).for_each(|(slot, w)| slot.store(w, Ordering::Relaxed));
+    }
+}
+
+impl Control {
+    /// Writes `meta` at the start of this rank's metadata area for round `epoch`, and
+    /// `tail` at its end.
+    ///
+    /// # Panics
+    ///
+    /// If the two do not fit the area together.
+    #[inline]
+    pub(super) fn write_meta(&self, epoch: u64, meta: &(impl Meta + ?Sized), tail: &(impl Meta + ?Sized)) {
+        let (head, end) = (meta.words(), tail.words());
+        if head + end == 0 {
+            return;
+        }
+        let area = self.meta_area(self.me, epoch);
+        assert!(head + end <= area.len(), "{head} + {end} metadata words do not fit the area");
+        meta.write(&Slots(&area[..head]));
+        tail.write(&Slots(&area[area.len() - end..]));
+    }
+}
+
 impl Control {
     /// How many metadata words a rank can publish: the half of its staging area a round
     /// stages in (see [`begin_staged`](Control::begin_staged)), in 8-byte words.

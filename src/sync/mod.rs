@@ -82,6 +82,8 @@ pub(crate) use call::{Call, Kind, PRIVATE};
 pub(crate) use control::{Control, Registration};
 pub(crate) use exchange::Span;
 pub(crate) use layout::SCRATCH_HALF;
+pub(crate) use meta::{Filled, Meta, Slots};
 pub(crate) use parts::Toward;
 pub(crate) use round::Round;
 use round::{reached, stamp};
+pub(crate) use stage::{Listed, Payload};

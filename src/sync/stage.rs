@@ -8,11 +8,11 @@
 //! larger than a few pages, whatever the message size.
 
 use super::call::FLAG_LEFT;
+use super::meta::Meta;
 use super::publish::{copy_for_peers, copy_from_peers};
 use super::{Call, Control, Round, PRIVATE, SCRATCH_HALF};
 use crate::error::{Error, Result};
 use crate::tune::Flags;
-use std::sync::atomic::Ordering;
 
 impl Control {
     /// The most bytes a rank can stage for a one-phase round ([`begin_staged`]): half its
@@ -45,13 +45,15 @@ impl Control {
     ///
     /// If `meta` and `parts` hold more than [`one_phase_bytes`](Control::one_phase_bytes).
     pub(crate) fn begin_staged(&self, call: &Call, meta: &[u64], parts: &[&[u8]]) -> Result<Round<'_>> {
-        self.begin_staged_with(call, meta, parts, &[])
+        self.begin_staged_with(call, &meta, &parts, &[0u64; 0])
     }
 
     /// [`begin_staged`](Control::begin_staged) with `tail`: metadata words that only some
     /// paths read, kept away from the lines of the words and payload every reader takes
     /// (and from the lines the arrival's wait prefetches): at the end of the half the round
-    /// stages in, from word [`Round::tail_at`]`(tail.len())`.
+    /// stages in, from word [`Round::tail_at`]`(tail.words())`. The words may be computed
+    /// straight into the area ([`Filled`](super::meta::Filled)) and the payload listed by a
+    /// closure ([`Listed`]), so that a call copies them once.
     ///
     /// # Errors
     ///
@@ -64,9 +66,9 @@ impl Control {
     pub(crate) fn begin_staged_with(
         &self,
         call: &Call,
-        meta: &[u64],
-        parts: &[&[u8]],
-        tail: &[u64],
+        meta: &(impl Meta + ?Sized),
+        parts: &(impl Payload + ?Sized),
+        tail: &(impl Meta + ?Sized),
     ) -> Result<Round<'_>> {
         self.learn_or_abandon(call)?;
         if !self.owed_staged.get() {
@@ -114,6 +116,25 @@ impl Control {
     ///
     /// If `meta` and `parts` hold more than [`one_phase_bytes`](Control::one_phase_bytes).
     pub(crate) fn leave_staged(&self, call: &Call, meta: &[u64], parts: &[&[u8]]) -> Result<()> {
+        self.leave_staged_with(call, &meta, &parts)
+    }
+
+    /// [`leave_staged`](Control::leave_staged) with the words and the payload given as in
+    /// [`begin_staged_with`](Control::begin_staged_with).
+    ///
+    /// # Errors
+    ///
+    /// As [`leave_staged`](Control::leave_staged).
+    ///
+    /// # Panics
+    ///
+    /// If `meta` and `parts` hold more than [`one_phase_bytes`](Control::one_phase_bytes).
+    pub(crate) fn leave_staged_with(
+        &self,
+        call: &Call,
+        meta: &(impl Meta + ?Sized),
+        parts: &(impl Payload + ?Sized),
+    ) -> Result<()> {
         debug_assert!(call.op & PRIVATE != 0 && self.may_leave());
         self.learn_or_abandon(call)?;
         let settled = match self.owed_staged.get() {
@@ -130,7 +151,7 @@ impl Control {
             self.abandon(&unstaged);
             return Err(Error::PreviousFailed { rank: self.ranks[self.me] });
         }
-        self.stage_own(meta, parts, &[]);
+        self.stage_own(meta, parts, &[0u64; 0]);
         let mut round = self.publish_flagged(call, 0, FLAG_LEFT);
         #[cfg(feature = "fault-injection")]
         crate::fault::at(crate::fault::Phase::Finish);
@@ -155,30 +176,58 @@ impl Control {
 
     /// Copies `meta`, then `parts`, into half `epoch + 1 % 2` of this rank's staging area,
     /// for the round it is about to publish, and `tail` at the end of that half.
-    fn stage_own(&self, meta: &[u64], parts: &[&[u8]], tail: &[u64]) {
-        let total = 8 * (meta.len() + tail.len()) + parts.iter().map(|p| p.len()).sum::<usize>();
-        assert!(total <= self.one_phase_bytes(), "{total} bytes do not fit half a staging area");
+    fn stage_own(
+        &self,
+        meta: &(impl Meta + ?Sized),
+        parts: &(impl Payload + ?Sized),
+        tail: &(impl Meta + ?Sized),
+    ) {
+        let half = self.one_phase_bytes();
         let epoch = self.epoch.get() + 1;
-        if !meta.is_empty() || !tail.is_empty() {
-            // Zipped slices, not a word index each: this runs on every variable-count call.
-            let area = self.meta_area(self.me, epoch);
-            let (head, end) = area.split_at(area.len() - tail.len());
-            // Relaxed: the Release store of the arrival in `begin` publishes them.
-            head.iter().zip(meta).for_each(|(slot, &w)| slot.store(w, Ordering::Relaxed));
-            end.iter().zip(tail).for_each(|(slot, &w)| slot.store(w, Ordering::Relaxed));
-        }
-        let mut at = (epoch % 2) as usize * self.one_phase_bytes() + 8 * meta.len();
+        // Panics unless the words fit the half, so `start + 8 * meta <= limit`.
+        self.write_meta(epoch, meta, tail);
+        let start = (epoch % 2) as usize * half;
+        // The payload ends where the tail starts.
+        let limit = start + half - 8 * tail.words();
+        let mut at = start + 8 * meta.words();
         let area = self.stage(self.me);
-        for part in parts {
-            // SAFETY: the range lies in half `epoch % 2` of our own staging area (`at`
-            // starts there and `total` fits the half). Nobody reads that half now: it last
-            // held round `epoch - 2`'s payload (left by every rank before it arrived at
-            // `epoch - 1`, as we saw), or a round left early that `settle` waited for. The
-            // peers read it only after they see the arrival that `begin` publishes with
-            // Release, which orders these bytes before it.
+        parts.each(|part| {
+            assert!(part.len() <= limit - at, "the payload does not fit half a staging area");
+            // SAFETY: the range lies in half `epoch % 2` of our own staging area, between
+            // the metadata words and the tail (asserted above, and `at <= limit` holds
+            // from the start on). Nobody reads that half now: it last held round
+            // `epoch - 2`'s payload (left by every rank before it arrived at `epoch - 1`,
+            // as we saw), or a round left early that `settle` waited for. The peers read
+            // it only after they see the arrival that `begin` publishes with Release,
+            // which orders these bytes before it.
             unsafe { copy_for_peers(part, area.add(at)) };
             at += part.len();
-        }
+        });
+    }
+}
+
+/// The payload a rank stages with its arrival, after its metadata words
+/// ([`Control::begin_staged_with`]): parts given as slices, or listed by a closure
+/// ([`Listed`]), so that a call collects no list of them first.
+pub(crate) trait Payload {
+    /// Calls `f` with every part, in order.
+    fn each(&self, f: impl FnMut(&[u8]));
+}
+
+impl Payload for &[&[u8]] {
+    #[inline]
+    fn each(&self, mut f: impl FnMut(&[u8])) {
+        self.iter().for_each(|part| f(part));
+    }
+}
+
+/// A payload whose parts the closure `.0` passes, in order, to the function it is given.
+pub(crate) struct Listed<F>(pub(crate) F);
+
+impl<F: Fn(&mut dyn FnMut(&[u8]))> Payload for Listed<F> {
+    #[inline]
+    fn each(&self, mut f: impl FnMut(&[u8])) {
+        (self.0)(&mut f)
     }
 }
 

@@ -6,7 +6,7 @@ pub(crate) use crate::coll::rooted::Claim;
 use crate::coll::rooted::{Judged, ROLE};
 use crate::coll::Ctx;
 use crate::error::{Error, Result};
-use crate::sync::{Call, Round};
+use crate::sync::{Call, Meta, Payload, Round, Slots};
 use crate::tune::select;
 use mpi::Count;
 use std::ops::Range;
@@ -117,28 +117,37 @@ impl Fault {
     }
 }
 
-/// The metadata words a call publishes: on the stack up to two partitions of 17 ranks, so
-/// a small call allocates nothing.
-pub(crate) type MetaWords = smallvec::SmallVec<[u64; 36]>;
-
-/// The blocks a rank stages with its arrival, in rank order: on the stack up to 16.
-pub(crate) type StagedBlocks<'a> = smallvec::SmallVec<[&'a [u8]; 16]>;
-
 /// The metadata words of one partition: the two array lengths, then `(count, displ)` for
 /// each of `p` ranks (zeros past a short array, which the checks reject anyway).
 pub(crate) fn partition_words(out: &mut impl Extend<u64>, p: usize, counts: &[Count], displs: &[Count]) {
-    let clamp = |n: usize| n.min(u32::MAX as usize) as u64;
-    let word = |c: Count, d: Count| c as u32 as u64 | (d as u32 as u64) << 32;
-    let head = std::iter::once(clamp(counts.len()) | clamp(displs.len()) << 32);
+    out.extend((0..partition_len(p)).map(|i| partition_word(counts, displs, i)));
+}
+
+/// [`partition_words`] written straight into a staging area from word `at` (`Filled`):
+/// what a call publishes on every call, with no buffer of words built first.
+#[inline]
+pub(crate) fn write_partition(out: &Slots<'_>, at: usize, p: usize, counts: &[Count], displs: &[Count]) {
+    out.set(at, partition_word(counts, displs, 0));
     match (counts.get(..p), displs.get(..p)) {
-        // The common case, as one extend of one exact-size iterator: this runs on every
-        // call, and each extend of a `SmallVec` costs some 40 instructions before its
-        // first word.
-        (Some(c), Some(d)) => out.extend(head.chain(c.iter().zip(d).map(|(&c, &d)| word(c, d)))),
-        _ => out.extend(head.chain(
-            (0..p).map(|r| word(counts.get(r).copied().unwrap_or(0), displs.get(r).copied().unwrap_or(0))),
-        )),
+        // The common case, as one zip of the two arrays: this runs on every call.
+        (Some(c), Some(d)) => out.set_from(at + 1, c.iter().zip(d).map(|(&c, &d)| block_word(c, d))),
+        _ => out.set_from(at + 1, (1..p + 1).map(|i| partition_word(counts, displs, i))),
     }
+}
+
+/// Word `i` of a partition's metadata words: the two array lengths for `i = 0`, else
+/// block `i - 1`'s ([`block_word`]), zeros past a short array.
+fn partition_word(counts: &[Count], displs: &[Count], i: usize) -> u64 {
+    let clamp = |n: usize| n.min(u32::MAX as usize) as u64;
+    match i.checked_sub(1) {
+        None => clamp(counts.len()) | clamp(displs.len()) << 32,
+        Some(r) => block_word(counts.get(r).copied().unwrap_or(0), displs.get(r).copied().unwrap_or(0)),
+    }
+}
+
+/// The metadata word of one block: its count (low 32 bits) and displacement (high 32 bits).
+fn block_word(count: Count, displ: Count) -> u64 {
+    count as u32 as u64 | (displ as u32 as u64) << 32
 }
 
 /// The number of metadata words of one partition for `p` ranks.
@@ -253,6 +262,7 @@ pub(crate) fn range(parts: &impl Parts, r: usize, elem: usize) -> Range<usize> {
 /// # Errors
 ///
 /// The first fault found, in that order.
+#[inline]
 pub(crate) fn check_partition(
     p: usize,
     parts: &impl Parts,
@@ -349,8 +359,8 @@ pub(crate) fn aux2_of(elem: usize, fault: Option<Fault>) -> u64 {
 
 /// The metadata words of a rank whose own call is bad: the fault ([`Fault::encode`]), which
 /// the verdict decodes to name it on every rank.
-pub(crate) fn fault_words(out: &mut impl Extend<u64>, fault: Fault) {
-    out.extend(Fault::encode(Some(fault)).map(|w| w as u64));
+pub(crate) fn fault_words(fault: Fault) -> [u64; 4] {
+    Fault::encode(Some(fault)).map(|w| w as u64)
 }
 
 /// The verdict of an allgatherv or alltoallv on its ranks' own checks: the first rank that
@@ -489,6 +499,7 @@ pub(crate) fn cross_fault(
 
 /// The faults of rank `q` of an alltoallv alone: its two partitions, and what it sends
 /// itself against what it receives from itself.
+#[inline]
 pub(crate) fn alltoallv_local(
     p: usize,
     q: usize,
@@ -518,15 +529,17 @@ pub(crate) fn alltoallv_local(
 pub(crate) fn checked<'c>(
     ctx: &Ctx<'c>,
     call: Call,
-    meta: Option<&[u64]>,
-    parts: &[&[u8]],
-    tail: &[u64],
+    meta: Option<&(impl Meta + ?Sized)>,
+    parts: &(impl Payload + ?Sized),
+    tail: &(impl Meta + ?Sized),
     rooted: bool,
     judge: impl Fn(&Round<'_>) -> Result<()>,
 ) -> Result<Round<'c>> {
     let judged = Judged::default();
-    let (parts, tail) = if meta.is_some() { (parts, tail) } else { (&[][..], &[][..]) };
-    let round = ctx.ctl.begin_staged_with(&call, meta.unwrap_or(&[]), parts, tail)?;
+    let round = match meta {
+        Some(meta) => ctx.ctl.begin_staged_with(&call, meta, parts, tail)?,
+        None => ctx.ctl.begin_staged(&call, &[], &[])?,
+    };
     let checked = crate::coll::judge(ctx, round, rooted, |r| {
         let verdict = match meta {
             Some(_) => judge(r),
@@ -562,25 +575,27 @@ pub(crate) fn stages(ctx: &Ctx<'_>, cap: Option<usize>, words: usize, bytes: usi
         && words.saturating_mul(8).saturating_add(bytes) <= ctx.ctl.one_phase_bytes()
 }
 
-/// The blocks of `buf` that partition `parts` (elements of `elem` bytes) gives every rank
-/// but `skip`, in rank order, to stage with an arrival; `None` where an entry is missing
-/// or a non-empty block lies outside `buf` (the checks then fail the call). An empty block
-/// is empty wherever its displacement points.
-pub(crate) fn staged_blocks<'a>(
-    buf: &'a [u8],
+/// The bytes of the blocks that partition `parts` (elements of `elem` bytes) gives every
+/// rank but `skip` in a buffer of `len` bytes, which a rank stages with its arrival;
+/// `None` where an entry is missing or a non-empty block lies outside the buffer (the
+/// checks then fail the call). An empty block is empty wherever its displacement points.
+pub(crate) fn staged_bytes(
+    len: usize,
     parts: &Given<'_>,
     p: usize,
     skip: usize,
     elem: usize,
-) -> Option<StagedBlocks<'a>> {
-    (0..p)
-        .filter(|&r| r != skip)
-        .map(|r| match (parts.counts.get(r), parts.displs.get(r)) {
-            (Some(&c), Some(_)) if c <= 0 => Some(&[][..]),
-            (Some(_), Some(_)) => buf.get(range(parts, r, elem)),
+) -> Option<usize> {
+    (0..p).filter(|&r| r != skip).try_fold(0usize, |sum, r| {
+        match (parts.counts.get(r), parts.displs.get(r)) {
+            (Some(&c), Some(_)) if c <= 0 => Some(sum),
+            (Some(_), Some(_)) => {
+                let block = range(parts, r, elem);
+                (block.end <= len).then(|| sum + block.len())
+            }
             _ => None,
-        })
-        .collect()
+        }
+    })
 }
 
 /// Whether `words` metadata words fit every rank's staging area.
@@ -670,6 +685,32 @@ mod tests {
     }
 
     proptest! {
+        /// The words a partition writes straight into an area (`write_partition`, from
+        /// any word) are the array lengths, then each block's count and displacement as
+        /// 32-bit halves, zeros past a short array; `partition_words` gives the same.
+        #[test]
+        fn partition_words_are_written_in_place(
+            p in 0usize..6,
+            counts in proptest::collection::vec(any::<Count>(), 0..7),
+            displs in proptest::collection::vec(any::<Count>(), 0..7),
+            at in 0usize..3,
+        ) {
+            let mut oracle = vec![counts.len() as u64 | (displs.len() as u64) << 32];
+            for r in 0..p {
+                let (c, d) = (counts.get(r).copied().unwrap_or(0), displs.get(r).copied().unwrap_or(0));
+                oracle.push(u64::from(c as u32) | u64::from(d as u32) << 32);
+            }
+            let area: Vec<std::sync::atomic::AtomicU64> =
+                (0..at + partition_len(p)).map(|_| std::sync::atomic::AtomicU64::new(u64::MAX)).collect();
+            write_partition(&Slots::over(&area), at, p, &counts, &displs);
+            let written: Vec<u64> = area[at..].iter().map(|w| w.load(std::sync::atomic::Ordering::Relaxed)).collect();
+            prop_assert_eq!(&written, &oracle);
+            prop_assert!(area[..at].iter().all(|w| w.load(std::sync::atomic::Ordering::Relaxed) == u64::MAX));
+            let mut words = Vec::new();
+            partition_words(&mut words, p, &counts, &displs);
+            prop_assert_eq!(words, oracle);
+        }
+
         /// Any counts and displacements, any buffer: the check never panics, and accepts
         /// exactly what the oracle accepts; the same verdict from the published words.
         #[test]

@@ -49,16 +49,24 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
     zero_sized(world, comm);
 
     // Variable counts: all empty, then rank r's block r % 2 * 3 bytes long (every other
-    // rank's block empty), for every collective of the family.
-    for odd_only in [false, true] {
+    // rank's block empty), for every collective of the family; then both again with every
+    // empty block's displacement far past the end of its buffer, which MPI allows (an
+    // empty block selects nothing) and which must neither fail nor panic.
+    for (odd_only, far) in [(false, false), (true, false), (false, true), (true, true)] {
         let count = |r: i32| if odd_only { r % 2 * 3 } else { 0 };
         let counts: Vec<i32> = (0..p).map(count).collect();
-        let displs: Vec<i32> = counts.iter().scan(0, |s, &c| Some(std::mem::replace(s, *s + c))).collect();
+        let away = |c: i32, d: i32| if far && c == 0 { 1 << 20 } else { d };
+        let displs: Vec<i32> = counts
+            .iter()
+            .scan(0, |s, &c| Some(std::mem::replace(s, *s + c)))
+            .zip(&counts)
+            .map(|(d, &c)| away(c, d))
+            .collect();
         let total = counts.iter().sum::<i32>() as usize;
         let byte = |r: i32, i: usize| (r * 16 + i as i32) as u8;
         let all: Vec<u8> = (0..p).flat_map(|r| (0..count(r) as usize).map(move |i| byte(r, i))).collect();
         let mine: Vec<u8> = (0..count(me) as usize).map(|i| byte(me, i)).collect();
-        let what = |c: &str| format!("{c} (odd ranks only: {odd_only})");
+        let what = |c: &str| format!("{c} (odd ranks only: {odd_only}, empty blocks far: {far})");
 
         for root in [0, p - 1] {
             let mut recv = vec![0u8; count(me) as usize];
@@ -88,7 +96,7 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
         // Alltoallv: rank q sends its block to every rank; rank r receives count(q) from q.
         let send: Vec<u8> = (0..p).flat_map(|_| mine.iter().copied()).collect();
         let send_counts = vec![count(me); p as usize];
-        let send_displs: Vec<i32> = (0..p).map(|r| r * count(me)).collect();
+        let send_displs: Vec<i32> = (0..p).map(|r| away(count(me), r * count(me))).collect();
         let mut recv = vec![0u8; total];
         comm.all_to_all_varcount_into(&send, &send_counts, &send_displs, &mut recv, &counts, &displs)
             .unwrap_or_else(|e| panic!("{}: {e}", what("alltoallv")));

@@ -247,11 +247,18 @@ pub(crate) fn mpi_bytes(parts: &impl Parts, p: usize, elem: usize) -> Option<(Ve
     (0..p).map(block).collect::<Option<Vec<_>>>().map(|v| v.into_iter().unzip())
 }
 
-/// The byte range of block `r` of a partition checked by [`check_partition`].
+/// The byte range of block `r` of a partition checked by [`check_partition`]; `0..0` for
+/// an empty block, whose displacement the checks leave free (MPI lets it point anywhere,
+/// and a range starting past the buffer would be an out-of-bounds slice).
 pub(crate) fn range(parts: &impl Parts, r: usize, elem: usize) -> Range<usize> {
     let (c, d) = parts.block(r);
-    let start = bytes(d, elem);
-    start..start + bytes(c, elem)
+    match bytes(c, elem) {
+        0 => 0..0,
+        len => {
+            let start = bytes(d, elem);
+            start..start + len
+        }
+    }
 }
 
 /// Checks one partition of `p` blocks over a buffer of `len` bytes with elements of

@@ -40,8 +40,8 @@
 //!   chunk, as soon as it arrives, from the root or from any reader that already holds
 //!   the chunk, so a late non-root delays nobody (see `coll::pap`).
 //! - [`BcastAlgorithm::ReadWrite`]: direct read and direct write at once. Every reader
-//!   reads the head of the root's buffer while the root writes the tail (`n / p`,
-//!   whole pages) into each reader in turn, so the root's core, idle in a direct read,
+//!   reads the head of the root's buffer while the root writes the tail (`n / p`, in
+//!   4 KiB multiples) into each reader in turn, so the root's core, idle in a direct read,
 //!   copies too: `max(alpha + (n - t) beta + ((n - t) / s) l gamma(p - 1),
 //!   (p - 1)(alpha + t beta_w + (t / s) l))` with `t = n / p` and `beta_w` the price of a
 //!   byte written into a peer, plus one more synchronization (the root's writes need the

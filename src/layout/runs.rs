@@ -128,47 +128,38 @@ pub(crate) struct Cursor<'a> {
 pub(crate) struct Outside;
 
 impl Cursor<'_> {
-    /// Writes the next `n` bytes of the stream into `dst` at the places the runs select:
-    /// `copy(from, to)` fills `to` with the stream's bytes from byte `from` of these `n`
-    /// on. Whole fragments of 8 and 4 bytes are one fixed-size `copy` each, which inlines
-    /// to a load and a store.
+    /// Writes the next `n` bytes of the stream into `dst` at the places the runs select,
+    /// reading the stream from `src`, whose byte `base + k` is the `k`-th of these `n`.
+    /// Whole fragments of 8 and 4 bytes are one fixed-size copy each, which inlines to a
+    /// load and a store; columns of them side by side go through the register tiles of a
+    /// transpose.
     ///
     /// # Errors
     ///
-    /// `Outside` if a place lies outside `dst` or the runs end first (what was copied
-    /// before stays copied).
+    /// `Outside` if a place lies outside `dst`, a byte outside `src`, or the runs end
+    /// first (what was copied before stays copied).
     #[inline]
-    pub(crate) fn scatter(
+    pub(crate) fn scatter<S: Source + ?Sized>(
         &mut self,
         n: usize,
+        src: &S,
+        base: usize,
         dst: &mut [u8],
-        mut copy: impl FnMut(usize, &mut [u8]),
     ) -> Result<(), Outside> {
-        self.tiles(n, |from, at, len| {
-            let to = dst.get_mut(at..at.checked_add(len).ok_or(Outside)?).ok_or(Outside)?;
-            copy(from, to);
-            Ok(())
-        })
+        self.tiles(n, &mut Scatter { src, base, dst })
     }
 
-    /// Reads the next `n` bytes of the stream from `src` at the places the runs select:
-    /// `copy(from, to)` takes the bytes `from` as the stream's bytes from byte `to` of
-    /// these `n` on.
+    /// Reads the next `n` bytes of the stream from `src` at the places the runs select
+    /// into `out`, whose byte `k` is the `k`-th of these `n` (columns side by side through
+    /// the register tiles of a transpose, as in [`scatter`](Self::scatter)).
     ///
     /// # Errors
     ///
-    /// `Outside` if a place lies outside `src` or the runs end first.
+    /// `Outside` if a place lies outside `src`, a byte outside `out`, or the runs end
+    /// first.
     #[inline]
-    pub(crate) fn gather(
-        &mut self,
-        n: usize,
-        src: &[u8],
-        mut copy: impl FnMut(&[u8], usize),
-    ) -> Result<(), Outside> {
-        self.tiles(n, |to, at, len| {
-            copy(src.get(at..at.checked_add(len).ok_or(Outside)?).ok_or(Outside)?, to);
-            Ok(())
-        })
+    pub(crate) fn gather(&mut self, n: usize, src: &[u8], out: &mut [u8]) -> Result<(), Outside> {
+        self.tiles(n, &mut Gather { src, out })
     }
 
     /// As [`pieces`](Self::pieces), but not in stream order: where runs of one shape lie
@@ -178,11 +169,7 @@ impl Cursor<'_> {
     /// than a column at a time (a blocked transpose). For `scatter` and `gather`, whose
     /// copies do not depend on one another.
     #[inline(always)]
-    fn tiles(
-        &mut self,
-        n: usize,
-        mut f: impl FnMut(usize, usize, usize) -> Result<(), Outside>,
-    ) -> Result<(), Outside> {
+    fn tiles(&mut self, n: usize, t: &mut impl Tiler) -> Result<(), Outside> {
         let mut done = 0;
         while done < n {
             let r = *self.runs.get(self.at).ok_or(Outside)?;
@@ -203,9 +190,9 @@ impl Cursor<'_> {
                 }
                 if g >= 2 {
                     match r.len {
-                        8 => tile(&r, g, done, 8, &mut f)?,
-                        4 => tile(&r, g, done, 4, &mut f)?,
-                        l => tile(&r, g, done, l, &mut f)?,
+                        8 => tile(&r, g, done, 8, t)?,
+                        4 => tile(&r, g, done, 4, t)?,
+                        l => tile(&r, g, done, l, t)?,
                     }
                     done += g * block;
                     self.at += g;
@@ -215,7 +202,7 @@ impl Cursor<'_> {
             // The rest of this run, in order.
             let left = ((r.count - self.i) * r.len - self.into).min(n - done);
             let d0 = done;
-            self.pieces(left, |s, a, l| f(d0 + s, a, l))?;
+            self.pieces(left, |s, a, l| t.piece(d0 + s, a, l))?;
             done += left;
         }
         Ok(())
@@ -280,22 +267,218 @@ pub(crate) const LINE: usize = 64;
 
 /// `g` runs of the shape of `r`, side by side (run `j` at `r.off + j len`), walked
 /// fragment by fragment across the runs: stream byte `d0 + (j count + i) len` is
-/// fragment `i` of run `j`.
+/// fragment `i` of run `j`. The tiler's register tiles first, then one piece a fragment.
 #[inline(always)]
-fn tile(
-    r: &Run,
-    g: usize,
-    d0: usize,
-    len: usize,
-    f: &mut impl FnMut(usize, usize, usize) -> Result<(), Outside>,
-) -> Result<(), Outside> {
-    for i in 0..r.count {
+fn tile(r: &Run, g: usize, d0: usize, len: usize, t: &mut impl Tiler) -> Result<(), Outside> {
+    let first = t.block(r, g, d0)?;
+    for i in first..r.count {
         let at = r.at(i);
         for j in 0..g {
-            f(d0 + (j * r.count + i) * len, at.wrapping_add(j * len), len)?;
+            t.piece(d0 + (j * r.count + i) * len, at.wrapping_add(j * len), len)?;
         }
     }
     Ok(())
+}
+
+/// What the tiles of [`Cursor::tiles`] copy with: `g` runs side by side (a block of
+/// columns), fragment `i` of run `j` being stream byte `d0 + (j count + i) len`.
+trait Tiler {
+    /// Copies `len` bytes between stream byte `s` and buffer byte `at`.
+    fn piece(&mut self, s: usize, at: usize, len: usize) -> Result<(), Outside>;
+    /// Copies the first fragments of every run of the block through registers, and says
+    /// how many (0 where it has no kernel for the shape).
+    fn block(&mut self, r: &Run, g: usize, d0: usize) -> Result<usize, Outside>;
+}
+
+/// The stream read from `src` (stream byte `k` at `base + k`), written into `dst`.
+struct Scatter<'a, S: ?Sized> {
+    src: &'a S,
+    base: usize,
+    dst: &'a mut [u8],
+}
+
+impl<S: Source + ?Sized> Tiler for Scatter<'_, S> {
+    #[inline(always)]
+    fn piece(&mut self, s: usize, at: usize, len: usize) -> Result<(), Outside> {
+        self.src.read(self.base.wrapping_add(s), out(self.dst, at, len)?)
+    }
+
+    #[inline(always)]
+    fn block(&mut self, r: &Run, g: usize, d0: usize) -> Result<usize, Outside> {
+        let mut rows = [0usize; LINE];
+        for (j, row) in rows[..g].iter_mut().enumerate() {
+            *row = self.base.wrapping_add(d0 + j * r.count * r.len);
+        }
+        lines(self.src, &rows[..g], r, self.dst)
+    }
+}
+
+/// The stream read from the places in `src`, written into `out` (stream byte `k` at `k`).
+struct Gather<'a> {
+    src: &'a [u8],
+    out: &'a mut [u8],
+}
+
+impl Tiler for Gather<'_> {
+    #[inline(always)]
+    fn piece(&mut self, s: usize, at: usize, len: usize) -> Result<(), Outside> {
+        self.src.read(at, out(self.out, s, len)?)
+    }
+
+    #[inline(always)]
+    fn block(&mut self, r: &Run, g: usize, d0: usize) -> Result<usize, Outside> {
+        let mut rows = [0usize; LINE];
+        for (j, row) in rows[..g].iter_mut().enumerate() {
+            *row = d0 + j * r.count * r.len;
+        }
+        match (r.len, g) {
+            (8, 8) => columns_to_rows::<u64, 8>(self.src, r, &rows[..g], self.out),
+            (4, 16) => columns_to_rows::<u32, 16>(self.src, r, &rows[..g], self.out),
+            _ => Ok(0),
+        }
+    }
+}
+
+/// `len` bytes of `buf` from byte `at`.
+#[inline(always)]
+fn out(buf: &mut [u8], at: usize, len: usize) -> Result<&mut [u8], Outside> {
+    buf.get_mut(at..at.checked_add(len).ok_or(Outside)?).ok_or(Outside)
+}
+
+/// Where the copy loops read: a slice of this process's memory, or (in `transport`, the
+/// one module that may load from it) a peer's buffer mapped here.
+pub(crate) trait Source {
+    /// Fills `dst` with the bytes from byte `at` on.
+    ///
+    /// # Errors
+    ///
+    /// `Outside` if they do not all lie inside the source.
+    fn read(&self, at: usize, dst: &mut [u8]) -> Result<(), Outside>;
+
+    /// The four words from byte `at` on (a row of a transpose's register tile).
+    ///
+    /// # Errors
+    ///
+    /// `Outside` if they do not all lie inside the source.
+    fn four<W: Word>(&self, at: usize) -> Result<[W; 4], Outside>;
+}
+
+impl Source for [u8] {
+    #[inline(always)]
+    fn read(&self, at: usize, dst: &mut [u8]) -> Result<(), Outside> {
+        let s = self.get(at..at.checked_add(dst.len()).ok_or(Outside)?).ok_or(Outside)?;
+        copy_fixed(s, dst);
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn four<W: Word>(&self, at: usize) -> Result<[W; 4], Outside> {
+        let s = self.get(at..at.checked_add(4 * W::L).ok_or(Outside)?).ok_or(Outside)?;
+        Ok(std::array::from_fn(|k| W::from_bytes(&s[k * W::L..(k + 1) * W::L])))
+    }
+}
+
+/// The register tiles of a transpose where the kernel has the shape: fragment `i` of
+/// row `j` (source byte `rows[j] + i len`) to byte `q.at(i) + j len` of `dst`, for the
+/// first fragments of the rows, four at a time; says how many it moved.
+#[inline(always)]
+fn lines<S: Source + ?Sized>(src: &S, rows: &[usize], q: &Run, dst: &mut [u8]) -> Result<usize, Outside> {
+    match (q.len, rows.len()) {
+        (8, 8) => rows_to_columns::<u64, 8, S>(src, rows, q, dst),
+        (4, 16) => rows_to_columns::<u32, 16, S>(src, rows, q, dst),
+        _ => Ok(0),
+    }
+}
+
+/// An element the register tiles move whole: `u64` or `u32`.
+pub(crate) trait Word: Copy + Default {
+    /// Its bytes.
+    const L: usize;
+    /// The word in `b` (`L` bytes), native-endian.
+    fn from_bytes(b: &[u8]) -> Self;
+    /// Writes the word into `b` (`L` bytes), native-endian.
+    fn put(self, b: &mut [u8]);
+}
+
+impl Word for u64 {
+    const L: usize = 8;
+    #[inline(always)]
+    fn from_bytes(b: &[u8]) -> Self {
+        u64::from_ne_bytes(b.try_into().expect("8 bytes"))
+    }
+    #[inline(always)]
+    fn put(self, b: &mut [u8]) {
+        b.copy_from_slice(&self.to_ne_bytes())
+    }
+}
+
+impl Word for u32 {
+    const L: usize = 4;
+    #[inline(always)]
+    fn from_bytes(b: &[u8]) -> Self {
+        u32::from_ne_bytes(b.try_into().expect("4 bytes"))
+    }
+    #[inline(always)]
+    fn put(self, b: &mut [u8]) {
+        b.copy_from_slice(&self.to_ne_bytes())
+    }
+}
+
+/// A register-blocked transpose of `G` rows of `W`s into `G` columns side by side (a
+/// line of the destination, `G L` = [`LINE`] bytes, per fragment): four elements of
+/// every row are loaded, then written as four lines. Moves `q.count` rounded down to 4
+/// fragments of each row and returns that count (`rows` is `G` long).
+#[inline(always)]
+fn rows_to_columns<W: Word, const G: usize, S: Source + ?Sized>(
+    src: &S,
+    rows: &[usize],
+    q: &Run,
+    dst: &mut [u8],
+) -> Result<usize, Outside> {
+    let mut i = 0;
+    while i + 4 <= q.count {
+        let mut v = [[W::default(); 4]; G];
+        for (j, row) in v.iter_mut().enumerate() {
+            *row = src.four::<W>(rows[j].wrapping_add(i * W::L))?;
+        }
+        for k in 0..4 {
+            let line = out(dst, q.at(i + k), G * W::L)?;
+            for (b, row) in line.chunks_exact_mut(W::L).zip(&v) {
+                row[k].put(b);
+            }
+        }
+        i += 4;
+    }
+    Ok(i)
+}
+
+/// The reverse of [`rows_to_columns`]: `G` columns of `W`s side by side in `src`
+/// (fragment `i` of column `j` at `q.at(i) + j L`) into `G` rows of `out_buf` (row `j`
+/// from byte `rows[j]`), four lines at a time.
+#[inline(always)]
+fn columns_to_rows<W: Word, const G: usize>(
+    src: &[u8],
+    q: &Run,
+    rows: &[usize],
+    out_buf: &mut [u8],
+) -> Result<usize, Outside> {
+    let mut i = 0;
+    while i + 4 <= q.count {
+        let mut v = [[W::default(); G]; 4];
+        for (k, line) in v.iter_mut().enumerate() {
+            let at = q.at(i + k);
+            let s = src.get(at..at.checked_add(G * W::L).ok_or(Outside)?).ok_or(Outside)?;
+            *line = std::array::from_fn(|j| W::from_bytes(&s[j * W::L..(j + 1) * W::L]));
+        }
+        for (j, &row) in rows.iter().enumerate() {
+            let four = out(out_buf, row.wrapping_add(i * W::L), 4 * W::L)?;
+            for (b, line) in four.chunks_exact_mut(W::L).zip(&v) {
+                line[j].put(b);
+            }
+        }
+        i += 4;
+    }
+    Ok(i)
 }
 
 /// Copies the bytes `from` selects in `src` onto those `to` selects in `dst`, in order
@@ -315,13 +498,8 @@ pub(crate) fn copy(src: &[u8], from: &Runs, dst: &mut [u8], to: &Runs) -> Result
     if long_from >= LINE && long_to < LINE && from.fragments() > 1 && to.fragments() > 1 {
         // Rows into columns: a blocked transpose straight between the buffers. (A
         // contiguous source, the packed path's unpack, keeps the tiles of `scatter`
-        // below: through `walk` the transpose kernel's unpack measured slower.)
-        return walk(from, to, |s, d, len| {
-            let s = src.get(s..s.checked_add(len).ok_or(Outside)?).ok_or(Outside)?;
-            let d = dst.get_mut(d..d.checked_add(len).ok_or(Outside)?).ok_or(Outside)?;
-            copy_fixed(s, d);
-            Ok(())
-        });
+        // below.)
+        return walk(from, to, src, dst);
     }
     if long_from.min(long_to) < LINE && from.fragments() > 1 && to.fragments() > 1 {
         // Small fragments on one side at least, and neither side contiguous: the long
@@ -331,35 +509,30 @@ pub(crate) fn copy(src: &[u8], from: &Runs, dst: &mut [u8], to: &Runs) -> Result
         return chunked(src, from, dst, to);
     }
     if long_from >= long_to {
-        r.pieces(from.bytes, |_, at, len| {
-            let s = src.get(at..at.checked_add(len).ok_or(Outside)?).ok_or(Outside)?;
-            w.scatter(len, dst, |f, d| copy_fixed(&s[f..f + d.len()], d))
-        })
+        r.pieces(from.bytes, |_, at, len| w.scatter(len, src, at, dst))
     } else {
-        w.pieces(to.bytes, |_, at, len| {
-            let d = dst.get_mut(at..at.checked_add(len).ok_or(Outside)?).ok_or(Outside)?;
-            r.gather(len, src, |s, t| copy_fixed(s, &mut d[t..t + s.len()]))
-        })
+        w.pieces(to.bytes, |_, at, len| r.gather(len, src, out(dst, at, len)?))
     }
 }
 
-/// Walks the copy of the bytes `from` selects onto those `to` selects (the same number),
-/// calling `f(from offset, to offset, len)` for each piece, with no buffer between: where
-/// `to`'s runs lie side by side (columns of single elements) and each of them takes its
-/// bytes from one fragment of `from` (a transpose: a row of the source is a column of the
-/// destination), up to a cache line of them are written together, fragment `i` of each
-/// in turn, read from as many rows, each at its own pointer (a blocked transpose straight
-/// between the buffers); elsewhere both sides are walked in stream order.
+/// Copies the bytes `from` selects in `src` onto those `to` selects in `dst` (the same
+/// number), with no buffer between: where `to`'s runs lie side by side (columns of
+/// single elements) and each of them takes its bytes from one fragment of `from` (a
+/// transpose: a row of the source is a column of the destination), up to a cache line
+/// of them are written together, fragment `i` of each in turn, read from as many rows,
+/// each at its own pointer (a blocked transpose straight between the buffers, through
+/// registers for columns of 8- and 4-byte elements); elsewhere both sides are walked in
+/// stream order.
 ///
 /// # Errors
 ///
-/// `Outside` if the two select different lengths, or what `f` returns (the pieces lie
-/// inside the runs' fragments: a caller that checked the runs against its buffers needs
-/// no other check).
-pub(crate) fn walk(
+/// `Outside` if the two select different lengths, or a piece lies outside `src` or
+/// `dst`.
+pub(crate) fn walk<S: Source + ?Sized>(
     from: &Runs,
     to: &Runs,
-    mut f: impl FnMut(usize, usize, usize) -> Result<(), Outside>,
+    src: &S,
+    dst: &mut [u8],
 ) -> Result<(), Outside> {
     if from.bytes != to.bytes {
         return Err(Outside);
@@ -392,9 +565,9 @@ pub(crate) fn walk(
             }
             if g >= 2 {
                 match q.len {
-                    8 => transpose(&q, &bases[..g], 8, &mut f)?,
-                    4 => transpose(&q, &bases[..g], 4, &mut f)?,
-                    l => transpose(&q, &bases[..g], l, &mut f)?,
+                    8 => transpose(&q, &bases[..g], 8, src, dst)?,
+                    4 => transpose(&q, &bases[..g], 4, src, dst)?,
+                    l => transpose(&q, &bases[..g], l, src, dst)?,
                 }
                 w.at += g;
                 done += g * block;
@@ -404,25 +577,30 @@ pub(crate) fn walk(
         }
         // The rest of this run in stream order, both sides.
         let left = ((q.count - w.i) * q.len - w.into).min(to.bytes - done);
-        w.pieces(left, |_, at, len| r.pieces(len, |s, from, l| f(from, at.wrapping_add(s), l)))?;
+        w.pieces(left, |_, at, len| {
+            r.pieces(len, |s, from, l| src.read(from, out(dst, at.wrapping_add(s), l)?))
+        })?;
         done += left;
     }
     Ok(())
 }
 
 /// The tiles of [`walk`]: fragment `i` of each of the columns of the shape of `q` side by
-/// side (column `j` at `q.off + j len`) from byte `i len` of its row (at `rows[j]`).
+/// side (column `j` at `q.off + j len`) from byte `i len` of its row (at `rows[j]`): the
+/// register tiles where they fit, then one fragment at a time.
 #[inline(always)]
-fn transpose(
+fn transpose<S: Source + ?Sized>(
     q: &Run,
     rows: &[usize],
     len: usize,
-    f: &mut impl FnMut(usize, usize, usize) -> Result<(), Outside>,
+    src: &S,
+    dst: &mut [u8],
 ) -> Result<(), Outside> {
-    for i in 0..q.count {
+    let first = lines(src, rows, q, dst)?;
+    for i in first..q.count {
         let (at, step) = (q.at(i), i * len);
         for (j, &row) in rows.iter().enumerate() {
-            f(row.wrapping_add(step), at.wrapping_add(j * len), len)?;
+            src.read(row.wrapping_add(step), out(dst, at.wrapping_add(j * len), len)?)?;
         }
     }
     Ok(())
@@ -445,10 +623,8 @@ fn chunked(src: &[u8], from: &Runs, dst: &mut [u8], to: &Runs) -> Result<(), Out
     let mut done = 0;
     while done < from.bytes && moved.is_ok() {
         let n = CHUNK.min(from.bytes - done);
-        let part = &mut chunk[..n];
-        moved = r.gather(n, src, |s, t| copy_fixed(s, &mut part[t..t + s.len()]));
-        let part = &chunk[..n];
-        moved = moved.and_then(|()| w.scatter(n, dst, |f, d| copy_fixed(&part[f..f + d.len()], d)));
+        moved = r.gather(n, src, &mut chunk[..n]);
+        moved = moved.and_then(|()| w.scatter(n, &chunk[..n], 0, dst));
         done += n;
     }
     BUF.with(|b| *b.borrow_mut() = chunk);
@@ -508,6 +684,12 @@ mod tests {
                 want[o..o + l].copy_from_slice(&stream[at..at + l]);
                 at += l;
             }
+            // In one call: whole tiles of a line of columns (the register tiles where the
+            // fragments are 8 or 4 bytes), from a stream at an offset of its source.
+            let mut whole = vec![0u8; dst.len()];
+            let shifted: Vec<u8> = [0u8; 3].iter().chain(&stream).copied().collect();
+            runs.cursor().scatter(total, &shifted[..], 3, &mut whole).unwrap();
+            assert_eq!(whole, want, "{rows} x {cols} of {len}, whole");
             // In pieces of odd sizes, so that tiles start mid-run and stop short.
             let mut cur = runs.cursor();
             let mut done = 0;
@@ -517,12 +699,12 @@ mod tests {
                     break;
                 }
                 let part = &stream[done..done + n];
-                cur.scatter(n, &mut dst, |f, d| copy_fixed(&part[f..f + d.len()], d)).unwrap();
+                cur.scatter(n, part, 0, &mut dst).unwrap();
                 done += n;
             }
             assert_eq!(dst, want, "{rows} x {cols} of {len}");
             let mut back = vec![0u8; total];
-            runs.cursor().gather(total, &dst, |s, t| back[t..t + s.len()].copy_from_slice(s)).unwrap();
+            runs.cursor().gather(total, &dst, &mut back).unwrap();
             assert_eq!(back, stream);
         }
     }
@@ -568,11 +750,7 @@ mod tests {
             copy(&src, &from, &mut got, &to).unwrap();
             assert_eq!(got, want, "{rows} x {cols} of {len}");
             let mut walked = vec![0u8; want.len()];
-            walk(&from, &to, |s, d, l| {
-                walked[d..d + l].copy_from_slice(&src[s..s + l]);
-                Ok(())
-            })
-            .unwrap();
+            walk(&from, &to, &src[..], &mut walked).unwrap();
             assert_eq!(walked, want, "{rows} x {cols} of {len}");
         }
     }
@@ -610,20 +788,12 @@ mod tests {
             prop_assert_eq!(got, stream);
             // The walk, either way round, moves the same bytes.
             let mut walked = vec![0u8; at];
-            walk(&ra, &rb, |s, d, l| {
-                walked[d..d + l].copy_from_slice(&src[s..s + l]);
-                Ok(())
-            })
-            .unwrap();
+            walk(&ra, &rb, &src[..], &mut walked).unwrap();
             prop_assert_eq!(&walked, &dst);
             let mut back = vec![0u8; 80];
             let mut oracle = back.clone();
             by_fragments(&dst, &rb, &mut oracle, &ra);
-            walk(&rb, &ra, |s, d, l| {
-                back[d..d + l].copy_from_slice(&dst[s..s + l]);
-                Ok(())
-            })
-            .unwrap();
+            walk(&rb, &ra, &dst[..], &mut back).unwrap();
             prop_assert_eq!(back, oracle);
         }
     }

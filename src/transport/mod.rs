@@ -18,7 +18,7 @@ pub(crate) mod heap;
 pub(crate) mod xpmem;
 
 use crate::error::Errno;
-use crate::layout::runs::{self, copy_fixed, Outside, Runs};
+use crate::layout::runs::{self, Outside, Runs, Source, Word};
 
 /// The ways zcoll can move collective data between the processes of a node.
 ///
@@ -320,27 +320,14 @@ pub(crate) fn read_scatter<A>(
         }
         return cma::read_scatter(src.pid(), &pieces, dst, &local.expand());
     };
+    // SAFETY: `m.ptr` maps the published `src.len` bytes here for `'r` (as in `read`), and
+    // the owner does not write them during the round.
+    let view = unsafe { View::new(m.ptr, src.len) };
     if bounce && remote.bytes >= runs::LINE * remotes {
         // Rows into columns (a transpose): each column's bytes lie in one row of the peer's
         // buffer, so the tiles of `runs::walk` load straight from the mapping, a cache
         // line of columns from as many rows at once, with no bounce buffer between.
-        return runs::walk(remote, local, |from, to, len| {
-            let d = dst.get_mut(to..to.checked_add(len).ok_or(Outside)?).ok_or(Outside)?;
-            // SAFETY: `from..from + len` lies inside a fragment of the checked runs
-            // `remote` (`walk` yields only such pieces), so inside the published range,
-            // which `m.ptr` maps here for `'r` (as in `read`); the owner does not write it
-            // during the round. `d` is a slice of `dst`, ours, of `len` bytes.
-            unsafe {
-                let s = m.ptr.add(from);
-                match len {
-                    8 => std::ptr::copy_nonoverlapping(s, d.as_mut_ptr(), 8),
-                    4 => std::ptr::copy_nonoverlapping(s, d.as_mut_ptr(), 4),
-                    n => std::ptr::copy_nonoverlapping(s, d.as_mut_ptr(), n),
-                }
-            }
-            Ok(())
-        })
-        .map_err(|_| Errno::EINVAL);
+        return runs::walk(remote, local, &view, dst).map_err(|_| Errno::EINVAL);
     }
     if bounce {
         // Copied into the cache-sized bounce buffer with `memcpy`, then stored in tiles:
@@ -349,10 +336,7 @@ pub(crate) fn read_scatter<A>(
         return bounced(&pieces, dst, local, |slice, buf| {
             let mut at = 0;
             for &(o, l) in slice {
-                // SAFETY: `o..o + l` lies inside the published range (`remote.check`
-                // above; the slices cut its fragments), which `m.ptr` maps here for `'r`
-                // (as in `read`); `at + l <= buf.len()` (the slice's lengths sum to it).
-                unsafe { std::ptr::copy_nonoverlapping(m.ptr.add(o), buf[at..].as_mut_ptr(), l) };
+                view.read(o, &mut buf[at..at + l]).map_err(|_| Errno::EINVAL)?;
                 at += l;
             }
             Ok(())
@@ -361,25 +345,65 @@ pub(crate) fn read_scatter<A>(
     let mut to = local.cursor();
     remote
         .cursor()
-        .pieces(remote.bytes, |_, at, len| {
-            to.scatter(len, dst, |from, d| {
-                // SAFETY: `at..at + len` lies inside the published range (`remote.check`
-                // above; `pieces` yields only fragments of the checked runs), which `m.ptr`
-                // maps here for `'r` (as in `read`), and `from + d.len() <= len`; the owner
-                // does not write it during the round. `d` is a slice of `dst`, ours.
-                unsafe {
-                    let s = m.ptr.add(at + from);
-                    // Fixed sizes compile to one load and store (a layout of single `f64`s
-                    // or `u32`s); a length known only at run time is a call to `memcpy`.
-                    match d.len() {
-                        8 => std::ptr::copy_nonoverlapping(s, d.as_mut_ptr(), 8),
-                        4 => std::ptr::copy_nonoverlapping(s, d.as_mut_ptr(), 4),
-                        n => std::ptr::copy_nonoverlapping(s, d.as_mut_ptr(), n),
-                    }
-                }
-            })
-        })
+        .pieces(remote.bytes, |_, at, len| to.scatter(len, &view, at, dst))
         .map_err(|_| Errno::EINVAL)
+}
+
+/// A peer's published buffer as mapped here, read by the copy loops of `layout::runs`
+/// through [`Source`], every access checked against its length.
+struct View<'r> {
+    ptr: *const u8,
+    len: usize,
+    _round: std::marker::PhantomData<&'r ()>,
+}
+
+impl View<'_> {
+    /// # Safety
+    ///
+    /// `ptr..ptr + len` is mapped readable here, and nothing writes it, for as long as
+    /// the view lives.
+    unsafe fn new(ptr: *const u8, len: usize) -> Self {
+        View { ptr, len, _round: std::marker::PhantomData }
+    }
+
+    /// Whether `n` bytes from `at` lie inside the buffer.
+    #[inline(always)]
+    fn inside(&self, at: usize, n: usize) -> Result<(), Outside> {
+        match at.checked_add(n) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(Outside),
+        }
+    }
+}
+
+impl Source for View<'_> {
+    #[inline(always)]
+    fn read(&self, at: usize, dst: &mut [u8]) -> Result<(), Outside> {
+        self.inside(at, dst.len())?;
+        // SAFETY: `at..at + dst.len()` lies inside the mapped range (checked above; see
+        // `View::new`); `dst` is ours. Fixed sizes compile to one load and store (a layout
+        // of single `f64`s or `u32`s); a length known only at run time is a call to
+        // `memcpy`.
+        unsafe {
+            let s = self.ptr.add(at);
+            match dst.len() {
+                8 => std::ptr::copy_nonoverlapping(s, dst.as_mut_ptr(), 8),
+                4 => std::ptr::copy_nonoverlapping(s, dst.as_mut_ptr(), 4),
+                n => std::ptr::copy_nonoverlapping(s, dst.as_mut_ptr(), n),
+            }
+        }
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn four<W: Word>(&self, at: usize) -> Result<[W; 4], Outside> {
+        self.inside(at, 4 * W::L)?;
+        let mut b = [0u8; 32];
+        let b = &mut b[..4 * W::L];
+        // SAFETY: as in `read`.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(at), b.as_mut_ptr(), b.len()) };
+        Ok(std::array::from_fn(|k| W::from_bytes(&b[k * W::L..(k + 1) * W::L])))
+    }
 }
 
 /// The mean local fragment under which [`read_scatter`] with CMA reads into a bounce
@@ -447,6 +471,6 @@ fn scatter_through(
         let got = &mut bounce[..n];
         fill(&slice, got)?;
         let got = &*got;
-        to.scatter(n, dst, |from, d| copy_fixed(&got[from..from + d.len()], d)).map_err(|_| Errno::EINVAL)?;
+        to.scatter(n, got, 0, dst).map_err(|_| Errno::EINVAL)?;
     }
 }

@@ -202,6 +202,20 @@ impl Flat {
         self.words.len() / 2
     }
 
+    /// Whether its blocks tile a buffer from byte 0 on in order: its fragments lie end to
+    /// end from offset 0 and its extent is its bytes (a contiguous layout), so that
+    /// packing or unpacking blocks of it is a plain copy.
+    pub(crate) fn dense(&self) -> bool {
+        let mut at = 0usize;
+        for r in self.runs.runs.iter() {
+            if r.off != at || (r.count > 1 && r.stride != r.len as isize) {
+                return false;
+            }
+            at += r.count * r.len;
+        }
+        at > 0 && at as u64 == self.key.bytes && self.key.bytes == self.key.extent
+    }
+
     /// Whether its sender packs this block for a peer (a call with a layout per peer):
     /// its fragments are many and short (under a cache line on average), so that the
     /// reader would pay a remote cache line (loads) or an iovec (CMA) per fragment, where
@@ -657,5 +671,18 @@ mod tests {
         copy_local(&src, &f.shifted(1), &mut dst, &Runs::new([(0, 1), (1, 5)])).unwrap();
         assert_eq!(dst, [2, 3, 10, 11, 18, 19]);
         assert!(copy_local(&src, &f.shifted(4), &mut dst, &Runs::new([(0, 6)])).is_err());
+    }
+
+    #[test]
+    fn dense_layouts_tile_their_buffer() {
+        let dense = |l: Layout| Flat::new(&l, 8, false).dense();
+        assert!(dense(Layout::contiguous(5).unwrap()));
+        // Adjacent blocks, in order: one run of four fragments a length apart.
+        assert!(dense(Layout::vector(4, 2, 2).unwrap()));
+        assert!(!dense(Layout::vector(4, 2, 3).unwrap()));
+        assert!(!dense(Layout::contiguous(5).unwrap().resized(6).unwrap()));
+        assert!(!dense(Layout::indexed(&[2, 2], &[2, 0]).unwrap()));
+        assert!(!dense(Layout::indexed(&[2], &[1]).unwrap().resized(3).unwrap()));
+        assert!(!dense(Layout::contiguous(0).unwrap()));
     }
 }

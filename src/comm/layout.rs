@@ -159,12 +159,11 @@ impl Comm {
         }
         let (s, r) = self.flats::<T>(send_layout, recv_layout);
         let n = s.bytes();
-        let packed = self.pack(bytemuck::cast_slice(send), &s, 0..p, n)?;
-        let mut got = self.scratch(p * n);
-        let moved = self.all_to_all_into(&packed[..], &mut got[..]);
-        self.keep(packed);
-        let moved = moved.and_then(|()| unpack(&got, &r, 0..p, n, bytemuck::cast_slice_mut(recv)));
-        self.keep(got);
+        let moved = self.packed_with(bytemuck::cast_slice(send), &s, 0..p, n, |packed| {
+            self.unpacked_with(bytemuck::cast_slice_mut(recv), &r, 0..p, n, |got| {
+                self.all_to_all_into(packed, got)
+            })
+        });
         self.count_packed(&moved);
         moved
     }
@@ -263,12 +262,11 @@ impl Comm {
         }
         let (s, r) = self.flats::<T>(send_layout, recv_layout);
         let n = s.bytes();
-        let packed = self.pack(bytemuck::cast_slice(send), &s, 0..1, n)?;
-        let mut got = self.scratch(p * n);
-        let moved = self.all_gather_into(&packed[..], &mut got[..]);
-        self.keep(packed);
-        let moved = moved.and_then(|()| unpack(&got, &r, 0..p, n, bytemuck::cast_slice_mut(recv)));
-        self.keep(got);
+        let moved = self.packed_with(bytemuck::cast_slice(send), &s, 0..1, n, |packed| {
+            self.unpacked_with(bytemuck::cast_slice_mut(recv), &r, 0..p, n, |got| {
+                self.all_gather_into(packed, got)
+            })
+        });
         self.count_packed(&moved);
         moved
     }
@@ -350,6 +348,13 @@ impl Comm {
         }
         let (flat, _) = self.flats::<T>(layout, layout);
         let n = flat.bytes();
+        if flat.dense() {
+            // The layout's elements are the buffer's first `n` bytes: no packing.
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
+            let moved = self.broadcast_into(bytes.get_mut(..n).ok_or_else(|| outside("receive"))?, root);
+            self.count_packed(&moved);
+            return moved;
+        }
         let mut packed = match self.rank() == root {
             true => self.pack(bytemuck::cast_slice(buf), &flat, 0..1, n)?,
             false => self.scratch(n),
@@ -551,18 +556,12 @@ impl Comm {
         }
         let (s, r) = self.flats::<T>(send_layout, recv_layout);
         let n = s.bytes();
-        let packed = self.pack(bytemuck::cast_slice(send), &s, 0..1, n)?;
-        let moved = match recv {
-            Some(buf) => {
-                let mut got = self.scratch(p * n);
-                let moved = self.gather_into_root(&packed[..], &mut got[..], root);
-                let moved = moved.and_then(|()| unpack(&got, &r, 0..p, n, bytemuck::cast_slice_mut(buf)));
-                self.keep(got);
-                moved
-            }
-            None => self.gather_into(&packed[..], root),
-        };
-        self.keep(packed);
+        let moved = self.packed_with(bytemuck::cast_slice(send), &s, 0..1, n, |packed| match recv {
+            Some(buf) => self.unpacked_with(bytemuck::cast_slice_mut(buf), &r, 0..p, n, |got| {
+                self.gather_into_root(packed, got, root)
+            }),
+            None => self.gather_into(packed, root),
+        });
         self.count_packed(&moved);
         moved
     }
@@ -770,18 +769,12 @@ impl Comm {
         }
         let (s, r) = self.flats::<T>(send_layout, recv_layout);
         let n = r.bytes();
-        let mut got = self.scratch(n);
-        let moved = match send {
-            Some((buf, _)) => {
-                let packed = self.pack(bytemuck::cast_slice(buf), &s, 0..p, n)?;
-                let moved = self.scatter_into_root(&packed[..], &mut got[..], root);
-                self.keep(packed);
-                moved
-            }
-            None => self.scatter_into(&mut got[..], root),
-        };
-        let moved = moved.and_then(|()| unpack(&got, &r, 0..1, n, bytemuck::cast_slice_mut(recv)));
-        self.keep(got);
+        let moved = self.unpacked_with(bytemuck::cast_slice_mut(recv), &r, 0..1, n, |got| match send {
+            Some((buf, _)) => self.packed_with(bytemuck::cast_slice(buf), &s, 0..p, n, |packed| {
+                self.scatter_into_root(packed, got, root)
+            }),
+            None => self.scatter_into(got, root),
+        });
         self.count_packed(&moved);
         moved
     }
@@ -1502,6 +1495,46 @@ impl Comm {
                 .map_err(|_| outside("send"))?;
         }
         Ok(out)
+    }
+
+    /// Runs `coll` on blocks `ks` of `layout` in `buf`, packed (`n` bytes each): on
+    /// `buf`'s own bytes where the layout is [dense](Flat::dense) (packing would be a plain
+    /// copy), else on a scratch copy ([`pack`](Self::pack)).
+    fn packed_with(
+        &self,
+        buf: &[u8],
+        layout: &Flat,
+        ks: Range<usize>,
+        n: usize,
+        coll: impl FnOnce(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        if layout.dense() {
+            return coll(buf.get(ks.start * n..ks.end * n).ok_or_else(|| outside("send"))?);
+        }
+        let packed = self.pack(buf, layout, ks, n)?;
+        let moved = coll(&packed[..]);
+        self.keep(packed);
+        moved
+    }
+
+    /// Runs `coll` into blocks `ks` of `layout` in `buf`, packed (`n` bytes each), and
+    /// unpacks them: straight into `buf` where the layout is [dense](Flat::dense)
+    /// (unpacking would be a plain copy), else into a scratch buffer, unpacked after.
+    fn unpacked_with(
+        &self,
+        buf: &mut [u8],
+        layout: &Flat,
+        ks: Range<usize>,
+        n: usize,
+        coll: impl FnOnce(&mut [u8]) -> Result<()>,
+    ) -> Result<()> {
+        if layout.dense() {
+            return coll(buf.get_mut(ks.start * n..ks.end * n).ok_or_else(|| outside("receive"))?);
+        }
+        let mut got = self.scratch(ks.len() * n);
+        let moved = coll(&mut got[..]).and_then(|()| unpack(&got, layout, ks, n, buf));
+        self.keep(got);
+        moved
     }
 
     /// A scratch buffer of `n` bytes, in the shared heap where the node's ranks map each

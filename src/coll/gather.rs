@@ -22,16 +22,19 @@
 //! small blocks or on the `cico` transport, else parallel, sequential or throttled write
 //! with the `k` the model predicts fastest. The model chooses before the arrival, pricing a
 //! write like a read, and a write so chosen, or the staged path above the one-phase size,
-//! is settled after the arrival, from the published records (`settle`): where the root
-//! reaches every other block with loads (shared heap, XPMEM) it becomes sequential reads,
-//! since stores into a peer's mapping cost several times its loads and the root's loads
+//! is settled after the arrival, from the published records (`settle`): blocks of 1 MiB
+//! or more into a root's buffer in its shared heap become a parallel write with stores (the
+//! root copies its own block meanwhile, so at 2 ranks both cores copy); smaller blocks the
+//! root reaches with loads (shared heap, XPMEM) become sequential reads, since stores into
+//! lines still in the owner's cache cost several times its loads and the root's loads
 //! copy each byte once; where the blocks cross with CMA, a write becomes what the model
 //! chooses with a CMA write priced at `write_beta` (`CMA_WRITE` times `beta` unless
 //! measured: `Params::over_cma`), which every rank computed before the arrival and the
 //! root's record carries (the one writer's `process_vm_writev` took 1.3 to 3 times the
 //! root's `process_vm_readv` of the same block here). With the built-in parameters the
 //! model stages at every size (its copy in and the root's copy out overlap), so `Vec`
-//! blocks are staged and heap blocks read with loads.
+//! blocks are staged and heap blocks read with loads, or written from 1 MiB. In every
+//! write the root copies its own block while the others write theirs.
 //!
 //! Across nodes (`hier/rooted.rs`): every node gathers to its leader, the leaders gather
 //! node parts to the root's leader over MPI (a gatherv into a scratch buffer, unpacked into
@@ -47,6 +50,7 @@ use super::staged_private;
 use super::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::sync::{Call, Round, Toward, PRIVATE};
+use crate::transport::heap;
 use crate::tune::{select, Algo};
 
 /// How [`Comm::gather_into_root_with`](crate::Comm::gather_into_root_with) and its
@@ -172,9 +176,14 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
         GatherBufs::Root { send, recv } => (send.map_or(0, |s| s.as_ptr() as usize), recv.as_ptr() as usize),
         GatherBufs::Leaf { send } => (send.as_ptr() as usize, 0),
     };
-    // Only the root of a (throttled) parallel write lets peers write into its buffer (a
-    // switchable one too: the switch is decided after the arrival).
-    let writable = writes;
+    // Only the root of a (throttled) parallel write lets peers write into its buffer; so
+    // does the root of a switchable call whose receive buffer lies in the shared heap,
+    // which `settle` may turn into a parallel write after the arrival.
+    let writable = writes
+        || switchable
+            && block >= HEAP_WRITE_MIN
+            && matches!(&bufs, GatherBufs::Root { recv, .. }
+                if ctx.ctl.loads_heaps() && heap::holds(recv.as_ptr() as usize, recv.len()));
     let call = Call {
         op: op(Kind::Gather, code, k)
             | staged_private(matches!(algorithm, Ok(GatherAlgorithm::Staged)) && !switchable),
@@ -220,7 +229,7 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
     }
     let mut round = rooted_check(ctx, call, None, dst, measure)?;
     let algorithm = match algorithm {
-        Ok(chosen) if switchable => Ok(settle(&round, dst, chosen)),
+        Ok(chosen) if switchable => Ok(settle(&round, dst, block, chosen)),
         a => a,
     };
     if switchable && matches!(algorithm, Ok(GatherAlgorithm::Staged)) {
@@ -228,28 +237,15 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
         // anybody's buffers, so the call ends as a private one would.
         round.leave_early();
     }
-    // Only the root of a (throttled) parallel write lets peers write into its buffer.
-    let written =
-        matches!(algorithm, Ok(GatherAlgorithm::ParallelWrite | GatherAlgorithm::ThrottledWrite { .. }));
     match (algorithm, bufs) {
         (Ok(a), GatherBufs::Root { send, recv }) => {
-            let own = |recv: &mut [u8]| {
-                if let Some(send) = send {
-                    crate::sync::copy_block(send, &mut recv[dst * block..(dst + 1) * block]);
-                }
-            };
-            // Where no peer writes into `recv`, our own block first, while the peers copy
-            // theirs in; where they do, last: they may write into it until the round is
-            // over.
-            if !written {
-                own(recv);
+            // Our own block first, while the peers copy theirs in (or write them: into
+            // blocks of their own, never ours).
+            if let Some(send) = send {
+                crate::sync::copy_block(send, &mut recv[dst * block..(dst + 1) * block]);
             }
             let moved = collect(&round, a, dst, block, recv);
-            let outcome = round.finish(moved);
-            if written && outcome.is_ok() {
-                own(recv);
-            }
-            outcome
+            round.finish(moved)
         }
         (Ok(a), GatherBufs::Leaf { send }) => {
             let moved = contribute(&round, a, dst, block, send);
@@ -258,6 +254,12 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
         (Err(e), _) => round.finish(Err(e)),
     }
 }
+
+/// The block from which a switchable gather into a root's heap buffer settles to a
+/// parallel write ([`settle`]): a block this large fills the root's receive buffer past a
+/// core's private cache (1 MiB of L2 on the development machine), so the writers' stores
+/// find few of its lines in the root's cache.
+const HEAP_WRITE_MIN: usize = 1 << 20;
 
 /// What a gather whose `Auto` chose a write runs where its blocks cross with CMA: the
 /// model's choice with the CMA write priced (`select::choose_over_cma`), published in two
@@ -295,23 +297,34 @@ impl OverCma {
 
 /// What a gather runs whose `Auto` chose `chosen` on this rank (a write, or the staged path
 /// apart from the arrival): the same, unless every rank published it as switchable
-/// (`AUTO_CHOSE`). Then, where the root reaches every
-/// other rank's block with loads (mapped heaps, XPMEM), sequential reads: a store into a
-/// peer's mapping takes each line from the owner's cache first (book, "Loads beat stores
-/// across cores"), and the root's loads need no system call and pin nothing, so the reads
-/// win though they run one after the other: at 2 ranks with heap buffers, 12 against
-/// 19 us at 256 KiB in this machine's fast mode, 19 against 57-75 us in its slow one, 250
-/// against 912 us at 2 MiB in the slow one (122 against 108 us in the fast one, the one
-/// loss measured); the staged path copies every byte twice. Elsewhere (some block crosses
-/// with CMA) what the root published as its model's choice with CMA writes priced as such
-/// ([`OverCma`]; the staged path stays staged): at 2 ranks with `Vec`
-/// buffers, the root's `process_vm_readv` of a 512 KiB block took 56 us where the leaf's
-/// `process_vm_writev` took 74 in the fast mode, 96 against 264 in the slow one. A pure
-/// function of the published records, so every rank decides alike.
-fn settle(round: &Round<'_>, dst: usize, chosen: GatherAlgorithm) -> GatherAlgorithm {
+/// (`AUTO_CHOSE`). Then:
+///
+/// - Blocks of [`HEAP_WRITE_MIN`] bytes or more, into a root's receive buffer that every
+///   rank reaches with stores (the root's shared heap, published writable): a parallel
+///   write. Each rank stores its block while the root copies its own, so at 2 ranks the
+///   two cores copy one block each where sequential reads leave the leaf idle: 146 to 207
+///   against 275 to 338 us at 2 MiB, 730 to 780 against 1310 to 1340 at 8 MiB (heap
+///   buffers, five alternating runs).
+/// - Smaller blocks the root reaches with loads (mapped heaps, XPMEM): sequential reads.
+///   A store into a peer's mapping takes each line from the owner's cache first (book,
+///   "Loads beat stores across cores"), and while the root's receive buffer still fits
+///   its cache that costs the writes most: in this machine's slow mode the parallel write
+///   of 64 to 512 KiB blocks took 4 to 5 times the reads (206 against 48 us at 512 KiB),
+///   though it won in the fast mode. The staged path copies every byte twice.
+/// - Elsewhere (some block crosses with CMA) what the root published as its model's
+///   choice with CMA writes priced as such ([`OverCma`]; the staged path stays staged): at
+///   2 ranks with `Vec` buffers, the root's `process_vm_readv` of a 512 KiB block took
+///   56 us where the leaf's `process_vm_writev` took 74 in the fast mode, 96 against 264
+///   in the slow one.
+///
+/// A pure function of the published records, so every rank decides alike.
+fn settle(round: &Round<'_>, dst: usize, block: usize, chosen: GatherAlgorithm) -> GatherAlgorithm {
     let size = round.size();
     if !(0..size).all(|r| round.call(r).aux2 & AUTO_CHOSE != 0) {
         return chosen;
+    }
+    if block >= HEAP_WRITE_MIN && round.loads(dst, true) && round.call(dst).recv_writable {
+        return GatherAlgorithm::ParallelWrite;
     }
     if peers(dst, size).all(|r| round.loads(r, false)) {
         return GatherAlgorithm::SequentialRead;

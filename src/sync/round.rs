@@ -183,14 +183,13 @@ impl Control {
         let record = &mine.call[(epoch % 2) as usize];
         let private = call.op & PRIVATE != 0;
         let exposure = self.exposed.borrow().as_ref().map_or(0, |e| e.id << EXPOSURE_SHIFT);
-        let in_heap = |addr, len| len > 0 && heap::contains(addr) && heap::contains(addr + len - 1);
         let flags = if private {
             // Lengths only (`store` writes no address): no peer can reach our buffers.
             exposure
         } else {
             (call.recv_writable as u64)
-                | if in_heap(call.send, call.send_len) { FLAG_SEND_HEAP } else { 0 }
-                | if in_heap(call.recv, call.recv_len) { FLAG_RECV_HEAP } else { 0 }
+                | if heap::holds(call.send, call.send_len) { FLAG_SEND_HEAP } else { 0 }
+                | if heap::holds(call.recv, call.recv_len) { FLAG_RECV_HEAP } else { 0 }
                 | exposure
         };
         let prev = if self.prev_failed.replace(false) { FLAG_PREV_FAILED } else { 0 };

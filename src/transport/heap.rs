@@ -291,6 +291,11 @@ fn locked<R>(f: impl FnOnce(&mut Lists) -> R) -> R {
     r
 }
 
+/// Whether the `len` bytes from `addr` lie in this process's heap (none do if `len` is 0).
+pub(crate) fn holds(addr: usize, len: usize) -> bool {
+    len > 0 && contains(addr) && addr.checked_add(len - 1).is_some_and(contains)
+}
+
 /// Whether `addr` lies in this process's heap.
 pub(crate) fn contains(addr: usize) -> bool {
     matches!(HEAP.status.load(Ordering::Acquire), READY | FORKED) && {

@@ -211,13 +211,11 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
             for r in peers(dst, p).filter(|&r| round.left(r) && !blocks[r].is_empty()) {
                 round.read_staged(r, 0, &mut recv[blocks[r].clone()]);
             }
+            // Our own block while the peers copy or write theirs: the checks found the
+            // blocks disjoint, so no peer writes into it.
+            crate::sync::copy_block(send, &mut recv[blocks[dst].clone()]);
             let moved = collect(&round, dst, &blocks, &moves, recv);
-            let outcome = round.finish(moved);
-            // Our own block last: peers may write into `recv` until the round is over.
-            if outcome.is_ok() {
-                crate::sync::copy_block(send, &mut recv[blocks[dst].clone()]);
-            }
-            outcome
+            round.finish(moved)
         }
         GathervBufs::Leaf { send } => {
             let moved = contribute(&round, dst, &blocks, &moves, send);

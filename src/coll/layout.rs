@@ -170,11 +170,13 @@ impl Flat {
     pub(crate) fn new(layout: &Layout, size: usize, shared: bool) -> Flat {
         let frags = layout.flatten();
         let mut words = Vec::with_capacity(2 * frags.len());
+        // Saturating: a layout no buffer can hold (its bytes or extent past `usize`) is
+        // refused by the checks against its buffer, never a panic here.
         for (offset, len) in frags {
             words.push(offset.wrapping_mul(size as isize) as u64);
-            words.push((len * size) as u64);
+            words.push(len.saturating_mul(size) as u64);
         }
-        Flat::from_words(words, (layout.extent() * size) as u64, shared)
+        Flat::from_words(words, layout.extent().saturating_mul(size) as u64, shared)
     }
 
     fn from_words(words: Vec<u64>, extent: u64, shared: bool) -> Flat {

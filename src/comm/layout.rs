@@ -92,8 +92,9 @@ impl Comm {
     /// `recv_layout` reaches outside `recv` or writes an element twice, or whose two
     /// layouts select different numbers of elements; `Error::LengthMismatch` if ranks'
     /// blocks differ in size; `Error::Mismatch` if ranks called different collectives.
-    /// A transport error or a peer's failure during the copies. `recv` is unchanged on
-    /// error.
+    /// A transport error or a peer's failure during the copies.
+    /// `recv` is unchanged by every error found before the copies; one during them may
+    /// leave it partly written, as in the contiguous calls.
     ///
     /// # Standard section(s)
     ///
@@ -151,7 +152,7 @@ impl Comm {
             same_count(send_layout, recv_layout)?;
             Ok((sends, recvs))
         })();
-        let shape = self.shape_of(send, send_layout, recv_layout);
+        let shape = self.shape_of(local.is_ok(), send, send_layout, recv_layout);
         let (_checked, shape) = self.agree_on_layouts(local, shape)?;
         if self.direct(algorithm, shape)? {
             let bufs = Bufs::Two(bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
@@ -199,8 +200,9 @@ impl Comm {
     /// `size()` blocks) reaches outside `recv` or writes an element twice, or whose two
     /// layouts select different numbers of elements; `Error::LengthMismatch` if ranks'
     /// blocks differ in size; `Error::Mismatch` if ranks called different collectives.
-    /// A transport error or a peer's failure during the copies. `recv` is unchanged on
-    /// error.
+    /// A transport error or a peer's failure during the copies.
+    /// `recv` is unchanged by every error found before the copies; one during them may
+    /// leave it partly written, as in the contiguous calls.
     ///
     /// # Standard section(s)
     ///
@@ -254,7 +256,7 @@ impl Comm {
             same_count(send_layout, recv_layout)?;
             Ok(recvs)
         })();
-        let shape = self.shape_of(send, send_layout, recv_layout);
+        let shape = self.shape_of(local.is_ok(), send, send_layout, recv_layout);
         let (_checked, shape) = self.agree_on_layouts(local, shape)?;
         if self.direct(algorithm, shape)? {
             let bufs = Bufs::Two(bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
@@ -302,8 +304,9 @@ impl Comm {
     /// On every rank, before any element moves: `Error::InvalidLayout` naming the first
     /// rank whose `layout` reaches outside `buf` or selects an element twice;
     /// `Error::InvalidRoot`, `Error::Mismatch` and `Error::LengthMismatch` as
-    /// [`broadcast_into`](Self::broadcast_into) (with the layouts' counts as lengths). A
-    /// transport error or a peer's failure during the copy. `buf` is unchanged on error.
+    /// [`broadcast_into`](Self::broadcast_into) (with the layouts' bytes as lengths). A
+    /// transport error or a peer's failure during the copy. `buf` is unchanged by every
+    /// error found before the copy; one during it may leave it partly written.
     ///
     /// # Standard section(s)
     ///
@@ -340,7 +343,7 @@ impl Comm {
         algorithm: LayoutAlgorithm,
     ) -> Result<()> {
         let local = self.check_writable(layout, buf.len()).map_err(|e| (1, e));
-        let shape = self.shape_of(buf, layout, layout);
+        let shape = self.shape_of(local.is_ok(), buf, layout, layout);
         let ((), shape) = self.agree_on_layouts(local.map(drop), shape)?;
         if self.direct(algorithm, shape)? {
             let bufs = Bufs::One(bytemuck::cast_slice_mut(buf));
@@ -405,7 +408,9 @@ impl Comm {
     /// element twice, or selects another number of elements than its `send_layout`;
     /// `Error::InvalidRoot`, `Error::Mismatch` and `Error::LengthMismatch` as
     /// [`gather_into_root`](Self::gather_into_root) (lengths in bytes). A transport error
-    /// or a peer's failure during the copies. `recv` is unchanged on error.
+    /// or a peer's failure during the copies.
+    /// `recv` is unchanged by every error found before the copies; one during them may
+    /// leave it partly written, as in the contiguous calls.
     ///
     /// # Standard section(s)
     ///
@@ -541,7 +546,7 @@ impl Comm {
             }
             Ok(())
         })();
-        let shape = self.shape_of(send, send_layout, recv_layout);
+        let shape = self.shape_of(local.is_ok(), send, send_layout, recv_layout);
         let ((), shape) = self.agree_on_layouts(local, shape)?;
         let mut recv = recv.map(|(b, _)| b);
         if self.direct(algorithm, shape)? {
@@ -606,7 +611,9 @@ impl Comm {
     /// method (`what` is `"root/non-root method"`), or ranks called different
     /// collectives; `Error::InvalidRoot` and `Error::LengthMismatch` as
     /// [`scatter_into_root`](Self::scatter_into_root) (lengths in bytes). A transport
-    /// error or a peer's failure during the copies. `recv` is unchanged on error.
+    /// error or a peer's failure during the copies.
+    /// `recv` is unchanged by every error found before the copies; one during them may
+    /// leave it partly written, as in the contiguous calls.
     ///
     /// # Standard section(s)
     ///
@@ -751,9 +758,9 @@ impl Comm {
         })();
         // The side read is the root's send layout: only the root weighs it.
         let shape = match send {
-            Some((buf, l)) => self.shape_of(buf, l, recv_layout),
+            Some((buf, l)) => self.shape_of(local.is_ok(), buf, l, recv_layout),
             None => {
-                let [bytes, _, written, _] = self.shape_of(&*recv, recv_layout, recv_layout);
+                let [bytes, _, written, _] = self.shape_of(local.is_ok(), &*recv, recv_layout, recv_layout);
                 [bytes, 0, written, 0]
             }
         };
@@ -824,7 +831,9 @@ impl Comm {
     /// `send_layouts[j]` and rank `j`'s `recv_layouts[k]` select different numbers of
     /// elements, as [`all_to_all_varcount_into`](Self::all_to_all_varcount_into);
     /// `Error::Count` if a block's bytes do not fit MPI's `int`. A transport error or a
-    /// peer's failure during the copies. `recv` is unchanged on error. One exception, as
+    /// peer's failure during the copies.
+    /// `recv` is unchanged by every error found before the copies; one during them may
+    /// leave it partly written, as in the contiguous calls. One exception, as
     /// in `all_to_all_varcount_into`: on the packed path with small blocks inside one node,
     /// a count that disagrees is judged only by its receiver, which fails with
     /// `LengthMismatch` while the others return `Ok` with their blocks; the next call then
@@ -952,7 +961,9 @@ impl Comm {
     /// `recv_layout` selects another number of elements than the root's layout for it, as
     /// [`scatter_varcount_into_root`](Self::scatter_varcount_into_root); `Error::InvalidLayout`
     /// too if a block's bytes do not fit MPI's `int`. A transport error or a peer's
-    /// failure during the copies. `recv` is unchanged on error. On the packed path a
+    /// failure during the copies.
+    /// `recv` is unchanged by every error found before the copies; one during them may
+    /// leave it partly written, as in the contiguous calls. On the packed path a
     /// root whose blocks travel with its arrival leaves before the ranks compare lengths,
     /// as the contiguous call's does: it returns `Ok` with its own block, and learns of a
     /// rank's mismatch at its next call, which fails on every rank
@@ -1056,7 +1067,9 @@ impl Comm {
     /// `Error::InvalidRoot`, and `Error::LengthMismatch` (lengths in bytes) if a rank's
     /// `send_layout` selects another number of elements than the root's layout for it, as
     /// [`gather_varcount_into_root`](Self::gather_varcount_into_root). A transport error
-    /// or a peer's failure during the copies. `recv` is unchanged on error.
+    /// or a peer's failure during the copies.
+    /// `recv` is unchanged by every error found before the copies; one during them may
+    /// leave it partly written, as in the contiguous calls.
     ///
     /// # Standard section(s)
     ///
@@ -1149,7 +1162,9 @@ impl Comm {
     /// another number of elements than rank `k`'s `send_layout`, as
     /// [`all_gather_varcount_into`](Self::all_gather_varcount_into); `Error::Mismatch` if
     /// ranks called different collectives. A transport error or a peer's failure during
-    /// the copies. `recv` is unchanged on error.
+    /// the copies.
+    /// `recv` is unchanged by every error found before the copies; one during them may
+    /// leave it partly written, as in the contiguous calls.
     ///
     /// # Standard section(s)
     ///
@@ -1293,14 +1308,30 @@ impl Comm {
 
     /// What this rank's call weighs for the choice of path, as words to agree on (the
     /// most of every rank): the block's bytes, its send and receive fragments, and 1 if
-    /// its send buffer is not copied with loads and stores.
-    fn shape_of<T: Pod>(&self, send: &[T], send_layout: &Layout, recv_layout: &Layout) -> [u64; 4] {
+    /// its send buffer is not copied with loads and stores. Zeros where its local checks
+    /// failed (`checked` false): a layout that does not fit its buffer is never
+    /// flattened, however many fragments it has, and the call fails on every rank anyway.
+    fn shape_of<T: Pod>(
+        &self,
+        checked: bool,
+        send: &[T],
+        send_layout: &Layout,
+        recv_layout: &Layout,
+    ) -> [u64; 4] {
+        if !checked {
+            return [0; 4];
+        }
         let size = std::mem::size_of::<T>();
         let shared = self.ctx().ctl.loads_heaps();
         let mut memo = self.layouts.borrow_mut();
         let (s, r) = (memo.own(send_layout, size, shared), memo.own(recv_layout, size, shared));
         let loads = self.ctx().ctl.reaches_by_loads(bytemuck::cast_slice(send));
-        [(send_layout.count() * size) as u64, s.fragments() as u64, r.fragments() as u64, !loads as u64]
+        [
+            send_layout.count().saturating_mul(size) as u64,
+            s.fragments() as u64,
+            r.fragments() as u64,
+            !loads as u64,
+        ]
     }
 
     /// [`Layout::check_writable`], remembered: the check flattens and sorts the layout,

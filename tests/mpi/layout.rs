@@ -878,6 +878,7 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
     let invalid = |which, reason| Error::InvalidLayout { rank: Some(me), culprit: Some(last), which, reason };
     let whole = |l: &Layout| Layout::contiguous_of(pu, l).unwrap();
     let past = reason(&whole(&block), len - 1, false);
+    let huge = Layout::vector(1 << 40, 1, 2).unwrap();
     let double = reason(&twice, 6, true);
 
     // (label, send length, receive length, the call, the error every rank must get)
@@ -998,6 +999,19 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
             Some(Error::InvalidRoot { rank: me, root: -1, size: p }),
         ),
         (
+            // 2^40 fragments: flattened before the checks (as the one-layout calls once
+            // did, to weigh the path), this would not fit in memory.
+            (
+                "alltoall: a send layout of 2^40 fragments past its buffer",
+                len,
+                len,
+                Box::new(|s, r| {
+                    comm.all_to_all_layout_into(s, if mine(true) { &huge } else { &block }, r, &block)
+                }),
+            ),
+            Some(invalid("send", reason(&whole(&huge), len, false))),
+        ),
+        (
             (
                 "alltoall: send and receive counts disagree on one rank",
                 len,
@@ -1022,6 +1036,26 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
             ),
         }
         assert!(send == send0 && recv == recv0, "{label}: a failed call changed a buffer on rank {me}");
+    }
+
+    // One block whose extent, 2^62 elements, overflows in bytes: valid for a call that
+    // shifts no block by it (an allgather's send side, a broadcast), refused where it would.
+    let far = Layout::contiguous(4).unwrap().resized(1 << 62).unwrap();
+    let mine4 = words(me, 4, 5);
+    let mut all = vec![0u32; 4 * pu];
+    comm.all_gather_layout_into(&mine4, &far, &mut all, &Layout::contiguous(4).unwrap()).unwrap();
+    let want: Vec<u32> = (0..p).flat_map(|r| words(r, 4, 5)).collect();
+    assert_eq!(all, want, "allgather of a block of extent 2^62: rank {me}");
+    let mut one = words(0, 4, 6);
+    comm.broadcast_layout_into(&mut one, &far, 0).unwrap();
+    assert_eq!(one, words(0, 4, 6), "broadcast of a block of extent 2^62: rank {me}");
+    if p > 1 {
+        let mut got = vec![0u32; 4 * pu];
+        let e = comm.all_to_all_layout_into(&all, &far, &mut got, &Layout::contiguous(4).unwrap());
+        assert!(
+            matches!(e, Err(Error::InvalidLayout { .. })),
+            "alltoall over an extent of 2^62: rank {me}: {e:?}"
+        );
     }
 
     // Counts that agree on each rank but not between ranks: the contiguous call refuses.

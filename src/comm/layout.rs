@@ -351,7 +351,7 @@ impl Comm {
         }
         let (flat, _) = self.flats::<T>(layout, layout);
         let n = flat.bytes();
-        if flat.dense() {
+        if flat.dense() && (self.rank() != root || self.sends_in_place(bytemuck::cast_slice(buf))) {
             // The layout's elements are the buffer's first `n` bytes: no packing.
             let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
             let moved = self.broadcast_into(bytes.get_mut(..n).ok_or_else(|| outside("receive"))?, root);
@@ -1528,9 +1528,19 @@ impl Comm {
         Ok(out)
     }
 
+    /// Whether the packed path sends a [dense](Flat::dense) side from `buf` itself: unless
+    /// its scratch copy would lie in the shared heap, reached with loads, where `buf` is
+    /// not (a `Vec` beside mapped heaps): then the pack's local copy buys the faster
+    /// transfer.
+    fn sends_in_place(&self, buf: &[u8]) -> bool {
+        let ctx = self.ctx();
+        !ctx.ctl.loads_heaps() || ctx.ctl.reaches_by_loads(buf)
+    }
+
     /// Runs `coll` on blocks `ks` of `layout` in `buf`, packed (`n` bytes each): on
     /// `buf`'s own bytes where the layout is [dense](Flat::dense) (packing would be a plain
-    /// copy), else on a scratch copy ([`pack`](Self::pack)).
+    /// copy) and [`sends_in_place`](Self::sends_in_place) says so, else on a scratch copy
+    /// ([`pack`](Self::pack)).
     fn packed_with(
         &self,
         buf: &[u8],
@@ -1539,7 +1549,7 @@ impl Comm {
         n: usize,
         coll: impl FnOnce(&[u8]) -> Result<()>,
     ) -> Result<()> {
-        if layout.dense() {
+        if layout.dense() && self.sends_in_place(buf) {
             return coll(buf.get(ks.start * n..ks.end * n).ok_or_else(|| outside("send"))?);
         }
         let packed = self.pack(buf, layout, ks, n)?;

@@ -50,11 +50,7 @@ impl super::Control {
     /// Whether peers copy `buf`, this rank's, with loads and stores: the node maps every
     /// address space (XPMEM), or peers map heaps and `buf` lies in this rank's heap.
     pub(crate) fn reaches_by_loads(&self, buf: &[u8]) -> bool {
-        let (a, n) = (buf.as_ptr() as usize, buf.len());
         self.links.xpmem.is_some()
-            || (self.links.heap.is_some()
-                && n > 0
-                && transport::heap::contains(a)
-                && transport::heap::contains(a + n - 1))
+            || (self.links.heap.is_some() && transport::heap::holds(buf.as_ptr() as usize, buf.len()))
     }
 }

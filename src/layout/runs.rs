@@ -400,29 +400,24 @@ pub(crate) trait Word: Copy + Default {
     fn put(self, b: &mut [u8]);
 }
 
-impl Word for u64 {
-    const L: usize = 8;
-    #[inline(always)]
-    fn from_bytes(b: &[u8]) -> Self {
-        u64::from_ne_bytes(b.try_into().expect("8 bytes"))
-    }
-    #[inline(always)]
-    fn put(self, b: &mut [u8]) {
-        b.copy_from_slice(&self.to_ne_bytes())
-    }
+/// [`Word`] for the unsigned integers of each size the tiles move.
+macro_rules! words {
+    ($($t:ty),*) => {$(
+        impl Word for $t {
+            const L: usize = std::mem::size_of::<$t>();
+            #[inline(always)]
+            fn from_bytes(b: &[u8]) -> Self {
+                <$t>::from_ne_bytes(b.try_into().expect("a word's bytes"))
+            }
+            #[inline(always)]
+            fn put(self, b: &mut [u8]) {
+                b.copy_from_slice(&self.to_ne_bytes())
+            }
+        }
+    )*};
 }
 
-impl Word for u32 {
-    const L: usize = 4;
-    #[inline(always)]
-    fn from_bytes(b: &[u8]) -> Self {
-        u32::from_ne_bytes(b.try_into().expect("4 bytes"))
-    }
-    #[inline(always)]
-    fn put(self, b: &mut [u8]) {
-        b.copy_from_slice(&self.to_ne_bytes())
-    }
-}
+words!(u64, u32);
 
 /// A register-blocked transpose of `G` rows of `W`s into `G` columns side by side (a
 /// line of the destination, `G L` = [`LINE`] bytes, per fragment): four elements of

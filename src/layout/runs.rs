@@ -634,7 +634,7 @@ fn mean(r: &Runs) -> usize {
 /// `to.copy_from_slice(from)`, with the element sizes as fixed-size copies (one load and
 /// store; a length known only at run time is a call to `memcpy`).
 #[inline(always)]
-pub(crate) fn copy_fixed(from: &[u8], to: &mut [u8]) {
+fn copy_fixed(from: &[u8], to: &mut [u8]) {
     match to.len() {
         8 => to.copy_from_slice(&from[..8]),
         4 => to.copy_from_slice(&from[..4]),

@@ -73,6 +73,17 @@ pub(crate) const MAPPED_CHUNK: usize = 8 * 1024;
 /// output's and the input's chunk together in L2) measured best at 2 and 8 MiB.
 pub(crate) const ROOT_READ_CHUNK: usize = 1 << 20;
 
+/// The bytes from which a reduce to a root whose `Auto` chose the root's reads
+/// ([`ReduceAlgorithm::RootRead`], at two ranks) runs partitioned instead where every
+/// buffer turns out to be mapped ([`loads_everywhere`]): the root's loads of one whole
+/// input and the fold of it lose there to two owners that each load half of both inputs
+/// and store their half of the result into the root's output. Measured at 2 ranks with
+/// heap buffers (root's reads against partitioned, medians of 60 to 100 calls): 89-106
+/// against 156-202 us at 1 MiB, 170-188 against 191-214 at 1.5 MiB, level at 2 MiB
+/// (231-312 against 212-286), 392-409 against 320-372 at 3 MiB, 819 against 560 at
+/// 4 MiB and 1929 against 1297 at 8 MiB.
+const LOADS_PARTITION_MIN: usize = 3 << 20;
+
 /// How a reduction moves and combines the data.
 ///
 /// # Examples
@@ -105,8 +116,9 @@ impl ReduceAlgorithm {
     /// reduce to a root is chosen with the partitioned reduce's write into the root priced
     /// as a CMA write ([`select::choose_over_cma`]): where every buffer turns out to be
     /// mapped, an `Auto` that chose the staged path turns partitioned after the arrival
-    /// ([`loads_everywhere`]), and one that chose the root's reads keeps them (loads), so
-    /// the choice before it is the one for CMA.
+    /// ([`loads_everywhere`]), and one that chose the root's reads keeps them (loads)
+    /// below [`LOADS_PARTITION_MIN`] bytes and turns partitioned from it, so the choice
+    /// before it is the one for CMA.
     fn chosen(coll: select::Coll, len: usize, p: usize) -> ReduceAlgorithm {
         let algo = match coll {
             select::Coll::Reduce => select::choose_over_cma(coll, len, p),
@@ -266,12 +278,16 @@ fn reduce_to<T: Pod, O: Operator<T>>(
     // still be partitioned: where every buffer turns out to be reached with loads and
     // stores (see `loads_everywhere`), which is known only after the arrival. The call
     // then publishes its buffers, and says in `aux2` that `Auto` chose. Where it chose
-    // the root's reads, they stay: with loads they beat the partitioned reduce's stores
-    // into the root (at 2 ranks, heap buffers: 36 against 90 us at 512 KiB, 123 against
-    // 537 at 2 MiB).
+    // the root's reads, they stay below `LOADS_PARTITION_MIN` bytes, where with loads
+    // they beat the partitioned reduce's stores into the root, and turn partitioned from
+    // it.
     let switchable = src.is_some()
         && requested == ReduceAlgorithm::Auto
-        && matches!(algorithm, Ok(ReduceAlgorithm::Staged))
+        && match algorithm {
+            Ok(ReduceAlgorithm::Staged) => true,
+            Ok(ReduceAlgorithm::RootRead) => n * size >= LOADS_PARTITION_MIN,
+            _ => false,
+        }
         && super::heap_switchable::<ReduceAlgorithm>(ctx, n * size);
     // The staged reduction crosses only the segment: a private call (one flag phase).
     let private = super::staged_private(matches!(algorithm, Ok(ReduceAlgorithm::Staged)) && !switchable);
@@ -380,11 +396,12 @@ fn unsupported<T: Pod, O: Operator<T>>(ctx: &Ctx<'_>, oper: &O, rank: i32) -> Op
 
 /// Whether a reduce every rank published as switchable (`aux2` 1: `Auto` chose the staged
 /// path, which it takes where the partition owners would reach the root's output with
-/// CMA) runs partitioned instead: every rank's input and the root's output are reached
-/// with loads and stores, so the owners read and write them with no system call, and
-/// partitioned moves half the bytes. A pure function of the published records, so every
-/// rank decides alike. Measured at 2 ranks with heap buffers: 15 against 22 us at 256 KiB,
-/// 102 against 187 us at 2 MiB.
+/// CMA, or the root's reads of at least [`LOADS_PARTITION_MIN`] bytes) runs partitioned
+/// instead: every rank's input and the root's output are reached with loads and stores,
+/// so the owners read and write them with no system call, and partitioned moves half the
+/// bytes. A pure function of the published records, so every rank decides alike.
+/// Measured at 2 ranks with heap buffers, against the staged path: 15 against 22 us at
+/// 256 KiB, 102 against 187 us at 2 MiB.
 fn loads_everywhere(round: &Round<'_>, target: Target) -> bool {
     let Target::Root(src) = target else { return false };
     (0..round.size()).all(|r| round.call(r).aux2 == 1 && round.loads(r, false)) && round.loads(src, true)

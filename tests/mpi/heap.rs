@@ -278,7 +278,8 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
 
 /// One rank names `Staged` while the others leave the choice to `Auto`, with heap blocks of
 /// one phase and beyond. On one node, where `Auto` resolves to the staged path the ranks
-/// made the same call; where it picks the staged path of a reduce, gather or alltoall that may still
+/// made the same call; where it picks the staged path of a reduce, gather, alltoall or
+/// broadcast that may still
 /// switch to loads, it publishes its buffers (a shared round) while the named `Staged` is
 /// a private one. Either way every rank must reach the same outcome, with no hang: the
 /// right result, or the same `Mismatch` everywhere and no byte written (for a giver that
@@ -366,6 +367,24 @@ fn staged_beside_auto(world: &SimpleCommunicator, comm: &Comm) {
         let mut sum = [me as u64];
         comm.all_reduce_in_place(&mut sum, Builtin::Sum).unwrap();
         assert_eq!(sum[0], (pu * (pu - 1) / 2) as u64);
+    }
+    // A broadcast whose `Auto` stages beyond one phase (at 2 ranks: 64 and 160 KiB) and may
+    // still read the root's heap buffer in place, beside a rank that names `Staged`.
+    for n in [1000usize, 16 * 1024, 40_000] {
+        let val = |i: usize| (i as u32).wrapping_mul(2_654_435_761) ^ 0x5a5a;
+        let mut buf = comm.alloc::<u32>(n).expect("comm.alloc");
+        match me == root {
+            true => buf.iter_mut().enumerate().for_each(|(i, x)| *x = val(i)),
+            false => buf.fill(7),
+        }
+        let algo = if me == last { BcastAlgorithm::Staged } else { BcastAlgorithm::Auto };
+        let e = comm.broadcast_into_with(&mut buf[..], root, algo);
+        match agreed(&format!("bcast of {n} u32"), e) {
+            true => {
+                assert!(buf.iter().enumerate().all(|(i, &x)| x == val(i)), "bcast of {n} u32 on rank {me}")
+            }
+            false => assert!(me == root || buf.iter().all(|&x| x == 7), "a failed bcast wrote on rank {me}"),
+        }
     }
 }
 

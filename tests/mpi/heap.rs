@@ -279,9 +279,8 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
 /// One rank names `Staged` while the others leave the choice to `Auto`, with heap blocks of
 /// one phase and beyond. On one node, where `Auto` resolves to the staged path the ranks
 /// made the same call; where it picks the staged path of a reduce, gather, alltoall or
-/// broadcast that may still
-/// switch to loads, it publishes its buffers (a shared round) while the named `Staged` is
-/// a private one. Either way every rank must reach the same outcome, with no hang: the
+/// broadcast that may still switch to loads, it publishes its buffers (a shared round)
+/// while the named `Staged` is a private one. Either way every rank must reach the same outcome, with no hang: the
 /// right result, or the same `Mismatch` everywhere and no byte written (for a giver that
 /// left a small call before its verdict: `Ok`, then `PreviousFailed` at its next call, as
 /// on every rank). Across nodes the ranks compare what they asked for, so the mix is a
@@ -368,8 +367,9 @@ fn staged_beside_auto(world: &SimpleCommunicator, comm: &Comm) {
         comm.all_reduce_in_place(&mut sum, Builtin::Sum).unwrap();
         assert_eq!(sum[0], (pu * (pu - 1) / 2) as u64);
     }
-    // A broadcast whose `Auto` stages beyond one phase (at 2 ranks: 64 and 160 KiB) and may
-    // still read the root's heap buffer in place, beside a rank that names `Staged`.
+    // A broadcast of 4000 bytes (one phase), 64 KiB (which `Auto` stages at 2 ranks, and
+    // may still read in place from the root's heap) and 156 KiB, beside a rank that names
+    // `Staged`.
     for n in [1000usize, 16 * 1024, 40_000] {
         let val = |i: usize| (i as u32).wrapping_mul(2_654_435_761) ^ 0x5a5a;
         let mut buf = comm.alloc::<u32>(n).expect("comm.alloc");

@@ -40,12 +40,15 @@
 //!   chunk, as soon as it arrives, from the root or from any reader that already holds
 //!   the chunk, so a late non-root delays nobody (see `coll::pap`).
 //! - [`BcastAlgorithm::ReadWrite`]: direct read and direct write at once. Every reader
-//!   reads the head of the root's buffer while the root writes the tail (`n / p`, in
-//!   4 KiB multiples) into each reader in turn, so the root's core, idle in a direct read,
-//!   copies too: `max(alpha + (n - t) beta + ((n - t) / s) l gamma(p - 1),
-//!   (p - 1)(alpha + t beta_w + (t / s) l))` with `t = n / p` and `beta_w` the price of a
-//!   byte written into a peer, plus one more synchronization (the root's writes need the
-//!   readers' arrivals). At 2 ranks each core copies half the message.
+//!   reads its buffer from the head of the root's while the root writes it into each
+//!   reader from the tail, in turn, each side claiming a range before it copies, so the
+//!   root's core, idle in a direct read, copies too, as much as its speed earns it. Where
+//!   the root's writes run as fast as the reads, it writes the last `t = n / p` bytes
+//!   of each: `max(alpha + (n - t) beta + ((n - t) / s) l gamma(p - 1),
+//!   (p - 1)(alpha + t beta_w + (t / s) l))` with `beta_w` the price of a byte written
+//!   into a peer, plus one more synchronization (the root's writes need the readers'
+//!   arrivals). At 2 ranks each core then copies half the message; where the writes run
+//!   slower, the root takes less, down to about a direct read.
 //!
 //! `Auto` takes the cost model's choice, priced for CMA. Where it chose the staging
 //! pipeline for a message beyond one phase and the node maps its ranks' shared heaps, the
@@ -57,10 +60,10 @@ use super::algorithm::Algorithm;
 use super::pap::{compatible, settle};
 use super::{all_equal, check, check_staged, from_inline, inline_word, op, Ctx, Kind, INLINE_BYTES};
 use crate::error::Result;
-use crate::sync::{Call, Round, PRIVATE};
-use crate::transport::TransportKind;
-use crate::tune::model::read_write_share;
+use crate::sync::{Call, End, Round, CLAIM_MAX, PRIVATE};
+use crate::transport::{RemoteBuf, TransportKind, Write};
 use crate::tune::{select, Algo};
+use std::ops::Range;
 
 /// The radix of [`BcastAlgorithm::KnomialRead`] when a name gives none.
 pub(crate) const DEFAULT_RADIX: u32 = 4;
@@ -119,8 +122,9 @@ pub enum BcastAlgorithm {
     Staged,
     /// Readers read each chunk, as they arrive, from the root or any reader that holds it.
     ArrivalAware,
-    /// Every reader reads the head of the root's buffer while the root writes the tail
-    /// into each reader: the root's core copies too.
+    /// Every reader reads its buffer from the head of the root's while the root writes it
+    /// into each reader from the tail, until they meet: the root's core copies too, as
+    /// much as its writes' speed earns it.
     ReadWrite,
 }
 
@@ -357,21 +361,72 @@ fn pipelined(
     Ok(())
 }
 
-/// The read-write broadcast: every reader reads the head of the root's buffer while the
-/// root writes the tail ([`read_write_share`]) into each reader in turn. The two parts are
-/// disjoint, and a reader returns only after the round's end, which waits for the root's
-/// end word, posted after its writes.
+/// The read-write broadcast: every reader copies its buffer out of the root's from the
+/// head, while the root copies it into the readers from the tail, one reader after the
+/// other. Each range is claimed first ([`Round::claim`] on the reader's word), so it is
+/// copied once, by whichever side reached it, and the split is found at run time: a
+/// reader claims half of what is left, the root [`rw_root_chunk`] bytes at a time, so
+/// the side that copies faster copies more. A store into a line that another core holds
+/// costs a trip between the cores, which on some machines (and at times on a shared one)
+/// makes the root's writes several times slower than the readers' reads; the root then
+/// takes little, and the call costs about a direct read, where a fixed half would cost
+/// the root's slow half.
+///
+/// A reader returns only after the round's end, which waits for the root's end word,
+/// posted after its writes.
 fn read_write(round: &Round<'_>, src: usize, buf: &mut [u8]) -> Result<()> {
-    let head = buf.len() - read_write_share(buf.len(), round.size());
+    let n = buf.len();
+    let unit = claim_unit(n);
+    let units = n.div_ceil(unit);
+    let bytes = |r: Range<usize>| r.start * unit..(r.end * unit).min(n);
     if round.me() != src {
-        return read_from(round, src, 0, &mut buf[..head]);
-    }
-    if head == buf.len() {
+        let mut want = units.div_ceil(2);
+        while let Some(r) = round.claim(round.me(), units, End::Head, want) {
+            want = (units - r.end).div_ceil(2);
+            let r = bytes(r);
+            read_from(round, src, r.start, &mut buf[r])?;
+        }
         return Ok(());
     }
-    (0..round.size())
-        .filter(|&r| r != src)
-        .try_for_each(|r| round.write(&buf[head..], &round.peer_recv(r), r, head))
+    let mut readers: smallvec::SmallVec<[(usize, RemoteBuf<'_, Write>); 16]> =
+        (0..round.size()).filter(|&r| r != src).map(|r| (r, round.peer_recv(r))).collect();
+    while !readers.is_empty() {
+        let mut i = 0;
+        while i < readers.len() {
+            let (r, dst) = (readers[i].0, &readers[i].1);
+            let want = rw_root_chunk(dst.kind() != TransportKind::Cma).div_ceil(unit);
+            match round.claim(r, units, End::Tail, want) {
+                Some(c) => {
+                    let c = bytes(c);
+                    round.write(&buf[c.clone()], dst, r, c.start)?;
+                    i += 1;
+                }
+                None => {
+                    readers.swap_remove(i);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The unit in which a read-write broadcast of `n` bytes claims: a page, or as many as
+/// keep the count within a claim word. The same on every rank, from the length alone.
+fn claim_unit(n: usize) -> usize {
+    n.div_ceil(CLAIM_MAX).next_multiple_of(PAGE).max(PAGE)
+}
+
+/// The root's claim in a read-write broadcast, where it reaches the reader's buffer with
+/// stores or not: what its writes may run past the readers' end (a claim it is still
+/// copying when they have taken the rest), yet large enough that its claims cost little.
+/// Measured at 2 ranks, where the root's writes ran at times 4-10 times slower than the
+/// reader's reads: 8 KiB with loads; 128 KiB through CMA, a system call per claim (64 KiB
+/// cost 10-20% at 256 KiB to 1 MiB when both ran at full speed).
+fn rw_root_chunk(loads: bool) -> usize {
+    match loads {
+        true => 8 * 1024,
+        false => 128 * 1024,
+    }
 }
 
 /// Reads `dst.len()` bytes at `offset` of local rank `peer`'s published buffer: with
@@ -489,4 +544,33 @@ fn read_arriving(round: &Round<'_>, src: usize, buf: &mut [u8]) -> Result<()> {
         round.post_progress(step);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{claim_unit, CLAIM_MAX, PAGE};
+
+    /// Whatever the length, a read-write broadcast's units are whole pages and fit a
+    /// claim word, and cover the buffer.
+    #[test]
+    fn claim_units_fit_the_word() {
+        for n in [
+            0,
+            1,
+            PAGE - 1,
+            PAGE,
+            PAGE + 1,
+            1 << 20,
+            CLAIM_MAX * PAGE,
+            CLAIM_MAX * PAGE + 1,
+            1 << 40,
+            usize::MAX / 2,
+        ] {
+            let unit = claim_unit(n);
+            assert_eq!(unit % PAGE, 0, "n={n}");
+            assert!(n.div_ceil(unit) <= CLAIM_MAX, "n={n}");
+            assert!(n.div_ceil(unit) * unit >= n, "n={n}");
+        }
+        assert_eq!(claim_unit(1 << 20), PAGE);
+    }
 }

@@ -16,6 +16,11 @@
 //! ahead of the counter for ever). The arrival-aware alltoall uses the same counter as a
 //! landing count: each writer adds one after writing its block into the owner's buffer.
 //!
+//! A shared copy into a rank's buffer (the read-write broadcast: its owner reads the
+//! buffer's chunks from the head, a peer writes them from the tail) is split at run time
+//! by claims on the owner's `claimed` word ([`Round::claim`]), so that whichever copies
+//! faster copies more, and every chunk is copied once.
+//!
 //! ```text
 //!   owner:   fill c0 ─ ready=1 ─ fill c1 ─ ready=2 ─ fill c2 ─ ready=3 ─ wait completed >= owed + (n-1)
 //!   reader:        └ wait ready>=1, read c0 ┘ wait ready>=2, read c1 ┘ ... read c2, completed += 1
@@ -24,6 +29,7 @@
 use super::wait;
 use super::Round;
 use crate::error::{Error, Result};
+use std::ops::Range;
 use std::sync::atomic::Ordering;
 
 impl Round<'_> {
@@ -75,6 +81,62 @@ impl Round<'_> {
     }
 }
 
+/// Which end of a buffer a claim takes its chunk from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum End {
+    /// The first unclaimed chunk: the buffer's owner.
+    Head,
+    /// The last unclaimed chunk: a peer.
+    Tail,
+}
+
+impl Round<'_> {
+    /// Claims up to `want` (at least one) of the next unclaimed units of local rank
+    /// `owner`'s buffer of `units` units in this round, from `end`; `None` once every unit
+    /// is claimed (or the word belongs to a later round: this one is over for `owner`).
+    ///
+    /// The owner's `claimed` word holds the epoch's low 32 bits above two 16-bit counts,
+    /// the units claimed from the head and from the tail; a word of an earlier epoch counts
+    /// as none claimed, so it needs no reset between rounds. Each claim is one
+    /// compare-and-swap of the whole word, so a unit goes to exactly one claimant. The
+    /// claim orders nothing about the bytes: the copy of a claimed range is published as
+    /// the claimant's other copies are (the round's end word).
+    ///
+    /// # Panics
+    ///
+    /// If `units` does not fit in 16 bits.
+    pub(crate) fn claim(&self, owner: usize, units: usize, end: End, want: usize) -> Option<Range<usize>> {
+        assert!(units <= CLAIM_MAX, "{units} units do not fit a claim word");
+        let word = &self.ctl.slot(owner).claimed;
+        let epoch = self.epoch as u32;
+        let mut seen = word.load(Ordering::Relaxed);
+        loop {
+            let (head, tail) = match (seen >> 32) as u32 {
+                e if e == epoch => ((seen >> 16) as u16 as usize, seen as u16 as usize),
+                // A later round's word: this round is over for its owner.
+                e if e.wrapping_sub(epoch) as i32 > 0 => return None,
+                _ => (0, 0),
+            };
+            let take = want.max(1).min(units.saturating_sub(head + tail));
+            if take == 0 {
+                return None;
+            }
+            let (range, head, tail) = match end {
+                End::Head => (head..head + take, head + take, tail),
+                End::Tail => (units - tail - take..units - tail, head, tail + take),
+            };
+            let next = (epoch as u64) << 32 | (head as u64) << 16 | tail as u64;
+            match word.compare_exchange_weak(seen, next, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Some(range),
+                Err(now) => seen = now,
+            }
+        }
+    }
+}
+
+/// The most units a claim word counts (see [`Round::claim`]).
+pub(crate) const CLAIM_MAX: usize = u16::MAX as usize;
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::on_node;
@@ -104,5 +166,42 @@ mod tests {
                 round_.finish(Ok(())).unwrap();
             }
         });
+    }
+
+    /// Every unit of a claimed buffer goes to exactly one claimant, round after round,
+    /// with the owner claiming from the head and two peers from the tail in wants of
+    /// every size, and a word left from an earlier round counting as none claimed.
+    #[test]
+    fn claims_hand_out_every_unit_once() {
+        use super::End;
+        use std::sync::atomic::{AtomicU8, Ordering};
+        let n = 3;
+        let rounds = 200;
+        let units = |round: usize| round % 37;
+        let seen: Vec<Vec<AtomicU8>> =
+            (0..rounds).map(|round| (0..units(round)).map(|_| AtomicU8::new(0)).collect()).collect();
+        on_node(n, |ctl| {
+            for (round, seen) in seen.iter().enumerate() {
+                let round_ = ctl.begin(&Call::default()).unwrap();
+                // Rank 0 owns every other round's buffer, rank 1 the rest: a word is
+                // sometimes left unclaimed for rounds.
+                let owner = (round / 2) % 2;
+                let (end, want) = match ctl.me() == owner {
+                    true => (End::Head, round % 5),
+                    false => (End::Tail, 1 + ctl.me()),
+                };
+                while let Some(r) = round_.claim(owner, units(round), end, want) {
+                    for u in r {
+                        seen[u].fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                round_.finish(Ok(())).unwrap();
+            }
+        });
+        for (round, seen) in seen.iter().enumerate() {
+            for (u, count) in seen.iter().enumerate() {
+                assert_eq!(count.load(Ordering::Relaxed), 1, "round {round}, unit {u}");
+            }
+        }
     }
 }

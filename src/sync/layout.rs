@@ -9,7 +9,7 @@ use crossbeam_utils::CachePadded;
 use std::sync::atomic::AtomicU64;
 
 /// Identifies the layout below; a rank built from another version refuses the segment.
-pub(super) const MAGIC: u64 = 0x7a63_6f6c_6c5f_0005;
+pub(super) const MAGIC: u64 = 0x7a63_6f6c_6c5f_0006;
 
 /// The segment's header, at offset 0.
 #[repr(C)]
@@ -20,7 +20,8 @@ pub(super) struct Head {
     pub(super) slot_bytes: AtomicU64,
 }
 
-/// One local rank's control block. Only its owner writes it; everyone reads it.
+/// One local rank's control block. Only its owner writes it, but for the two counters its
+/// peers add to (`completed`, `claimed`); everyone reads it.
 #[repr(C)]
 pub(crate) struct Slot {
     pub(super) arrive: CachePadded<AtomicU64>,
@@ -32,6 +33,10 @@ pub(crate) struct Slot {
     pub(super) ack: CachePadded<AtomicU64>,
     /// The message counter's completion count: readers add to it, its owner waits on it.
     pub(super) completed: CachePadded<AtomicU64>,
+    /// The chunks of this rank's buffer claimed in a shared copy: the epoch above the
+    /// counts claimed from the head (by this rank) and from the tail (by a peer). See
+    /// `Round::claim`.
+    pub(super) claimed: CachePadded<AtomicU64>,
     pub(super) call: [CachePadded<[AtomicU64; WORDS]>; 2],
     /// Non-zero once the rank has dropped its communicator (`Control::depart`): it will
     /// never post anything again, so a peer's wait for it fails instead of lasting as long

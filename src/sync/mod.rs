@@ -80,6 +80,7 @@ pub(crate) use crate::transport::copy::{copy_block, STREAM_LARGE};
 use call::STATUS;
 pub(crate) use call::{Call, Kind, PRIVATE};
 pub(crate) use control::{Control, Registration};
+pub(crate) use counter::{End, CLAIM_MAX};
 pub(crate) use exchange::Span;
 pub(crate) use layout::SCRATCH_HALF;
 pub(crate) use meta::{Filled, Meta, Slots};

@@ -427,11 +427,12 @@ impl Params {
 /// The chunk of the copy-in/copy-out paths: half a 64 KiB staging area.
 pub const STAGE_CHUNK: usize = 32 * 1024;
 
-/// The bytes the root of a read-write broadcast ([`Algo::BcastReadWrite`]) of `n` bytes
-/// on `p` ranks writes into each reader, from the end of the buffer: a `p`-th of `n`,
-/// rounded down to 4 KiB once it is at least that, else nothing (a copy too small to be
-/// worth a second system call). Every rank derives it from the length and the node's
-/// size alone, which the round's checks made the same everywhere.
+/// The bytes the model prices the root of a read-write broadcast
+/// ([`Algo::BcastReadWrite`]) of `n` bytes on `p` ranks as writing into each reader: a
+/// `p`-th of `n`, rounded down to 4 KiB once it is at least that, else nothing, the split
+/// where the root's writes run as fast as the readers' reads. The call itself finds its
+/// split at run time (the readers and the root claim ranges as they go), so a root whose
+/// writes run slower takes less.
 pub(crate) fn read_write_share(n: usize, p: usize) -> usize {
     const PAGE: usize = 4096;
     match n / p.max(1) {

@@ -237,6 +237,7 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
                     BcastAlgorithm::KnomialRead { k: 2 },
                     BcastAlgorithm::ScatterAllgather,
                     BcastAlgorithm::Pipelined { chunk: 64 * 1024 },
+                    BcastAlgorithm::ReadWrite,
                 ] {
                     if n >= 16 << 20 && !matches!(algo, BcastAlgorithm::Auto | BcastAlgorithm::DirectRead) {
                         continue;

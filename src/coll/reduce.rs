@@ -450,11 +450,10 @@ fn partitioned<T: Pod, O: Operator<T>>(
     };
     let mut scratch = round.scratch();
     let (first, x) = scratch_halves::<T>(&mut scratch);
-    let order: Ranks<usize> = if oper.commutative() {
-        std::iter::once(me).chain((0..p).filter(|&j| j != me)).collect()
-    } else {
-        (0..p).collect()
-    };
+    // A commutative operator folds the next rank's piece first: it is read straight into
+    // the accumulator, where our own input would cost a copy of its own.
+    let order: Ranks<usize> =
+        if oper.commutative() { (1..=p).map(|s| (me + s) % p).collect() } else { (0..p).collect() };
     let mut start = mine.start;
     while start < mine.end {
         let c = start..(start + chunk).min(mine.end);

@@ -93,14 +93,16 @@ pub(crate) enum End {
 impl Round<'_> {
     /// Claims up to `want` (at least one) of the next unclaimed units of local rank
     /// `owner`'s buffer of `units` units in this round, from `end`; `None` once every unit
-    /// is claimed (or the word belongs to a later round: this one is over for `owner`).
+    /// is claimed, or where `owner` did not open its claims for this round.
     ///
     /// The owner's `claimed` word holds the epoch's low 32 bits above two 16-bit counts,
-    /// the units claimed from the head and from the tail; a word of an earlier epoch counts
-    /// as none claimed, so it needs no reset between rounds. Each claim is one
-    /// compare-and-swap of the whole word, so a unit goes to exactly one claimant. The
-    /// claim orders nothing about the bytes: the copy of a claimed range is published as
-    /// the claimant's other copies are (the round's end word).
+    /// the units claimed from the head and from the tail. The owner opens it (this round's
+    /// epoch, no unit claimed: [`claims_open`]) when it publishes a call whose buffer
+    /// peers may write, before its arrival, which every claimant awaits; a word of another
+    /// epoch is closed (a claimant still in a round its owner has left claims nothing).
+    /// Each claim is one compare-and-swap of the whole word, so a unit goes to exactly one
+    /// claimant. The claim orders nothing about the bytes: the copy of a claimed range is
+    /// published as the claimant's other copies are (the round's end word).
     ///
     /// # Panics
     ///
@@ -108,15 +110,13 @@ impl Round<'_> {
     pub(crate) fn claim(&self, owner: usize, units: usize, end: End, want: usize) -> Option<Range<usize>> {
         assert!(units <= CLAIM_MAX, "{units} units do not fit a claim word");
         let word = &self.ctl.slot(owner).claimed;
-        let epoch = self.epoch as u32;
+        let open = claims_open(self.epoch);
         let mut seen = word.load(Ordering::Relaxed);
         loop {
-            let (head, tail) = match (seen >> 32) as u32 {
-                e if e == epoch => ((seen >> 16) as u16 as usize, seen as u16 as usize),
-                // A later round's word: this round is over for its owner.
-                e if e.wrapping_sub(epoch) as i32 > 0 => return None,
-                _ => (0, 0),
-            };
+            if seen >> 32 != open >> 32 {
+                return None;
+            }
+            let (head, tail) = ((seen >> 16) as u16 as usize, seen as u16 as usize);
             let take = want.max(1).min(units.saturating_sub(head + tail));
             if take == 0 {
                 return None;
@@ -125,13 +125,18 @@ impl Round<'_> {
                 End::Head => (head..head + take, head + take, tail),
                 End::Tail => (units - tail - take..units - tail, head, tail + take),
             };
-            let next = (epoch as u64) << 32 | (head as u64) << 16 | tail as u64;
+            let next = open | (head as u64) << 16 | tail as u64;
             match word.compare_exchange_weak(seen, next, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return Some(range),
                 Err(now) => seen = now,
             }
         }
     }
+}
+
+/// A `claimed` word opened for round `epoch`: no unit claimed yet (see [`Round::claim`]).
+pub(super) fn claims_open(epoch: u64) -> u64 {
+    (epoch as u32 as u64) << 32
 }
 
 /// The most units a claim word counts (see [`Round::claim`]).
@@ -170,7 +175,8 @@ mod tests {
 
     /// Every unit of a claimed buffer goes to exactly one claimant, round after round,
     /// with the owner claiming from the head and two peers from the tail in wants of
-    /// every size, and a word left from an earlier round counting as none claimed.
+    /// every size; a word its owner did not open for the round (a call no peer may write)
+    /// gives nothing, though it was open two rounds before.
     #[test]
     fn claims_hand_out_every_unit_once() {
         use super::End;
@@ -178,14 +184,17 @@ mod tests {
         let n = 3;
         let rounds = 200;
         let units = |round: usize| round % 37;
+        // Every seventh round the owner publishes a call no peer may write.
+        let opened = |round: usize| round % 7 != 3;
         let seen: Vec<Vec<AtomicU8>> =
             (0..rounds).map(|round| (0..units(round)).map(|_| AtomicU8::new(0)).collect()).collect();
         on_node(n, |ctl| {
             for (round, seen) in seen.iter().enumerate() {
-                let round_ = ctl.begin(&Call::default()).unwrap();
-                // Rank 0 owns every other round's buffer, rank 1 the rest: a word is
-                // sometimes left unclaimed for rounds.
+                // Rank 0 owns every other pair of rounds' buffer, rank 1 the rest: a word
+                // is left from two rounds before, and claimed again once its owner opens it.
                 let owner = (round / 2) % 2;
+                let call = Call { recv_writable: ctl.me() == owner && opened(round), ..Call::default() };
+                let round_ = ctl.begin(&call).unwrap();
                 let (end, want) = match ctl.me() == owner {
                     true => (End::Head, round % 5),
                     false => (End::Tail, 1 + ctl.me()),
@@ -200,7 +209,7 @@ mod tests {
         });
         for (round, seen) in seen.iter().enumerate() {
             for (u, count) in seen.iter().enumerate() {
-                assert_eq!(count.load(Ordering::Relaxed), 1, "round {round}, unit {u}");
+                assert_eq!(count.load(Ordering::Relaxed), opened(round) as u8, "round {round}, unit {u}");
             }
         }
     }

@@ -8,6 +8,7 @@ use super::call::{
     STATUS,
 };
 use super::control::Registration;
+use super::counter::claims_open;
 use super::fence::Fence;
 use super::layout::Slot;
 use super::prefetch::prefetch;
@@ -192,6 +193,11 @@ impl Control {
                 | if heap::holds(call.recv, call.recv_len) { FLAG_RECV_HEAP } else { 0 }
                 | exposure
         };
+        // A buffer peers may write may be split by claims (`Round::claim`): open them for
+        // this round before the arrival, which every claimant awaits.
+        if call.recv_writable && !private {
+            mine.claimed.store(claims_open(epoch), Ordering::Relaxed);
+        }
         let prev = if self.prev_failed.replace(false) { FLAG_PREV_FAILED } else { 0 };
         call.store(record, flags | extra | prev);
         record[STATUS].store(0, Ordering::Relaxed);

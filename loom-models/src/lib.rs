@@ -36,9 +36,12 @@
 //! - [`p2p_fifo`]: the point-to-point FIFO, several writers (`push` and `try_push`) and
 //!   one reader;
 //! - [`counter`]: the message counters, `progress` as readiness and the completion
-//!   counter counted from the round's `base`, in eager rounds.
+//!   counter counted from the round's `base`, in eager rounds;
+//! - [`claims`]: the claims that split a read-write broadcast's copy at run time, the
+//!   reader's word opened at each arrival and claimed from both ends.
 
 pub mod bcast_fifo;
+pub mod claims;
 pub mod counter;
 pub mod deferred;
 pub mod p2p_fifo;
@@ -83,6 +86,10 @@ pub enum Weakening {
     /// A giver that left a split round at issue ends it in `wait` without waiting for the
     /// readers' end words (the root of [`split`] touches its buffer again too early).
     GiverSkipsEnd,
+    /// A claim made of a load and a store instead of one compare-and-swap.
+    ClaimNotAtomic,
+    /// The owner of a claim word does not open it when it arrives.
+    NoOpen,
 }
 
 impl Weakening {

@@ -1,7 +1,7 @@
 //! Every model holds as `src/sync/` has it, and fails once its key ordering is weakened.
 
 use loom_models::{
-    bcast_fifo, check, counter, deferred, p2p_fifo, private, round, split, Weakening, PREEMPTIONS,
+    bcast_fifo, check, claims, counter, deferred, p2p_fifo, private, round, split, Weakening, PREEMPTIONS,
     PREEMPTIONS_TWO_RANKS,
 };
 
@@ -218,4 +218,24 @@ fn staged_split_round_with_relaxed_done_fails() {
 #[test]
 fn staged_split_round_whose_giver_skips_the_end_fails() {
     fails(split::run_staged, Weakening::GiverSkipsEnd);
+}
+
+#[test]
+fn claims_hold() {
+    holds("claims", PREEMPTIONS_TWO_RANKS, claims::run);
+}
+
+#[test]
+fn claims_not_atomic_fail() {
+    fails(claims::run, Weakening::ClaimNotAtomic);
+}
+
+#[test]
+fn claims_never_opened_fail() {
+    fails(claims::run, Weakening::NoOpen);
+}
+
+#[test]
+fn claims_with_relaxed_done_fail() {
+    fails(claims::run, Weakening::DoneRelaxed);
 }

@@ -61,7 +61,7 @@ fn open(epoch: u64) -> u64 {
     (epoch as u32 as u64) << 32
 }
 
-/// `Round::claim` with `want` 1, from the head (`tail` false) or the tail.
+/// `Round::claim` with a `want` of one unit, from the head (`tail` false) or the tail.
 fn claim(word: &AtomicU64, epoch: u64, tail: bool, w: Weakening) -> Option<usize> {
     let open = open(epoch);
     let mut seen = word.load(Ordering::Relaxed);

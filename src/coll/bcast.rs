@@ -380,9 +380,7 @@ fn read_write(round: &Round<'_>, src: usize, buf: &mut [u8]) -> Result<()> {
     let units = n.div_ceil(unit);
     let bytes = |r: Range<usize>| r.start * unit..(r.end * unit).min(n);
     if round.me() != src {
-        let mut want = units.div_ceil(2);
-        while let Some(r) = round.claim(round.me(), units, End::Head, want) {
-            want = (units - r.end).div_ceil(2);
+        while let Some(r) = round.claim(round.me(), units, End::Head, |left| left.div_ceil(2)) {
             let r = bytes(r);
             read_from(round, src, r.start, &mut buf[r])?;
         }
@@ -395,7 +393,7 @@ fn read_write(round: &Round<'_>, src: usize, buf: &mut [u8]) -> Result<()> {
         while i < readers.len() {
             let (r, dst) = (readers[i].0, &readers[i].1);
             let want = rw_root_chunk(dst.kind() != TransportKind::Cma).div_ceil(unit);
-            match round.claim(r, units, End::Tail, want) {
+            match round.claim(r, units, End::Tail, |_| want) {
                 Some(c) => {
                     let c = bytes(c);
                     round.write(&buf[c.clone()], dst, r, c.start)?;

@@ -91,9 +91,10 @@ pub(crate) enum End {
 }
 
 impl Round<'_> {
-    /// Claims up to `want` (at least one) of the next unclaimed units of local rank
-    /// `owner`'s buffer of `units` units in this round, from `end`; `None` once every unit
-    /// is claimed, or where `owner` did not open its claims for this round.
+    /// Claims `want(left)` (at least one, at most `left`) of the next unclaimed units of
+    /// local rank `owner`'s buffer of `units` units in this round, from `end`, where
+    /// `left` units are unclaimed; `None` once every unit is claimed, or where `owner` did
+    /// not open its claims for this round.
     ///
     /// The owner's `claimed` word holds the epoch's low 32 bits above two 16-bit counts,
     /// the units claimed from the head and from the tail. The owner opens it (this round's
@@ -107,7 +108,13 @@ impl Round<'_> {
     /// # Panics
     ///
     /// If `units` does not fit in 16 bits.
-    pub(crate) fn claim(&self, owner: usize, units: usize, end: End, want: usize) -> Option<Range<usize>> {
+    pub(crate) fn claim(
+        &self,
+        owner: usize,
+        units: usize,
+        end: End,
+        want: impl Fn(usize) -> usize,
+    ) -> Option<Range<usize>> {
         assert!(units <= CLAIM_MAX, "{units} units do not fit a claim word");
         let word = &self.ctl.slot(owner).claimed;
         let open = claims_open(self.epoch);
@@ -117,10 +124,11 @@ impl Round<'_> {
                 return None;
             }
             let (head, tail) = ((seen >> 16) as u16 as usize, seen as u16 as usize);
-            let take = want.max(1).min(units.saturating_sub(head + tail));
-            if take == 0 {
+            let left = units.saturating_sub(head + tail);
+            if left == 0 {
                 return None;
             }
+            let take = want(left).clamp(1, left);
             let (range, head, tail) = match end {
                 End::Head => (head..head + take, head + take, tail),
                 End::Tail => (units - tail - take..units - tail, head, tail + take),
@@ -199,7 +207,7 @@ mod tests {
                     true => (End::Head, round % 5),
                     false => (End::Tail, 1 + ctl.me()),
                 };
-                while let Some(r) = round_.claim(owner, units(round), end, want) {
+                while let Some(r) = round_.claim(owner, units(round), end, |left| want.min(left / 2)) {
                     for u in r {
                         seen[u].fetch_add(1, Ordering::Relaxed);
                     }

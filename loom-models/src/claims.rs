@@ -3,7 +3,7 @@
 //! `src/sync/round.rs`), as the read-write broadcast uses them (`coll::bcast`).
 //!
 //! A root (local rank 0) and a reader (local rank 1) run rounds of a read-write
-//! broadcast of [`UNITS`] units into the reader's buffer. In each:
+//! broadcast of two units (`UNITS`) into the reader's buffer. In each:
 //!
 //! - the reader arrives (`Control::publish_flagged`): it opens its `claimed` word for the
 //!   round (`claims_open`: the epoch with no unit claimed, Relaxed), then `arrive`

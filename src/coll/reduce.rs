@@ -53,7 +53,7 @@ use super::{check, check_staged, from_inline, inline_word, typed_op, BadLength, 
 use crate::error::{Error, Result};
 use crate::op::Operator;
 use crate::pod::Pod;
-use crate::sync::{Call, Round, SCRATCH_HALF};
+use crate::sync::{Call, End, Round, CLAIM_MAX, SCRATCH_HALF};
 use crate::transport::{Read, RemoteBuf, TransportKind};
 use crate::tune::{select, Algo};
 
@@ -370,6 +370,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         }
         match algorithm {
             ReduceAlgorithm::Partitioned => partitioned(&round, bufs, target, oper),
+            _ if loads && round.size() == 2 => claimed(&round, bufs, src.unwrap_or(0), oper),
             _ if loads => partitioned(&round, bufs, target, oper),
             ReduceAlgorithm::RootRead => root_read(&round, bufs, oper),
             _ if prestaged => fold_staged(&round, bufs, target, oper, inline),
@@ -399,9 +400,9 @@ fn unsupported<T: Pod, O: Operator<T>>(ctx: &Ctx<'_>, oper: &O, rank: i32) -> Op
 /// CMA, or the root's reads of at least [`LOADS_PARTITION_MIN`] bytes) runs partitioned
 /// instead: every rank's input and the root's output are reached with loads and stores,
 /// so the owners read and write them with no system call, and partitioned moves half the
-/// bytes. A pure function of the published records, so every rank decides alike.
-/// Measured at 2 ranks with heap buffers, against the staged path: 15 against 22 us at
-/// 256 KiB, 102 against 187 us at 2 MiB.
+/// bytes (on two ranks split at run time: [`claimed`]). A pure function of the published
+/// records, so every rank decides alike. Measured at 2 ranks with heap buffers, against
+/// the staged path: 15 against 22 us at 256 KiB, 102 against 187 us at 2 MiB.
 fn loads_everywhere(round: &Round<'_>, target: Target) -> bool {
     let Target::Root(src) = target else { return false };
     (0..round.size()).all(|r| round.call(r).aux2 == 1 && round.loads(r, false)) && round.loads(src, true)
@@ -499,6 +500,66 @@ fn partitioned<T: Pod, O: Operator<T>>(
             theirs.start * size,
             bytemuck::cast_slice_mut(&mut out[theirs]),
         )?;
+    }
+    Ok(())
+}
+
+/// The partitioned reduce to a root on two ranks whose buffers are all mapped
+/// ([`loads_everywhere`]), split at run time: the root folds from the head of the vector
+/// into its output, half of what is left at a time, and its peer folds from the tail, a
+/// chunk at a time, and stores each result into the root's output; each range is claimed
+/// first ([`Round::claim`] on the root's word), so whichever folds faster folds more. A
+/// store into a line the root's core holds costs a trip between the cores, which at
+/// times makes the peer's part several times slower than the root's; a fixed half then
+/// waits for it.
+fn claimed<T: Pod, O: Operator<T>>(
+    round: &Round<'_>,
+    mut bufs: Bufs<'_, T>,
+    src: usize,
+    oper: &O,
+) -> Result<()> {
+    let (p, me) = (round.size(), round.me());
+    let size = std::mem::size_of::<T>();
+    let n = bufs.input_len();
+    let sends: Ranks<_> = (0..p).map(|j| round.peer_send(j)).collect();
+    let chunk = (MAPPED_CHUNK.min(SCRATCH_HALF) / size).max(1);
+    // A unit is a chunk (or more, to keep the count within a claim word), the same on
+    // both ranks: it depends on the length and the element alone.
+    let unit = chunk.max(n.div_ceil(CLAIM_MAX));
+    let units = n.div_ceil(unit);
+    let elements = |r: std::ops::Range<usize>| r.start * unit..(r.end * unit).min(n);
+    let order: Ranks<usize> =
+        if oper.commutative() { (1..=p).map(|s| (me + s) % p).collect() } else { (0..p).collect() };
+    let mut scratch = round.scratch();
+    let (first, x) = scratch_halves::<T>(&mut scratch);
+    let (end, want): (End, &dyn Fn(usize) -> usize) = match me == src {
+        true => (End::Head, &|left: usize| left.div_ceil(2)),
+        false => (End::Tail, &|_| 1),
+    };
+    let root_recv = (me != src).then(|| round.peer_recv(src));
+    while let Some(r) = round.claim(src, units, end, want) {
+        let r = elements(r);
+        let mut start = r.start;
+        while start < r.end {
+            let c = start..(start + chunk).min(r.end);
+            let len = c.len();
+            match &mut bufs {
+                Bufs::Apart(s, out) => {
+                    fold(round, &sends, oper, &order, c.start, &mut out[c.clone()], Some(&s[c.clone()]), x)?
+                }
+                Bufs::InPlace(b) => {
+                    // Keep our own input: the fold may overwrite it before it uses it.
+                    first[..len].copy_from_slice(&b[c.clone()]);
+                    fold(round, &sends, oper, &order, c.start, &mut b[c.clone()], Some(&first[..len]), x)?
+                }
+                Bufs::SendOnly(s) => {
+                    fold(round, &sends, oper, &order, c.start, &mut first[..len], Some(&s[c.clone()]), x)?;
+                    let dst = root_recv.as_ref().expect("a send-only rank is not the root");
+                    round.write(bytemuck::cast_slice(&first[..len]), dst, src, c.start * size)?;
+                }
+            }
+            start = c.end;
+        }
     }
     Ok(())
 }

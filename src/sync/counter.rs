@@ -17,9 +17,11 @@
 //! landing count: each writer adds one after writing its block into the owner's buffer.
 //!
 //! A shared copy into a rank's buffer (the read-write broadcast: its owner reads the
-//! buffer's chunks from the head, a peer writes them from the tail) is split at run time
-//! by claims on the owner's `claimed` word ([`Round::claim`]), so that whichever copies
-//! faster copies more, and every chunk is copied once.
+//! buffer's chunks from the head, a peer writes them from the tail; the two-rank reduce
+//! to a root on mapped buffers: the root folds from the head, its peer from the tail into
+//! the root's output) is split at run time by claims on the owner's `claimed` word
+//! ([`Round::claim`]), so that whichever copies faster copies more, and every chunk is
+//! copied once.
 //!
 //! ```text
 //!   owner:   fill c0 ─ ready=1 ─ fill c1 ─ ready=2 ─ fill c2 ─ ready=3 ─ wait completed >= owed + (n-1)

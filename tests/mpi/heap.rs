@@ -222,6 +222,30 @@ fn exposure_errors(world: &SimpleCommunicator, comm: &Comm) {
     assert!(a.iter().all(|&x| x == 1) && b.iter().all(|&x| x == 2));
 }
 
+/// A reduce to a root past 3 MiB (where two ranks on mapped buffers split the folding at
+/// run time) with a non-commutative operator, "the right operand wins": folded in rank
+/// order, the root ends with the last rank's input, in place and not.
+fn right_wins(world: &SimpleCommunicator, comm: &Comm, source: Source) {
+    let (me, p) = (world.rank(), world.size());
+    let n = (3 << 20) / 8 + 1001;
+    let value = |r: i32, i: usize| (r as u64) << 40 | i as u64;
+    let op = zcoll::op::UserOp::non_commutative(|acc: &mut [u64], x: &[u64]| acc.copy_from_slice(x));
+    let root = 0;
+    let mut send = buffer::<u64>(comm, source, n, |i| value(me, i));
+    let oracle: Vec<u64> = (0..n).map(|i| value(p - 1, i)).collect();
+    if me == root {
+        let mut recv = buffer::<u64>(comm, source, n, |_| 0);
+        comm.reduce_into_root(&send.all()[..n], &mut recv.all()[..n], root, &op).unwrap();
+        assert!(recv.all()[..n] == oracle[..], "right-wins reduce {source:?}: the root's result");
+        assert!(guard_intact(&mut *recv, n));
+        comm.reduce_in_place_root(&mut send.all()[..n], root, &op).unwrap();
+        assert!(send.all()[..n] == oracle[..], "right-wins reduce in place {source:?}: the root's result");
+    } else {
+        comm.reduce_into(&send.all()[..n], root, &op).unwrap();
+        comm.reduce_into(&send.all()[..n], root, &op).unwrap();
+    }
+}
+
 pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
     let p = world.size();
     let info = comm.info();
@@ -256,6 +280,7 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
         }
         // 16 MiB of f64, summed.
         reduce::<f64>(world, comm, source, 2 << 20, Builtin::Sum, 99);
+        right_wins(world, comm, source);
         for n in [0usize, 5, 300_001] {
             exposure(world, comm, source, n);
         }

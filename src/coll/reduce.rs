@@ -54,7 +54,7 @@ use crate::error::{Error, Result};
 use crate::op::Operator;
 use crate::pod::Pod;
 use crate::sync::{Call, End, Round, CLAIM_MAX, SCRATCH_HALF};
-use crate::transport::{Read, RemoteBuf, TransportKind};
+use crate::transport::{Read, RemoteBuf, TransportKind, Write};
 use crate::tune::{select, Algo};
 
 /// One entry per rank of the node, on the stack up to 16 ranks (a call's per-peer lists,
@@ -369,9 +369,8 @@ fn reduce_to<T: Pod, O: Operator<T>>(
             return Ok(());
         }
         match algorithm {
-            ReduceAlgorithm::Partitioned => partitioned(&round, bufs, target, oper),
-            _ if loads && round.size() == 2 => claimed(&round, bufs, src.unwrap_or(0), oper),
-            _ if loads => partitioned(&round, bufs, target, oper),
+            ReduceAlgorithm::Partitioned => partitioned(&round, bufs, target, oper, false),
+            _ if loads => partitioned(&round, bufs, target, oper, round.size() == 2),
             ReduceAlgorithm::RootRead => root_read(&round, bufs, oper),
             _ if prestaged => fold_staged(&round, bufs, target, oper, inline),
             _ => staged(&round, bufs, target, oper),
@@ -400,7 +399,7 @@ fn unsupported<T: Pod, O: Operator<T>>(ctx: &Ctx<'_>, oper: &O, rank: i32) -> Op
 /// CMA, or the root's reads of at least [`LOADS_PARTITION_MIN`] bytes) runs partitioned
 /// instead: every rank's input and the root's output are reached with loads and stores,
 /// so the owners read and write them with no system call, and partitioned moves half the
-/// bytes (on two ranks split at run time: [`claimed`]). A pure function of the published
+/// bytes (on two ranks split at run time: [`partitioned`]). A pure function of the published
 /// records, so every rank decides alike. Measured at 2 ranks with heap buffers, against
 /// the staged path: 15 against 22 us at 256 KiB, 102 against 187 us at 2 MiB.
 fn loads_everywhere(round: &Round<'_>, target: Target) -> bool {
@@ -423,11 +422,66 @@ const _: () = assert!(crate::tune::model::ROOT_READ_CHUNK == ROOT_READ_CHUNK);
 // stream past the cache.
 const _: () = assert!(ROOT_READ_CHUNK < crate::sync::STREAM_LARGE);
 
+/// Folds the elements `range` of every rank's input in `order`, `chunk` at a time: into
+/// this rank's output, or (a send-only rank) into the first half of the scratch, then
+/// stored into the output of `root` (its local rank and its published output).
+#[allow(clippy::too_many_arguments)] // the fold's inputs, its range and where its result goes
+fn fold_range<T: Pod, O: Operator<T>>(
+    round: &Round<'_>,
+    sends: &[RemoteBuf<'_, Read>],
+    oper: &O,
+    order: &[usize],
+    bufs: &mut Bufs<'_, T>,
+    range: std::ops::Range<usize>,
+    chunk: usize,
+    (first, x): (&mut [T], &mut [T]),
+    root: Option<(usize, &RemoteBuf<'_, Write>)>,
+) -> Result<()> {
+    let mut start = range.start;
+    while start < range.end {
+        let c = start..(start + chunk).min(range.end);
+        let len = c.len();
+        match bufs {
+            Bufs::Apart(s, r) => {
+                fold(round, sends, oper, order, c.start, &mut r[c.clone()], Some(&s[c.clone()]), x)?
+            }
+            Bufs::InPlace(b) => {
+                // Keep our own input: the fold may overwrite it before it uses it.
+                first[..len].copy_from_slice(&b[c.clone()]);
+                fold(round, sends, oper, order, c.start, &mut b[c.clone()], Some(&first[..len]), x)?
+            }
+            Bufs::SendOnly(s) => {
+                fold(round, sends, oper, order, c.start, &mut first[..len], Some(&s[c.clone()]), x)?;
+                let (root, dst) = root.expect("only a reduce to a root has send-only ranks");
+                round.write(
+                    bytemuck::cast_slice(&first[..len]),
+                    dst,
+                    root,
+                    c.start * std::mem::size_of::<T>(),
+                )?;
+            }
+        }
+        start = c.end;
+    }
+    Ok(())
+}
+
+/// [`ReduceAlgorithm::Partitioned`]: every rank folds its partition, chunk by chunk, into
+/// its output (or, a send-only rank, into the scratch, stored into the root's output).
+///
+/// With `split` (a reduce to a root on two ranks whose buffers are all mapped,
+/// [`loads_everywhere`]), the halves are not fixed: the root folds from the head of the
+/// vector, half of what is left at a time, and its peer from the tail, a chunk at a time,
+/// each claiming its range first ([`Round::claim`] on the root's word), so whichever folds
+/// faster folds more. The peer's stores into lines the root's core holds run slow at
+/// times on a shared machine; a fixed half then waits for them. Both decide `split` alike
+/// (the same records), and cut units alike (from the length and the element alone).
 fn partitioned<T: Pod, O: Operator<T>>(
     round: &Round<'_>,
     mut bufs: Bufs<'_, T>,
     target: Target,
     oper: &O,
+    split: bool,
 ) -> Result<()> {
     let (p, me) = (round.size(), round.me());
     let src = match target {
@@ -455,27 +509,32 @@ fn partitioned<T: Pod, O: Operator<T>>(
     // the accumulator, where our own input would cost a copy of its own.
     let order: Ranks<usize> =
         if oper.commutative() { (1..=p).map(|s| (me + s) % p).collect() } else { (0..p).collect() };
-    let mut start = mine.start;
-    while start < mine.end {
-        let c = start..(start + chunk).min(mine.end);
-        let len = c.len();
-        match &mut bufs {
-            Bufs::Apart(s, r) => {
-                fold(round, &sends, oper, &order, c.start, &mut r[c.clone()], Some(&s[c.clone()]), x)?
-            }
-            Bufs::InPlace(b) => {
-                // Keep our own input: the fold may overwrite it before it uses it.
-                first[..len].copy_from_slice(&b[c.clone()]);
-                fold(round, &sends, oper, &order, c.start, &mut b[c.clone()], Some(&first[..len]), x)?
-            }
-            Bufs::SendOnly(s) => {
-                fold(round, &sends, oper, &order, c.start, &mut first[..len], Some(&s[c.clone()]), x)?;
-                let root = src.expect("only a reduce has send-only ranks");
-                let dst = root_recv.as_ref().expect("a send-only rank is not the root");
-                round.write(bytemuck::cast_slice(&first[..len]), dst, root, c.start * size)?;
-            }
+    // A unit of the split is a chunk (or more, to keep the count within a claim word).
+    let unit = chunk.max(n.div_ceil(CLAIM_MAX));
+    let units = n.div_ceil(unit);
+    let (end, want): (End, &dyn Fn(usize) -> usize) = match src == Some(me) {
+        true => (End::Head, &|left: usize| left.div_ceil(2)),
+        false => (End::Tail, &|_| 1),
+    };
+    let mut fixed = Some(mine);
+    let mut next = || match (split, src) {
+        (true, Some(root)) => {
+            round.claim(root, units, end, want).map(|r| r.start * unit..(r.end * unit).min(n))
         }
-        start = c.end;
+        _ => fixed.take(),
+    };
+    while let Some(range) = next() {
+        fold_range(
+            round,
+            &sends,
+            oper,
+            &order,
+            &mut bufs,
+            range,
+            chunk,
+            (&mut *first, &mut *x),
+            src.zip(root_recv.as_ref()),
+        )?;
     }
     if target != Target::All {
         return Ok(());
@@ -500,66 +559,6 @@ fn partitioned<T: Pod, O: Operator<T>>(
             theirs.start * size,
             bytemuck::cast_slice_mut(&mut out[theirs]),
         )?;
-    }
-    Ok(())
-}
-
-/// The partitioned reduce to a root on two ranks whose buffers are all mapped
-/// ([`loads_everywhere`]), split at run time: the root folds from the head of the vector
-/// into its output, half of what is left at a time, and its peer folds from the tail, a
-/// chunk at a time, and stores each result into the root's output; each range is claimed
-/// first ([`Round::claim`] on the root's word), so whichever folds faster folds more. A
-/// store into a line the root's core holds costs a trip between the cores, which at
-/// times makes the peer's part several times slower than the root's; a fixed half then
-/// waits for it.
-fn claimed<T: Pod, O: Operator<T>>(
-    round: &Round<'_>,
-    mut bufs: Bufs<'_, T>,
-    src: usize,
-    oper: &O,
-) -> Result<()> {
-    let (p, me) = (round.size(), round.me());
-    let size = std::mem::size_of::<T>();
-    let n = bufs.input_len();
-    let sends: Ranks<_> = (0..p).map(|j| round.peer_send(j)).collect();
-    let chunk = (MAPPED_CHUNK.min(SCRATCH_HALF) / size).max(1);
-    // A unit is a chunk (or more, to keep the count within a claim word), the same on
-    // both ranks: it depends on the length and the element alone.
-    let unit = chunk.max(n.div_ceil(CLAIM_MAX));
-    let units = n.div_ceil(unit);
-    let elements = |r: std::ops::Range<usize>| r.start * unit..(r.end * unit).min(n);
-    let order: Ranks<usize> =
-        if oper.commutative() { (1..=p).map(|s| (me + s) % p).collect() } else { (0..p).collect() };
-    let mut scratch = round.scratch();
-    let (first, x) = scratch_halves::<T>(&mut scratch);
-    let (end, want): (End, &dyn Fn(usize) -> usize) = match me == src {
-        true => (End::Head, &|left: usize| left.div_ceil(2)),
-        false => (End::Tail, &|_| 1),
-    };
-    let root_recv = (me != src).then(|| round.peer_recv(src));
-    while let Some(r) = round.claim(src, units, end, want) {
-        let r = elements(r);
-        let mut start = r.start;
-        while start < r.end {
-            let c = start..(start + chunk).min(r.end);
-            let len = c.len();
-            match &mut bufs {
-                Bufs::Apart(s, out) => {
-                    fold(round, &sends, oper, &order, c.start, &mut out[c.clone()], Some(&s[c.clone()]), x)?
-                }
-                Bufs::InPlace(b) => {
-                    // Keep our own input: the fold may overwrite it before it uses it.
-                    first[..len].copy_from_slice(&b[c.clone()]);
-                    fold(round, &sends, oper, &order, c.start, &mut b[c.clone()], Some(&first[..len]), x)?
-                }
-                Bufs::SendOnly(s) => {
-                    fold(round, &sends, oper, &order, c.start, &mut first[..len], Some(&s[c.clone()]), x)?;
-                    let dst = root_recv.as_ref().expect("a send-only rank is not the root");
-                    round.write(bytemuck::cast_slice(&first[..len]), dst, src, c.start * size)?;
-                }
-            }
-            start = c.end;
-        }
     }
     Ok(())
 }

@@ -145,6 +145,15 @@ fn gcd(a: usize, b: usize) -> usize {
     }
 }
 
+/// The block of an allgather in place whose buffer is `len` bytes of `elem`-byte elements
+/// on `p` ranks: whole elements, so that a buffer that is not `p` blocks of them (3 `u64`s
+/// on 2 ranks, although their 24 bytes are 2 blocks) fails the verdict, which compares
+/// every receive length with `p` blocks.
+pub(crate) fn in_place_block(len: usize, p: usize, elem: usize) -> usize {
+    let elem = elem.max(1);
+    len / p.max(1) / elem * elem
+}
+
 /// Allgather among the ranks of the node: `send` (or, with `None`, the block already at
 /// `recv[me * n..]`) lands at `recv[r * n..]` of every local rank `r`.
 ///
@@ -158,9 +167,10 @@ pub(crate) fn allgather(
     send: Option<&[u8]>,
     recv: &mut [u8],
     algorithm: AllgatherAlgorithm,
+    elem: usize,
 ) -> Result<()> {
     let (p, me) = (ctx.ctl.size(), ctx.ctl.me());
-    let n = send.map_or(recv.len() / p, <[u8]>::len);
+    let n = send.map_or_else(|| in_place_block(recv.len(), p, elem), <[u8]>::len);
     let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport, ctx.overrides);
     let recv_addr = recv.as_mut_ptr() as usize;
     let prestaged = matches!(algorithm, Ok(AllgatherAlgorithm::Staged)) && n <= ctx.ctl.one_phase_bytes();

@@ -159,13 +159,16 @@ pub(crate) fn alltoall(
     send: &[u8],
     recv: &mut [u8],
     algorithm: AlltoallAlgorithm,
+    elem: usize,
 ) -> Result<()> {
     let p = ctx.ctl.size();
     let n = send.len() / p;
     let requested = algorithm;
     let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport, ctx.overrides);
     match algorithm {
-        Ok(a) if a.arrival_aware() => return super::pap::alltoall(ctx, send, recv, a.pap_mode(), a.code()),
+        Ok(a) if a.arrival_aware() => {
+            return super::pap::alltoall(ctx, send, recv, a.pap_mode(), a.code(), elem)
+        }
         _ => {}
     }
     let code = algorithm.as_ref().map_or(0, |a| a.code());
@@ -176,12 +179,12 @@ pub(crate) fn alltoall(
     let switchable = requested == AlltoallAlgorithm::Auto
         && matches!(algorithm, Ok(AlltoallAlgorithm::Staged))
         && super::heap_switchable::<AlltoallAlgorithm>(ctx, send.len());
-    let word = op(Kind::Alltoall, code, 0)
+    let word = op(Kind::Alltoall, code, elem_param(elem))
         | staged_private(matches!(algorithm, Ok(AlltoallAlgorithm::Staged)) && !switchable);
     // Only the pairwise writers let peers write into the receive buffers.
     let call = Call::new(word, send, recv, matches!(algorithm, Ok(AlltoallAlgorithm::PairwiseWrite)));
     let check_lengths = |r: &Round<'_>| {
-        let whole = |first: usize| first / r.size() * r.size();
+        let whole = |first: usize| whole_blocks(first, r.size(), r.call(0).op);
         lengths(r, whole, whole)
     };
     // A staged alltoall whose send buffer fits in the staging area travels with the
@@ -217,6 +220,22 @@ pub(crate) fn alltoall(
     };
     let moved = algorithm.and_then(|a| exchange(&round, a, send, recv, n));
     round.finish(moved)
+}
+
+/// The parameter of an alltoall's op word: the size of its elements (clamped to the
+/// parameter's 32 bits, at least 1), so that every rank judges the blocks in whole
+/// elements of rank 0's type ([`whole_blocks`]), a pure function of the published records.
+/// Ranks whose element sizes differ publish different words, which fails the verdict.
+pub(crate) fn elem_param(elem: usize) -> u32 {
+    elem.clamp(1, u32::MAX as usize) as u32
+}
+
+/// The bytes that `p` equal blocks of whole elements take, of rank 0's `first` bytes, where
+/// rank 0 published `op` (its parameter the element size, [`elem_param`]): a send buffer
+/// of 3 `u64`s on 2 ranks is not 2 blocks, although its 24 bytes are.
+pub(crate) fn whole_blocks(first: usize, p: usize, op: u64) -> usize {
+    let unit = p.saturating_mul((op >> 16 & 0xffff_ffff).max(1) as usize);
+    first / unit * unit
 }
 
 /// Whether a switchable alltoall reads its blocks in place: every rank's send buffer is

@@ -73,7 +73,8 @@ impl Comm {
         algorithm: AllgatherAlgorithm,
     ) -> Result<()> {
         let (send, recv) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
-        route!(self, coll::allgather::allgather[Some(send), recv, algorithm], allgather[Some(send), recv, algorithm])
+        let elem = std::mem::size_of::<T>();
+        route!(self, coll::allgather::allgather[Some(send), recv, algorithm, elem], allgather[Some(send), recv, algorithm, elem])
     }
 
     /// Allgather in place: every rank's block already sits at its position in `buf`
@@ -95,7 +96,8 @@ impl Comm {
     /// # Errors
     ///
     /// As [`all_gather_into`](Self::all_gather_into): `Error::LengthMismatch` if a
-    /// rank's `buf` has another length, or one that is not a multiple of `size()`.
+    /// rank's `buf` has another length, or a number of elements that is not a multiple of
+    /// `size()` (lengths in the error are in bytes).
     pub fn all_gather_in_place<T: Pod>(&self, buf: &mut [T]) -> Result<()> {
         self.all_gather_in_place_with(buf, AllgatherAlgorithm::Auto)
     }
@@ -111,7 +113,8 @@ impl Comm {
         algorithm: AllgatherAlgorithm,
     ) -> Result<()> {
         let buf: &mut [u8] = bytemuck::cast_slice_mut(buf);
-        route!(self, coll::allgather::allgather[None, buf, algorithm], allgather[None, buf, algorithm])
+        let elem = std::mem::size_of::<T>();
+        route!(self, coll::allgather::allgather[None, buf, algorithm, elem], allgather[None, buf, algorithm, elem])
     }
 
     /// Sends block `j` of `send` to rank `j`, and receives block `i` of `recv` from rank
@@ -139,8 +142,9 @@ impl Comm {
     /// # Errors
     ///
     /// On every rank, before any element moves: `Error::LengthMismatch` if a rank's
-    /// `send` or `recv` is not `size()` blocks of rank 0's block length (in bytes);
-    /// `Error::Mismatch` if ranks called another collective. A transport error or a
+    /// `send` or `recv` is not `size()` blocks of rank 0's block length, each block whole
+    /// elements (lengths in the error are in bytes); `Error::Mismatch` if ranks called
+    /// another collective, or with elements of another size. A transport error or a
     /// peer's failure during the copies.
     ///
     /// # Standard section(s)
@@ -171,6 +175,7 @@ impl Comm {
         algorithm: AlltoallAlgorithm,
     ) -> Result<()> {
         let (send, recv): (&[u8], &mut [u8]) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
-        route!(self, coll::alltoall::alltoall[send, recv, algorithm], alltoall[send, recv, algorithm])
+        let elem = std::mem::size_of::<T>();
+        route!(self, coll::alltoall::alltoall[send, recv, algorithm, elem], alltoall[send, recv, algorithm, elem])
     }
 }

@@ -4,7 +4,7 @@
 use super::{agree_shape, prefix, too_big, Hierarchy, Net, Nodes};
 use crate::coll::algorithm::claim_word;
 use crate::coll::algorithm::Algorithm;
-use crate::coll::allgather::AllgatherAlgorithm;
+use crate::coll::allgather::{in_place_block, AllgatherAlgorithm};
 use crate::coll::bcast::{bcast, BcastAlgorithm};
 use crate::coll::legs::gather_to_leader;
 use crate::coll::Kind;
@@ -28,10 +28,11 @@ impl Hierarchy {
         send: Option<&[u8]>,
         recv: &mut [u8],
         algorithm: AllgatherAlgorithm,
+        elem: usize,
     ) -> Result<()> {
         let Net { parent, ctx } = net;
         let size = parent.size() as usize;
-        let n = self.allgather_checks(net, send.map(<[u8]>::len), recv.len(), algorithm)?;
+        let n = self.allgather_checks(net, send.map(<[u8]>::len), recv.len(), algorithm, elem)?;
         if n == 0 {
             return Ok(());
         }
@@ -74,9 +75,9 @@ impl Hierarchy {
     }
 
     /// The checks of an allgather across nodes, before any node-level round (`send = None` is
-    /// in place): the same collective and block length everywhere, `recv` holding `size()`
-    /// blocks, the same algorithm, one this node can run, and all blocks within an MPI count.
-    /// Returns the block length.
+    /// in place, its block whole `elem`-byte elements): the same collective and block length
+    /// everywhere, `recv` holding `size()` blocks, the same algorithm, one this node can run,
+    /// and all blocks within an MPI count. Returns the block length.
     ///
     /// # Errors
     ///
@@ -88,10 +89,11 @@ impl Hierarchy {
         send: Option<usize>,
         recv: usize,
         algorithm: AllgatherAlgorithm,
+        elem: usize,
     ) -> Result<usize> {
         let Net { parent, ctx } = net;
         let size = parent.size() as usize;
-        let n = send.unwrap_or(recv / size);
+        let n = send.unwrap_or_else(|| in_place_block(recv, size, elem));
         self.check(net, Kind::Allgather, 0, n, claim_word(algorithm))?;
         // Ranks must agree on what they asked for; each node then resolves it for its own
         // size, and nodes of different sizes may well choose differently.

@@ -5,7 +5,7 @@ use super::{agree_shape, mpi_count, prefix, too_big, Hierarchy, Net, Nodes};
 use crate::alloc::Scratch;
 use crate::coll::algorithm::claim_word;
 use crate::coll::algorithm::Algorithm;
-use crate::coll::alltoall::AlltoallAlgorithm;
+use crate::coll::alltoall::{elem_param, whole_blocks, AlltoallAlgorithm};
 use crate::coll::legs::{gather_to_leader, scatter_from_leader};
 use crate::coll::{op, Kind};
 use crate::error::Result;
@@ -30,6 +30,7 @@ impl Hierarchy {
         send: &[u8],
         recv: &mut [u8],
         algorithm: AlltoallAlgorithm,
+        elem: usize,
     ) -> Result<()> {
         let Net { parent, ctx } = net;
         let size = parent.size() as usize;
@@ -39,13 +40,15 @@ impl Hierarchy {
         let resolved = algorithm.resolve(send.len() / size, size, TransportKind::Cma, ctx.overrides);
         if let Ok(a) = resolved {
             if a.arrival_aware() {
-                return self.pap_alltoall(net, send, recv, a);
+                return self.pap_alltoall(net, send, recv, a, elem);
             }
         }
         self.check(net, Kind::Alltoall, 0, send.len(), claim_word(algorithm))?;
         // Ranks must agree on what they asked for.
-        let word = op(Kind::Alltoall, algorithm.code(), 0);
-        let whole = |first: usize| first / size * size;
+        // The element size in the word: ranks that differ in it fail on the word, so the
+        // blocks every rank judges below are whole elements of one size.
+        let word = op(Kind::Alltoall, algorithm.code(), elem_param(elem));
+        let whole = |first: usize| whole_blocks(first, size, word);
         agree_shape(parent, send.len(), recv.len(), word, |first| (whole(first), whole(first)))?;
         resolved?;
         if self.direct() {

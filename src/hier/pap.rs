@@ -3,7 +3,7 @@
 
 use super::{Hierarchy, Net, Nodes};
 use crate::coll::algorithm::Algorithm;
-use crate::coll::alltoall::AlltoallAlgorithm;
+use crate::coll::alltoall::{elem_param, whole_blocks, AlltoallAlgorithm};
 use crate::coll::pap::packets::{Packets, Run, Src};
 use crate::coll::pap::{serve_arrived, TO_OUTBOX, TO_RECV, TO_SCATTER};
 use crate::coll::{op, Kind};
@@ -38,7 +38,7 @@ impl Shape {
 fn shapes_verdict(shapes: &[Shape], k_of: &[usize], n: usize) -> [i64; 4] {
     let p = shapes.len();
     let first = shapes[0];
-    let whole = first.send_len / p as u64 * p as u64;
+    let whole = whole_blocks(first.send_len as usize, p, first.op) as u64;
     let find = |f: &dyn Fn(&Shape) -> bool| shapes.iter().position(|s| !f(s));
     if let Some(c) = find(&|s| s.op & 0xff == first.op & 0xff) {
         return [1, c as i64, 0, 0];
@@ -173,10 +173,12 @@ impl Hierarchy {
         send: &[u8],
         recv: &mut [u8],
         algorithm: AlltoallAlgorithm,
+        elem: usize,
     ) -> Result<()> {
         let Net { parent, ctx } = net;
         let size = parent.size() as usize;
         let n = send.len() / size;
+        let word = op(Kind::Alltoall, algorithm.code(), elem_param(elem));
         let layout = Layout::new(Nodes::of(self, size).members, self.my_node(), n);
         if layout.nodes() > ctx.ctl.stage_bytes() / 8 {
             // The same on every rank: the node count is.
@@ -188,12 +190,12 @@ impl Hierarchy {
         let leader = ctx.ctl.me() == 0;
         let biggest = layout.members.iter().map(Vec::len).max().unwrap_or(0);
         let fits = biggest.saturating_mul(biggest).saturating_mul(n) <= i32::MAX as usize;
-        let ok = send.len() == recv.len() && send.len() % size == 0 && fits;
+        let ok = send.len() == recv.len() && whole_blocks(send.len(), size, word) == send.len() && fits;
         let room = if leader && ok { layout.total() } else { 0 };
         let (mut outbox, mut inbox) = (vec![0u8; room], vec![0u8; room]);
         let cico = ctx.transport == TransportKind::Cico;
         let call = Call {
-            op: op(Kind::Alltoall, algorithm.code(), 0),
+            op: word,
             root: 0,
             send: send.as_ptr() as usize,
             send_len: send.len(),

@@ -234,6 +234,17 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
         let e = comm.all_to_all_into(send.get(), recv.get_mut()).unwrap_err();
         assert_eq!(e, lengths(0, pu * n, pu * n + 1));
         assert!(send.is(bytes(8)) && recv.is(bytes(9)), "a failed alltoall changed a buffer");
+        // Blocks are whole elements: p + 1 `u64`s are not p blocks, even where their bytes
+        // are (at 2, 4 and 8 ranks), in place or not, on every rank.
+        let mut buf = Guarded::<u64>::new(pu + 1, bytes(18));
+        let e = comm.all_gather_in_place(buf.get_mut()).unwrap_err();
+        assert_eq!(e, lengths(0, 8 * pu, 8 * pu + 8));
+        assert!(buf.is(bytes(18)), "a failed allgather changed its buffer");
+        let send = Guarded::<u64>::new(pu + 1, bytes(19));
+        let mut recv = Guarded::<u64>::new(pu + 1, bytes(20));
+        let e = comm.all_to_all_into(send.get(), recv.get_mut()).unwrap_err();
+        assert_eq!(e, lengths(0, 8 * pu, 8 * pu + 8));
+        assert!(send.is(bytes(19)) && recv.is(bytes(20)), "a failed alltoall changed a buffer");
         // Rank 0 calls an alltoall while the others allgather.
         let send = Guarded::<u8>::new(pu * n, bytes(10));
         let mut recv = Guarded::<u8>::new(pu * n, bytes(11));

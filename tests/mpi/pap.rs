@@ -172,6 +172,14 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
             }
             assert!(recv.guard_ok(), "{algo}: wrote past a receive buffer");
         }
+        // Every rank sends p + 1 `u64`s: not p blocks of whole elements, even where their
+        // bytes are (at 2, 4 and 8 ranks). Nothing moves.
+        let k = 10 * v as u64 + 500;
+        let send = Guarded::<u64>::new(pu + 1, bytes(k));
+        let mut recv = Guarded::<u64>::new(pu + 1, bytes(k + 1));
+        let e = comm.all_to_all_into_with(send.get(), recv.get_mut(), algo).unwrap_err();
+        assert_eq!(e, lengths(0, 8 * pu, 8 * pu + 8), "{algo}");
+        assert!(send.is(bytes(k)) && recv.is(bytes(k + 1)), "{algo}: a failed alltoall changed a buffer");
     }
     // (On `cico` every PAP variant runs as `pap-staged`, so none disagrees.)
     if p > 1 && comm.info().transport == zcoll::TransportKind::Cma {

@@ -4,6 +4,7 @@
 use super::packets::{Packets, Run, Src};
 use super::{compatible, self_ok, serve_arrived, settle, Mode, TO_RECV};
 use crate::coll::allgather::lengths;
+use crate::coll::alltoall::{elem_param, whole_blocks};
 use crate::coll::{op, Ctx, Kind};
 use crate::error::Result;
 use crate::sync::{Call, Round};
@@ -16,12 +17,19 @@ use crate::sync::{Call, Round};
 /// On every rank of the node: `LengthMismatch` if a send or receive buffer is not `p`
 /// blocks of rank 0's block length, `Mismatch` if the algorithms differ; a transport
 /// error or a peer's failure during the copies.
-pub(crate) fn alltoall(ctx: &Ctx<'_>, send: &[u8], recv: &mut [u8], mode: Mode, code: u8) -> Result<()> {
+pub(crate) fn alltoall(
+    ctx: &Ctx<'_>,
+    send: &[u8],
+    recv: &mut [u8],
+    mode: Mode,
+    code: u8,
+    elem: usize,
+) -> Result<()> {
     let p = ctx.ctl.size();
     let n = send.len() / p;
     let (staged, write) = (mode == Mode::Staged, mode == Mode::Write);
     let mut call = Call {
-        op: op(Kind::Alltoall, code, 0),
+        op: op(Kind::Alltoall, code, elem_param(elem)),
         root: 0,
         send: send.as_ptr() as usize,
         send_len: send.len(),
@@ -50,7 +58,7 @@ pub(crate) fn alltoall(ctx: &Ctx<'_>, send: &[u8], recv: &mut [u8], mode: Mode, 
         }
     });
     settle(ctx, round, moved, false, |r| {
-        let whole = |first: usize| first / r.size() * r.size();
+        let whole = |first: usize| whole_blocks(first, r.size(), r.call(0).op);
         lengths(r, whole, whole)
     })
 }

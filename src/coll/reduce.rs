@@ -51,7 +51,7 @@
 use super::algorithm::Algorithm;
 use super::{check, check_staged, from_inline, inline_word, typed_op, BadLength, Ctx, Kind, INLINE_BYTES};
 use crate::error::{Error, Result};
-use crate::op::Operator;
+use crate::op::{Builtin, Operator};
 use crate::pod::Pod;
 use crate::sync::{Call, End, Round, CLAIM_MAX, SCRATCH_HALF};
 use crate::transport::{Read, RemoteBuf, TransportKind, Write};
@@ -675,10 +675,13 @@ fn fold_staged<T: Pod, O: Operator<T>>(
     oper: &O,
     inline: bool,
 ) -> Result<()> {
-    let out: &mut [T] = match &mut bufs {
-        _ if !target.consumes(round.me()) => return Ok(()),
-        Bufs::Apart(_, r) => r,
-        Bufs::InPlace(b) => b,
+    let (p, me) = (round.size(), round.me());
+    // This rank's own input where it is apart from the output: folded in from there, not
+    // from the copy it staged for its peers.
+    let (input, out): (Option<&[T]>, &mut [T]) = match &mut bufs {
+        _ if !target.consumes(me) => return Ok(()),
+        Bufs::Apart(s, r) => (Some(*s), r),
+        Bufs::InPlace(b) => (None, b),
         Bufs::SendOnly(_) => unreachable!("only ranks with an output consume"),
     };
     let size = std::mem::size_of::<T>();
@@ -689,13 +692,43 @@ fn fold_staged<T: Pod, O: Operator<T>>(
         true => from_inline(round.call(r).aux2, bytemuck::cast_slice_mut(dst)),
         false => round.read_staged(r, at, bytemuck::cast_slice_mut(dst)),
     };
+    // Two ranks whose operator commutes fold `x_peer ∘ x_me`, the same as `x_0 ∘ x_1`:
+    // the peer's input lands in the output, and this rank's own is folded in where it
+    // lies (in place, the output holds it: the peer's goes through the scratch). Min and
+    // max keep rank order: on floats, which of two equal zeros (or NaNs) they return
+    // depends on it, and every rank must end with the same bits.
+    let swap = p == 2 && oper.commutative() && !matches!(oper.builtin(), Some(Builtin::Min | Builtin::Max));
     for (c, acc) in out.chunks_mut(x.len()).enumerate() {
         let at = c * x.len() * size;
-        take(0, at, acc);
-        for r in 1..round.size() {
-            let x = &mut x[..acc.len()];
-            take(r, at, x);
-            oper.apply(acc, x);
+        let own = input.map(|s| &s[c * x.len()..][..acc.len()]);
+        let x = &mut x[..acc.len()];
+        match (swap, own) {
+            (true, Some(own)) => {
+                take(1 - me, at, acc);
+                oper.apply(acc, own);
+            }
+            (true, None) => {
+                take(1 - me, at, x);
+                oper.apply(acc, x);
+            }
+            // Rank order, each input taken where it is nearest: rank 0 in place holds
+            // its own already, and this rank's own input is folded in from its buffer.
+            (false, _) => {
+                match (me, own) {
+                    (0, Some(own)) => acc.copy_from_slice(own),
+                    (0, None) => {}
+                    _ => take(0, at, acc),
+                }
+                for r in 1..p {
+                    match own {
+                        Some(own) if r == me => oper.apply(acc, own),
+                        _ => {
+                            take(r, at, x);
+                            oper.apply(acc, x)
+                        }
+                    };
+                }
+            }
         }
     }
     Ok(())

@@ -265,7 +265,29 @@ impl Control {
     ) -> Result<()> {
         let slot = self.slot(r);
         let ready = || ready(flag(slot).load(Ordering::Acquire));
-        wait::wait_until_any_saying(&self.policy, &[self.peer(r)], ready, &|| self.standing(r))
+        self.wait_on(r, ready, &|| self.standing(r))
+    }
+
+    /// Waits, as the wait policy says, until `ready()` is true, where local rank `r` is
+    /// the one that makes it true; `state` says what for, in the report of a long wait.
+    /// Most waits of a small call end at the first poll (a flag already set, or one cache
+    /// line away), so that poll comes first, inline, and the description of the peer is
+    /// made only past it: at two ranks, that is a tenth of a small call's instructions.
+    ///
+    /// # Errors
+    ///
+    /// As [`wait::wait_until_any_saying`].
+    #[inline(always)]
+    pub(super) fn wait_on(
+        &self,
+        r: usize,
+        mut ready: impl FnMut() -> bool,
+        state: &dyn Fn() -> String,
+    ) -> Result<()> {
+        if ready() {
+            return Ok(());
+        }
+        wait::wait_until_any_saying(&self.policy, &[self.peer(r)], ready, state)
     }
 
     /// Where the node stands against this rank's current round, for the report of a long

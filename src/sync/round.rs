@@ -12,7 +12,6 @@ use super::counter::claims_open;
 use super::fence::Fence;
 use super::layout::Slot;
 use super::prefetch::prefetch;
-use super::wait;
 use super::{Call, Control};
 use crate::error::{Error, Result};
 use crate::transport::{self, heap, Read, RemoteBuf, TransportKind, Write};
@@ -85,7 +84,8 @@ impl Control {
             _ => {
                 let parity = (epoch % 2) as usize;
                 let at = parity * self.one_phase_bytes();
-                (0..self.size()).try_for_each(|r| {
+                // Our own stamp is in: only the peers' are awaited.
+                (0..self.size()).filter(|&r| r != self.me).try_for_each(|r| {
                     let stamp = &self.slot(r).call[parity][STAMP];
                     let staged_at = self.stage(r).wrapping_add(at);
                     let ready = || {
@@ -96,7 +96,7 @@ impl Control {
                         }
                         seen
                     };
-                    wait::wait_until_any_saying(&self.policy, &[self.peer(r)], ready, &|| self.standing(r))
+                    self.wait_on(r, ready, &|| self.standing(r))
                 })
             }
         };
@@ -151,7 +151,7 @@ impl Control {
                 gave_up
             }
         };
-        wait::wait_until_any_saying(&self.policy, &[self.peer(r)], ready, &|| self.standing(r))?;
+        self.wait_on(r, ready, &|| self.standing(r))?;
         // `gathered` is posted before `done`: look at it once more.
         match gave_up && !gathered() {
             true => Err(Error::PeerFailed { rank: self.ranks[self.me], peer: self.ranks[r] }),
@@ -622,9 +622,7 @@ impl<'c> Round<'c> {
                 gave_up
             }
         };
-        wait::wait_until_any_saying(&self.ctl.policy, &[self.ctl.peer(r)], ready, &|| {
-            format!("waiting for step {step}; {}", self.ctl.standing(r))
-        })?;
+        self.ctl.wait_on(r, ready, &|| format!("waiting for step {step}; {}", self.ctl.standing(r)))?;
         // `done` is posted after every step a rank makes: look at the step once more.
         match gave_up && !stepped() {
             true => Err(Error::PeerFailed { rank: self.rank_of(self.me()), peer: self.rank_of(r) }),

@@ -313,7 +313,13 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         aux: src.unwrap_or(0) as u64,
         aux2: if inline { inline_word(input) } else { switchable as u64 },
     };
-    let parts: &[&[u8]] = if inline { &[] } else { &[input] };
+    // What a rank stages only the other consumers read: the root of a reduce folds its own
+    // input from its buffer (`fold_staged`), unless, in place, its output is overwritten
+    // by an earlier rank's input before its own turn comes.
+    let me = ctx.ctl.me();
+    let in_place = matches!(bufs, Bufs::InPlace(_));
+    let unread = src == Some(me) && !(in_place && me != 0 && !swapped(ctx.ctl.size(), oper));
+    let parts: &[&[u8]] = if inline || unread { &[] } else { &[input] };
     let lengths = |r: &Round<'_>| {
         let first = r.call(0).send_len;
         for q in 0..r.size() {
@@ -334,7 +340,6 @@ fn reduce_to<T: Pod, O: Operator<T>>(
     // (a root outside the communicator, an operator that does not apply) is judged in
     // the call, on every rank, as before.
     if let Target::Root(dst) = target {
-        let me = ctx.ctl.me();
         if prestaged
             && private != 0
             && me != dst
@@ -692,12 +697,7 @@ fn fold_staged<T: Pod, O: Operator<T>>(
         true => from_inline(round.call(r).aux2, bytemuck::cast_slice_mut(dst)),
         false => round.read_staged(r, at, bytemuck::cast_slice_mut(dst)),
     };
-    // Two ranks whose operator commutes fold `x_peer ∘ x_me`, the same as `x_0 ∘ x_1`:
-    // the peer's input lands in the output, and this rank's own is folded in where it
-    // lies (in place, the output holds it: the peer's goes through the scratch). Min and
-    // max keep rank order: on floats, which of two equal zeros (or NaNs) they return
-    // depends on it, and every rank must end with the same bits.
-    let swap = p == 2 && oper.commutative() && !matches!(oper.builtin(), Some(Builtin::Min | Builtin::Max));
+    let swap = swapped(p, oper);
     for (c, acc) in out.chunks_mut(x.len()).enumerate() {
         let at = c * x.len() * size;
         let own = input.map(|s| &s[c * x.len()..][..acc.len()]);
@@ -732,6 +732,16 @@ fn fold_staged<T: Pod, O: Operator<T>>(
         }
     }
     Ok(())
+}
+
+/// Whether the consumers of a one-phase staged reduction on `p` ranks fold `x_peer ∘ x_me`
+/// ([`fold_staged`]): at two ranks with an operator that commutes, the same as `x_0 ∘ x_1`.
+/// The peer's input lands in the output, and this rank's own is folded in where it lies
+/// (in place, the output holds it: the peer's goes through the scratch). Min and max keep
+/// rank order: on floats, which of two equal zeros (or NaNs) they return depends on it,
+/// and every rank must end with the same bits.
+fn swapped<T, O: Operator<T>>(p: usize, oper: &O) -> bool {
+    p == 2 && oper.commutative() && !matches!(oper.builtin(), Some(Builtin::Min | Builtin::Max))
 }
 
 fn staged<T: Pod, O: Operator<T>>(

@@ -737,6 +737,14 @@ impl Params {
             // area and a pass): on the root, (3 + 2 (p - 1)) n bytes at memcpy speed, the
             // peers' copies in hidden behind its own. At 2 ranks and 512 KiB (Open MPI
             // build, `Vec` buffers) it measured 98 us where these five passes price 88.
+            // An input of at most one chunk travels with its rank's arrival: the root folds
+            // its own input from its buffer and every peer's out of the peer's area, a copy
+            // and a pass each (at 2 ranks with a commutative operator the peer's copy lands
+            // in the output and the own input is the one pass), after the peers' copies in:
+            // 3 n at 2 ranks, (2 (p - 1) + 2) n beyond.
+            Algo::ReduceStaged if n <= STAGE_CHUNK => {
+                (2 * q + if p == 2 { 1 } else { 2 }) as f64 * n as f64 * self.memcpy_beta + self.flag
+            }
             Algo::ReduceStaged => {
                 self.staged(n, STAGE_CHUNK)
                     + (2 * q + 1) as f64 * n as f64 * self.memcpy_beta
@@ -1093,10 +1101,10 @@ mod tests {
         assert!(us(m(Algo::AllgatherStaged), 2.482424 + 0.4));
         // Alltoall staged: 2 (p - 1) n bytes (3.723636) and p - 1 hand-offs.
         assert!(us(m(Algo::AlltoallStaged), 3.723636 + 0.3));
-        // Reduce staged: the staged copy, then the root's 7 more passes (0.620606 each:
-        // its own copy in, its own fold, a copy out and a fold per peer) and 2 more
-        // hand-offs: 1.341212 + 4.344242 + 0.2.
-        assert!(us(m(Algo::ReduceStaged), 5.885454));
+        // Reduce staged, in one phase (the input fits a chunk): the peers' copies in, then
+        // on the root its own input copied out of its buffer and a copy out and a fold
+        // per peer: 8 passes (0.620606 each), one hand-off: 4.964848 + 0.1.
+        assert!(us(m(Algo::ReduceStaged), 5.064848));
         // The root's reads: 3 T1 and 3 folds: 5.461818 + 1.861818.
         assert!(us(m(Algo::ReduceRootRead), 7.323636));
         // Allreduce staged: every rank folds p blocks: 1.341212 + 2.482424 + 0.2.

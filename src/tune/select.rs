@@ -380,15 +380,16 @@ mod tests {
     #[test]
     fn the_root_reads_a_reduce_at_two_ranks_only() {
         // Two ranks, the built-in parameters, the partitioned reduce's write priced as a
-        // CMA write (as a reduce to a root is chosen): from 16 KiB on, the root's one read
-        // of n bytes (one call per MiB) and one fold beat the partitioned reduce's read and write of n / 2
-        // each (a write at 1.8 beta) and the staged one's five passes; small messages
-        // stay staged (one flag phase, no system call).
+        // CMA write (as a reduce to a root is chosen): beyond one staging chunk, the root's
+        // one read of n bytes (one call per MiB) and one fold beat the partitioned reduce's
+        // read and write of n / 2 each (a write at 1.8 beta) and the staged one's five
+        // passes; messages that travel with the arrivals stay staged (one flag phase, no
+        // system call, three passes).
         let d = Params::DEFAULT.over_cma();
-        for n in [32 << 10, 128 << 10, 512 << 10, 2 << 20, 8 << 20] {
+        for n in [64 << 10, 128 << 10, 512 << 10, 2 << 20, 8 << 20] {
             assert_eq!(choose_with(&d, Coll::Reduce, n, 2), Algo::ReduceRootRead, "{n}");
         }
-        for n in [8, 512, 4096] {
+        for n in [8, 512, 4096, 16 << 10, 32 << 10] {
             assert_eq!(choose_with(&d, Coll::Reduce, n, 2), Algo::ReduceStaged, "{n}");
         }
         // Even with the write priced like a read (the same bytes and passes as the

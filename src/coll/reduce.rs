@@ -53,7 +53,7 @@ use super::{check, check_staged, from_inline, inline_word, typed_op, BadLength, 
 use crate::error::{Error, Result};
 use crate::op::{Builtin, Operator};
 use crate::pod::Pod;
-use crate::sync::{Call, End, Round, CLAIM_MAX, SCRATCH_HALF};
+use crate::sync::{Call, Chunk, End, FoldOrder, Round, CLAIM_MAX, SCRATCH_HALF};
 use crate::transport::{Read, RemoteBuf, TransportKind, Write};
 use crate::tune::{select, Algo};
 
@@ -753,6 +753,8 @@ fn staged<T: Pod, O: Operator<T>>(
     let size = std::mem::size_of::<T>();
     let n = bufs.input_len();
     let consumes = |r: usize| target.consumes(r);
+    let order =
+        FoldOrder { in_place: matches!(bufs, Bufs::InPlace(_)), commutes: swapped(round.size(), oper) };
     // The input is read (into the staging area) before the output of the same chunk is
     // written, so in place works; `fill` and `combine` take turns on the buffers.
     let bufs = std::cell::RefCell::new(&mut bufs);
@@ -765,22 +767,37 @@ fn staged<T: Pod, O: Operator<T>>(
         let from = offset / size;
         dst.copy_from_slice(bytemuck::cast_slice(&input[from..from + dst.len() / size]));
     };
-    let mut combine = |offset: usize, r: usize, x: &[u8]| -> Result<()> {
+    let mut combine = |offset: usize, len: usize, first: bool, chunk: Chunk<'_>| -> Result<()> {
         let mut b = bufs.borrow_mut();
-        let out: &mut [T] = match &mut **b {
-            Bufs::Apart(_, r) => r,
-            Bufs::InPlace(b) => b,
+        let (input, out): (Option<&[T]>, &mut [T]) = match &mut **b {
+            Bufs::Apart(s, r) => (Some(*s), r),
+            Bufs::InPlace(b) => (None, b),
             Bufs::SendOnly(_) => unreachable!("only ranks with an output consume"),
         };
-        let from = offset / size;
-        let acc = &mut out[from..from + x.len() / size];
-        let x: &[T] = bytemuck::cast_slice(x);
-        if r == 0 {
-            acc.copy_from_slice(x);
-        } else {
-            oper.apply(acc, x);
+        let at = offset / size..(offset + len) / size;
+        let acc = &mut out[at.clone()];
+        match (first, chunk) {
+            (true, Chunk::Peer(copy)) => copy(bytemuck::cast_slice_mut(acc)),
+            (true, Chunk::Bytes(x)) => acc.copy_from_slice(bytemuck::cast_slice(x)),
+            (false, Chunk::Bytes(x)) => {
+                oper.apply(acc, bytemuck::cast_slice(x));
+            }
+            // In place, this rank's own chunk is already in the output where it comes first
+            // (`stage_reduce` hands it over copied wherever it comes later).
+            (true, Chunk::Own) => {
+                if let Some(s) = input {
+                    acc.copy_from_slice(&s[at]);
+                }
+            }
+            (false, Chunk::Own) => {
+                let own = input.expect("in place, a later own chunk comes copied");
+                oper.apply(acc, &own[at]);
+            }
+            (false, Chunk::Peer(_)) => {
+                unreachable!("only the first chunk is copied straight into the output")
+            }
         }
         Ok(())
     };
-    round.stage_reduce(n * size, size, consumes, &mut fill, &mut combine)
+    round.stage_reduce(n * size, size, consumes, order, &mut fill, &mut combine)
 }

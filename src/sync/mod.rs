@@ -87,4 +87,4 @@ pub(crate) use meta::{Filled, Meta, Slots};
 pub(crate) use parts::Toward;
 pub(crate) use round::Round;
 use round::{reached, stamp};
-pub(crate) use stage::{Listed, Payload};
+pub(crate) use stage::{Chunk, FoldOrder, Listed, Payload};

@@ -324,18 +324,46 @@ impl Round<'_> {
     }
 }
 
-/// What a staged reduction does with chunk `offset` of rank `rank`'s input.
-pub(crate) type Combine<'f> = &'f mut dyn FnMut(usize, usize, &[u8]) -> Result<()>;
+/// Where [`Round::stage_reduce`] hands a consumer one rank's chunk from.
+pub(crate) enum Chunk<'a> {
+    /// The bytes of the chunk: this rank's own, kept in its scratch, or a peer's, copied
+    /// out of the peer's staging area into the scratch.
+    Bytes(&'a [u8]),
+    /// This rank's own chunk, not copied anywhere: the consumer takes it from its input
+    /// (or, in place and first, finds it in its output already).
+    Own,
+    /// The chunk that comes first in the fold, a peer's, still in the peer's staging
+    /// area: `copy(dst)` copies it into `dst`, which must be as long as the chunk, so
+    /// that it lands straight in the output.
+    Peer(&'a dyn Fn(&mut [u8])),
+}
+
+/// What a staged reduction does with the `len` bytes at `offset` of one rank's input:
+/// `first` for the chunk the fold starts from (copied into the output), the others folded
+/// into it.
+pub(crate) type Combine<'f> = &'f mut dyn FnMut(usize, usize, bool, Chunk<'_>) -> Result<()>;
+
+/// How [`Round::stage_reduce`] folds: whether the consumers' output is their input (in
+/// place), and whether two ranks may fold in either order (an operator whose result does
+/// not depend on it, bit for bit).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FoldOrder {
+    pub(crate) in_place: bool,
+    pub(crate) commutes: bool,
+}
 
 impl Round<'_> {
-    /// A reduction through the staging areas. Every rank publishes its `len`-byte input,
-    /// chunk by chunk, in its own staging area (`fill(offset, dst)` writes the input's
-    /// bytes at `offset` into `dst`, a scratch the size of the chunk; a rank that is the
-    /// only consumer keeps its chunks in the scratch); every rank for which
-    /// `consumes(rank)` holds then takes chunk `offset` of every rank, in rank order, and
-    /// hands it to `combine(offset, rank, bytes)`. Chunks are at most half a staging area,
-    /// cut at element boundaries (`elem` bytes), and double-buffered: a rank refills a
-    /// half once every consumer has acknowledged the chunk it held. For a chunk, `fill`
+    /// A reduction through the staging areas. Every rank that another consumer reads
+    /// publishes its `len`-byte input, chunk by chunk, in its own staging area
+    /// (`fill(offset, dst)` writes the input's bytes at `offset` into `dst`, a scratch the
+    /// size of the chunk); every rank for which `consumes(rank)` holds then takes chunk
+    /// `offset` of every rank and hands it to `combine`, in rank order, or at two ranks
+    /// whose fold commutes in the order that copies least: out of place the peer's chunk
+    /// first, straight into the output, then its own from its input ([`Chunk::Own`]); in
+    /// place its own first, already in the output. A rank that is the only consumer and
+    /// needs no copy of its own chunk fills nothing. Chunks are at most half a staging
+    /// area, cut at element boundaries (`elem` bytes), and double-buffered: a rank refills
+    /// a half once every consumer has acknowledged the chunk it held. For a chunk, `fill`
     /// runs before any `combine`, so the output may be the input (in place).
     ///
     /// # Errors
@@ -346,17 +374,27 @@ impl Round<'_> {
         len: usize,
         elem: usize,
         consumes: impl Fn(usize) -> bool,
+        order: FoldOrder,
         fill: &mut dyn FnMut(usize, &mut [u8]),
         combine: Combine<'_>,
     ) -> Result<()> {
         let half = self.ctl.stage_bytes() / 2;
         let elem = elem.max(1);
         let chunk = (half.min(SCRATCH_HALF) / elem) * elem;
-        let area = self.ctl.stage(self.me());
-        let consumers: Vec<usize> = (0..self.size()).filter(|&r| consumes(r)).collect();
+        let (p, me) = (self.size(), self.me());
+        let area = self.ctl.stage(me);
+        let consumers: Vec<usize> = (0..p).filter(|&r| consumes(r)).collect();
         // Where this rank is the only consumer (the root of a reduce), nobody reads its
-        // area: its chunks go straight from `fill` to `combine`.
-        let read_by_peers = consumers.iter().any(|&r| r != self.me());
+        // area: its chunks go straight from `fill` to `combine`, or from its input.
+        let read_by_peers = consumers.iter().any(|&r| r != me);
+        let ranks: Vec<usize> = match (p, order.commutes, order.in_place) {
+            (2, true, false) => vec![1 - me, me],
+            (2, true, true) => vec![me, 1 - me],
+            _ => (0..p).collect(),
+        };
+        // A copy of this rank's chunk is needed to publish it, or in place where another
+        // rank's chunk lands in the output first.
+        let filled = read_by_peers || (order.in_place && ranks[0] != me);
         let mut scratch = self.ctl.scratch();
         let (taken, mine) = scratch.split_at_mut(SCRATCH_HALF);
         for (c, offset) in (0..len).step_by(chunk.max(1)).enumerate() {
@@ -368,7 +406,9 @@ impl Round<'_> {
                     self.wait_ack(r, step - 2)?;
                 }
             }
-            fill(offset, &mut mine[..n]);
+            if filled {
+                fill(offset, &mut mine[..n]);
+            }
             if read_by_peers {
                 // SAFETY: the half lies in our own staging area; every consumer
                 // acknowledged the chunk it held (ack >= c - 1, seen with Acquire), and
@@ -376,22 +416,41 @@ impl Round<'_> {
                 unsafe { copy_for_peers(&mine[..n], area.add(at)) };
             }
             self.post_progress(step);
-            if consumes(self.me()) {
-                for r in 0..self.size() {
-                    if r == self.me() {
-                        // Our own chunk, still in our cache (the staged copy went past it).
-                        combine(offset, r, &mine[..n])?;
-                        continue;
-                    }
-                    self.wait_progress(r, step)?;
-                    // SAFETY: `r` published chunk `c` in this half with Release (seen with
-                    // Acquire) and does not overwrite it before we acknowledge it below;
-                    // `n <= SCRATCH_HALF`, the size of `taken`.
-                    unsafe { copy_from_peers(self.ctl.stage(r).add(at), &mut taken[..n]) };
-                    combine(offset, r, &taken[..n])?;
-                }
-                self.post_ack(step);
+            if !consumes(me) {
+                continue;
             }
+            for (i, &r) in ranks.iter().enumerate() {
+                let first = i == 0;
+                if r == me {
+                    // Our own chunk: in place and first, in the output already; else the
+                    // copy, still in our cache (the staged copy went past it), where we
+                    // made one.
+                    let own = match filled && !(first && order.in_place) {
+                        true => Chunk::Bytes(&mine[..n]),
+                        false => Chunk::Own,
+                    };
+                    combine(offset, n, first, own)?;
+                    continue;
+                }
+                self.wait_progress(r, step)?;
+                let from = self.ctl.stage(r).wrapping_add(at);
+                if first {
+                    let copy = |dst: &mut [u8]| {
+                        assert_eq!(dst.len(), n, "a staged chunk lands whole");
+                        // SAFETY: `r` published chunk `c` in this half with Release (seen
+                        // with Acquire) and does not overwrite it before we acknowledge
+                        // it below; `dst` is `n` bytes, the chunk's length.
+                        unsafe { copy_from_peers(from, dst) }
+                    };
+                    combine(offset, n, true, Chunk::Peer(&copy))?;
+                } else {
+                    // SAFETY: as for the first chunk; `n <= SCRATCH_HALF`, the size of
+                    // `taken`.
+                    unsafe { copy_from_peers(from, &mut taken[..n]) };
+                    combine(offset, n, false, Chunk::Bytes(&taken[..n]))?;
+                }
+            }
+            self.post_ack(step);
         }
         Ok(())
     }

@@ -115,9 +115,10 @@ impl ReduceAlgorithm {
     /// The cost model's choice for the reduction `coll` of `len` bytes on `p` ranks. A
     /// reduce to a root is chosen with the partitioned reduce's write into the root priced
     /// as a CMA write ([`select::choose_over_cma`]): where every buffer turns out to be
-    /// mapped, an `Auto` that chose the staged path turns partitioned after the arrival
-    /// ([`loads_everywhere`]), and one that chose the root's reads keeps them (loads)
-    /// below [`LOADS_PARTITION_MIN`] bytes and turns partitioned from it, so the choice
+    /// mapped, an `Auto` that chose the staged path turns, after the arrival
+    /// ([`loads_everywhere`]), into the root's reads (loads) at two ranks below
+    /// [`LOADS_PARTITION_MIN`] bytes and partitioned otherwise, and one that chose the
+    /// root's reads keeps them below it and turns partitioned from it, so the choice
     /// before it is the one for CMA.
     fn chosen(coll: select::Coll, len: usize, p: usize) -> ReduceAlgorithm {
         let algo = match coll {
@@ -277,10 +278,10 @@ fn reduce_to<T: Pod, O: Operator<T>>(
     // path (best where the partition owners would write the root's output with CMA) may
     // still be partitioned: where every buffer turns out to be reached with loads and
     // stores (see `loads_everywhere`), which is known only after the arrival. The call
-    // then publishes its buffers, and says in `aux2` that `Auto` chose. Where it chose
-    // the root's reads, they stay below `LOADS_PARTITION_MIN` bytes, where with loads
-    // they beat the partitioned reduce's stores into the root, and turn partitioned from
-    // it.
+    // then publishes its buffers, and says in `aux2` that `Auto` chose. Below
+    // `LOADS_PARTITION_MIN` bytes at two ranks it turns into the root's reads instead,
+    // which with loads beat the partitioned reduce's stores into the root; where `Auto`
+    // chose the root's reads, they stay below that size and turn partitioned from it.
     let switchable = src.is_some()
         && requested == ReduceAlgorithm::Auto
         && match algorithm {
@@ -375,6 +376,12 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         }
         match algorithm {
             ReduceAlgorithm::Partitioned => partitioned(&round, bufs, target, oper, false),
+            // At two ranks, below `LOADS_PARTITION_MIN`, the root's reads with loads beat
+            // the partitioned stores into the root: the staged path `Auto` chose for CMA
+            // turns into them.
+            _ if loads && round.size() == 2 && n * size < LOADS_PARTITION_MIN => {
+                root_read(&round, bufs, oper)
+            }
             _ if loads => partitioned(&round, bufs, target, oper, round.size() == 2),
             ReduceAlgorithm::RootRead => root_read(&round, bufs, oper),
             _ if prestaged => fold_staged(&round, bufs, target, oper, inline),

@@ -49,7 +49,7 @@
 use super::algorithm::Algorithm;
 use super::allgather::lengths;
 use super::staged_private;
-use super::{check, check_staged, op, Ctx, Kind};
+use super::{alltoall_op, check, check_staged, whole_blocks, Ctx};
 use crate::error::Result;
 use crate::sync::{Call, Round, Span};
 use crate::tune::{select, Algo};
@@ -179,7 +179,7 @@ pub(crate) fn alltoall(
     let switchable = requested == AlltoallAlgorithm::Auto
         && matches!(algorithm, Ok(AlltoallAlgorithm::Staged))
         && super::heap_switchable::<AlltoallAlgorithm>(ctx, send.len());
-    let word = op(Kind::Alltoall, code, elem_param(elem))
+    let word = alltoall_op(code, elem)
         | staged_private(matches!(algorithm, Ok(AlltoallAlgorithm::Staged)) && !switchable);
     // Only the pairwise writers let peers write into the receive buffers.
     let call = Call::new(word, send, recv, matches!(algorithm, Ok(AlltoallAlgorithm::PairwiseWrite)));
@@ -220,22 +220,6 @@ pub(crate) fn alltoall(
     };
     let moved = algorithm.and_then(|a| exchange(&round, a, send, recv, n));
     round.finish(moved)
-}
-
-/// The parameter of an alltoall's op word: the size of its elements (clamped to the
-/// parameter's 32 bits, at least 1), so that every rank judges the blocks in whole
-/// elements of rank 0's type ([`whole_blocks`]), a pure function of the published records.
-/// Ranks whose element sizes differ publish different words, which fails the verdict.
-pub(crate) fn elem_param(elem: usize) -> u32 {
-    elem.clamp(1, u32::MAX as usize) as u32
-}
-
-/// The bytes that `p` equal blocks of whole elements take, of rank 0's `first` bytes, where
-/// rank 0 published `op` (its parameter the element size, [`elem_param`]): a send buffer
-/// of 3 `u64`s on 2 ranks is not 2 blocks, although its 24 bytes are.
-pub(crate) fn whole_blocks(first: usize, p: usize, op: u64) -> usize {
-    let unit = p.saturating_mul((op >> 16 & 0xffff_ffff).max(1) as usize);
-    first / unit * unit
 }
 
 /// Whether a switchable alltoall reads its blocks in place: every rank's send buffer is

@@ -70,6 +70,23 @@ pub(crate) fn op(kind: Kind, algorithm: u8, param: u32) -> u64 {
     kind as u64 | (algorithm as u64) << 8 | (param as u64) << 16
 }
 
+/// The op word of an alltoall with algorithm code `algorithm` over elements of `elem`
+/// bytes: the element size is its parameter (clamped to 32 bits, at least 1), so that
+/// every rank judges the blocks in whole elements of rank 0's type ([`whole_blocks`]), a
+/// pure function of the published records. Ranks whose element sizes differ publish
+/// different words, which fails the verdict.
+pub(crate) fn alltoall_op(algorithm: u8, elem: usize) -> u64 {
+    op(Kind::Alltoall, algorithm, elem.clamp(1, u32::MAX as usize) as u32)
+}
+
+/// The bytes that `p` equal blocks of whole elements take, of rank 0's `first` bytes, where
+/// rank 0 published the alltoall word `op` ([`alltoall_op`]): a send buffer of 3 `u64`s on
+/// 2 ranks is not 2 blocks, although its 24 bytes are.
+pub(crate) fn whole_blocks(first: usize, p: usize, op: u64) -> usize {
+    let unit = p.saturating_mul((op >> 16 & 0xffff_ffff).max(1) as usize);
+    first / unit * unit
+}
+
 /// The bits of `Call::op` that hold [`type_tag`] (between the parameter and `PRIVATE`).
 const TYPE_SHIFT: u32 = 48;
 const TYPE_MASK: u64 = 0x7fff;

@@ -5,9 +5,9 @@ use super::{agree_shape, mpi_count, prefix, too_big, Hierarchy, Net, Nodes};
 use crate::alloc::Scratch;
 use crate::coll::algorithm::claim_word;
 use crate::coll::algorithm::Algorithm;
-use crate::coll::alltoall::{elem_param, whole_blocks, AlltoallAlgorithm};
+use crate::coll::alltoall::AlltoallAlgorithm;
 use crate::coll::legs::{gather_to_leader, scatter_from_leader};
-use crate::coll::{op, Kind};
+use crate::coll::{alltoall_op, whole_blocks, Kind};
 use crate::error::Result;
 use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
@@ -47,7 +47,7 @@ impl Hierarchy {
         // Ranks must agree on what they asked for.
         // The element size in the word: ranks that differ in it fail on the word, so the
         // blocks every rank judges below are whole elements of one size.
-        let word = op(Kind::Alltoall, algorithm.code(), elem_param(elem));
+        let word = alltoall_op(algorithm.code(), elem);
         let whole = |first: usize| whole_blocks(first, size, word);
         agree_shape(parent, send.len(), recv.len(), word, |first| (whole(first), whole(first)))?;
         resolved?;

@@ -3,10 +3,10 @@
 
 use super::{Hierarchy, Net, Nodes};
 use crate::coll::algorithm::Algorithm;
-use crate::coll::alltoall::{elem_param, whole_blocks, AlltoallAlgorithm};
+use crate::coll::alltoall::AlltoallAlgorithm;
 use crate::coll::pap::packets::{Packets, Run, Src};
 use crate::coll::pap::{serve_arrived, TO_OUTBOX, TO_RECV, TO_SCATTER};
-use crate::coll::{op, Kind};
+use crate::coll::{alltoall_op, whole_blocks};
 use crate::error::{Error, Result};
 use crate::sync::{Call, Round};
 use crate::transport::TransportKind;
@@ -178,7 +178,7 @@ impl Hierarchy {
         let Net { parent, ctx } = net;
         let size = parent.size() as usize;
         let n = send.len() / size;
-        let word = op(Kind::Alltoall, algorithm.code(), elem_param(elem));
+        let word = alltoall_op(algorithm.code(), elem);
         let layout = Layout::new(Nodes::of(self, size).members, self.my_node(), n);
         if layout.nodes() > ctx.ctl.stage_bytes() / 8 {
             // The same on every rank: the node count is.

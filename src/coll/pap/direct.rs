@@ -4,8 +4,7 @@
 use super::packets::{Packets, Run, Src};
 use super::{compatible, self_ok, serve_arrived, settle, Mode, TO_RECV};
 use crate::coll::allgather::lengths;
-use crate::coll::alltoall::{elem_param, whole_blocks};
-use crate::coll::{op, Ctx, Kind};
+use crate::coll::{alltoall_op, whole_blocks, Ctx};
 use crate::error::Result;
 use crate::sync::{Call, Round};
 
@@ -29,7 +28,7 @@ pub(crate) fn alltoall(
     let n = send.len() / p;
     let (staged, write) = (mode == Mode::Staged, mode == Mode::Write);
     let mut call = Call {
-        op: op(Kind::Alltoall, code, elem_param(elem)),
+        op: alltoall_op(code, elem),
         root: 0,
         send: send.as_ptr() as usize,
         send_len: send.len(),

@@ -132,8 +132,7 @@ pub(crate) const TO_SCATTER: u32 = 0x9a9_0003;
 /// Whether a call agrees with itself: both buffers are `p` blocks of one size, in whole
 /// elements of the size its op word carries.
 fn self_ok(call: &Call, p: usize) -> bool {
-    call.send_len == call.recv_len
-        && super::alltoall::whole_blocks(call.send_len, p, call.op) == call.send_len
+    call.send_len == call.recv_len && super::whole_blocks(call.send_len, p, call.op) == call.send_len
 }
 
 /// Serves every peer in `pending` that has arrived, in order, and drops it from `pending`

@@ -429,16 +429,15 @@ pub const STAGE_CHUNK: usize = 32 * 1024;
 
 /// The bytes the model prices the root of a read-write broadcast
 /// ([`Algo::BcastReadWrite`]) of `n` bytes on `p` ranks as writing into each reader: a
-/// `p`-th of `n`, rounded down to 4 KiB once it is at least that, else nothing, the split
-/// where the root's writes run as fast as the readers' reads. The call itself finds its
-/// split at run time (the readers and the root claim ranges as they go), so a root whose
-/// writes run slower takes less.
+/// `p`-th of `n` from `p` pages on, nothing up to `p - 1` pages, and every byte beyond
+/// `p - 1` pages in between. Neither the share nor the reader's part (`n` less the share)
+/// then falls as `n` grows, which a share rounded to pages did (a larger broadcast
+/// predicted faster). The call itself finds its split at run time (the readers and the
+/// root claim ranges as they go), so a root whose writes run slower takes less.
 pub(crate) fn read_write_share(n: usize, p: usize) -> usize {
     const PAGE: usize = 4096;
-    match n / p.max(1) {
-        t if t >= PAGE => t / PAGE * PAGE,
-        _ => 0,
-    }
+    let p = p.max(1);
+    (n / p).min(n.saturating_sub((p - 1) * PAGE))
 }
 
 /// The chunk in which the partitioned reductions read a peer's piece of their partition

@@ -124,9 +124,11 @@ pub(crate) fn alltoallv(ctx: &Ctx<'_>, call: Exchange<'_, Sides<'_>>) -> Result<
     // may be staged (see `one_phase`); a rank whose own call passed has every block inside
     // its send buffer.
     let cap = (matches!(algorithm, Ok(AlltoallvAlgorithm::Auto))).then(|| auto_cap(p));
+    // Only a rank whose own call passed has one count per rank.
+    let peers = if own.is_none() { peers_bytes(&sides.send(), p, me, elem) } else { 0 };
     let staged =
         matches!((own, &algorithm), (None, Ok(AlltoallvAlgorithm::Auto | AlltoallvAlgorithm::Staged)))
-            && stages(ctx, cap, meta_len(p), peers_bytes(&sides.send(), p, me, elem));
+            && stages(ctx, cap, meta_len(p), peers);
     // The metadata words proper are the map of what this rank stages, which a one-phase
     // reader reads beside the payload that follows them; the partitions, which only the
     // paths beyond one phase read, go to the end of the area (`parts_at`), so that a
@@ -155,7 +157,7 @@ pub(crate) fn alltoallv(ctx: &Ctx<'_>, call: Exchange<'_, Sides<'_>>) -> Result<
         Err(e) => return round.finish(Err(e)),
     };
     let inn = |s: usize| range(&sides.recv(), s, elem);
-    if one_phase(&round, algorithm) {
+    if one_phase(&round, algorithm, staged.then_some(peers)) {
         // Each rank judges its own counts against what the senders published for it where
         // it reads their blocks, before it writes a byte: a rank whose count differs fails
         // alone, and the others learn it at their next call (`finish_alone`).
@@ -257,17 +259,22 @@ fn pair_bytes(round: &Round<'_>) -> Vec<usize> {
 /// choice, or `Auto`'s) and every rank staged its blocks for the peers with its arrival
 /// (which the published maps tell alike on every rank: [`STAGED`]), so every rank copies
 /// its blocks straight out of the peers' areas and no rank's buffer is touched by a peer.
-/// One word per rank, on the line of the payload.
-fn one_phase(round: &Round<'_>, algorithm: AlltoallvAlgorithm) -> bool {
-    let p = round.size();
+/// One word per peer, on the line of the payload; this rank's own word is `mine` (the
+/// bytes it staged, `None` if it staged nothing), which it knows without reading it back:
+/// a line it just wrote for its peers, which they may be pulling into their caches, costs
+/// as much to read back as a peer's (0.06 us a call at 2 ranks).
+fn one_phase(round: &Round<'_>, algorithm: AlltoallvAlgorithm, mine: Option<usize>) -> bool {
+    let (p, me) = (round.size(), round.me());
     if !matches!(algorithm, AlltoallvAlgorithm::Staged | AlltoallvAlgorithm::Auto) || p == 1 {
         return false;
     }
+    let Some(mine) = mine else { return false };
     let word = |s: usize| round.meta(s, 0);
-    if (0..p).any(|s| word(s) & STAGED == 0) {
+    let peers = || (0..p).filter(|&s| s != me);
+    if peers().any(|s| word(s) & STAGED == 0) {
         return false;
     }
-    let mean = (0..p).map(|s| (word(s) & !STAGED) as usize).sum::<usize>() / (p * (p - 1));
+    let mean = (mine + peers().map(|s| (word(s) & !STAGED) as usize).sum::<usize>()) / (p * (p - 1));
     algorithm == AlltoallvAlgorithm::Staged
         || auto_stages(select::Coll::Alltoall, mean, p, ONE_PHASE_STAGED_MAX)
 }

@@ -225,6 +225,13 @@ impl Call {
         }
     }
 
+    /// What [`load_head`](Call::load_head) reads back from a record this call was
+    /// [`store`](Call::store)d in with `flags`, computed without reading it: the author's
+    /// own view of its record ([`Round::call`](super::Round::call)).
+    pub(super) fn head(&self, flags: u64) -> Call {
+        Call { send: 0, recv: 0, recv_writable: flags & FLAG_WRITABLE != 0, ..*self }
+    }
+
     /// The words of the call in `record` that a verdict reads, all on the stamp's cache
     /// line, with the addresses as 0: they lie on the record's second line, which only a
     /// copy needs ([`load`](Call::load)). A verdict that read them would fetch that line
@@ -288,6 +295,7 @@ mod tests {
             let expected = if private { Call { send: 0, recv: 0, ..call } } else { call };
             prop_assert_eq!(Call::load(&record), expected);
             prop_assert_eq!(Call::load_head(&record), Call { send: 0, recv: 0, ..call });
+            prop_assert_eq!(Call::load_head(&record), call.head(flags));
             prop_assert_eq!(record[FLAGS].load(Ordering::Relaxed), flags);
             prop_assert_eq!(Call::compared(&record), (op, root, aux));
             // The stamp and the status are not the record's to write.

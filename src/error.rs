@@ -78,7 +78,11 @@ pub enum Error {
     PeerFailed {
         /// The rank reporting the error.
         rank: i32,
-        /// The rank that failed.
+        /// The rank that failed: the one whose own step failed, or the one a rank found
+        /// dead, stalled or failed. The ranks of other nodes name the rank the failing
+        /// node saw fail, not the rank that passed the news on; on the failing node, a
+        /// rank that only saw a peer's round fail names that peer, which may have failed
+        /// because of another.
         peer: i32,
     },
     /// The previous collective call on this communicator failed, and a rank had left it
@@ -224,6 +228,25 @@ impl Error {
             | Error::Unsupported { rank, .. } => Some(rank),
             Error::InvalidLayout { rank, .. } => rank,
             Error::Config { .. } => None,
+        }
+    }
+
+    /// The rank whose failure this error reports, as the other ranks must name it in
+    /// their `PeerFailed`: the peer this rank found failed, dead, stalled or fenced
+    /// (`PeerFailed`, `PeerDied`, `Timeout`, `Fenced`), the culprit of an argument error,
+    /// else the rank that reports it (its own step failed). `None` for an error that
+    /// belongs to no rank.
+    pub(crate) fn failed_rank(&self) -> Option<i32> {
+        match *self {
+            Error::PeerFailed { peer, .. }
+            | Error::PeerDied { peer, .. }
+            | Error::Timeout { peer, .. }
+            | Error::Fenced { peer, .. } => Some(peer),
+            Error::Mismatch { culprit, .. }
+            | Error::LengthMismatch { culprit, .. }
+            | Error::InvalidPartition { culprit, .. } => Some(culprit),
+            Error::InvalidLayout { rank, culprit, .. } => culprit.or(rank),
+            _ => self.rank(),
         }
     }
 }

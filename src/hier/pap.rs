@@ -1,7 +1,7 @@
 //! PAP-Shm-Direct: the arrival-aware alltoall across nodes, in three phases inside one
 //! eager round per node (see the module docs of `pap`).
 
-use super::{Hierarchy, Net, Nodes};
+use super::{failure_key, named, Hierarchy, Net, Nodes};
 use crate::coll::algorithm::Algorithm;
 use crate::coll::alltoall::AlltoallAlgorithm;
 use crate::coll::pap::packets::{Packets, Run, Src};
@@ -62,15 +62,16 @@ fn shapes_verdict(shapes: &[Shape], k_of: &[usize], n: usize) -> [i64; 4] {
 }
 
 /// Agrees across the communicator on the outcome: the leaders' verdict (the same on every
-/// leader that has one), then the first rank that failed.
+/// leader that has one), then the rank that failed (the least [`failure_key`] of the
+/// ranks' errors, as in [`agree`](super::agree)).
 fn agree(parent: &SimpleCommunicator, verdict: Option<[i64; 4]>, local: Result<()>) -> Result<()> {
     let rank = parent.rank();
     let mut mine = [i64::MIN; 5];
     if let Some(v) = verdict {
         mine[..4].copy_from_slice(&v);
     }
-    if local.is_err() {
-        mine[4] = -(rank as i64);
+    if let Err(e) = &local {
+        mine[4] = -failure_key(e, rank);
     }
     let mut all = [0i64; 5];
     parent.all_reduce_into(&mine[..], &mut all[..], SystemOperation::max());
@@ -92,7 +93,7 @@ fn agree(parent: &SimpleCommunicator, verdict: Option<[i64; 4]>, local: Result<(
     match (local, all[4]) {
         (Err(e), _) => Err(e),
         (Ok(()), i64::MIN) => Ok(()),
-        (Ok(()), peer) => Err(Error::PeerFailed { rank, peer: (-peer) as i32 }),
+        (Ok(()), key) => Err(Error::PeerFailed { rank, peer: named(-key) }),
     }
 }
 

@@ -43,7 +43,10 @@ const WHATS: [&str; 6] =
     ["collective", "root", "operator or element type", "algorithm", "element type", "exposure"];
 
 /// `result` as words: 0 for `Ok`; the argument errors with their fields; any other error
-/// as `PeerFailed` naming the rank that reported it.
+/// as `PeerFailed` naming the rank that failed ([`Error::failed_rank`]: the peer a rank
+/// found dead, stalled or failed, else the rank whose own step failed), so that a
+/// verdict passed on (a leader's node error into the exchange, the exchange's verdict
+/// into the hand-off) still names it, not the rank that passed it on.
 fn encode(result: &Result<()>, me: i32) -> [u64; ERROR_WORDS] {
     let w = |x: i64| x as u64;
     match result {
@@ -57,7 +60,7 @@ fn encode(result: &Result<()>, me: i32) -> [u64; ERROR_WORDS] {
         }
         Err(Error::InvalidRoot { root, size, .. }) => [3, w(*root as i64), w(*size as i64), 0],
         Err(Error::PreviousFailed { .. }) => [4, 0, 0, 0],
-        Err(e) => [5, w(e.rank().unwrap_or(me) as i64), 0, 0],
+        Err(e) => [5, w(e.failed_rank().unwrap_or(me) as i64), 0, 0],
     }
 }
 
@@ -112,7 +115,8 @@ impl Hierarchy {
     ///
     /// On every rank alike: `PreviousFailed` if a node's previous call failed after its
     /// exchange; the first failing node's verdict (its argument errors as they are,
-    /// others as `PeerFailed`); the claims' verdict across nodes ([`relay::judge`]). A
+    /// others as `PeerFailed` naming the rank that failed there); the claims' verdict
+    /// across nodes ([`relay::judge`]). A
     /// failure of the hand-off is this node's alone (and pending for the next call).
     pub(crate) fn relay(
         &self,
@@ -214,6 +218,7 @@ fn bytemuck_words(w: [u64; ERROR_WORDS]) -> [u8; 8 * ERROR_WORDS] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Errno;
 
     #[test]
     fn errors_cross_as_words() {
@@ -228,7 +233,16 @@ mod tests {
             let again = decode(encode(&case, 3), 3);
             assert_eq!(again, case);
         }
+        // A node's failure names the rank that failed, and still does once a leader
+        // passes the verdict on to its node (decoded, then encoded again).
         let died = Err(Error::PeerDied { rank: 4, peer: 5, pid: 77 });
-        assert_eq!(decode(encode(&died, 4), 1), Err(Error::PeerFailed { rank: 1, peer: 4 }));
+        let passed = decode(encode(&died, 4), 0);
+        assert_eq!(passed, Err(Error::PeerFailed { rank: 0, peer: 5 }));
+        assert_eq!(decode(encode(&passed, 0), 1), Err(Error::PeerFailed { rank: 1, peer: 5 }));
+        let stalled = Err(Error::Timeout { rank: 4, peer: 6, seconds: 1.0 });
+        assert_eq!(decode(encode(&stalled, 4), 1), Err(Error::PeerFailed { rank: 1, peer: 6 }));
+        // A rank whose own step failed is the one that failed.
+        let copy = Err(Error::Transport { rank: 4, peer: 5, op: "cma read", errno: Errno::EIO });
+        assert_eq!(decode(encode(&copy, 4), 1), Err(Error::PeerFailed { rank: 1, peer: 4 }));
     }
 }

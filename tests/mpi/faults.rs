@@ -164,3 +164,90 @@ pub(crate) fn departed(world: &SimpleCommunicator) {
     assert_eq!(total, p);
     println!("ZCOLL-RANK-OK {me}");
 }
+
+/// The elements (`u64`) of a call in the scenario `culprit`: few enough that the
+/// call's data travel in the leaders' exchange.
+const SMALL: usize = 8;
+
+/// The scenario `culprit` (4 ranks on 2 virtual nodes of 2): world rank 3, the second
+/// rank of the second node, dies (`SIGKILL`) as it arrives in the call named by
+/// `ZCOLL_CULPRIT_CASE`. Every survivor reports its outcome on standard output (the
+/// launching test judges it: every error must name rank 3) and leaves with `exit(0)`,
+/// without `MPI_Finalize`, whose fence would wait for the dead rank.
+pub(crate) fn culprit(world: &SimpleCommunicator) -> ! {
+    let me = world.rank();
+    assert_eq!(world.size(), 4, "two nodes of two ranks");
+    let case = std::env::var("ZCOLL_CULPRIT_CASE").expect("ZCOLL_CULPRIT_CASE");
+    let comm = Comm::new(world).unwrap_or_else(|e| panic!("Comm::new: {e}"));
+    assert_eq!(comm.info().nodes, 2, "two virtual nodes");
+    comm.barrier().unwrap_or_else(|e| panic!("the barrier before the fault: {e}"));
+    if me == 3 {
+        zcoll::fault::fail_at(zcoll::fault::Phase::Arrive, zcoll::fault::Failure::Kill);
+    }
+    let outcome = match case.as_str() {
+        "bcast" => {
+            let mut buf = [if me == 0 { 7u64 } else { 0 }; SMALL];
+            comm.broadcast_into(&mut buf[..], 0)
+        }
+        "allreduce" => {
+            let mut sum = [0u64; SMALL];
+            comm.all_reduce_into(&[me as u64; SMALL], &mut sum, Builtin::Sum)
+        }
+        "barrier" => comm.barrier(),
+        other => panic!("ZCOLL_CULPRIT_CASE={other}"),
+    };
+    println!("CULPRIT {me} {outcome:?}");
+    // A communicator with a dead member is of no further use; its MPI handles are not
+    // freed (that would talk to the dead).
+    std::mem::forget(comm);
+    std::io::Write::flush(&mut std::io::stdout()).unwrap();
+    std::process::exit(0);
+}
+
+/// Runs the scenario `culprit` with `case` and returns the survivors' outcomes by rank.
+fn culprit_job(case: &str) -> Vec<(i32, String)> {
+    let _one = crate::launch::JOBS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cmd = std::process::Command::new("mpiexec");
+    cmd.args(["-n", "4", "--oversubscribe", "--bind-to", "none", "--enable-recovery", "--quiet"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "rank", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("ZCOLL_TEST_SCENARIO", "culprit")
+        .env("ZCOLL_CULPRIT_CASE", case)
+        .env("ZCOLL_NODE_SIZE", "2")
+        .env("ZCOLL_TIMEOUT", "10")
+        .env_remove("ZCOLL_TRANSPORT")
+        .env_remove("XPMEM_LIBRARY");
+    let what = format!("culprit {case}, 4 ranks on 2 virtual nodes");
+    let (status, out, err) = crate::launch::run_until(cmd, Duration::from_secs(60), &what, "culprit");
+    assert!(status.is_some(), "{what} ran past 60 s:\n--- stdout\n{out}\n--- stderr\n{err}");
+    let mut got: Vec<(i32, String)> = out
+        .lines()
+        .filter_map(|l| l.find("CULPRIT ").map(|at| &l[at + "CULPRIT ".len()..]))
+        .filter_map(|l| l.split_once(' ').map(|(r, o)| (r.parse().unwrap(), o.to_string())))
+        .collect();
+    got.sort();
+    assert_eq!(got.len(), 3, "{what}: not every survivor reported:\n--- stdout\n{out}\n--- stderr\n{err}");
+    got
+}
+
+/// A rank that dies in a small call across nodes (its data travel in the leaders'
+/// exchange) is the rank every survivor's error names: its node's other rank finds it
+/// dead (`PeerDied`), the other node's ranks learn it from the leaders' exchange
+/// (`PeerFailed`), all naming rank 3, not the rank that reported it nor their own leader.
+#[test]
+fn culprit_vnodes_np4_k2() {
+    let mut wrong = Vec::new();
+    for case in ["bcast", "allreduce", "barrier"] {
+        for (rank, outcome) in culprit_job(case) {
+            let names =
+                |variant: &str| outcome.starts_with(&format!("Err({variant} {{ rank: {rank}, peer: 3"));
+            println!("{case}: rank {rank}: {outcome}");
+            if !names("PeerFailed") && !names("PeerDied") {
+                wrong.push(format!("{case}: survivor {rank} returned {outcome}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "every survivor must name the dead rank 3:\n{}", wrong.join("\n"));
+}

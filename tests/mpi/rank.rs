@@ -71,6 +71,10 @@ pub(crate) fn main() {
     if scenario == "log" {
         log_to(std::env::var("ZCOLL_TEST_LOGGER").as_deref().unwrap_or("unset"));
     }
+    if scenario == "culprit" {
+        // It kills a rank and ends the process itself.
+        crate::faults::culprit(&world);
+    }
     if scenario == "departed" {
         // It builds its own communicator, which one rank drops while panicking.
         return crate::faults::departed(&world);

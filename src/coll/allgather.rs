@@ -132,9 +132,9 @@ pub(super) fn lengths(
     send: impl Fn(usize) -> usize,
     recv: impl Fn(usize) -> usize,
 ) -> std::result::Result<(), BadLength> {
-    let first = round.call(0).send_len;
-    all_equal(round, |c| c.send_len, send(first))?;
-    all_equal(round, |c| c.recv_len, recv(first))
+    let first = round.send_len(0);
+    all_equal(round, Round::send_len, send(first))?;
+    all_equal(round, Round::recv_len, recv(first))
 }
 
 fn gcd(a: usize, b: usize) -> usize {
@@ -205,7 +205,7 @@ pub(crate) fn allgather(
         }
         for r in (0..p).filter(|&r| r != me) {
             match inline {
-                true => from_inline(round.call(r).aux2, &mut recv[r * n..(r + 1) * n]),
+                true => from_inline(round.aux2(r), &mut recv[r * n..(r + 1) * n]),
                 false => round.read_staged(r, 0, &mut recv[r * n..(r + 1) * n]),
             }
         }

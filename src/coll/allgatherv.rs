@@ -125,7 +125,7 @@ pub(crate) fn allgatherv(ctx: &Ctx<'_>, call: Exchange<'_, Given<'_>>) -> Result
         Ok(a) => a,
         Err(e) => return round.finish(Err(e)),
     };
-    let send_len = |q: usize| round.call(q).send_len;
+    let send_len = |q: usize| round.send_len(q);
     if one_phase(ctx, &round, algorithm) {
         // Each rank judges its own counts against the senders' lengths where it reads
         // their blocks, before it writes a byte: a rank whose count differs fails alone,
@@ -164,7 +164,7 @@ pub(crate) fn allgatherv(ctx: &Ctx<'_>, call: Exchange<'_, Given<'_>>) -> Result
 /// peer.
 fn one_phase(ctx: &Ctx<'_>, round: &Round<'_>, algorithm: AllgathervAlgorithm) -> bool {
     let p = round.size();
-    let send_len = |r: usize| round.call(r).send_len;
+    let send_len = |r: usize| round.send_len(r);
     let cap = (algorithm == AllgathervAlgorithm::Auto).then_some(ALLGATHERV_STAGED_MAX);
     let staged = match algorithm {
         AllgathervAlgorithm::Staged => true,
@@ -196,7 +196,7 @@ fn exchange(
 ) -> Result<()> {
     let (p, me) = (round.size(), round.me());
     let at = |r: usize| range(mine, r, elem);
-    let send_len: Vec<usize> = (0..p).map(|r| round.call(r).send_len).collect();
+    let send_len: Vec<usize> = (0..p).map(|r| round.send_len(r)).collect();
     // Where this rank's block goes in every peer's buffer (for the writers).
     let targets: Vec<usize> = match algorithm {
         AllgathervAlgorithm::RingSourceWrite => {

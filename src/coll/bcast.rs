@@ -252,7 +252,7 @@ pub(crate) fn bcast(
     };
     let lengths = |r: &Round<'_>| {
         let expected = r.call(src.min(r.size() - 1)).send_len;
-        all_equal(r, |c| c.send_len, expected)
+        all_equal(r, Round::send_len, expected)
     };
     // Its root leaves at once where it can (the verdict deferred: `Control::leave_staged`);
     // the readers judge the round. A root outside the communicator (which names local
@@ -294,7 +294,7 @@ pub(crate) fn bcast(
             BcastAlgorithm::Staged if prestaged => {
                 match (round.me() == src, inline) {
                     (true, _) => {}
-                    (false, true) => from_inline(round.call(src).aux2, buf),
+                    (false, true) => from_inline(round.aux2(src), buf),
                     (false, false) => round.read_staged(src, 0, buf),
                 }
                 Ok(())
@@ -512,7 +512,7 @@ fn arrival_aware(ctx: &Ctx<'_>, buf: &mut [u8], root: i32, src: usize, word: u64
     };
     settle(ctx, round, moved, true, |r| {
         let expected = r.call(src.min(r.size() - 1)).send_len;
-        all_equal(r, |c| c.send_len, expected)
+        all_equal(r, Round::send_len, expected)
     })
 }
 

@@ -4,7 +4,7 @@
 
 use super::{all_equal, check, op, Ctx, Kind};
 use crate::error::Result;
-use crate::sync::{Call, Registration};
+use crate::sync::{Call, Registration, Round};
 
 /// The call of the withdrawal round: no buffer, nothing to move.
 const WITHDRAW: Call = Call {
@@ -37,7 +37,7 @@ pub(crate) fn register<'c>(ctx: &Ctx<'c>, buf: &mut [u8], elem: usize) -> Result
         recv_len: len,
         ..Call::default()
     };
-    let round = check(ctx, call, false, |r| all_equal(r, |c| c.send_len, r.call(0).send_len))?;
+    let round = check(ctx, call, false, |r| all_equal(r, Round::send_len, r.send_len(0)))?;
     let reg = round.register();
     round.finish(Ok(()))?;
     Ok(reg)

@@ -287,7 +287,7 @@ impl OverCma {
 
     /// What local rank `r` published.
     fn published(round: &Round<'_>, r: usize) -> OverCma {
-        match round.call(r).aux2 >> OVER_CMA_SHIFT & 3 {
+        match round.aux2(r) >> OVER_CMA_SHIFT & 3 {
             1 => OverCma::Read,
             2 => OverCma::Staged,
             _ => OverCma::Write,
@@ -320,7 +320,7 @@ impl OverCma {
 /// A pure function of the published records, so every rank decides alike.
 fn settle(round: &Round<'_>, dst: usize, block: usize, chosen: GatherAlgorithm) -> GatherAlgorithm {
     let size = round.size();
-    if !(0..size).all(|r| round.call(r).aux2 & AUTO_CHOSE != 0) {
+    if !(0..size).all(|r| round.aux2(r) & AUTO_CHOSE != 0) {
         return chosen;
     }
     if block >= HEAP_WRITE_MIN && round.loads(dst, true) && round.call(dst).recv_writable {

@@ -244,7 +244,7 @@ fn one_phase(ctx: &Ctx<'_>, round: &Round<'_>, moves: &Moves, dst: usize, cap: O
     let staged = |r: usize| !moves.staged[r].is_empty();
     !moves.by_root
         && moves.direct.is_empty()
-        && peers(dst, round.size()).all(|r| !staged(r) || stages(ctx, cap, 0, round.call(r).send_len))
+        && peers(dst, round.size()).all(|r| !staged(r) || stages(ctx, cap, 0, round.send_len(r)))
 }
 
 /// The root's side: what it copies itself.

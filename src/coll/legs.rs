@@ -18,7 +18,7 @@ pub(crate) fn gather_to_leader(ctx: &Ctx<'_>, kind: Kind, mine: &[u8], out: &mut
     let len = mine.len();
     let call =
         Call { op: op(kind, HIER_GATHER, 0), send: mine.as_ptr() as usize, send_len: len, ..Call::default() };
-    let round = check(ctx, call, false, |r| all_equal(r, |c| c.send_len, r.call(0).send_len))?;
+    let round = check(ctx, call, false, |r| all_equal(r, Round::send_len, r.send_len(0)))?;
     let moved = gather_moves(ctx, &round, mine, out);
     round.finish(moved)
 }
@@ -36,9 +36,9 @@ pub(crate) fn scatter_from_leader(ctx: &Ctx<'_>, kind: Kind, src: &[u8], recv: &
         ..Call::default()
     };
     let round = check(ctx, call, false, |r| {
-        let len = r.call(0).recv_len;
-        all_equal(r, |c| c.recv_len, len)?;
-        match r.call(0).send_len {
+        let len = r.recv_len(0);
+        all_equal(r, Round::recv_len, len)?;
+        match r.send_len(0) {
             n if n == r.size() * len => Ok(()),
             found => Err(BadLength { culprit: 0, expected: r.size() * len, found }),
         }

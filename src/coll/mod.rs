@@ -119,14 +119,14 @@ pub(crate) struct BadLength {
     pub(crate) found: usize,
 }
 
-/// Checks that `field` of every rank's call is `expected`; the first rank that is not
-/// is the culprit.
-pub(crate) fn all_equal(
-    round: &Round<'_>,
-    field: impl Fn(&Call) -> usize,
+/// Checks that `field` of every rank's call ([`Round::send_len`] or
+/// [`Round::recv_len`]) is `expected`; the first rank that is not is the culprit.
+pub(crate) fn all_equal<'c>(
+    round: &Round<'c>,
+    field: impl Fn(&Round<'c>, usize) -> usize,
     expected: usize,
 ) -> std::result::Result<(), BadLength> {
-    match (0..round.size()).map(|r| (r, field(&round.call(r)))).find(|&(_, f)| f != expected) {
+    match (0..round.size()).map(|r| (r, field(round, r))).find(|&(_, f)| f != expected) {
         Some((culprit, found)) => Err(BadLength { culprit, expected, found }),
         None => Ok(()),
     }
@@ -236,6 +236,27 @@ fn verdict(
     // A rank that left the round published a private record (lengths only) where its
     // peers may publish buffers (the leaves of a gatherv): in a round some rank left,
     // the bit says how a rank takes part, not what it calls, and is not compared.
+    // The common case, word for word against this rank's own call: every rank made the
+    // same call, so only the root's range and the lengths remain, judged as `verdict_of`
+    // judges them then (where every word agrees, masking a leaver's private bit, as it
+    // does below, changes nothing).
+    let me = round.me();
+    if (0..round.size()).all(|r| round.agrees(r)) {
+        let root = round.call(me).root;
+        if rooted && !(0..ctx.comm_size as i64).contains(&root) {
+            return Err(Error::InvalidRoot {
+                rank: round.rank_of(me),
+                root: root as i32,
+                size: ctx.comm_size,
+            });
+        }
+        return lengths(round).map_err(|BadLength { culprit, expected, found }| Error::LengthMismatch {
+            rank: round.rank_of(me),
+            culprit: round.rank_of(culprit),
+            expected,
+            found,
+        });
+    }
     let left = (0..round.size()).any(|r| round.left(r));
     let call = |r: usize| {
         let c = round.call(r);

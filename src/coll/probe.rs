@@ -71,7 +71,7 @@ pub(crate) fn measure(ctx: &Ctx<'_>, buf: &mut [u8], reps: usize) -> Result<Samp
         aux2: socket.map_or(UNKNOWN, |s| s as u64),
         ..Call::default()
     };
-    let round = check(ctx, call, false, |r| super::all_equal(r, |c| c.send_len, PROBE_BYTES))?;
+    let round = check(ctx, call, false, |r| super::all_equal(r, Round::send_len, PROBE_BYTES))?;
     let measured = if ctx.transport != crate::transport::TransportKind::Cma {
         Err(Error::Unsupported { rank: round.rank_of(round.me()), what: "calibration without CMA".into() })
     } else {
@@ -166,7 +166,7 @@ fn phases(round: &Round<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
         barrier(round, s)?;
     }
     // Across sockets: ranks on another socket than rank 0 pin its pages, 1, 2, ... at once.
-    let sockets: Vec<u64> = (0..p).map(|r| round.call(r).aux2).collect();
+    let sockets: Vec<u64> = (0..p).map(|r| round.aux2(r)).collect();
     out.sockets = if sockets.contains(&UNKNOWN) {
         0
     } else {

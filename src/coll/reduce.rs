@@ -322,7 +322,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
     let unread = src == Some(me) && !(in_place && me != 0 && !swapped(ctx.ctl.size(), oper));
     let parts: &[&[u8]] = if inline || unread { &[] } else { &[input] };
     let lengths = |r: &Round<'_>| {
-        let first = r.call(0).send_len;
+        let first = r.send_len(0);
         for q in 0..r.size() {
             let c = r.call(q);
             if c.send_len != first {
@@ -416,7 +416,7 @@ fn unsupported<T: Pod, O: Operator<T>>(ctx: &Ctx<'_>, oper: &O, rank: i32) -> Op
 /// the staged path: 15 against 22 us at 256 KiB, 102 against 187 us at 2 MiB.
 fn loads_everywhere(round: &Round<'_>, target: Target) -> bool {
     let Target::Root(src) = target else { return false };
-    (0..round.size()).all(|r| round.call(r).aux2 == 1 && round.loads(r, false)) && round.loads(src, true)
+    (0..round.size()).all(|r| round.aux2(r) == 1 && round.loads(r, false)) && round.loads(src, true)
 }
 
 /// The partition of `n` elements that rank `i` of `p` owns: cache-line aligned.
@@ -701,7 +701,7 @@ fn fold_staged<T: Pod, O: Operator<T>>(
     let (x, _) = scratch_halves::<T>(&mut scratch);
     // Rank `r`'s input at byte `at`: in its call record, or in its staging area.
     let take = |r: usize, at: usize, dst: &mut [T]| match inline {
-        true => from_inline(round.call(r).aux2, bytemuck::cast_slice_mut(dst)),
+        true => from_inline(round.aux2(r), bytemuck::cast_slice_mut(dst)),
         false => round.read_staged(r, at, bytemuck::cast_slice_mut(dst)),
     };
     let swap = swapped(p, oper);

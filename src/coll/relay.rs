@@ -98,9 +98,9 @@ fn same_call(round: &Round<'_>) -> Result<()> {
     let Call { op, send_len: len, .. } = round.call(0);
     match (0..round.size()).find(|&r| round.call(r).op != op) {
         Some(r) => Err(Error::Mismatch { rank, culprit: culprit(r), what: "collective" }),
-        None => match (0..round.size()).find(|&r| round.call(r).send_len != len) {
+        None => match (0..round.size()).find(|&r| round.send_len(r) != len) {
             Some(r) => {
-                let found = round.call(r).send_len;
+                let found = round.send_len(r);
                 Err(Error::LengthMismatch { rank, culprit: culprit(r), expected: len, found })
             }
             None => Ok(()),
@@ -150,7 +150,7 @@ pub(crate) fn gather_in(
         }
         let mut at = 0;
         for r in from {
-            let len = round.call(r).send_len;
+            let len = round.send_len(r);
             let Some(dst) = into.get_mut(at..at + len) else {
                 return Err(Error::Protocol { rank, what: format!("local rank {r} staged {len} bytes") });
             };

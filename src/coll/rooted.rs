@@ -259,7 +259,7 @@ pub(crate) fn relay(
         aux2: to as u64,
     };
     let round = check(ctx, call, true, |r| {
-        let (expected, found) = (r.call(from).send_len, r.call(to).recv_len);
+        let (expected, found) = (r.send_len(from), r.recv_len(to));
         if expected == found {
             Ok(())
         } else {
@@ -269,7 +269,7 @@ pub(crate) fn relay(
     let moved = match ctx.transport {
         TransportKind::Cico => {
             let mut parts = vec![0..0; round.size()];
-            parts[to] = 0..round.call(from).send_len;
+            parts[to] = 0..round.send_len(from);
             let recv = if me == to { recv } else { &mut [] };
             round.stage_parts(Toward::Peers, from, &parts, send, recv)
         }

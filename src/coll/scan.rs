@@ -60,7 +60,7 @@ pub(crate) fn scan<T: Pod, O: Operator<T>>(
     let call =
         crate::sync::Call::new(word, bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv), false);
     let round = check(ctx, call, false, |r| {
-        let first = r.call(0).send_len;
+        let first = r.send_len(0);
         for q in 0..r.size() {
             let c = r.call(q);
             if c.send_len != first {

@@ -232,6 +232,29 @@ impl Call {
         Call { send: 0, recv: 0, recv_writable: flags & FLAG_WRITABLE != 0, ..*self }
     }
 
+    /// Whether the call in `record` is `own` (published with `flags`) in the words every
+    /// verdict compares first: collective, algorithm and parameters (`op`), `root`, `aux`
+    /// and the exposure (in the flag word), read straight from the record, four loads
+    /// where [`load_head`](Call::load_head) makes eight.
+    pub(super) fn agrees(record: &[AtomicU64; WORDS], own: &Call, flags: u64) -> bool {
+        let w = |i: usize| record[i].load(Ordering::Relaxed);
+        w(OP) == own.op
+            && w(ROOT) == own.root as u64
+            && w(AUX) == own.aux
+            && w(FLAGS) >> EXPOSURE_SHIFT == flags >> EXPOSURE_SHIFT
+    }
+
+    /// The `aux2` word of the call in `record`.
+    pub(super) fn aux2(record: &[AtomicU64; WORDS]) -> u64 {
+        record[AUX2].load(Ordering::Relaxed)
+    }
+
+    /// The send and receive lengths of the call in `record`.
+    pub(super) fn lens(record: &[AtomicU64; WORDS]) -> (usize, usize) {
+        let w = |i: usize| record[i].load(Ordering::Relaxed) as usize;
+        (w(SEND_LEN), w(RECV_LEN))
+    }
+
     /// The words of the call in `record` that a verdict reads, all on the stamp's cache
     /// line, with the addresses as 0: they lie on the record's second line, which only a
     /// copy needs ([`load`](Call::load)). A verdict that read them would fetch that line
@@ -296,6 +319,12 @@ mod tests {
             prop_assert_eq!(Call::load(&record), expected);
             prop_assert_eq!(Call::load_head(&record), Call { send: 0, recv: 0, ..call });
             prop_assert_eq!(Call::load_head(&record), call.head(flags));
+            prop_assert!(Call::agrees(&record, &call, flags));
+            let other = Call { op: op ^ 1, ..call };
+            prop_assert!(!Call::agrees(&record, &other, flags));
+            prop_assert!(!Call::agrees(&record, &call, flags ^ 1 << EXPOSURE_SHIFT));
+            prop_assert_eq!(Call::lens(&record), (send_len, recv_len));
+            prop_assert_eq!(Call::aux2(&record), aux2);
             prop_assert_eq!(record[FLAGS].load(Ordering::Relaxed), flags);
             prop_assert_eq!(Call::compared(&record), (op, root, aux));
             // The stamp and the status are not the record's to write.

@@ -288,6 +288,39 @@ impl<'c> Round<'c> {
         Call::load_head(&self.ctl.slot(r).call[(self.epoch % 2) as usize])
     }
 
+    /// Whether local rank `r` made this rank's call in what every verdict compares first
+    /// (collective, algorithm and parameters, root, `aux`, exposure), word for word
+    /// ([`Call::agrees`]): the verdict's common case, without reading `r`'s whole record.
+    pub(crate) fn agrees(&self, r: usize) -> bool {
+        r == self.ctl.me
+            || Call::agrees(&self.ctl.slot(r).call[(self.epoch % 2) as usize], &self.own.0, self.own.1)
+    }
+
+    /// The send length local rank `r` published for this round.
+    pub(crate) fn send_len(&self, r: usize) -> usize {
+        self.lens(r).0
+    }
+
+    /// The receive length local rank `r` published for this round.
+    pub(crate) fn recv_len(&self, r: usize) -> usize {
+        self.lens(r).1
+    }
+
+    /// The `aux2` word local rank `r` published for this round.
+    pub(crate) fn aux2(&self, r: usize) -> u64 {
+        match r == self.ctl.me {
+            true => self.own.0.aux2,
+            false => Call::aux2(&self.ctl.slot(r).call[(self.epoch % 2) as usize]),
+        }
+    }
+
+    fn lens(&self, r: usize) -> (usize, usize) {
+        match r == self.ctl.me {
+            true => (self.own.0.send_len, self.own.0.recv_len),
+            false => Call::lens(&self.ctl.slot(r).call[(self.epoch % 2) as usize]),
+        }
+    }
+
     /// The call local rank `r` published for this round, with its addresses.
     pub(super) fn record(&self, r: usize) -> Call {
         Call::load(&self.ctl.slot(r).call[(self.epoch % 2) as usize])

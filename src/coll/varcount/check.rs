@@ -379,7 +379,7 @@ pub(crate) fn fault_words(fault: Fault) -> [u64; 4] {
 ///
 /// The first rank's fault, as the error this rank reports.
 pub(crate) fn judge_flags(r: &Round<'_>) -> Result<()> {
-    let Some(q) = (0..r.size()).find(|&q| r.call(q).aux2 & OWN_FAULT != 0) else {
+    let Some(q) = (0..r.size()).find(|&q| r.aux2(q) & OWN_FAULT != 0) else {
         return Ok(());
     };
     let words: [i64; 4] = std::array::from_fn(|i| r.meta(q, i) as i64);

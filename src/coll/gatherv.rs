@@ -36,8 +36,8 @@
 
 use super::rooted::{peers, Rooted, RootedBufs};
 use super::varcount::{
-    auto_family, auto_family_over_cma, chain, checked, fits, judge_round, partition_len, published,
-    root_block, root_blocks, stages, write_partition, Claim, Family, Moves, Side, AUTO_STAGE_MAX,
+    auto_family, auto_family_over_cma, chain, checked, fits, judge_round, partition_len, published, range,
+    root_blocks, stages, write_partition, Claim, Family, Given, Moves, Side, AUTO_STAGE_MAX,
 };
 use super::{op, Ctx, Kind};
 use crate::coll::gather::GatherAlgorithm;
@@ -141,7 +141,11 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
         }
     });
     // Two calls of `checked`, so that each stages words of a type it knows.
-    let judge = |r: &Round<'_>| judge_round(r, dst, Side::Recv);
+    let mine = match &bufs {
+        GathervBufs::Root { counts, displs, .. } => Some(Given { counts, displs }),
+        GathervBufs::Leaf { .. } => None,
+    };
+    let judge = |r: &Round<'_>| judge_round(r, dst, Side::Recv, mine.as_ref());
     let mut round = match &bufs {
         GathervBufs::Root { .. } => {
             checked(ctx, call, fit.then_some(&partition), &staged, &[0u64; 0], true, judge)?
@@ -160,10 +164,13 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
     // rank: the round ends as a private one does (`leave_early`), with no wait for the
     // leaves' `done` now.
     if peers(dst, p).all(|r| round.left(r)) {
-        if let GathervBufs::Root { send, recv, .. } = bufs {
-            crate::sync::copy_block(send, &mut recv[root_block(&round, dst, dst)]);
+        if let GathervBufs::Root { send, recv, counts, displs } = bufs {
+            // The blocks from this rank's own partition, which it published: the same
+            // numbers, not read back.
+            let block = |r| range(&Given { counts, displs }, r, elem);
+            crate::sync::copy_block(send, &mut recv[block(dst)]);
             for r in peers(dst, p) {
-                let block = root_block(&round, dst, r);
+                let block = block(r);
                 if !block.is_empty() {
                     round.read_staged(r, 0, &mut recv[block]);
                 }

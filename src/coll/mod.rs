@@ -236,12 +236,11 @@ fn verdict(
     // A rank that left the round published a private record (lengths only) where its
     // peers may publish buffers (the leaves of a gatherv): in a round some rank left,
     // the bit says how a rank takes part, not what it calls, and is not compared.
-    // The common case, word for word against this rank's own call: every rank made the
-    // same call, so only the root's range and the lengths remain, judged as `verdict_of`
-    // judges them then (where every word agrees, masking a leaver's private bit, as it
-    // does below, changes nothing).
+    // The common case, word for word against this rank's own call (a leaver's private
+    // bit aside, as below): every rank made the same call, so only the root's range and
+    // the lengths remain, judged as `verdict_of` judges them then.
     let me = round.me();
-    if (0..round.size()).all(|r| round.agrees(r)) {
+    if round.all_agree() {
         let root = round.call(me).root;
         if rooted && !(0..ctx.comm_size as i64).contains(&root) {
             return Err(Error::InvalidRoot {

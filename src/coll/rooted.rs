@@ -84,8 +84,13 @@ impl Claim {
     /// The claim in a call record, with the block and buffer lengths `measure` picks.
     pub(crate) fn from_call(c: &Call, measure: impl Fn(&Call) -> (usize, usize)) -> Claim {
         let (block, whole) = measure(c);
-        let elem = ((c.aux2 & !NOT_CLAIM) >> 2) as usize;
-        Claim { root: c.aux2 & 1 == 1, in_place: c.aux2 & 2 == 2, block, whole, elem }
+        Claim::from_words(c.aux2, block, whole)
+    }
+
+    /// The claim of a call whose `aux2` is `aux2`, with these block and buffer lengths.
+    pub(crate) fn from_words(aux2: u64, block: usize, whole: usize) -> Claim {
+        let elem = ((aux2 & !NOT_CLAIM) >> 2) as usize;
+        Claim { root: aux2 & 1 == 1, in_place: aux2 & 2 == 2, block, whole, elem }
     }
 }
 

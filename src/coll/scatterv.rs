@@ -171,7 +171,11 @@ pub(crate) fn scatterv(ctx: &Ctx<'_>, call: Rooted<ScattervBufs<'_>>) -> Result<
         return Ok(());
     }
     // Two calls of `checked`, so that each stages words of a type it knows.
-    let judge = |r: &Round<'_>| judge_round(r, src, Side::Send);
+    let mine = match &bufs {
+        ScattervBufs::Root { counts, displs, .. } => Some(Given { counts, displs }),
+        ScattervBufs::Leaf { .. } => None,
+    };
+    let judge = |r: &Round<'_>| judge_round(r, src, Side::Send, mine.as_ref());
     let mut round = match &bufs {
         ScattervBufs::Root { .. } => {
             checked(ctx, call, fit.then_some(&partition), &blocks, &[0u64; 0], true, judge)?

@@ -232,16 +232,20 @@ impl Call {
         Call { send: 0, recv: 0, recv_writable: flags & FLAG_WRITABLE != 0, ..*self }
     }
 
-    /// Whether the call in `record` is `own` (published with `flags`) in the words every
-    /// verdict compares first: collective, algorithm and parameters (`op`), `root`, `aux`
-    /// and the exposure (in the flag word), read straight from the record, four loads
-    /// where [`load_head`](Call::load_head) makes eight.
-    pub(super) fn agrees(record: &[AtomicU64; WORDS], own: &Call, flags: u64) -> bool {
+    /// How the call in `record` compares with `own` (published with `flags`) in the words
+    /// every verdict compares first: collective, algorithm and parameters (`op`, but for
+    /// its private bit), `root`, `aux` and the exposure (in the flag word), read straight
+    /// from the record, four loads where [`load_head`](Call::load_head) makes eight.
+    /// `None` where they differ; else whether the private bits agree too, and whether the
+    /// record's author left the round ([`FLAG_LEFT`]).
+    pub(super) fn compare(record: &[AtomicU64; WORDS], own: &Call, flags: u64) -> Option<(bool, bool)> {
         let w = |i: usize| record[i].load(Ordering::Relaxed);
-        w(OP) == own.op
+        let (op, theirs) = (w(OP), w(FLAGS));
+        let same = (op ^ own.op) & !PRIVATE == 0
             && w(ROOT) == own.root as u64
             && w(AUX) == own.aux
-            && w(FLAGS) >> EXPOSURE_SHIFT == flags >> EXPOSURE_SHIFT
+            && theirs >> EXPOSURE_SHIFT == flags >> EXPOSURE_SHIFT;
+        same.then_some((op == own.op, theirs & FLAG_LEFT != 0))
     }
 
     /// The `aux2` word of the call in `record`.
@@ -319,10 +323,13 @@ mod tests {
             prop_assert_eq!(Call::load(&record), expected);
             prop_assert_eq!(Call::load_head(&record), Call { send: 0, recv: 0, ..call });
             prop_assert_eq!(Call::load_head(&record), call.head(flags));
-            prop_assert!(Call::agrees(&record, &call, flags));
+            let left = flags & FLAG_LEFT != 0;
+            prop_assert_eq!(Call::compare(&record, &call, flags), Some((true, left)));
+            let other = Call { op: op ^ PRIVATE, ..call };
+            prop_assert_eq!(Call::compare(&record, &other, flags), Some((false, left)));
             let other = Call { op: op ^ 1, ..call };
-            prop_assert!(!Call::agrees(&record, &other, flags));
-            prop_assert!(!Call::agrees(&record, &call, flags ^ 1 << EXPOSURE_SHIFT));
+            prop_assert_eq!(Call::compare(&record, &other, flags), None);
+            prop_assert_eq!(Call::compare(&record, &call, flags ^ 1 << EXPOSURE_SHIFT), None);
             prop_assert_eq!(Call::lens(&record), (send_len, recv_len));
             prop_assert_eq!(Call::aux2(&record), aux2);
             prop_assert_eq!(record[FLAGS].load(Ordering::Relaxed), flags);

@@ -288,12 +288,21 @@ impl<'c> Round<'c> {
         Call::load_head(&self.ctl.slot(r).call[(self.epoch % 2) as usize])
     }
 
-    /// Whether local rank `r` made this rank's call in what every verdict compares first
+    /// Whether every rank made this rank's call in what every verdict compares first
     /// (collective, algorithm and parameters, root, `aux`, exposure), word for word
-    /// ([`Call::agrees`]): the verdict's common case, without reading `r`'s whole record.
-    pub(crate) fn agrees(&self, r: usize) -> bool {
-        r == self.ctl.me
-            || Call::agrees(&self.ctl.slot(r).call[(self.epoch % 2) as usize], &self.own.0, self.own.1)
+    /// ([`Call::compare`]), but for the private bit of a round some rank left (a leaver's
+    /// record is private where the others' may not be): the verdict's common case,
+    /// without reading the peers' whole records.
+    pub(crate) fn all_agree(&self) -> bool {
+        let parity = (self.epoch % 2) as usize;
+        let (mut exact, mut left) = (true, false);
+        for r in (0..self.size()).filter(|&r| r != self.ctl.me) {
+            match Call::compare(&self.ctl.slot(r).call[parity], &self.own.0, self.own.1) {
+                None => return false,
+                Some((e, l)) => (exact, left) = (exact && e, left || l),
+            }
+        }
+        exact || left
     }
 
     /// The send length local rank `r` published for this round.

@@ -437,21 +437,26 @@ pub(crate) fn judge_rooted(
 
 /// [`judge_rooted`] over the records of a round whose root, local rank `root`, published
 /// its partition of its `side` buffer: every rank's block is the length of its buffer on
-/// the other side, the root's whole buffer the one on `side`.
+/// the other side, the root's whole buffer the one on `side`. The root passes its own
+/// partition (`mine`), the same numbers it published, which it does not read back. Each
+/// claim is read from the three record words it is made of.
 ///
 /// # Errors
 ///
 /// The first fault, as the error this rank reports.
-pub(crate) fn judge_round(r: &Round<'_>, root: usize, side: Side) -> Result<()> {
-    let parts = Published { round: r, owner: root, at: 0 };
+pub(crate) fn judge_round(r: &Round<'_>, root: usize, side: Side, mine: Option<&Given<'_>>) -> Result<()> {
     let claim = |q| {
-        Claim::from_call(&r.call(q), |c| match side {
-            Side::Recv => (c.send_len, c.recv_len),
-            Side::Send => (c.recv_len, c.send_len),
-        })
+        let (block, whole) = match side {
+            Side::Recv => (r.send_len(q), r.recv_len(q)),
+            Side::Send => (r.recv_len(q), r.send_len(q)),
+        };
+        Claim::from_words(r.aux2(q), block, whole)
     };
-    judge_rooted(r.size(), root, claim, &parts, side)
-        .map_err(|(q, f)| f.error(r.rank_of(r.me()), r.rank_of(q), r.size()))
+    let verdict = match mine.filter(|_| r.me() == root) {
+        Some(mine) => judge_rooted(r.size(), root, claim, mine, side),
+        None => judge_rooted(r.size(), root, claim, &Published { round: r, owner: root, at: 0 }, side),
+    };
+    verdict.map_err(|(q, f)| f.error(r.rank_of(r.me()), r.rank_of(q), r.size()))
 }
 
 /// The verdict of an exchange over `p` ranks: the first rank with a fault of its own

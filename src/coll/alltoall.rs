@@ -184,7 +184,8 @@ pub(crate) fn alltoall(
     // Only the pairwise writers let peers write into the receive buffers.
     let call = Call::new(word, send, recv, matches!(algorithm, Ok(AlltoallAlgorithm::PairwiseWrite)));
     let check_lengths = |r: &Round<'_>| {
-        let whole = |first: usize| whole_blocks(first, r.size(), r.call(0).op);
+        let op = r.call(0).op;
+        let whole = |first: usize| whole_blocks(first, r.size(), op);
         lengths(r, whole, whole)
     };
     // A staged alltoall whose send buffer fits in the staging area travels with the

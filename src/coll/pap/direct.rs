@@ -57,7 +57,8 @@ pub(crate) fn alltoall(
         }
     });
     settle(ctx, round, moved, false, |r| {
-        let whole = |first: usize| whole_blocks(first, r.size(), r.call(0).op);
+        let op = r.call(0).op;
+        let whole = |first: usize| whole_blocks(first, r.size(), op);
         lengths(r, whole, whole)
     })
 }

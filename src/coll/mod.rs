@@ -237,9 +237,6 @@ fn verdict(
     rooted: bool,
     lengths: impl Fn(&Round<'_>) -> std::result::Result<(), BadLength>,
 ) -> Result<()> {
-    // A rank that left the round published a private record (lengths only) where its
-    // peers may publish buffers (the leaves of a gatherv): in a round some rank left,
-    // the bit says how a rank takes part, not what it calls, and is not compared.
     // The common case, word for word against this rank's own call (a leaver's private
     // bit aside, as below): every rank made the same call, so only the root's range and
     // the lengths remain, judged as `verdict_of` judges them then.
@@ -260,6 +257,9 @@ fn verdict(
             found,
         });
     }
+    // A rank that left the round published a private record (lengths only) where its
+    // peers may publish buffers (the leaves of a gatherv): in a round some rank left,
+    // the bit says how a rank takes part, not what it calls, and is not compared.
     let left = (0..round.size()).any(|r| round.left(r));
     let call = |r: usize| {
         let c = round.call(r);

@@ -324,13 +324,13 @@ fn reduce_to<T: Pod, O: Operator<T>>(
     let lengths = |r: &Round<'_>| {
         let first = r.send_len(0);
         for q in 0..r.size() {
-            let c = r.call(q);
-            if c.send_len != first {
-                return Err(BadLength { culprit: q, expected: first, found: c.send_len });
+            let (send_len, recv_len) = r.lens(q);
+            if send_len != first {
+                return Err(BadLength { culprit: q, expected: first, found: send_len });
             }
             let needs_output = src.is_none_or(|s| s == q);
-            if needs_output && c.recv_len != first {
-                return Err(BadLength { culprit: q, expected: first, found: c.recv_len });
+            if needs_output && recv_len != first {
+                return Err(BadLength { culprit: q, expected: first, found: recv_len });
             }
         }
         Ok(())

@@ -162,7 +162,12 @@ pub(crate) fn rooted_check<'c>(
 ) -> Result<Round<'c>> {
     let judged = Judged::default();
     let lengths = |r: &Round<'_>| {
-        let claim = |q| Claim::from_call(&r.call(q), |c| ((m.block)(c), (m.whole)(c)));
+        // The three words a claim is made of, not the whole record.
+        let claim = |q| {
+            let c =
+                Call { send_len: r.send_len(q), recv_len: r.recv_len(q), aux2: r.aux2(q), ..Call::default() };
+            Claim::from_call(&c, |c| ((m.block)(c), (m.whole)(c)))
+        };
         let src = src.min(r.size() - 1);
         judged.keep(judge(r.size(), claim, src, r.rank_of(r.me()), |q| r.rank_of(q), m.which).map(drop))
     };

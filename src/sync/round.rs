@@ -323,7 +323,8 @@ impl<'c> Round<'c> {
         }
     }
 
-    fn lens(&self, r: usize) -> (usize, usize) {
+    /// The send and receive lengths local rank `r` published for this round.
+    pub(crate) fn lens(&self, r: usize) -> (usize, usize) {
         match r == self.ctl.me {
             true => (self.own.0.send_len, self.own.0.recv_len),
             false => Call::lens(&self.ctl.slot(r).call[(self.epoch % 2) as usize]),

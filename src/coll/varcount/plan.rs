@@ -138,7 +138,7 @@ pub(crate) fn root_blocks(
 ) -> (Blocks, Moves) {
     let p = round.size();
     let parts = Published { round, owner: root, at: 0 };
-    let elem = Claim::from_call(&round.call(root), |_| (0, 0)).elem;
+    let elem = root_elem(round, root);
     let blocks: Blocks = (0..p).map(|r| range(&parts, r, elem)).collect();
     let moving: Blocks =
         (0..p).map(|r| if r != root && round.left(r) { 0..0 } else { blocks[r].clone() }).collect();
@@ -153,15 +153,20 @@ pub(crate) fn root_blocks(
 /// of published words, no allocation. The partition passed the verdict (no negative count).
 pub(crate) fn staged_before(round: &Round<'_>, root: usize, me: usize) -> usize {
     let parts = Published { round, owner: root, at: 0 };
-    let elem = Claim::from_call(&round.call(root), |_| (0, 0)).elem;
+    let elem = root_elem(round, root);
     (0..me).filter(|&r| r != root).map(|r| bytes(parts.block(r).0, elem)).sum()
+}
+
+/// The element size the root, local rank `root`, published in its claim (its `aux2`).
+fn root_elem(round: &Round<'_>, root: usize) -> usize {
+    Claim::from_words(round.aux2(root), 0, 0).elem
 }
 
 /// Block `r`'s byte range in the buffer of a rooted call's root, local rank `root`, from
 /// the partition it published (checked by the verdict): [`root_blocks`] for one block.
 pub(crate) fn root_block(round: &Round<'_>, root: usize, r: usize) -> Range<usize> {
     let parts = Published { round, owner: root, at: 0 };
-    range(&parts, r, Claim::from_call(&round.call(root), |_| (0, 0)).elem)
+    range(&parts, r, root_elem(round, root))
 }
 
 impl Moves {

@@ -79,10 +79,9 @@ pub enum Error {
         /// The rank reporting the error.
         rank: i32,
         /// The rank that failed: the one whose own step failed, or the one a rank found
-        /// dead, stalled or failed. The ranks of other nodes name the rank the failing
-        /// node saw fail, not the rank that passed the news on; on the failing node, a
-        /// rank that only saw a peer's round fail names that peer, which may have failed
-        /// because of another.
+        /// dead or stalled. A rank that only heard of the failure from a peer names the
+        /// rank the news began with, not the peer that passed it on, on its node and
+        /// across nodes alike.
         peer: i32,
     },
     /// The previous collective call on this communicator failed, and a rank had left it
@@ -251,6 +250,22 @@ impl Error {
     }
 }
 
+/// The key by which the ranks that agree on a failure choose the rank to name: the rank
+/// `e` (an error of rank `me`) blames ([`Error::failed_rank`]: a rank that found a peer
+/// dead blames the peer, not itself), in the low 32 bits; above them, whether `e` only
+/// heard of the failure from a peer (`PeerFailed`), which may name a
+/// rank that failed because of another. So the least key names the lowest rank that a
+/// rank saw fail itself (its own step, or a peer dead or stalled), if any.
+pub(crate) fn failure_key(e: &Error, me: i32) -> i64 {
+    let heard = matches!(e, Error::PeerFailed { .. }) as i64;
+    heard << 32 | i64::from(e.failed_rank().unwrap_or(me) as u32)
+}
+
+/// The rank a [`failure_key`] names.
+pub(crate) fn named(key: i64) -> i32 {
+    key as u32 as i32
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -340,6 +355,22 @@ const _: () = {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rank a failure is agreed on: one a rank saw fail before one a rank only heard
+    /// of, then the lowest.
+    #[test]
+    fn the_failed_rank_is_the_one_seen_failing() {
+        let key = |e: Error| failure_key(&e, e.rank().unwrap());
+        let relayed = key(Error::PeerFailed { rank: 5, peer: 3 });
+        let found = key(Error::PeerFailed { rank: 3, peer: 4 });
+        let own = key(Error::Transport { rank: 4, peer: 3, op: "cma read", errno: Errno::EIO });
+        let died = key(Error::PeerDied { rank: 2, peer: 7, pid: 1 });
+        let first = [relayed, found, own, died].into_iter().min().unwrap();
+        assert_eq!(named(first), 4);
+        assert_eq!(named(relayed.min(found)), 3);
+        assert_eq!(named(died), 7);
+        assert_eq!(named(key(Error::Protocol { rank: 6, what: String::new() })), 6);
+    }
 
     #[test]
     fn every_rank_bound_variant_reports_its_rank() {

@@ -19,7 +19,7 @@ mod varcount;
 use crate::alloc::Scratch;
 use crate::coll::relay::Claim;
 use crate::coll::{self, Ctx};
-use crate::error::{Error, Result};
+use crate::error::{failure_key, named, Error, Result};
 use crate::node::NodeComm;
 use mpi::collective::SystemOperation;
 use mpi::topology::{Color, SimpleCommunicator};
@@ -296,22 +296,6 @@ pub(crate) fn agree(parent: &SimpleCommunicator, result: Result<()>) -> Result<(
     }
 }
 
-/// The key by which the ranks that agree on a failure choose the rank to name: the rank
-/// `e` (an error of rank `me`) blames ([`Error::failed_rank`]: a rank that found a peer
-/// dead blames the peer, not itself), in the low 32 bits; above them, whether `e` only
-/// heard of the failure from a peer's failed `done` (`PeerFailed`), which may name a
-/// rank that failed because of another. So the least key names the lowest rank that a
-/// rank saw fail itself (its own step, or a peer dead or stalled), if any.
-pub(crate) fn failure_key(e: &Error, me: i32) -> i64 {
-    let heard = matches!(e, Error::PeerFailed { .. }) as i64;
-    heard << 32 | i64::from(e.failed_rank().unwrap_or(me) as u32)
-}
-
-/// The rank a [`failure_key`] names.
-pub(crate) fn named(key: i64) -> i32 {
-    key as u32 as i32
-}
-
 /// The ranks of every node, in local-rank order (ascending ranks of the communicator).
 pub(super) struct Nodes {
     pub(super) members: Vec<Vec<usize>>,
@@ -391,21 +375,5 @@ mod tests {
     fn displacements_are_prefix_sums() {
         assert_eq!(prefix(&[3, 0, 5, 2]), vec![0, 3, 3, 8]);
         assert!(prefix(&[]).is_empty());
-    }
-
-    /// The rank a failure is agreed on: one a rank saw fail before one a rank only heard
-    /// of, then the lowest.
-    #[test]
-    fn the_failed_rank_is_the_one_seen_failing() {
-        let key = |e: Error| failure_key(&e, e.rank().unwrap());
-        let relayed = key(Error::PeerFailed { rank: 5, peer: 3 });
-        let found = key(Error::PeerFailed { rank: 3, peer: 4 });
-        let own = key(Error::Transport { rank: 4, peer: 3, op: "cma read", errno: crate::error::Errno::EIO });
-        let died = key(Error::PeerDied { rank: 2, peer: 7, pid: 1 });
-        let first = [relayed, found, own, died].into_iter().min().unwrap();
-        assert_eq!(named(first), 4);
-        assert_eq!(named(relayed.min(found)), 3);
-        assert_eq!(named(died), 7);
-        assert_eq!(named(key(Error::Protocol { rank: 6, what: String::new() })), 6);
     }
 }

@@ -1,13 +1,13 @@
 //! PAP-Shm-Direct: the arrival-aware alltoall across nodes, in three phases inside one
 //! eager round per node (see the module docs of `pap`).
 
-use super::{failure_key, named, Hierarchy, Net, Nodes};
+use super::{Hierarchy, Net, Nodes};
 use crate::coll::algorithm::Algorithm;
 use crate::coll::alltoall::AlltoallAlgorithm;
 use crate::coll::pap::packets::{Packets, Run, Src};
 use crate::coll::pap::{serve_arrived, TO_OUTBOX, TO_RECV, TO_SCATTER};
 use crate::coll::{alltoall_op, whole_blocks};
-use crate::error::{Error, Result};
+use crate::error::{failure_key, named, Error, Result};
 use crate::sync::{Call, Round};
 use crate::transport::TransportKind;
 use mpi::collective::SystemOperation;

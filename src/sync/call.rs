@@ -1,6 +1,7 @@
 //! The call record: what a rank publishes when it arrives at a collective, and the bits
 //! of its words.
 
+use crate::error::{failure_key, Error};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The bits of a call record's flag word ([`FLAGS`]): `recv_writable`, whether `send` and
@@ -35,6 +36,8 @@ const AUX: usize = 6;
 const AUX2: usize = 7;
 const SEND: usize = 8;
 const RECV: usize = 9;
+/// The round's outcome on this rank: [`SUCCEEDED`], or a [`failed_status`] naming whom
+/// it blames.
 pub(super) const STATUS: usize = 10;
 /// The end of the round on this rank, on the status's line: `epoch << 1 | failed`,
 /// posted (Release) right before the slot's `done` ([`Control::post_done`]). A rank that
@@ -280,9 +283,31 @@ impl Call {
     }
 }
 
-/// The end of round `epoch` as posted in a record's [`DONE`] word.
-pub(super) fn end_word(epoch: u64, failed: bool) -> u64 {
-    epoch << 1 | failed as u64
+/// The end of round `epoch` as posted in a record's [`DONE`] word, for a round this rank
+/// ended with `status` ([`STATUS`]).
+pub(super) fn end_word(epoch: u64, status: u64) -> u64 {
+    epoch << 1 | (status != SUCCEEDED) as u64
+}
+
+/// The [`STATUS`] of a round that a rank ended with a success.
+pub(super) const SUCCEEDED: u64 = 0;
+/// The bit of a failed round's [`STATUS`]; below it, the [`failure_key`] of the rank's
+/// error, which names the rank it blames (a peer it found dead, stalled or failed, or
+/// itself). So a rank that only sees a round fail names the rank that failed first-hand,
+/// not the peer that passed the failure on.
+const FAILED: u64 = 1 << 40;
+
+/// The [`STATUS`] of a round that rank `me` ended with the error `e` (`None`: its own
+/// step failed with no error to say so, as a panic).
+pub(super) fn failed_status(e: Option<&Error>, me: i32) -> u64 {
+    let key = e.map_or(i64::from(me as u32), |e| failure_key(e, me));
+    FAILED | key as u64
+}
+
+/// The [`failure_key`] that a failed round's [`STATUS`] carries, or `None` for a round
+/// that succeeded.
+pub(super) fn blamed(status: u64) -> Option<i64> {
+    (status != SUCCEEDED).then_some((status & (FAILED - 1)) as i64)
 }
 
 /// Whether a record's [`DONE`] word says that its author ended round `epoch` (or a

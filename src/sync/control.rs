@@ -2,13 +2,13 @@
 //! what a private round owes, agree on the end). A round starts in `round.rs`
 //! (`Control::begin`), beside the [`Round`](super::Round) it returns.
 
-use super::call::{end_word, ended, Call, Kind, DONE, OP, PRIVATE, STAMP, STATUS};
+use super::call::{blamed, end_word, ended, failed_status, Call, Kind, DONE, OP, PRIVATE, STAMP, STATUS};
 use super::fence::Births;
 use super::fifo;
 use super::layout::{Line, Slot, MAGIC, PAGE, SCRATCH_HALF};
 use super::prefetch::{prefetch, prefetch_write};
 use super::wait::{self, Peer, WaitPolicy};
-use crate::error::{Error, Result};
+use crate::error::{named, Error, Result};
 use crate::segment::Segment;
 use crate::transport::{Links, Read, RemoteBuf, TransportKind};
 use crate::tune::Flags;
@@ -436,13 +436,39 @@ impl Control {
     /// Ends round `epoch` on this rank: its status, the end word on the status's line
     /// (`call::DONE`), then `done`, each after everything this rank did in the round.
     /// Every end of a round goes through here, so a peer may wait for either word.
-    pub(super) fn post_done(&self, epoch: u64, failed: bool) {
+    pub(super) fn post_done(&self, epoch: u64, status: u64) {
         let mine = self.slot(self.me);
         let record = &mine.call[(epoch % 2) as usize];
-        record[STATUS].store(failed as u64, Ordering::Relaxed);
+        record[STATUS].store(status, Ordering::Relaxed);
         // Release: the status, and everything this rank did in the round, before it.
-        record[DONE].store(end_word(epoch, failed), Ordering::Release);
+        record[DONE].store(end_word(epoch, status), Ordering::Release);
         mine.done.store(epoch, Ordering::Release);
+    }
+
+    /// The [`STATUS`] of a round this rank fails with `e` (`None`: with no error of its
+    /// own to say why, as a panic).
+    pub(super) fn failed(&self, e: Option<&Error>) -> u64 {
+        failed_status(e, self.ranks[self.me])
+    }
+
+    /// The rank to name in this rank's `PeerFailed` for round `epoch`, which local rank
+    /// `r` has ended failed: the rank `r` blames in its status (so a failure passed on
+    /// names where it began), or `r` itself where it blames this rank or ended the round
+    /// with a success.
+    pub(super) fn blame(&self, r: usize, epoch: u64) -> i32 {
+        self.blame_key(r, epoch).map_or(self.ranks[r], named)
+    }
+
+    /// The [`failure_key`](crate::error::failure_key) of what local rank `r` blames for
+    /// round `epoch`, as [`blame`](Self::blame) names it (`None`: `r` succeeded).
+    fn blame_key(&self, r: usize, epoch: u64) -> Option<i64> {
+        let status = self.slot(r).call[(epoch % 2) as usize][STATUS].load(Ordering::Relaxed);
+        let key = blamed(status)?;
+        Some(match named(key) == self.ranks[self.me] {
+            // Heard from `r` (see `failure_key`).
+            true => 1 << 32 | i64::from(self.ranks[r] as u32),
+            false => key,
+        })
     }
 
     /// Waits until local rank `r` has ended round `epoch` (its `call::DONE` word of that
@@ -453,16 +479,16 @@ impl Control {
         self.wait_flag(r, |s| &s.call[parity][DONE], |v| ended(v, epoch))
     }
 
-    /// Publishes this rank's status for `epoch`, waits for every rank's, and reports the
-    /// first peer that failed.
+    /// Publishes this rank's `status` for `epoch`, waits for every rank's, and reports
+    /// the failure the failed peers' statuses blame (`PeerFailed`), if any.
     ///
     /// Every live peer is awaited, even after one was found dead: a live peer may still be
     /// copying into this rank's buffers, and returning would hand them back to the caller
     /// while it writes. Only a dead peer (which copies nothing any more) or a timed-out
     /// one (which `Round::fence` stops first, where it may write into this rank) is left
     /// behind.
-    pub(super) fn end(&self, epoch: u64, failed: bool) -> Result<()> {
-        self.post_done(epoch, failed);
+    pub(super) fn end(&self, epoch: u64, status: u64) -> Result<()> {
+        self.post_done(epoch, status);
         let mut first = Ok(());
         // Not our own end, just posted: the peers poll that line now, and reading it back
         // costs as much as reading theirs.
@@ -472,12 +498,12 @@ impl Control {
             }
         }
         first?;
-        for r in 0..self.size() {
-            if r != self.me && self.slot(r).call[(epoch % 2) as usize][STATUS].load(Ordering::Relaxed) != 0 {
-                return Err(Error::PeerFailed { rank: self.ranks[self.me], peer: self.ranks[r] });
-            }
+        // The rank the failed peers blame: one a peer saw fail before one a peer only
+        // heard of, then the lowest (`failure_key`), so that every rank names the same.
+        match (0..self.size()).filter(|&r| r != self.me).filter_map(|r| self.blame_key(r, epoch)).min() {
+            Some(key) => Err(Error::PeerFailed { rank: self.ranks[self.me], peer: named(key) }),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 

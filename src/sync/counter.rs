@@ -76,7 +76,7 @@ impl Round<'_> {
         })?;
         match failed {
             Some(peer) if self.completions() < readers => {
-                Err(Error::PeerFailed { rank: ctl.rank_of(ctl.me), peer: ctl.rank_of(peer) })
+                Err(Error::PeerFailed { rank: ctl.rank_of(ctl.me), peer: ctl.blame(peer, self.epoch) })
             }
             _ => Ok(()),
         }

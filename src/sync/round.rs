@@ -5,7 +5,7 @@
 
 use super::call::{
     EXPOSURE_SHIFT, FLAGS, FLAG_LEFT, FLAG_PREV_FAILED, FLAG_RECV_HEAP, FLAG_SEND_HEAP, PRIVATE, STAMP,
-    STATUS,
+    STATUS, SUCCEEDED,
 };
 use super::control::Registration;
 use super::counter::claims_open;
@@ -111,7 +111,7 @@ impl Control {
                 true => round.fence_arrival(e),
                 false => e,
             };
-            self.post_done(epoch, true);
+            self.post_done(epoch, self.failed(Some(&e)));
             return Err(e);
         }
         // Every rank arrived here only after posting `done` of the round before.
@@ -154,7 +154,7 @@ impl Control {
         self.wait_on(r, ready, &|| self.standing(r))?;
         // `gathered` is posted before `done`: look at it once more.
         match gave_up && !gathered() {
-            true => Err(Error::PeerFailed { rank: self.ranks[self.me], peer: self.ranks[r] }),
+            true => Err(Error::PeerFailed { rank: self.ranks[self.me], peer: self.blame(r, epoch) }),
             false => Ok(()),
         }
     }
@@ -230,7 +230,7 @@ impl Control {
         debug_assert!(call.send_len == 0 && call.recv_len == 0 && !call.recv_writable);
         let mut round = self.publish(call, 0);
         round.finished = true;
-        self.post_done(round.epoch, true);
+        self.post_done(round.epoch, self.failed(None));
         self.owed.set(round.epoch);
         self.owed_staged.set(false);
     }
@@ -683,7 +683,9 @@ impl<'c> Round<'c> {
         self.ctl.wait_on(r, ready, &|| format!("waiting for step {step}; {}", self.ctl.standing(r)))?;
         // `done` is posted after every step a rank makes: look at the step once more.
         match gave_up && !stepped() {
-            true => Err(Error::PeerFailed { rank: self.rank_of(self.me()), peer: self.rank_of(r) }),
+            true => {
+                Err(Error::PeerFailed { rank: self.rank_of(self.me()), peer: self.ctl.blame(r, self.epoch) })
+            }
             false => Ok(()),
         }
     }
@@ -716,17 +718,23 @@ impl<'c> Round<'c> {
         if self.quiet && !self.eager && result.is_ok() {
             // A private round: nothing of ours is reachable, and every rank reached the
             // same verdict. Say we are done; the wait for the others' is owed (module docs).
-            self.ctl.post_done(self.epoch, false);
+            self.ctl.post_done(self.epoch, SUCCEEDED);
             self.ctl.owed.set(self.epoch);
             self.ctl.owed_staged.set(self.staged);
             return Ok(());
         }
-        let end = self.end(result.is_err());
+        let status = match &result {
+            Ok(()) => SUCCEEDED,
+            Err(e) => self.ctl.failed(Some(e)),
+        };
+        let end = self.end(status);
         result.and(end)
     }
 
-    pub(super) fn end(&self, failed: bool) -> Result<()> {
-        match self.ctl.end(self.epoch, failed) {
+    /// Ends the round with `status` ([`Control::end`]), fencing where peers may write
+    /// into this rank and the end fails.
+    pub(super) fn end(&self, status: u64) -> Result<()> {
+        match self.ctl.end(self.epoch, status) {
             Err(e) if self.writable => Err(self.fence(e)),
             end => end,
         }
@@ -778,7 +786,7 @@ impl<'c> Round<'c> {
                 _ => {}
             }
         }
-        match self.ctl.end(self.epoch, true) {
+        match self.ctl.end(self.epoch, self.ctl.failed(Some(&e))) {
             Ok(()) => e,
             Err(end) => self.fence(end),
         }
@@ -808,7 +816,7 @@ impl Drop for Round<'_> {
         if !self.finished {
             // A panic or an early return inside an algorithm: tell the peers, and wait until
             // none of them still touches our buffers.
-            let _ = self.end(true);
+            let _ = self.end(self.ctl.failed(None));
         }
     }
 }

@@ -7,7 +7,7 @@
 //! `progress = c + 1`. Two copies per byte, no permission needed, and the area is never
 //! larger than a few pages, whatever the message size.
 
-use super::call::FLAG_LEFT;
+use super::call::{FLAG_LEFT, SUCCEEDED};
 use super::meta::Meta;
 use super::publish::{copy_for_peers, copy_from_peers};
 use super::{Call, Control, Round, PRIVATE, SCRATCH_HALF};
@@ -157,7 +157,7 @@ impl Control {
         crate::fault::at(crate::fault::Phase::Finish);
         round.finished = true;
         let epoch = round.epoch;
-        self.post_done(epoch, false);
+        self.post_done(epoch, SUCCEEDED);
         self.owed.set(epoch);
         self.owed_staged.set(true);
         self.left.set(epoch);

@@ -152,7 +152,8 @@ fn a_tree_of_arrivals_hears_of_a_rank_that_never_arrives() {
     for (r, outcome) in outcomes {
         let want = match r {
             0 => Error::PeerDied { rank: 0, peer: 1, pid: pids[1] },
-            _ => Error::PeerFailed { rank: r as i32, peer: 0 },
+            // Heard from rank 0, which names the rank it found dead.
+            _ => Error::PeerFailed { rank: r as i32, peer: 1 },
         };
         assert_eq!(outcome, Err(want), "local rank {r}");
     }
@@ -274,7 +275,8 @@ fn a_dead_peer_does_not_end_the_wait_for_live_ones() {
 
 /// A rank that gives up on a round (its copy failed, its operator panicked) posts
 /// `done` and no further step. Whoever waits for its step, and whoever waits for that
-/// waiter's step, gets an error at once instead of waiting for ever.
+/// waiter's step, gets an error at once instead of waiting for ever, naming the rank that
+/// gave up first.
 #[test]
 fn a_rank_that_gives_up_mid_round_ends_every_wait() {
     for n in [3, 5] {
@@ -307,7 +309,8 @@ fn a_rank_that_gives_up_mid_round_ends_every_wait() {
         for (me, outcome) in outcomes.into_iter().enumerate() {
             let want = match me == n - 1 {
                 true => Error::Unsupported { rank: me as i32, what: "injected".into() },
-                false => Error::PeerFailed { rank: me as i32, peer: me as i32 + 1 },
+                // Each heard it from the next, and names the rank it began with.
+                false => Error::PeerFailed { rank: me as i32, peer: n as i32 - 1 },
             };
             assert_eq!(outcome, Err(want), "rank {me} of {n}");
         }

@@ -44,8 +44,8 @@ pub(crate) const MULTI_ROOT_MIN_BYTES: usize = 16 * 1024;
 ///   (pmodels/mpich#6083: `min(0u8, 252)` is 252 there), and Open MPI 4.1.2 to 4.1.4 do
 ///   for `unsigned long` (open-mpi/ompi#10525).
 ///
-/// Those fold in zcoll, as a user operator's do: gathered over MPI, combined in rank
-/// order.
+/// Those fold in zcoll, as a user operator's do: exchanged over MPI point to point along a
+/// tree, combined in rank order (`combine_in_order`, `reduce_in_order`).
 fn mpi_builtin<T: Pod, O: Operator<T>>(oper: &O) -> Option<Builtin> {
     use std::any::TypeId;
     let unsigned = [
@@ -75,8 +75,8 @@ impl Hierarchy {
     ///   (a) the node's partitioned reduce-scatter into `m` partitions (local rank `j < m`
     ///   ends with the node's partition `j`), (b) every owner of partition `j` combines it
     ///   with the other nodes' along column `j`, all `m` columns at once (one MPI
-    ///   allreduce of `n / m` elements each; a user operator gathers the column's
-    ///   partitions and folds them in column order), (c) the node's allgatherv of the
+    ///   allreduce of `n / m` elements each; a user operator combines them by recursive
+    ///   doubling in column order), (c) the node's allgatherv of the
     ///   partitions (every rank reads them from their owners). Every owner makes its MPI
     ///   call even when its node's step failed, and the final agreement reports the
     ///   failure everywhere;
@@ -84,7 +84,7 @@ impl Hierarchy {
     ///   results over MPI (a user operator as in the multi-root path, in node order, which
     ///   is rank order only when every node holds consecutive ranks: a non-commutative
     ///   user operator needs that), and each leader broadcasts the result to its node.
-    ///   Leaders use scratch of `n` elements (and of `nodes * n` for a user operator).
+    ///   Leaders use scratch of `n` elements (and of `2 n` for a user operator).
     ///
     /// # Errors
     ///
@@ -119,7 +119,7 @@ impl Hierarchy {
     /// operator, rsmpi's own reduce after the checks; up to [`CARRY`] bytes, with the
     /// verdict ([`small_reduction`](Self::small_reduction)); otherwise, after the
     /// checks, the node reduces to its leader, the leaders reduce to the root's node's
-    /// leader over MPI (a user operator: gathered there and folded in node order), and
+    /// leader over MPI (a user operator: along a binomial tree, in node order), and
     /// that leader hands the result to the root in a node broadcast.
     ///
     /// # Errors
@@ -514,8 +514,8 @@ impl Hierarchy {
 }
 
 /// Combines every member's `mine` into `out` over `comm` with `oper`: MPI's own operator
-/// for a built-in one; otherwise every member gathers every contribution and folds them
-/// in `comm`'s rank order, so that every member computes bitwise the same result. No MPI
+/// for a built-in one; otherwise by recursive doubling in `comm`'s rank order
+/// ([`combine_in_order`]), so that every member computes bitwise the same result. No MPI
 /// call carries more than `piece` elements (the operators work element by element, so
 /// the pieces are independent).
 fn combine<T: Pod, O: Operator<T>>(
@@ -525,19 +525,91 @@ fn combine<T: Pod, O: Operator<T>>(
     oper: &O,
     piece: usize,
 ) {
-    let members = comm.size() as usize;
-    let step = pieces(mine.len(), piece, if mpi_builtin::<T, O>(oper).is_some() { 1 } else { members });
+    let step = pieces(mine.len(), piece, 1);
     for (mine, out) in mine.chunks(step).zip(out.chunks_mut(step)) {
         let mut spot = Spot::new();
         match mpi_builtin::<T, O>(oper) {
             Some(b) => comm.all_reduce_into(to_mpi::send(mine), to_mpi::recv(out, &mut spot), b.mpi()),
-            None => {
-                let mut all = vec![T::zeroed(); mine.len() * members];
-                comm.all_gather_into(to_mpi::send(mine), to_mpi::recv(&mut all[..], &mut spot));
-                fold_in_order(&all, mine.len(), out, oper);
+            None => combine_in_order(comm, mine, out, oper),
+        }
+    }
+}
+
+/// The tag of the operator trees' messages (the PAP exchange's are `0x7a50` and
+/// `0x7a51`).
+const TREE_TAG: i32 = 0x7a52;
+
+/// Combines every member's `mine` into `out` over `comm` with `oper`, as an allreduce does,
+/// in `comm`'s rank order, by recursive doubling: `log2 q` exchanges of `n` elements for
+/// `q` members, where gathering every member's input to every member moved `(q - 1) n`.
+/// The first `2 r` members (for `q = 2^k + r`) first fold pairwise, the odd one keeping
+/// the pair's partial; then, at distance `1, 2, 4, ...` among the `2^k` left, each pair
+/// swaps partials, each covering a run of consecutive members, and both fold them with
+/// the lower run first; last, the odd members hand the result back. Both partners fold
+/// the same two runs in the same order, so every member ends with bitwise the same result,
+/// in the order a non-commutative operator needs.
+fn combine_in_order<T: Pod, O: Operator<T>>(comm: &SimpleCommunicator, mine: &[T], out: &mut [T], oper: &O) {
+    let (q, me) = (comm.size() as usize, comm.rank() as usize);
+    out.copy_from_slice(mine);
+    if q == 1 || mine.is_empty() {
+        return;
+    }
+    let at = |r: usize| comm.process_at_rank(r as i32);
+    let pow2 = 1 << (usize::BITS - 1 - q.leading_zeros());
+    let rest = q - pow2;
+    let mut theirs = vec![T::zeroed(); mine.len()];
+    // This member's place among the `pow2` that exchange (none for the even member of a
+    // first pair), and the member at a place.
+    let place = match me < 2 * rest {
+        true if me % 2 == 0 => {
+            at(me + 1).send_with_tag(&out[..], TREE_TAG);
+            None
+        }
+        true => {
+            at(me - 1).receive_into_with_tag(&mut theirs[..], TREE_TAG);
+            fold_earlier(oper, out, &mut theirs);
+            Some(me / 2)
+        }
+        false => Some(me - rest),
+    };
+    let member = |place: usize| if place < rest { 2 * place + 1 } else { place + rest };
+    if let Some(place) = place {
+        let mut distance = 1;
+        while distance < pow2 {
+            let partner = place ^ distance;
+            let other = at(member(partner));
+            mpi::point_to_point::send_receive_into_with_tags(
+                &out[..],
+                &other,
+                TREE_TAG,
+                &mut theirs[..],
+                &other,
+                TREE_TAG,
+            );
+            match partner < place {
+                true => fold_earlier(oper, out, &mut theirs),
+                false => {
+                    oper.apply(out, &theirs);
+                }
+            }
+            distance <<= 1;
+        }
+    }
+    if me < 2 * rest {
+        match me % 2 {
+            1 => at(me - 1).send_with_tag(&out[..], TREE_TAG),
+            _ => {
+                at(me + 1).receive_into_with_tag(out, TREE_TAG);
             }
         }
     }
+}
+
+/// `acc = x ∘ acc`: folds `x`, which covers earlier members, in before `acc` (`x` is
+/// overwritten).
+fn fold_earlier<T: Pod, O: Operator<T>>(oper: &O, acc: &mut [T], x: &mut [T]) {
+    oper.apply(x, acc);
+    acc.copy_from_slice(x);
 }
 
 /// Runs an elementwise MPI call over `bufs` in pieces of at most `piece` elements:
@@ -561,22 +633,9 @@ fn pieces(n: usize, piece: usize, copies: usize) -> usize {
     (piece / copies.max(1)).clamp(1, n.max(1))
 }
 
-/// Folds the members' contributions of `n` elements each, laid out one after the other in
-/// `all`, into `out` in that order.
-fn fold_in_order<T: Pod, O: Operator<T>>(all: &[T], n: usize, out: &mut [T], oper: &O) {
-    if n == 0 {
-        return;
-    }
-    let mut members = all.chunks(n);
-    out.copy_from_slice(members.next().expect("one member at least"));
-    for x in members {
-        oper.apply(out, x);
-    }
-}
-
 /// Reduces every member's `mine` over `comm` into `out` on member `root` (`out` is
-/// ignored elsewhere): MPI's own reduce for a built-in operator; otherwise `root`
-/// gathers every contribution and folds them in `comm`'s rank order.
+/// ignored elsewhere): MPI's own reduce for a built-in operator; otherwise along a
+/// binomial tree ([`reduce_in_order`]). No MPI call carries more than `piece` elements.
 fn reduce_to<T: Pod, O: Operator<T>>(
     comm: &SimpleCommunicator,
     root: i32,
@@ -587,8 +646,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
 ) {
     let at = comm.process_at_rank(root);
     let me = comm.rank() == root;
-    let members = comm.size() as usize;
-    let step = pieces(mine.len(), piece, if mpi_builtin::<T, O>(oper).is_some() { 1 } else { members });
+    let step = pieces(mine.len(), piece, 1);
     // `out` is empty off the root: give every piece an empty output there.
     let outs = out.chunks_mut(step).map(Some).chain(std::iter::repeat_with(|| None));
     for (mine, out) in mine.chunks(step).zip(outs) {
@@ -598,13 +656,53 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         match (mpi_builtin::<T, O>(oper), me) {
             (Some(b), true) => at.reduce_into_root(to_mpi::send(mine), to_mpi::recv(out, &mut spot), b.mpi()),
             (Some(b), false) => at.reduce_into(to_mpi::send(mine), b.mpi()),
-            (None, false) => at.gather_into(to_mpi::send(mine)),
-            (None, true) => {
-                let mut all = vec![T::zeroed(); mine.len() * members];
-                at.gather_into_root(to_mpi::send(mine), to_mpi::recv(&mut all[..], &mut spot));
-                fold_in_order(&all, mine.len(), out, oper);
-            }
+            (None, _) => reduce_in_order(comm, root as usize, mine, out, oper),
         }
+    }
+}
+
+/// Reduces every member's `mine` over `comm` into `out` on member `root` with `oper`, along
+/// a binomial tree: `ceil(log2 q)` receives of `n` elements at the top for `q` members,
+/// where gathering every input there received `(q - 1) n`. At distance `1, 2, 4, ...`, a
+/// member whose distance bit is set sends its partial to the member that far below it and
+/// is done; the other folds what it receives after its own partial, which covers the
+/// members just before. A commutative operator's tree counts from `root`; another's from
+/// member 0, in rank order, and member 0 then sends the result to `root`.
+fn reduce_in_order<T: Pod, O: Operator<T>>(
+    comm: &SimpleCommunicator,
+    root: usize,
+    mine: &[T],
+    out: &mut [T],
+    oper: &O,
+) {
+    let (q, me) = (comm.size() as usize, comm.rank() as usize);
+    if mine.is_empty() {
+        return;
+    }
+    let top = if oper.commutative() { root } else { 0 };
+    let at = |from_top: usize| comm.process_at_rank(((from_top + top) % q) as i32);
+    let mine_from_top = (me + q - top) % q;
+    let mut acc = mine.to_vec();
+    let mut theirs = vec![T::zeroed(); mine.len()];
+    let mut distance = 1;
+    while distance < q {
+        if mine_from_top & distance != 0 {
+            at(mine_from_top - distance).send_with_tag(&acc[..], TREE_TAG);
+            break;
+        }
+        if mine_from_top + distance < q {
+            at(mine_from_top + distance).receive_into_with_tag(&mut theirs[..], TREE_TAG);
+            oper.apply(&mut acc, &theirs);
+        }
+        distance <<= 1;
+    }
+    match (me == top, me == root) {
+        (true, true) => out.copy_from_slice(&acc),
+        (true, false) => comm.process_at_rank(root as i32).send_with_tag(&acc[..], TREE_TAG),
+        (false, true) => {
+            comm.process_at_rank(top as i32).receive_into_with_tag(out, TREE_TAG);
+        }
+        (false, false) => {}
     }
 }
 

@@ -271,6 +271,7 @@ at! {
     relay_vnodes_np5_k1: 5, "relay", ["ZCOLL_NODE_SIZE" => "1"];
     relay_vnodes_np4_k2: 4, "relay", ["ZCOLL_NODE_SIZE" => "2"];
     relay_vnodes_np4_k3: 4, "relay", ["ZCOLL_NODE_SIZE" => "3"];
+    relay_vnodes_np7_k1: 7, "relay", ["ZCOLL_NODE_SIZE" => "1"];
     relay_vnodes_np8_k1: 8, "relay", ["ZCOLL_NODE_SIZE" => "1"];
     relay_vnodes_np8_k2: 8, "relay", ["ZCOLL_NODE_SIZE" => "2"];
     relay_vnodes_np8_k3: 8, "relay", ["ZCOLL_NODE_SIZE" => "3"];
@@ -302,6 +303,7 @@ at! {
     reduce_vnodes_np6_k4: 6, "reduce", ["ZCOLL_NODE_SIZE" => "4"];
     reduce_vnodes_np6_k2: 6, "reduce", ["ZCOLL_NODE_SIZE" => "2"];
     reduce_vnodes_np4_k1: 4, "reduce", ["ZCOLL_NODE_SIZE" => "1"];
+    reduce_vnodes_np5_k1: 5, "reduce", ["ZCOLL_NODE_SIZE" => "1"];
     // The root's reads as what `Auto` means for a reduce (in place, the user operators,
     // every size above), and the allreduce refusing them.
     reduce_root_read_np2: 2, "reduce", ["ZCOLL_REDUCE_ALGORITHM" => "root-read"];

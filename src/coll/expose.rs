@@ -67,7 +67,7 @@ pub(crate) fn withdraw(ctx: &Ctx<'_>, reg: Registration<'_>) -> Result<()> {
 /// `Err`, not a hang.
 pub(crate) fn abandon(ctx: &Ctx<'_>, reg: Registration<'_>) {
     let _ = with(ctx, &reg, || {
-        ctx.ctl.abandon(&WITHDRAW);
+        ctx.ctl.abandon(&WITHDRAW, None);
         Ok(())
     });
 }

@@ -60,8 +60,8 @@ impl Control {
     ///
     /// `learn`'s.
     pub(super) fn learn_or_abandon(&self, call: &Call) -> Result<()> {
-        self.learn().inspect_err(|_| {
-            self.abandon(&Call { send_len: 0, recv_len: 0, recv_writable: false, ..*call });
+        self.learn().inspect_err(|e| {
+            self.abandon(&Call { send_len: 0, recv_len: 0, recv_writable: false, ..*call }, Some(e));
         })
     }
 
@@ -225,12 +225,14 @@ impl Control {
     /// panic with a collective step pending (an exposure's withdrawal): its peers' round
     /// ends with `PeerFailed` (or a mismatch) instead of waiting for a rank that will
     /// never arrive. Nothing of this rank's may be touched in that round (`call` publishes
-    /// no buffer); the wait for the others' `done` is owed, as after a private round.
-    pub(crate) fn abandon(&self, call: &Call) {
+    /// no buffer); the wait for the others' `done` is owed, as after a private round. The
+    /// status blames what `e` blames (a peer found dead before the round, say), or this
+    /// rank where there is no error (a panic).
+    pub(crate) fn abandon(&self, call: &Call, e: Option<&Error>) {
         debug_assert!(call.send_len == 0 && call.recv_len == 0 && !call.recv_writable);
         let mut round = self.publish(call, 0);
         round.finished = true;
-        self.post_done(round.epoch, self.failed(None));
+        self.post_done(round.epoch, self.failed(e));
         self.owed.set(round.epoch);
         self.owed_staged.set(false);
     }

@@ -73,7 +73,7 @@ impl Control {
         self.learn_or_abandon(call)?;
         if !self.owed_staged.get() {
             if let Err(e) = self.settle() {
-                self.abandon(&Call { send_len: 0, recv_len: 0, recv_writable: false, ..*call });
+                self.abandon(&Call { send_len: 0, recv_len: 0, recv_writable: false, ..*call }, Some(&e));
                 return Err(e);
             }
         }
@@ -143,13 +143,14 @@ impl Control {
         };
         let unstaged = Call { send_len: 0, recv_len: 0, recv_writable: false, ..*call };
         if let Err(e) = settled {
-            self.abandon(&unstaged);
+            self.abandon(&unstaged, Some(&e));
             return Err(e);
         }
         if self.prev_failed.get() {
             // Take part as a failed rank (with `FLAG_PREV_FAILED`, as every rank that knows).
-            self.abandon(&unstaged);
-            return Err(Error::PreviousFailed { rank: self.ranks[self.me] });
+            let e = Error::PreviousFailed { rank: self.ranks[self.me] };
+            self.abandon(&unstaged, Some(&e));
+            return Err(e);
         }
         self.stage_own(meta, parts, &[0u64; 0]);
         let mut round = self.publish_flagged(call, 0, FLAG_LEFT);

@@ -408,9 +408,12 @@ impl Hierarchy {
 
     /// `scan`, `exclusive_scan` or `reduce_scatter_block` over several nodes, after the
     /// checks across the whole communicator: with one rank per node and a built-in
-    /// operator, rsmpi's own; otherwise every rank gathers every rank's input over rsmpi
-    /// and folds the ones it needs in rank order (simple, and `p` inputs of memory per
-    /// rank: a two-level prefix over node totals would be lighter).
+    /// operator, rsmpi's own; otherwise over point-to-point messages among all the ranks,
+    /// in rank order: the scans by recursive doubling ([`scan_in_order`]), the
+    /// reduce-scatter as an allreduce of the whole input ([`combine_in_order`]), of which
+    /// each rank keeps its block (`log2 p` messages of the input a rank, where gathering
+    /// every rank's input took `p` inputs of memory and traffic; a two-level prefix over
+    /// node totals would be lighter still).
     ///
     /// # Errors
     ///
@@ -450,9 +453,9 @@ impl Hierarchy {
         };
         let direct = self.direct() && mpi_builtin::<T, O>(oper).is_some();
         // What one output element costs an MPI call's count: one element for MPI's own
-        // scans and reduce-scatter (whose count is the output's), every rank's every
-        // block where the inputs are gathered.
-        let copies = if direct { 1 } else { p * blocks };
+        // scans and reduce-scatter (whose count is the output's), every block where the
+        // ranks exchange whole inputs.
+        let copies = if direct { 1 } else { blocks };
         let step = pieces(n, self.piece, copies);
         let mut piece_in = Vec::new();
         for a in (0..n).step_by(step) {
@@ -490,23 +493,15 @@ impl Hierarchy {
                         }
                     }
                 }
-                _ => {
-                    let len = input.len();
-                    let mut all = vec![T::zeroed(); len * p];
-                    parent.all_gather_into(to_mpi::send(input), &mut all[..]);
-                    let (ranks, at) = match which {
-                        Which::Scan => (0..me + 1, 0),
-                        Which::Exscan => (0..me, 0),
-                        Which::ReduceScatterBlock => (0..p, me * c),
-                    };
-                    let mut ranks = ranks.map(|r| &all[r * len + at..r * len + at + c]);
-                    if let Some(first) = ranks.next() {
-                        out.copy_from_slice(first);
-                        for x in ranks {
-                            oper.apply(out, x);
-                        }
+                _ => match which {
+                    Which::Scan => scan_in_order(parent, input, out, oper, false),
+                    Which::Exscan => scan_in_order(parent, input, out, oper, true),
+                    Which::ReduceScatterBlock => {
+                        let mut all = vec![T::zeroed(); input.len()];
+                        combine_in_order(parent, input, &mut all, oper);
+                        out.copy_from_slice(&all[me * c..me * c + c]);
                     }
-                }
+                },
             }
         }
         Ok(())
@@ -612,6 +607,58 @@ fn fold_earlier<T: Pod, O: Operator<T>>(oper: &O, acc: &mut [T], x: &mut [T]) {
     acc.copy_from_slice(x);
 }
 
+/// The scan of `mine` over `comm` into `out` with `oper`, in `comm`'s rank order: member
+/// `r`'s `out` becomes the fold of members `0..=r` (`exclusive`: `0..r`, and member 0's
+/// `out` is left as it was), by recursive doubling, `ceil(log2 q)` exchanges of `n`
+/// elements for `q` members. At distance `1, 2, 4, ...` partners swap the fold of the
+/// aligned run of members each has heard of; a member folds what comes from below into
+/// both its run and its `out`, and what comes from above into its run only.
+fn scan_in_order<T: Pod, O: Operator<T>>(
+    comm: &SimpleCommunicator,
+    mine: &[T],
+    out: &mut [T],
+    oper: &O,
+    exclusive: bool,
+) {
+    let (q, me) = (comm.size() as usize, comm.rank() as usize);
+    if mine.is_empty() {
+        return;
+    }
+    let mut run = mine.to_vec();
+    let mut theirs = vec![T::zeroed(); mine.len()];
+    // Whether `out` holds a fold yet (at once for an inclusive scan: this member's input).
+    let mut started = !exclusive;
+    if started {
+        out.copy_from_slice(mine);
+    }
+    let mut distance = 1;
+    while distance < q {
+        let partner = me ^ distance;
+        if partner < q {
+            let other = comm.process_at_rank(partner as i32);
+            mpi::point_to_point::send_receive_into_with_tags(
+                &run[..],
+                &other,
+                TREE_TAG,
+                &mut theirs[..],
+                &other,
+                TREE_TAG,
+            );
+            if partner < me {
+                match started {
+                    true => fold_earlier(oper, out, &mut theirs.clone()),
+                    false => out.copy_from_slice(&theirs),
+                }
+                started = true;
+                fold_earlier(oper, &mut run, &mut theirs);
+            } else {
+                oper.apply(&mut run, &theirs);
+            }
+        }
+        distance <<= 1;
+    }
+}
+
 /// Runs an elementwise MPI call over `bufs` in pieces of at most `piece` elements:
 /// `call(input, output)`, with no output on a rank that has none, and a copy of an
 /// in-place buffer's piece as its input.
@@ -627,7 +674,7 @@ fn by_pieces<T: Pod>(bufs: Bufs<'_, T>, piece: usize, mut call: impl FnMut(&[T],
 }
 
 /// How many elements of an elementwise call of `n` go to MPI at once when each of them
-/// makes `copies` elements of one MPI call (the members' contributions gathered): at most
+/// makes `copies` elements of one MPI call (every block of a reduce-scatter's input): at most
 /// `piece` elements a call, and at least one element whatever `copies` is.
 fn pieces(n: usize, piece: usize, copies: usize) -> usize {
     (piece / copies.max(1)).clamp(1, n.max(1))

@@ -572,15 +572,7 @@ fn combine_in_order<T: Pod, O: Operator<T>>(comm: &SimpleCommunicator, mine: &[T
         let mut distance = 1;
         while distance < pow2 {
             let partner = place ^ distance;
-            let other = at(member(partner));
-            mpi::point_to_point::send_receive_into_with_tags(
-                &out[..],
-                &other,
-                TREE_TAG,
-                &mut theirs[..],
-                &other,
-                TREE_TAG,
-            );
+            swap(&at(member(partner)), out, &mut theirs);
             match partner < place {
                 true => fold_earlier(oper, out, &mut theirs),
                 false => {
@@ -598,6 +590,12 @@ fn combine_in_order<T: Pod, O: Operator<T>>(comm: &SimpleCommunicator, mine: &[T
             }
         }
     }
+}
+
+/// Sends `mine` to `other` and receives `theirs` from it, at once (both partners of an
+/// exchange call it).
+fn swap<T: Pod>(other: &mpi::topology::Process<'_>, mine: &[T], theirs: &mut [T]) {
+    mpi::point_to_point::send_receive_into_with_tags(mine, other, TREE_TAG, theirs, other, TREE_TAG);
 }
 
 /// `acc = x ∘ acc`: folds `x`, which covers earlier members, in before `acc` (`x` is
@@ -635,15 +633,7 @@ fn scan_in_order<T: Pod, O: Operator<T>>(
     while distance < q {
         let partner = me ^ distance;
         if partner < q {
-            let other = comm.process_at_rank(partner as i32);
-            mpi::point_to_point::send_receive_into_with_tags(
-                &run[..],
-                &other,
-                TREE_TAG,
-                &mut theirs[..],
-                &other,
-                TREE_TAG,
-            );
+            swap(&comm.process_at_rank(partner as i32), &run, &mut theirs);
             if partner < me {
                 match started {
                     true => fold_earlier(oper, out, &mut theirs.clone()),

@@ -330,6 +330,13 @@ fn verdict_of(
         let operator = |c: &Call| c.op >> 16 & 0xffff;
         mismatch("operator", &|c, _| operator(c) == operator(&first))?;
     }
+    // An alltoall's parameter is its element size (`alltoall_op`): ranks whose elements
+    // differ in size (equal in bytes, else the lengths failed above) chose no other
+    // algorithm, and the error says what they did pass.
+    if first.op & 0xff == Kind::Alltoall as u64 {
+        let elem = |c: &Call| c.op >> 16 & 0xffff_ffff;
+        mismatch("element size", &|c, _| elem(c) == elem(&first))?;
+    }
     mismatch("algorithm", &|c, _| c.op == first.op)
 }
 
@@ -379,6 +386,21 @@ mod tests {
             }
             e => e,
         })
+    }
+
+    /// An alltoall whose ranks pass elements of other sizes, in buffers of equal bytes, is
+    /// named for its element size, not for an algorithm nobody chose.
+    #[test]
+    fn an_alltoall_of_another_element_size_is_named_so() {
+        let calls = [alltoall_op(0, 4), alltoall_op(0, 1)]
+            .map(|op| (Call { op, send_len: 8, recv_len: 8, ..Call::default() }, 0));
+        let got = verdict(0, &calls, 2, false);
+        assert_eq!(got, Err(Error::Mismatch { rank: rank_of(0), culprit: rank_of(1), what: "element size" }));
+        // Another algorithm with the same element size is still the algorithm.
+        let calls = [alltoall_op(0, 4), alltoall_op(1, 4)]
+            .map(|op| (Call { op, send_len: 8, recv_len: 8, ..Call::default() }, 0));
+        let got = verdict(0, &calls, 2, false);
+        assert_eq!(got, Err(Error::Mismatch { rank: rank_of(0), culprit: rank_of(1), what: "algorithm" }));
     }
 
     proptest! {

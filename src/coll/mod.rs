@@ -330,14 +330,24 @@ fn verdict_of(
         let operator = |c: &Call| c.op >> 16 & 0xffff;
         mismatch("operator", &|c, _| operator(c) == operator(&first))?;
     }
-    // An alltoall's parameter is its element size (`alltoall_op`): ranks whose elements
-    // differ in size (equal in bytes, else the lengths failed above) chose no other
-    // algorithm, and the error says what they did pass.
-    if first.op & 0xff == Kind::Alltoall as u64 {
-        let elem = |c: &Call| c.op >> 16 & 0xffff_ffff;
-        mismatch("element size", &|c, _| elem(c) == elem(&first))?;
-    }
+    // An alltoall's parameter is its element size: ranks whose elements differ in size
+    // (equal in bytes, else the lengths failed above) chose no other algorithm.
+    mismatch(ELEMENT_SIZE, &|c, _| differs_in(first.op, c.op) != ELEMENT_SIZE)?;
     mismatch("algorithm", &|c, _| c.op == first.op)
+}
+
+/// The `what` of a `Mismatch` between alltoalls whose elements differ in size.
+pub(crate) const ELEMENT_SIZE: &str = "element size";
+
+/// What two op words of one collective that differ in their algorithm or parameter differ
+/// in, as a `Mismatch` names it: an alltoall's element size (its parameter,
+/// [`alltoall_op`]) where that differs, else the algorithm.
+pub(crate) fn differs_in(first: u64, other: u64) -> &'static str {
+    let elem = |op: u64| op >> 16 & 0xffff_ffff;
+    match first & 0xff == Kind::Alltoall as u64 && elem(first) != elem(other) {
+        true => ELEMENT_SIZE,
+        false => "algorithm",
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use crate::coll::algorithm::Algorithm;
 use crate::coll::alltoall::AlltoallAlgorithm;
 use crate::coll::pap::packets::{Packets, Run, Src};
 use crate::coll::pap::{serve_arrived, TO_OUTBOX, TO_RECV, TO_SCATTER};
-use crate::coll::{alltoall_op, whole_blocks};
+use crate::coll::{alltoall_op, differs_in, whole_blocks, ELEMENT_SIZE};
 use crate::error::{Error, Result};
 use crate::sync::{Call, Round};
 use crate::transport::TransportKind;
@@ -49,6 +49,9 @@ fn shapes_verdict(shapes: &[Shape], k_of: &[usize], n: usize) -> [i64; 4] {
     if let Some(c) = find(&|s| s.recv_len == whole) {
         return [2, c as i64, whole as i64, shapes[c].recv_len as i64];
     }
+    if let Some(c) = find(&|s| differs_in(first.op, s.op) != ELEMENT_SIZE) {
+        return [5, c as i64, 0, 0];
+    }
     if let Some(c) = find(&|s| s.op == first.op) {
         return [3, c as i64, 0, 0];
     }
@@ -80,6 +83,7 @@ fn agree(parent: &SimpleCommunicator, verdict: Option<[i64; 4]>, local: Result<(
         1 => return Err(Error::Mismatch { rank, culprit, what: "collective" }),
         2 => return Err(Error::LengthMismatch { rank, culprit, expected, found }),
         3 => return Err(Error::Mismatch { rank, culprit, what: "algorithm" }),
+        5 => return Err(Error::Mismatch { rank, culprit, what: ELEMENT_SIZE }),
         4 => {
             return Err(Error::Unsupported {
                 rank,

@@ -167,8 +167,8 @@ impl Comm {
     /// The arrival-aware algorithms check each peer as it arrives rather than every rank
     /// before any byte moves: the errors are the same, on every rank, but a failed call
     /// may leave blocks from agreeing peers in a receive buffer (never in a send buffer,
-    /// nor, inside a node, in the buffer of a rank whose call agrees with nobody's); see
-    /// the book's arrival chapter.
+    /// nor in the buffer of a rank whose call agrees with nobody's); see the book's
+    /// arrival chapter.
     pub fn all_to_all_into_with<T: Pod>(
         &self,
         send: &[T],

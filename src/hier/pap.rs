@@ -230,7 +230,13 @@ impl Hierarchy {
         // The node agrees first (every local rank's buffers stay in use until then), then the
         // communicator.
         let local = round.finish(drained.and(moved));
-        agree(parent, verdict, local)
+        agree(parent, verdict, local)?;
+        // This rank's own block, once every rank agreed: copied before, it landed in the
+        // buffer of a culprit whose call is right in itself (another element size, another
+        // PAP variant), which a failed call leaves untouched.
+        let g = layout.members[layout.node][ctx.ctl.me()];
+        recv[g * n..(g + 1) * n].copy_from_slice(&send[g * n..(g + 1) * n]);
+        Ok(())
     }
 }
 
@@ -277,9 +283,8 @@ impl NodeLeg<'_, '_> {
                 return Ok(false);
             }
             let g = self.global(a);
-            if a == me {
-                recv[g * n..(g + 1) * n].copy_from_slice(&self.send[g_me * n..(g_me + 1) * n]);
-            } else {
+            // Its own block this rank copies once the verdict is in (`pap_alltoall`).
+            if a != me {
                 round.read_send(a, g_me * n, &mut recv[g * n..(g + 1) * n])?;
             }
             Ok(true)
@@ -419,8 +424,6 @@ fn follow_cico(leg: &NodeLeg<'_, '_>, recv: &mut [u8]) -> Result<()> {
     let (round, l, me) = (leg.round, leg.layout, leg.me());
     let n = l.n;
     let p: usize = l.members.iter().map(Vec::len).sum();
-    let g_me = leg.global(me);
-    recv[g_me * n..(g_me + 1) * n].copy_from_slice(&leg.send[g_me * n..(g_me + 1) * n]);
     let mut packets = leg.cico_runs();
     packets.expected[2] = (p - l.k) * n;
     let (fifo, cursor) = round.p2p(me);
@@ -588,8 +591,6 @@ fn lead<'a, 's>(
     let mut header_out = Some(header_out);
     let mut landed: Vec<Option<&'a [u8]>> = vec![None; nodes];
     if ok && leg.cico {
-        let g = leg.global(0);
-        recv[g * n..(g + 1) * n].copy_from_slice(&leg.send[g * n..(g + 1) * n]);
         packets = leg.cico_runs();
         packets.expected[1] = (k - 1) * (p - k) * n;
         if let Some(out) = outbox.as_deref_mut() {

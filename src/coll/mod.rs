@@ -330,7 +330,24 @@ fn verdict_of(
         let operator = |c: &Call| c.op >> 16 & 0xffff;
         mismatch("operator", &|c, _| operator(c) == operator(&first))?;
     }
+    // An alltoall's parameter is its element size: ranks whose elements differ in size
+    // (equal in bytes, else the lengths failed above) chose no other algorithm.
+    mismatch(ELEMENT_SIZE, &|c, _| differs_in(first.op, c.op) != ELEMENT_SIZE)?;
     mismatch("algorithm", &|c, _| c.op == first.op)
+}
+
+/// The `what` of a `Mismatch` between alltoalls whose elements differ in size.
+pub(crate) const ELEMENT_SIZE: &str = "element size";
+
+/// What two op words of one collective that differ in their algorithm or parameter differ
+/// in, as a `Mismatch` names it: an alltoall's element size (its parameter,
+/// [`alltoall_op`]) where that differs, else the algorithm.
+pub(crate) fn differs_in(first: u64, other: u64) -> &'static str {
+    let elem = |op: u64| op >> 16 & 0xffff_ffff;
+    match first & 0xff == Kind::Alltoall as u64 && elem(first) != elem(other) {
+        true => ELEMENT_SIZE,
+        false => "algorithm",
+    }
 }
 
 #[cfg(test)]
@@ -379,6 +396,21 @@ mod tests {
             }
             e => e,
         })
+    }
+
+    /// An alltoall whose ranks pass elements of other sizes, in buffers of equal bytes, is
+    /// named for its element size, not for an algorithm nobody chose.
+    #[test]
+    fn an_alltoall_of_another_element_size_is_named_so() {
+        let calls = [alltoall_op(0, 4), alltoall_op(0, 1)]
+            .map(|op| (Call { op, send_len: 8, recv_len: 8, ..Call::default() }, 0));
+        let got = verdict(0, &calls, 2, false);
+        assert_eq!(got, Err(Error::Mismatch { rank: rank_of(0), culprit: rank_of(1), what: "element size" }));
+        // Another algorithm with the same element size is still the algorithm.
+        let calls = [alltoall_op(0, 4), alltoall_op(1, 4)]
+            .map(|op| (Call { op, send_len: 8, recv_len: 8, ..Call::default() }, 0));
+        let got = verdict(0, &calls, 2, false);
+        assert_eq!(got, Err(Error::Mismatch { rank: rank_of(0), culprit: rank_of(1), what: "algorithm" }));
     }
 
     proptest! {

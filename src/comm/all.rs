@@ -166,8 +166,9 @@ impl Comm {
     /// As `all_to_all_into`, and `Error::Mismatch` if ranks chose different algorithms.
     /// The arrival-aware algorithms check each peer as it arrives rather than every rank
     /// before any byte moves: the errors are the same, on every rank, but a failed call
-    /// may leave blocks from agreeing peers in a receive buffer (never in the culprit's,
-    /// never in a send buffer); see the book's arrival chapter.
+    /// may leave blocks from agreeing peers in a receive buffer (never in a send buffer,
+    /// nor in the buffer of a rank whose call agrees with nobody's); see the book's
+    /// arrival chapter.
     pub fn all_to_all_into_with<T: Pod>(
         &self,
         send: &[T],

@@ -322,7 +322,7 @@ pub(super) fn too_big(parent: &SimpleCommunicator, bytes: usize) -> Error {
 
 /// Checks across the communicator that every rank's send and receive lengths are
 /// `expected(rank 0's send length)` and that every rank publishes the same op word (the
-/// same algorithm). A pure function of the gathered values, so every rank reaches the same
+/// same algorithm and, for an alltoall, element size). A pure function of the gathered values, so every rank reaches the same
 /// verdict.
 pub(crate) fn agree_shape(
     parent: &SimpleCommunicator,
@@ -343,7 +343,9 @@ pub(crate) fn agree_shape(
         }
     }
     match (0..size).find(|&c| all[3 * c + 2] != all[2]) {
-        Some(c) => Err(Error::Mismatch { rank, culprit: c as i32, what: "algorithm" }),
+        Some(c) => {
+            Err(Error::Mismatch { rank, culprit: c as i32, what: coll::differs_in(all[2], all[3 * c + 2]) })
+        }
         None => Ok(()),
     }
 }

@@ -6,7 +6,7 @@ use crate::coll::algorithm::Algorithm;
 use crate::coll::alltoall::AlltoallAlgorithm;
 use crate::coll::pap::packets::{Packets, Run, Src};
 use crate::coll::pap::{serve_arrived, TO_OUTBOX, TO_RECV, TO_SCATTER};
-use crate::coll::{alltoall_op, whole_blocks};
+use crate::coll::{alltoall_op, differs_in, whole_blocks, ELEMENT_SIZE};
 use crate::error::{failure_key, named, Error, Result};
 use crate::sync::{Call, Round};
 use crate::transport::TransportKind;
@@ -49,6 +49,9 @@ fn shapes_verdict(shapes: &[Shape], k_of: &[usize], n: usize) -> [i64; 4] {
     if let Some(c) = find(&|s| s.recv_len == whole) {
         return [2, c as i64, whole as i64, shapes[c].recv_len as i64];
     }
+    if let Some(c) = find(&|s| differs_in(first.op, s.op) != ELEMENT_SIZE) {
+        return [5, c as i64, 0, 0];
+    }
     if let Some(c) = find(&|s| s.op == first.op) {
         return [3, c as i64, 0, 0];
     }
@@ -80,6 +83,7 @@ fn agree(parent: &SimpleCommunicator, verdict: Option<[i64; 4]>, local: Result<(
         1 => return Err(Error::Mismatch { rank, culprit, what: "collective" }),
         2 => return Err(Error::LengthMismatch { rank, culprit, expected, found }),
         3 => return Err(Error::Mismatch { rank, culprit, what: "algorithm" }),
+        5 => return Err(Error::Mismatch { rank, culprit, what: ELEMENT_SIZE }),
         4 => {
             return Err(Error::Unsupported {
                 rank,
@@ -226,7 +230,13 @@ impl Hierarchy {
         // The node agrees first (every local rank's buffers stay in use until then), then the
         // communicator.
         let local = round.finish(drained.and(moved));
-        agree(parent, verdict, local)
+        agree(parent, verdict, local)?;
+        // This rank's own block, once every rank agreed: copied before, it landed in the
+        // buffer of a culprit whose call is right in itself (another element size, another
+        // PAP variant), which a failed call leaves untouched.
+        let g = layout.members[layout.node][ctx.ctl.me()];
+        recv[g * n..(g + 1) * n].copy_from_slice(&send[g * n..(g + 1) * n]);
+        Ok(())
     }
 }
 
@@ -273,9 +283,8 @@ impl NodeLeg<'_, '_> {
                 return Ok(false);
             }
             let g = self.global(a);
-            if a == me {
-                recv[g * n..(g + 1) * n].copy_from_slice(&self.send[g_me * n..(g_me + 1) * n]);
-            } else {
+            // Its own block this rank copies once the verdict is in (`pap_alltoall`).
+            if a != me {
                 round.read_send(a, g_me * n, &mut recv[g * n..(g + 1) * n])?;
             }
             Ok(true)
@@ -415,8 +424,6 @@ fn follow_cico(leg: &NodeLeg<'_, '_>, recv: &mut [u8]) -> Result<()> {
     let (round, l, me) = (leg.round, leg.layout, leg.me());
     let n = l.n;
     let p: usize = l.members.iter().map(Vec::len).sum();
-    let g_me = leg.global(me);
-    recv[g_me * n..(g_me + 1) * n].copy_from_slice(&leg.send[g_me * n..(g_me + 1) * n]);
     let mut packets = leg.cico_runs();
     packets.expected[2] = (p - l.k) * n;
     let (fifo, cursor) = round.p2p(me);
@@ -584,8 +591,6 @@ fn lead<'a, 's>(
     let mut header_out = Some(header_out);
     let mut landed: Vec<Option<&'a [u8]>> = vec![None; nodes];
     if ok && leg.cico {
-        let g = leg.global(0);
-        recv[g * n..(g + 1) * n].copy_from_slice(&leg.send[g * n..(g + 1) * n]);
         packets = leg.cico_runs();
         packets.expected[1] = (k - 1) * (p - k) * n;
         if let Some(out) = outbox.as_deref_mut() {

@@ -39,8 +39,15 @@ const HEADER: usize = CLAIM_WORDS + 1 + ERROR_WORDS;
 const BLOCK: usize = 8 * HEADER + CARRY;
 
 /// The `what` of the `Mismatch` errors a verdict may carry, by index.
-const WHATS: [&str; 6] =
-    ["collective", "root", "operator or element type", "algorithm", "element type", "exposure"];
+const WHATS: [&str; 7] = [
+    "collective",
+    "root",
+    "operator or element type",
+    "algorithm",
+    "element type",
+    "exposure",
+    crate::coll::ELEMENT_SIZE,
+];
 
 /// `result` as words: 0 for `Ok`; the argument errors with their fields; any other error
 /// as `PeerFailed` naming the rank that failed ([`Error::failed_rank`]: the peer a rank

@@ -257,6 +257,18 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
         assert_eq!(e, Error::Mismatch { rank: me, culprit: 1, what: "collective" });
         assert!(send.is(bytes(10)) && recv.is(bytes(11)), "a failed call changed a buffer");
     }
+    // Alltoall: the last rank passes bytes where the others pass `u32`s, as many bytes in
+    // all: the element size is named, not an algorithm nobody chose.
+    if p > 1 {
+        let (send, mut recv) = (Guarded::<u8>::new(4 * pu, bytes(21)), Guarded::<u8>::new(4 * pu, bytes(22)));
+        let (send32, mut recv32) = (Guarded::<u32>::new(pu, bytes(23)), Guarded::<u32>::new(pu, bytes(24)));
+        let e = match me == last {
+            true => comm.all_to_all_into(send.get(), recv.get_mut()),
+            false => comm.all_to_all_into(send32.get(), recv32.get_mut()),
+        };
+        assert_eq!(e, Err(Error::Mismatch { rank: me, culprit: last, what: "element size" }));
+        assert!(recv.is(bytes(22)) && recv32.is(bytes(24)), "a failed alltoall changed a buffer");
+    }
     // Alltoall: the last rank's receive buffer is one block short.
     {
         let send = Guarded::<u8>::new(pu * n, bytes(12));

@@ -181,6 +181,29 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
         assert_eq!(e, lengths(0, 8 * pu, 8 * pu + 8), "{algo}");
         assert!(send.is(bytes(k)) && recv.is(bytes(k + 1)), "{algo}: a failed alltoall changed a buffer");
     }
+    // The last rank passes bytes where the others pass `u32`s, as many bytes in all: the
+    // element size is named (inside a node and across nodes alike), and nothing moves.
+    if p > 1 {
+        for algo in [AlltoallAlgorithm::PapRead, AlltoallAlgorithm::PapStaged] {
+            let send = Guarded::<u8>::new(4 * pu, bytes(60));
+            let mut recv = Guarded::<u8>::new(4 * pu, bytes(61));
+            let send32 = Guarded::<u32>::new(pu, bytes(62));
+            let mut recv32 = Guarded::<u32>::new(pu, bytes(63));
+            let e = match me == last {
+                true => comm.all_to_all_into_with(send.get(), recv.get_mut(), algo),
+                false => comm.all_to_all_into_with(send32.get(), recv32.get_mut(), algo),
+            };
+            assert_eq!(e, Err(Error::Mismatch { rank: me, culprit: last, what: "element size" }), "{algo}");
+            // Blocks of agreeing peers may land in theirs, never in the culprit's (alone in
+            // its call, inside a node and across nodes): not even its own block.
+            assert!(recv.is(bytes(61)), "{algo}: a failed alltoall wrote into the culprit");
+            assert!(
+                send.is(bytes(60)) && send32.is(bytes(62)),
+                "{algo}: a failed alltoall changed a send buffer"
+            );
+            assert!(recv.guard_ok() && recv32.guard_ok(), "{algo}: wrote past a receive buffer");
+        }
+    }
     // (On `cico` every PAP variant runs as `pap-staged`, so none disagrees.)
     if p > 1 && comm.info().transport == zcoll::TransportKind::Cma {
         // Two PAP variants that disagree, the culprit late.

@@ -44,12 +44,11 @@ pub(crate) fn alltoall(
     // Leftovers of a failed earlier round must go before anyone can push for this one.
     let drained = if staged { ctx.ctl.drain_p2p() } else { Ok(()) };
     let round = ctx.ctl.begin_eager(&call, 0)?;
+    let me = round.me();
     let moved = drained.and_then(|()| {
         if !ok || n == 0 {
             return Ok(());
         }
-        let me = round.me();
-        recv[me * n..(me + 1) * n].copy_from_slice(&send[me * n..(me + 1) * n]);
         match (p, staged) {
             (1, _) => Ok(()),
             (_, true) => staged_exchange(&round, send, recv, n),
@@ -60,7 +59,12 @@ pub(crate) fn alltoall(
         let op = r.call(0).op;
         let whole = |first: usize| whole_blocks(first, r.size(), op);
         lengths(r, whole, whole)
-    })
+    })?;
+    // A rank's own block, once the verdict is in: copied before it, it landed in the
+    // buffer of a culprit whose call is right in itself (another element size, another
+    // PAP variant), whose buffers a failed call leaves untouched.
+    recv[me * n..(me + 1) * n].copy_from_slice(&send[me * n..(me + 1) * n]);
+    Ok(())
 }
 
 /// PAP-Direct, by CMA writes (`write`) or reads.

@@ -42,7 +42,9 @@
 //!
 //! What is weaker than in the ordinary collectives: on a failed call, a rank's receive
 //! buffer may already hold blocks from the compatible peers that arrived before the
-//! mismatch was seen. The culprit's buffers and every send buffer are untouched.
+//! mismatch was seen. Every send buffer is untouched, and so is the receive buffer of a
+//! rank whose call agrees with nobody's (a rank copies even its own block only once the
+//! verdict is in); see the book's arrival chapter for the rest.
 //!
 //! # Alltoall inside a node (PAP-Direct)
 //!

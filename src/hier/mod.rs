@@ -322,8 +322,8 @@ pub(super) fn too_big(parent: &SimpleCommunicator, bytes: usize) -> Error {
 
 /// Checks across the communicator that every rank's send and receive lengths are
 /// `expected(rank 0's send length)` and that every rank publishes the same op word (the
-/// same algorithm and, for an alltoall, element size). A pure function of the gathered values, so every rank reaches the same
-/// verdict.
+/// same algorithm and, for an alltoall, element size). A pure function of the gathered
+/// values, so every rank reaches the same verdict.
 pub(crate) fn agree_shape(
     parent: &SimpleCommunicator,
     send: usize,

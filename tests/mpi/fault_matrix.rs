@@ -513,6 +513,14 @@ fn job(kind: &str, phase: &str, cases: &[usize], extra_env: &[(&str, &str)]) -> 
             if r.ms >= 2000.0 {
                 broken.push(format!("{name}: survivor {} took {} ms", r.rank, r.ms));
             }
+            // Whoever found the victim dead, and whoever only heard of a failure from the
+            // other survivor, names the victim (local rank 2). A timeout names the rank it
+            // waited for, which may be the other survivor, itself waiting for the victim.
+            let variant = short(&r.outcome);
+            let names_failed = variant.ends_with("PeerFailed") || variant.ends_with("PeerDied");
+            if let Some(named) = named_rank(&r.outcome).filter(|&named| names_failed && named != 2) {
+                broken.push(format!("{name}: survivor {} named rank {named}: {}", r.rank, r.outcome));
+            }
             if !r.guards {
                 broken.push(format!("{name}: survivor {} had bytes written outside its buffer", r.rank));
             }
@@ -530,6 +538,16 @@ fn job(kind: &str, phase: &str, cases: &[usize], extra_env: &[(&str, &str)]) -> 
     }
     assert!(broken.is_empty(), "{what}:\n{}\n--- job output\n{out}", broken.join("\n"));
     rows
+}
+
+/// The rank an outcome's error names as the one that failed: the second rank its message
+/// names (the first is the rank that reports it), if any.
+fn named_rank(outcome: &str) -> Option<i32> {
+    let mut ranks = outcome.split("rank ").skip(1).filter_map(|s| {
+        let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    });
+    ranks.nth(1)
 }
 
 /// The error's variant, as the table shows it.

@@ -253,9 +253,9 @@ impl Error {
 /// The key by which the ranks that agree on a failure choose the rank to name: the rank
 /// `e` (an error of rank `me`) blames ([`Error::failed_rank`]: a rank that found a peer
 /// dead blames the peer, not itself), in the low 32 bits; above them, whether `e` only
-/// heard of the failure from a peer (`PeerFailed`), which may name a
-/// rank that failed because of another. So the least key names the lowest rank that a
-/// rank saw fail itself (its own step, or a peer dead or stalled), if any.
+/// heard of the failure from a peer (`PeerFailed`), which may name a rank that failed
+/// because of another. So the least key names the lowest rank that a rank saw fail
+/// itself (its own step, or a peer dead or stalled), if any.
 pub(crate) fn failure_key(e: &Error, me: i32) -> i64 {
     let heard = matches!(e, Error::PeerFailed { .. }) as i64;
     heard << 32 | i64::from(e.failed_rank().unwrap_or(me) as u32)

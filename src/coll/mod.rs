@@ -65,6 +65,11 @@ impl Ctx<'_> {
     }
 }
 
+/// The parameter that [`op`] packed into an op word (an alltoall's element size).
+fn param(op: u64) -> u64 {
+    op >> 16 & 0xffff_ffff
+}
+
 /// Packs a collective, its algorithm and the algorithm's parameter into `Call::op`.
 pub(crate) fn op(kind: Kind, algorithm: u8, param: u32) -> u64 {
     kind as u64 | (algorithm as u64) << 8 | (param as u64) << 16
@@ -83,7 +88,7 @@ pub(crate) fn alltoall_op(algorithm: u8, elem: usize) -> u64 {
 /// rank 0 published the alltoall word `op` ([`alltoall_op`]): a send buffer of 3 `u64`s on
 /// 2 ranks is not 2 blocks, although its 24 bytes are.
 pub(crate) fn whole_blocks(first: usize, p: usize, op: u64) -> usize {
-    let unit = p.saturating_mul((op >> 16 & 0xffff_ffff).max(1) as usize);
+    let unit = p.saturating_mul(param(op).max(1) as usize);
     // A mask where it can (every call judges this, and a division costs tens of cycles).
     match unit.is_power_of_two() {
         true => first & !(unit - 1),
@@ -343,8 +348,7 @@ pub(crate) const ELEMENT_SIZE: &str = "element size";
 /// in, as a `Mismatch` names it: an alltoall's element size (its parameter,
 /// [`alltoall_op`]) where that differs, else the algorithm.
 pub(crate) fn differs_in(first: u64, other: u64) -> &'static str {
-    let elem = |op: u64| op >> 16 & 0xffff_ffff;
-    match first & 0xff == Kind::Alltoall as u64 && elem(first) != elem(other) {
+    match first & 0xff == Kind::Alltoall as u64 && param(first) != param(other) {
         true => ELEMENT_SIZE,
         false => "algorithm",
     }

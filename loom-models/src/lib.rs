@@ -90,6 +90,14 @@ pub enum Weakening {
     ClaimNotAtomic,
     /// The owner of a claim word does not open it when it arrives.
     NoOpen,
+    /// The call records kept by epoch parity (two per rank) instead of modulo three.
+    TwoRecords,
+    /// A failure every rank of its round reported (`PreviousFailed`, agreed) counted as
+    /// one some rank may not know of, to pass on to the next round.
+    CountAgreed,
+    /// A leaver that has no round to judge does not wait for the end of the round before
+    /// (its next leave then restages a half a peer may still read).
+    LeaveUnsettled,
 }
 
 impl Weakening {

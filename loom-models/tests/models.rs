@@ -134,6 +134,26 @@ fn deferred_verdict_holds() {
 }
 
 #[test]
+fn deferred_verdict_passed_from_rank_to_rank_holds() {
+    holds("deferred swap", PREEMPTIONS_TWO_RANKS, deferred::run_swap);
+}
+
+#[test]
+fn deferred_verdict_with_two_records_fails() {
+    fails(deferred::run, Weakening::TwoRecords);
+}
+
+#[test]
+fn deferred_verdict_counting_agreed_failures_fails() {
+    fails(deferred::run, Weakening::CountAgreed);
+}
+
+#[test]
+fn deferred_verdict_with_an_unsettled_leave_fails() {
+    fails(deferred::run, Weakening::LeaveUnsettled);
+}
+
+#[test]
 fn deferred_verdict_of_a_rank_alone_holds() {
     holds("deferred alone", PREEMPTIONS_TWO_RANKS, deferred::run_alone);
 }

@@ -134,7 +134,7 @@ impl Round<'_> {
         (0..ctl.size()).filter(|&r| r != ctl.me).find(|&r| {
             let slot = ctl.slot(r);
             slot.done.load(Ordering::Acquire) >= self.epoch
-                && slot.call[(self.epoch % 2) as usize][STATUS].load(Ordering::Relaxed) != 0
+                && slot.record(self.epoch)[STATUS].load(Ordering::Relaxed) != 0
         })
     }
 

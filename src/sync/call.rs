@@ -57,6 +57,14 @@ const ROOT_COPY: usize = 13;
 const AUX_COPY: usize = 14;
 /// Words in a call record.
 pub(super) const WORDS: usize = 15;
+/// The records a rank keeps, by epoch modulo this: the record of round `e` is read until
+/// every rank has ended round `e + 1` (a rank that left `e` and leaves `e + 1` judges `e`
+/// after it published `e + 1`, [`Control::leave_staged`]), and a rank publishes round
+/// `e + 3` only once every rank has ended `e + 1` (it awaited their arrivals at `e + 2`,
+/// or, leaving `e + 2`, their ends of `e + 1`).
+///
+/// [`Control::leave_staged`]: super::Control::leave_staged
+pub(super) const RECORDS: usize = 3;
 const _: () = assert!(AUX2 < 8, "the verdict's words share the stamp's cache line");
 const _: () = assert!(
     STATUS >= 8 && DONE >= 8 && OP_COPY >= 8 && AUX_COPY < 16,
@@ -296,12 +304,24 @@ pub(super) const SUCCEEDED: u64 = 0;
 /// itself). So a rank that only sees a round fail names the rank that failed first-hand,
 /// not the peer that passed the failure on.
 const FAILED: u64 = 1 << 40;
+/// Beside [`FAILED`]: the round failed with `Error::PreviousFailed`, which every rank of
+/// the round reports (the deferred verdict fails the round after a failure on every rank
+/// alike), so no rank has to be told of it at the next call ([`unheard`]). Without the
+/// bit, a failure would pass from call to call for as long as a rank leaves each one.
+const AGREED: u64 = 1 << 41;
 
 /// The [`STATUS`] of a round that rank `me` ended with the error `e` (`None`: its own
 /// step failed with no error to say so, as a panic).
 pub(super) fn failed_status(e: Option<&Error>, me: i32) -> u64 {
     let key = e.map_or(i64::from(me as u32), |e| failure_key(e, me));
-    FAILED | key as u64
+    let agreed = if matches!(e, Some(Error::PreviousFailed { .. })) { AGREED } else { 0 };
+    FAILED | agreed | key as u64
+}
+
+/// Whether [`STATUS`] `status` is a failure that a rank of the round may not know of
+/// (not [`AGREED`]): the deferred verdict passes it on to the next round.
+pub(super) fn unheard(status: u64) -> bool {
+    status & (FAILED | AGREED) == FAILED
 }
 
 /// The [`failure_key`] that a failed round's [`STATUS`] carries, or `None` for a round
@@ -311,7 +331,7 @@ pub(super) fn blamed(status: u64) -> Option<i64> {
 }
 
 /// Whether a record's [`DONE`] word says that its author ended round `epoch` (or a
-/// later one of the same parity).
+/// later one kept in the same record).
 pub(super) fn ended(word: u64, epoch: u64) -> bool {
     word >> 1 >= epoch
 }

@@ -2,7 +2,9 @@
 //! what a private round owes, agree on the end). A round starts in `round.rs`
 //! (`Control::begin`), beside the [`Round`](super::Round) it returns.
 
-use super::call::{blamed, end_word, ended, failed_status, Call, Kind, DONE, OP, PRIVATE, STAMP, STATUS};
+use super::call::{
+    blamed, end_word, ended, failed_status, unheard, Call, Kind, DONE, OP, PRIVATE, STAMP, STATUS, SUCCEEDED,
+};
 use super::fence::Births;
 use super::fifo;
 use super::layout::{Line, Slot, MAGIC, PAGE, SCRATCH_HALF};
@@ -295,7 +297,7 @@ impl Control {
     /// rank that has not entered it yet, and where `r` is.
     pub(super) fn standing(&self, r: usize) -> String {
         let epoch = self.epoch.get();
-        let own = self.slot(self.me).call[(epoch % 2) as usize][OP].load(Ordering::Relaxed);
+        let own = self.slot(self.me).record(epoch)[OP].load(Ordering::Relaxed);
         let name = Kind::of(own).map_or("an unknown collective", Kind::name);
         let outside: Vec<i32> = (0..self.size())
             .filter(|&q| self.slot(q).arrive.load(Ordering::Relaxed) < epoch)
@@ -350,26 +352,16 @@ impl Control {
     /// [`publish`](Control::publish), which then sets `FLAG_PREV_FAILED`: every rank's
     /// next round fails with `Error::PreviousFailed`.
     ///
-    /// - A rank that left the round (`left`) waits for every rank's `done` of it, then
-    ///   judges it: it failed if any rank's status says so, or if any rank's call differs
-    ///   from this rank's in what every verdict compares first (collective and algorithm,
-    ///   root, `aux`; not the private bit, which a leaver sets where the others need not:
-    ///   a gatherv's root publishes its buffer). The second test matters when every rank
-    ///   left: nobody else judged the round. Then the calls differ in those words: in one
-    ///   collective with one root (`root`, and `aux`, its local rank) exactly one rank is
-    ///   the root, and a root that gives (bcast, scatter, scatterv) leaves while the others stay, or
-    ///   the others give (reduce, gather, gatherv) and leave while the root stays.
-    ///   Lengths are not compared: a rooted call's root and leaves publish different ones
-    ///   (a scatter root its whole buffer, a leaf nothing), and a leaver the others judged
-    ///   is judged by its status.
+    /// - A rank that left the round (`left`) waits for every rank's end of it, then
+    ///   judges it ([`judge_left`](Control::judge_left)).
     /// - A rank that took part in the whole round, and saw a rank leave it (or failed it
     ///   alone, `Round::finish_alone`, where the others may have left it with a success),
-    ///   failed it if its own status says so.
+    ///   failed it if its own status says so ([`unheard`]: a `PreviousFailed`, which every
+    ///   rank of the round reported, is not passed on).
     ///
     /// Those are the same finding: a rank that took part judged every record, so its
-    /// status fails where the leaver's comparison does. The records of the round are
-    /// intact here: a rank overwrites its record of round `e` only at `e + 2`, which
-    /// needs this rank's arrival at `e + 1`.
+    /// status fails where the leaver's comparison does. A rank that leaves the next round
+    /// learns the same after it published ([`leave_staged`](Control::leave_staged)).
     ///
     /// # Errors
     ///
@@ -380,13 +372,11 @@ impl Control {
         if prev == 0 {
             return Ok(());
         }
-        let parity = (prev % 2) as usize;
-        let status = |r: usize| self.slot(r).call[parity][STATUS].load(Ordering::Relaxed);
         let leaver = self.left.get() == prev;
         if leaver {
             // Every peer's end line at once (the waits below take them one by one).
             for r in 0..self.size() {
-                prefetch(word_at(&self.slot(r).call[parity][DONE]));
+                prefetch(word_at(&self.slot(r).record(prev)[DONE]));
             }
         }
         // Our own lines of the next round, in the state a store needs, while the peers'
@@ -400,19 +390,59 @@ impl Control {
             // Every rank has left `prev` (and so every round before it).
             self.owed.set(0);
             self.left.set(0);
-            let mine = Call::compared(&self.slot(self.me).call[parity]);
-            // A leaver's record is private where the others' need not be (a gatherv's
-            // root publishes its buffer): the bit is not part of the call.
-            let differs = |r: usize| {
-                let (op, root, aux) = Call::compared(&self.slot(r).call[parity]);
-                (op & !PRIVATE, root, aux) != (mine.0 & !PRIVATE, mine.1, mine.2)
-            };
-            (0..self.size()).any(|r| status(r) != 0 || differs(r))
+            self.judge_left(prev, true)
         } else {
-            self.saw_leaver.get() == prev && status(self.me) != 0
+            self.saw_leaver.get() == prev && self.failed_unheard(prev)
         };
         self.prev_failed.set(failed);
         Ok(())
+    }
+
+    /// Whether this rank's own status of round `epoch` is a failure a peer may not know
+    /// of ([`unheard`]).
+    pub(super) fn failed_unheard(&self, epoch: u64) -> bool {
+        unheard(self.slot(self.me).record(epoch)[STATUS].load(Ordering::Relaxed))
+    }
+
+    /// Judges round `prev`, which a rank left before its verdict, once every rank has
+    /// ended it: it failed if any rank's status is a failure some rank may not know of
+    /// ([`unheard`]), or, where this rank left it too (`left`), if any rank's call differs
+    /// from this rank's in what every verdict compares first (collective and algorithm,
+    /// root, `aux`; not the private bit, which a leaver sets where the others need not: a
+    /// gatherv's root publishes its buffer).
+    ///
+    /// The second test matters when every rank left: nobody else judged the round. Then
+    /// the calls differ in those words: in one collective with one root (`root`, and
+    /// `aux`, its local rank) exactly one rank is the root, and a root that gives (bcast,
+    /// scatter, scatterv) leaves while the others stay, or the others give (reduce,
+    /// gather, gatherv) and leave while the root stays. Lengths are not compared: a rooted
+    /// call's root and leaves publish different ones (a scatter root its whole buffer, a
+    /// leaf nothing), and a leaver the others judged is judged by its status. A rank that
+    /// took part in the round ran that comparison in its verdict, and its status says so.
+    /// Where a status says that every rank failed `prev` already (a `PreviousFailed`),
+    /// nothing is left to judge: no rank made the call, whatever each called.
+    ///
+    /// The records of `prev` are intact until every rank has ended `prev + 1`
+    /// ([`RECORDS`](super::call::RECORDS)), which this rank has not yet.
+    pub(super) fn judge_left(&self, prev: u64, left: bool) -> bool {
+        let record = |r: usize| self.slot(r).record(prev);
+        let mine = Call::compared(record(self.me));
+        // A leaver's record is private where the others' need not be (a gatherv's root
+        // publishes its buffer): the bit is not part of the call.
+        let differs = |r: usize| {
+            let (op, root, aux) = Call::compared(record(r));
+            left && (op & !PRIVATE, root, aux) != (mine.0 & !PRIVATE, mine.1, mine.2)
+        };
+        let status = |r: usize| record(r)[STATUS].load(Ordering::Relaxed);
+        match (0..self.size())
+            .map(status)
+            .fold((false, false), |(u, f), s| (u || unheard(s), f || s != SUCCEEDED))
+        {
+            (true, _) => true,
+            // Only agreed failures: every rank failed `prev` already, whatever it called.
+            (false, true) => false,
+            (false, false) => (0..self.size()).any(differs),
+        }
     }
 
     /// Asks for the lines this rank writes when it publishes its next call (both lines of
@@ -422,7 +452,7 @@ impl Control {
     pub(super) fn warm_next(&self) {
         let next = self.epoch.get() + 1;
         let mine = self.slot(self.me);
-        let record = &mine.call[(next % 2) as usize];
+        let record = &mine.record(next);
         let half = self.stage(self.me).wrapping_add((next % 2) as usize * self.one_phase_bytes());
         prefetch_write([
             word_at(&record[STAMP]),
@@ -438,7 +468,7 @@ impl Control {
     /// Every end of a round goes through here, so a peer may wait for either word.
     pub(super) fn post_done(&self, epoch: u64, status: u64) {
         let mine = self.slot(self.me);
-        let record = &mine.call[(epoch % 2) as usize];
+        let record = &mine.record(epoch);
         record[STATUS].store(status, Ordering::Relaxed);
         // Release: the status, and everything this rank did in the round, before it.
         record[DONE].store(end_word(epoch, status), Ordering::Release);
@@ -462,7 +492,7 @@ impl Control {
     /// The [`failure_key`](crate::error::failure_key) of what local rank `r` blames for
     /// round `epoch`, as [`blame`](Self::blame) names it (`None`: `r` succeeded).
     fn blame_key(&self, r: usize, epoch: u64) -> Option<i64> {
-        let status = self.slot(r).call[(epoch % 2) as usize][STATUS].load(Ordering::Relaxed);
+        let status = self.slot(r).record(epoch)[STATUS].load(Ordering::Relaxed);
         let key = blamed(status)?;
         Some(match named(key) == self.ranks[self.me] {
             // Heard from `r` (see `failure_key`).
@@ -471,12 +501,11 @@ impl Control {
         })
     }
 
-    /// Waits until local rank `r` has ended round `epoch` (its `call::DONE` word of that
-    /// parity, Acquire): as a wait for its `done`, but on the line that also holds its
-    /// status and the copies of its call's compared words.
+    /// Waits until local rank `r` has ended round `epoch` (the `call::DONE` word of its
+    /// record of that round, Acquire): as a wait for its `done`, but on the line that also
+    /// holds its status and the copies of its call's compared words.
     pub(super) fn wait_ended(&self, r: usize, epoch: u64) -> Result<()> {
-        let parity = (epoch % 2) as usize;
-        self.wait_flag(r, |s| &s.call[parity][DONE], |v| ended(v, epoch))
+        self.wait_flag(r, |s| &s.record(epoch)[DONE], |v| ended(v, epoch))
     }
 
     /// Publishes this rank's `status` for `epoch`, waits for every rank's, and reports
@@ -534,7 +563,7 @@ impl Control {
             if (0..self.size()).try_for_each(|r| self.wait_ended(r, epoch)).is_err() {
                 return;
             }
-            let record = |r: usize| &self.slot(r).call[(epoch % 2) as usize];
+            let record = |r: usize| self.slot(r).record(epoch);
             match (0..self.size()).find(|&r| r != self.me && record(r)[STATUS].load(Ordering::Relaxed) != 0) {
                 Some(r) => format!("which this rank ended with a success, failed on rank {}", self.ranks[r]),
                 None => return,

@@ -3,13 +3,13 @@
 //! rank; and the scratch lines each rank reuses. Every offset into the mapping is
 //! computed here, and only here.
 
-use super::call::WORDS;
+use super::call::{RECORDS, WORDS};
 use super::{fifo, Control};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::AtomicU64;
 
 /// Identifies the layout below; a rank built from another version refuses the segment.
-pub(super) const MAGIC: u64 = 0x7a63_6f6c_6c5f_0006;
+pub(super) const MAGIC: u64 = 0x7a63_6f6c_6c5f_0007;
 
 /// The segment's header, at offset 0.
 #[repr(C)]
@@ -37,12 +37,21 @@ pub(crate) struct Slot {
     /// counts claimed from the head (by this rank) and from the tail (by a peer). See
     /// `Round::claim`.
     pub(super) claimed: CachePadded<AtomicU64>,
-    pub(super) call: [CachePadded<[AtomicU64; WORDS]>; 2],
+    /// The call records, by epoch modulo [`RECORDS`] ([`Slot::record`]).
+    pub(super) call: [CachePadded<[AtomicU64; WORDS]>; RECORDS],
     /// Non-zero once the rank has dropped its communicator (`Control::depart`): it will
     /// never post anything again, so a peer's wait for it fails instead of lasting as long
     /// as its process does (a rank that panicked is alive for as long as its MPI finalize
     /// waits for the others).
     pub(super) departed: CachePadded<AtomicU64>,
+}
+
+impl Slot {
+    /// The call record of round `epoch` (or of a later round [`RECORDS`] apart).
+    #[inline]
+    pub(super) fn record(&self, epoch: u64) -> &[AtomicU64; WORDS] {
+        &self.call[(epoch % RECORDS as u64) as usize]
+    }
 }
 
 /// A cache line of scratch: 64-byte aligned, so the scratch can be viewed as any

@@ -29,18 +29,23 @@
 //! a non-root of a small reduce or gather) may
 //! **leave it before its verdict** ([`Control::leave_staged`]): it stages its bytes,
 //! publishes its call marked as left, and returns. The verdict is deferred: the readers
-//! judge the round; a rank that fails it marks its next call record, the leaver judges it
-//! at its next call ([`Control::learn`], after waiting for every rank's `done` of it), and
-//! that next round fails on every rank (`Error::PreviousFailed`). A leaver is therefore at
-//! most one round ahead of the slowest rank.
+//! judge the round, and a rank that fails it marks its next call record, which fails that
+//! next round on every rank (`Error::PreviousFailed`). The leaver judges the round it
+//! left at its next call: before it publishes if it stays in that call ([`Control::learn`]),
+//! after it published if it leaves that one too (so that its peers see its bytes at once),
+//! in both cases once every rank has ended the round. A leaver is therefore at most two
+//! rounds ahead of the slowest rank, and a failure every rank reported
+//! (`PreviousFailed`) is not passed on again.
 //!
 //! Flags are sequence numbers that only grow, so nothing is ever reset between calls:
 //! `arrive` and `done` hold the epoch (64 bits: they never wrap), `progress` and `ack`
 //! hold the epoch's low 32 bits above a 32-bit step, compared as serial numbers
-//! (RFC 1982), which is sound because no two ranks are ever more than two rounds apart. The `Call` record is double-buffered by epoch
-//! parity: a rank can only overwrite the record of round `e` when it starts round `e + 2`,
-//! which needs every rank to have arrived at `e + 1`, which they only do after finishing
-//! round `e`.
+//! (RFC 1982), which is sound because no two ranks are ever more than a few rounds apart.
+//! The `Call` record is kept three times, by epoch modulo 3 (`call::RECORDS`): the record
+//! of round `e` is read until every rank has ended `e + 1` (a leaver of `e + 1` judges
+//! `e` after publishing), and a rank starts `e + 3` only once every rank has ended
+//! `e + 1`. The staging areas' halves alternate by parity: a rank stages round `e` only
+//! once every rank has ended `e - 2`.
 //!
 //! Every wait follows [`wait::WaitPolicy`].
 //!

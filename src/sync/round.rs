@@ -82,11 +82,10 @@ impl Control {
         let arrived = match self.arrival {
             Flags::Tree(k) if self.size() > 2 => self.gather_arrivals(epoch, k.max(2)),
             _ => {
-                let parity = (epoch % 2) as usize;
-                let at = parity * self.one_phase_bytes();
+                let at = (epoch % 2) as usize * self.one_phase_bytes();
                 // Our own stamp is in: only the peers' are awaited.
                 (0..self.size()).filter(|&r| r != self.me).try_for_each(|r| {
-                    let stamp = &self.slot(r).call[parity][STAMP];
+                    let stamp = &self.slot(r).record(epoch)[STAMP];
                     let staged_at = self.stage(r).wrapping_add(at);
                     let ready = || {
                         let seen = stamp.load(Ordering::Acquire) >= epoch;
@@ -181,7 +180,7 @@ impl Control {
         // an earlier round was made before its author's `done`, which our previous
         // `finish` awaited: the value now is exactly this round's starting point.
         let base = mine.completed.load(Ordering::Acquire);
-        let record = &mine.call[(epoch % 2) as usize];
+        let record = &mine.record(epoch);
         let private = call.op & PRIVATE != 0;
         let exposure = self.exposed.borrow().as_ref().map_or(0, |e| e.id << EXPOSURE_SHIFT);
         let flags = if private {
@@ -287,7 +286,7 @@ impl<'c> Round<'c> {
         if r == self.ctl.me {
             return self.own.0;
         }
-        Call::load_head(&self.ctl.slot(r).call[(self.epoch % 2) as usize])
+        Call::load_head(self.ctl.slot(r).record(self.epoch))
     }
 
     /// Whether every rank made this rank's call in what every verdict compares first
@@ -296,10 +295,9 @@ impl<'c> Round<'c> {
     /// record is private where the others' may not be): the verdict's common case,
     /// without reading the peers' whole records.
     pub(crate) fn all_agree(&self) -> bool {
-        let parity = (self.epoch % 2) as usize;
         let (mut exact, mut left) = (true, false);
         for r in (0..self.size()).filter(|&r| r != self.ctl.me) {
-            match Call::compare(&self.ctl.slot(r).call[parity], &self.own.0, self.own.1) {
+            match Call::compare(self.ctl.slot(r).record(self.epoch), &self.own.0, self.own.1) {
                 None => return false,
                 Some((e, l)) => (exact, left) = (exact && e, left || l),
             }
@@ -321,7 +319,7 @@ impl<'c> Round<'c> {
     pub(crate) fn aux2(&self, r: usize) -> u64 {
         match r == self.ctl.me {
             true => self.own.0.aux2,
-            false => Call::aux2(&self.ctl.slot(r).call[(self.epoch % 2) as usize]),
+            false => Call::aux2(self.ctl.slot(r).record(self.epoch)),
         }
     }
 
@@ -329,13 +327,13 @@ impl<'c> Round<'c> {
     pub(crate) fn lens(&self, r: usize) -> (usize, usize) {
         match r == self.ctl.me {
             true => (self.own.0.send_len, self.own.0.recv_len),
-            false => Call::lens(&self.ctl.slot(r).call[(self.epoch % 2) as usize]),
+            false => Call::lens(self.ctl.slot(r).record(self.epoch)),
         }
     }
 
     /// The call local rank `r` published for this round, with its addresses.
     pub(super) fn record(&self, r: usize) -> Call {
-        Call::load(&self.ctl.slot(r).call[(self.epoch % 2) as usize])
+        Call::load(self.ctl.slot(r).record(self.epoch))
     }
 
     /// The send buffer local rank `r` published, to read from.
@@ -354,7 +352,7 @@ impl<'c> Round<'c> {
         if r == self.ctl.me {
             return self.own.1;
         }
-        self.ctl.slot(r).call[(self.epoch % 2) as usize][FLAGS].load(Ordering::Relaxed)
+        self.ctl.slot(r).record(self.epoch)[FLAGS].load(Ordering::Relaxed)
     }
 
     /// Whether local rank `r` left this round right after arriving
@@ -778,8 +776,8 @@ impl<'c> Round<'c> {
     /// (just as the wait gave up), the others may be copying: the rank then ends the round
     /// as failed, awaiting every `done` and fencing as [`fence`](Self::fence) does.
     pub(super) fn fence_arrival(&self, e: Error) -> Error {
-        let parity = (self.epoch % 2) as usize;
-        let arrived = |r: usize| self.ctl.slot(r).call[parity][STAMP].load(Ordering::Acquire) >= self.epoch;
+        let arrived =
+            |r: usize| self.ctl.slot(r).record(self.epoch)[STAMP].load(Ordering::Acquire) >= self.epoch;
         if let Some(x) = (0..self.size()).find(|&r| !arrived(r)) {
             match self.ctl.fence(x, || arrived(x)) {
                 Fence::Killed if !arrived(x) => return self.fenced(x),

@@ -86,20 +86,27 @@ impl Control {
     /// Starts and ends a one-phase round in which this rank only gives (the root of a
     /// broadcast, a scatter or a scatterv, a non-root of a reduce, a gather or a gatherv,
     /// whose bytes fit half its staging area or its record's `aux2`): it stages its bytes,
-    /// arrives, and returns,
-    /// without waiting for anyone or any verdict (a *deferred* verdict: the readers judge
-    /// the round, and this rank learns their verdict at its next call, see
-    /// [`Control::learn`]). Several ranks may leave one round (every giver of a reduce);
-    /// each judges it alone at its next call. The record carries `FLAG_LEFT`, so every
-    /// rank that fails this round says so in its next call record, which fails that round
-    /// on every rank.
+    /// arrives, and returns without waiting for any verdict (a *deferred* verdict: the
+    /// readers judge the round, and a rank that fails it says so in its next call record,
+    /// which fails that round on every rank). Several ranks may leave one round (every
+    /// giver of a reduce). The record carries `FLAG_LEFT`.
     ///
-    /// Half `epoch % 2` of its area and its record of that parity are free as in
-    /// [`begin_staged`](Control::begin_staged), from what the rank saw of the round
-    /// before, or, if it left that round too, once `learn` has waited for every rank to
-    /// finish it: a rank that only gives runs at most one round ahead of the slowest. If
-    /// the round before failed after a rank had left it, this call fails instead, as it
-    /// does on every rank.
+    /// Only after it published does the rank wait for every rank's end of the round before
+    /// (unless it saw them already), so that the peers see its payload one line transfer
+    /// after its call starts. If a rank left that round, it then judges it
+    /// ([`Control::judge_left`]): if it failed, this call fails with `PreviousFailed`, as
+    /// it does on every rank (a rank that stays learns it before it publishes and sets
+    /// `FLAG_PREV_FAILED`, which fails the round for every rank that judges it), and its
+    /// status says that every rank knows. A rank that failed the round before itself, in a
+    /// way a peer may not know, fails this one before it publishes anything
+    /// ([`abandon`](Control::abandon), with `FLAG_PREV_FAILED`).
+    ///
+    /// Half `epoch % 2` of its area is free: it last held round `epoch - 2`, which every
+    /// rank has ended (this rank awaited their arrivals at `epoch - 1`, or, if it left
+    /// that round, their ends of `epoch - 2` before returning). Its record of the round is
+    /// free as [`RECORDS`](super::call::RECORDS) says. A rank that only gives therefore
+    /// runs at most two rounds ahead of the slowest, which has ended the round before the
+    /// one this rank left last.
     ///
     /// Sound only where every peer judges the round from the records alone and copies
     /// nothing of this rank's but what it staged or its record carries: a private call, on
@@ -136,21 +143,27 @@ impl Control {
         parts: &(impl Payload + ?Sized),
     ) -> Result<()> {
         debug_assert!(call.op & PRIVATE != 0 && self.may_leave());
-        self.learn_or_abandon(call)?;
-        let settled = match self.owed_staged.get() {
-            true => Ok(()),
-            false => self.settle(),
-        };
+        let prev = self.epoch.get();
+        let left = self.left.get() == prev;
+        // A rank left the round before: it is judged after this rank published.
+        let judge = prev != 0 && self.saw_leaver.get() == prev;
         let unstaged = Call { send_len: 0, recv_len: 0, recv_writable: false, ..*call };
-        if let Err(e) = settled {
-            self.abandon(&unstaged, Some(&e));
-            return Err(e);
-        }
-        if self.prev_failed.get() {
-            // Take part as a failed rank (with `FLAG_PREV_FAILED`, as every rank that knows).
+        if judge && self.failed_unheard(prev) {
+            // This rank failed it, where a peer may have left it with a success: take
+            // part as a failed rank (with `FLAG_PREV_FAILED`, which fails the round on
+            // every rank that judges it).
+            self.left.set(0);
+            self.prev_failed.set(true);
             let e = Error::PreviousFailed { rank: self.ranks[self.me] };
             self.abandon(&unstaged, Some(&e));
             return Err(e);
+        }
+        self.warm_next();
+        if !self.owed_staged.get() {
+            if let Err(e) = self.settle() {
+                self.abandon(&unstaged, Some(&e));
+                return Err(e);
+            }
         }
         self.stage_own(meta, parts, &[0u64; 0]);
         let mut round = self.publish_flagged(call, 0, FLAG_LEFT);
@@ -158,12 +171,22 @@ impl Control {
         crate::fault::at(crate::fault::Phase::Finish);
         round.finished = true;
         let epoch = round.epoch;
-        self.post_done(epoch, SUCCEEDED);
+        // The end of the round before on every rank, unless this rank saw it: its next
+        // leave restages that round's half, and the judgement reads its records.
+        let ended = match prev != 0 && self.owed.get() == prev {
+            true => (0..self.size()).try_for_each(|r| self.wait_ended(r, prev)),
+            false => Ok(()),
+        };
+        let outcome = ended.and_then(|()| match judge && self.judge_left(prev, left) {
+            true => Err(Error::PreviousFailed { rank: self.ranks[self.me] }),
+            false => Ok(()),
+        });
+        self.post_done(epoch, outcome.as_ref().map_or_else(|e| self.failed(Some(e)), |()| SUCCEEDED));
         self.owed.set(epoch);
         self.owed_staged.set(true);
         self.left.set(epoch);
         self.saw_leaver.set(epoch);
-        Ok(())
+        outcome
     }
 
     /// Whether this rank may leave a round right after arriving ([`leave_staged`]): the
@@ -197,10 +220,11 @@ impl Control {
             // SAFETY: the range lies in half `epoch % 2` of our own staging area, between
             // the metadata words and the tail (asserted above, and `at <= limit` holds
             // from the start on). Nobody reads that half now: it last held round
-            // `epoch - 2`'s payload (left by every rank before it arrived at `epoch - 1`,
-            // as we saw), or a round left early that `settle` waited for. The peers read
-            // it only after they see the arrival that `begin` publishes with Release,
-            // which orders these bytes before it.
+            // `epoch - 2`'s payload, which every rank has ended (it arrived at
+            // `epoch - 1` after that, as we saw; or, where we left `epoch - 1`, we awaited
+            // their ends of `epoch - 2` before returning from it), or a round left early
+            // that `settle` waited for. The peers read it only after they see the arrival
+            // that `begin` publishes with Release, which orders these bytes before it.
             unsafe { copy_for_peers(part, area.add(at)) };
             at += part.len();
         });
@@ -251,8 +275,9 @@ impl Round<'_> {
         let at = (self.epoch % 2) as usize * half + offset;
         // SAFETY: the range lies in half `epoch % 2` of `r`'s staging area (asserted above).
         // `r` wrote it before its arrival (Release), which `begin` saw (Acquire), and leaves
-        // it alone until round `epoch + 2`, which it starts only after we arrive at
-        // `epoch + 1`, after this copy: the bytes are stable while we copy them.
+        // it alone until round `epoch + 2`, which it stages only once we have ended
+        // `epoch` (it awaits our arrival at `epoch + 1`, or, leaving `epoch + 1`, our end
+        // of `epoch`), after this copy: the bytes are stable while we copy them.
         unsafe { copy_from_peers(self.ctl.stage(r).add(at), dst) };
     }
 }
@@ -564,11 +589,28 @@ mod tests {
     /// fails on every rank with `PreviousFailed`, whether it is another broadcast whose root
     /// leaves or a plain round, and the round after it succeeds. Every eleventh round every
     /// rank names itself the root and leaves, so nobody judges the round: each rank learns
-    /// at its next call that the calls differed, and that call fails everywhere.
+    /// at its next call that the calls differed, and that call fails everywhere. Here the
+    /// broadcasts alternate with plain rounds.
     #[test]
     fn a_deferred_verdict_reaches_every_rank_at_the_next_call() {
+        deferred_rounds(3, |i| i % 2 == 1, |i| i % 3);
+    }
+
+    /// [`a_deferred_verdict_reaches_every_rank_at_the_next_call`] with the broadcasts back
+    /// to back, their root the same for runs of rounds: a root that leaves again judges
+    /// the round it left after publishing the next, and a reader that leaves next judges
+    /// the round it read.
+    #[test]
+    fn a_deferred_verdict_of_rounds_left_back_to_back() {
+        deferred_rounds(3, |_| false, |i| (i / 3 + i / 17) % 3);
+        deferred_rounds(4, |i| i % 13 == 6, |i| (i / 2 + i / 5) % 4);
+    }
+
+    /// The rounds of the deferred verdict's tests on `n` threads: round `i` is plain where
+    /// `plain(i)`, else a broadcast from `root(i)` (see
+    /// [`a_deferred_verdict_reaches_every_rank_at_the_next_call`]).
+    fn deferred_rounds(n: usize, plain: impl Fn(usize) -> bool + Sync, root: impl Fn(usize) -> usize + Sync) {
         use crate::error::Error;
-        let n = 3;
         let byte = |i: usize, j: usize| (i * 7 + j * 13) as u8;
         on_node(n, |ctl| {
             let me = ctl.me();
@@ -585,13 +627,12 @@ mod tests {
                         ..Call::default()
                     };
                     ctl.leave_staged(&call, &[], &[&[me as u8; 8]]).map(|()| true)
-                } else if i % 2 == 1 {
-                    // A plain round between the broadcasts.
+                } else if plain(i) {
                     ctl.begin(&Call { op: 9, ..Call::default() })
                         .and_then(|r| r.finish(Ok(())))
                         .map(|()| true)
                 } else {
-                    let root = i % n;
+                    let root = root(i);
                     let len = 1 + (i * 37) % 3000;
                     let call = Call {
                         op: PRIVATE | 2,
@@ -627,7 +668,7 @@ mod tests {
                 }
                 // The next round is doomed if this one failed (or, for all-roots rounds,
                 // was bad) while a rank had left it.
-                doomed = !doomed && (i % 11 == 10 || (i % 2 == 0 && i % 7 == 0));
+                doomed = !doomed && (i % 11 == 10 || (!plain(i) && i % 7 == 0));
             }
         });
     }

@@ -374,10 +374,7 @@ impl Control {
         }
         let leaver = self.left.get() == prev;
         if leaver {
-            // Every peer's end line at once (the waits below take them one by one).
-            for r in 0..self.size() {
-                prefetch(word_at(&self.slot(r).record(prev)[DONE]));
-            }
+            self.prefetch_ends(prev);
         }
         // Our own lines of the next round, in the state a store needs, while the peers'
         // lines travel (or while this rank works towards its publication): the
@@ -396,6 +393,14 @@ impl Control {
         };
         self.prev_failed.set(failed);
         Ok(())
+    }
+
+    /// Asks for every rank's end line of round `epoch` at once (a prefetch: the waits for
+    /// them then take them one by one, without a transfer each).
+    pub(super) fn prefetch_ends(&self, epoch: u64) {
+        for r in 0..self.size() {
+            prefetch(word_at(&self.slot(r).record(epoch)[DONE]));
+        }
     }
 
     /// Whether this rank's own status of round `epoch` is a failure a peer may not know

@@ -158,6 +158,14 @@ impl Control {
             self.abandon(&unstaged, Some(&e));
             return Err(e);
         }
+        // The end of the round before on every rank, unless this rank saw it (or settles
+        // it below, a round not one-phase): awaited after publishing, since its next leave
+        // restages that round's half and the judgement reads its records. Ask for the
+        // end lines now, so that they cross while it stages and publishes.
+        let unseen = prev != 0 && self.owed.get() == prev && self.owed_staged.get();
+        if unseen {
+            self.prefetch_ends(prev);
+        }
         self.warm_next();
         if !self.owed_staged.get() {
             if let Err(e) = self.settle() {
@@ -171,9 +179,7 @@ impl Control {
         crate::fault::at(crate::fault::Phase::Finish);
         round.finished = true;
         let epoch = round.epoch;
-        // The end of the round before on every rank, unless this rank saw it: its next
-        // leave restages that round's half, and the judgement reads its records.
-        let ended = match prev != 0 && self.owed.get() == prev {
+        let ended = match unseen {
             true => (0..self.size()).try_for_each(|r| self.wait_ended(r, prev)),
             false => Ok(()),
         };

@@ -451,13 +451,13 @@ impl Control {
     }
 
     /// Asks for the lines this rank writes when it publishes its next call (both lines of
-    /// its record of that parity, its `arrive`, the head of its staging half of that
+    /// its record of that round, its `arrive`, the head of its staging half of that
     /// parity) in the state a store needs ([`prefetch_write`]): a hint, which orders and
     /// publishes nothing.
     pub(super) fn warm_next(&self) {
         let next = self.epoch.get() + 1;
         let mine = self.slot(self.me);
-        let record = &mine.record(next);
+        let record = mine.record(next);
         let half = self.stage(self.me).wrapping_add((next % 2) as usize * self.one_phase_bytes());
         prefetch_write([
             word_at(&record[STAMP]),
@@ -473,7 +473,7 @@ impl Control {
     /// Every end of a round goes through here, so a peer may wait for either word.
     pub(super) fn post_done(&self, epoch: u64, status: u64) {
         let mine = self.slot(self.me);
-        let record = &mine.record(epoch);
+        let record = mine.record(epoch);
         record[STATUS].store(status, Ordering::Relaxed);
         // Release: the status, and everything this rank did in the round, before it.
         record[DONE].store(end_word(epoch, status), Ordering::Release);

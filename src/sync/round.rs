@@ -180,7 +180,7 @@ impl Control {
         // an earlier round was made before its author's `done`, which our previous
         // `finish` awaited: the value now is exactly this round's starting point.
         let base = mine.completed.load(Ordering::Acquire);
-        let record = &mine.record(epoch);
+        let record = mine.record(epoch);
         let private = call.op & PRIVATE != 0;
         let exposure = self.exposed.borrow().as_ref().map_or(0, |e| e.id << EXPOSURE_SHIFT);
         let flags = if private {

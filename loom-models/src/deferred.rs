@@ -2,21 +2,21 @@
 //! a rank that only gives in a one-phase round leaves it before its verdict, and judges
 //! the round before it in the same call, after publishing.
 //!
-//! A leaver (`Control::leave_staged`) first looks at what it knows without waiting
-//! (`Control::leave_staged`: if a rank left the round before and its own status of that
-//! round is a failure nobody else may know of, it takes part in this round as a failed
-//! rank instead, `Control::abandon` with `FLAG_PREV_FAILED`, and stages nothing), settles
-//! an owed wait unless the round owed was one-phase, then stages its payload in half
-//! `epoch % 2` of its area and publishes its record (`Control::publish_flagged`: the
-//! words and the copy of `OP`, `FLAGS` with `FLAG_LEFT`, Relaxed; `STATUS = 0`, Relaxed;
-//! `STAMP`, Release; `arrive`, Release). Only then does it wait for every rank's end word
-//! (`DONE`, Acquire) of the round before, if it has not seen them yet, and, if a rank
-//! left that round, judge it (`Control::judge_left`: every rank's `STATUS` and its copy of
-//! `OP`, Relaxed, on the record's second line; a status marked agreed, a
-//! `PreviousFailed` that every rank reported, does not count). It posts
-//! (`Control::post_done`) its status (a success, or an agreed failure: that round failed,
-//! so this one fails on every rank), the end word `DONE` (Release) and `done` (Release),
-//! and returns.
+//! A leaver (`Control::leave_staged`) first looks at what it knows without waiting (if
+//! its own status of the round before is a failure it passes on, it takes part in this
+//! round as a failed rank instead, `Control::abandon` with `FLAG_PREV_FAILED`, and stages
+//! nothing), settles an owed wait unless the round owed was one-phase, then stages its
+//! payload in half `epoch % 2` of its area and publishes its record
+//! (`Control::publish_flagged`: the words and the copy of `OP`, `FLAGS` with `FLAG_LEFT`,
+//! Relaxed; `STATUS = 0`, Relaxed; `STAMP`, Release; `arrive`, Release). Only then does it
+//! wait for every rank's end word (`DONE`, Acquire) of the round before, if it has not
+//! seen them yet, and judge that round (`Control::judge_left`: every rank's `STATUS`, and,
+//! where it left that round too, every copy of `OP`, Relaxed, on the record's second
+//! line). A status counts where its rank passes the failure on to its next call
+//! (`PASSED`: it saw a rank leave the round, or failed it alone) and not every rank
+//! reported it (`AGREED`, a `PreviousFailed`). It posts (`Control::post_done`) its status
+//! (a success, or an agreed failure: that round failed, so this one fails on every rank),
+//! the end word `DONE` (Release) and `done` (Release), and returns.
 //!
 //! The records are kept by epoch modulo 3: a leaver reads the records of the round before
 //! after it published its own, while a reader that finished that round may already
@@ -51,7 +51,9 @@
 //!    and sets `FLAG_PREV_FAILED`; both fail this round (`PreviousFailed`);
 //! 5. rank 0 leaves again: the failures of round 4 are agreed, so the round works (no
 //!    failure passed on from call to call);
-//! 6. a plain round (not private: every rank waits for every `done`): it works.
+//! 6. rank 0 leaves once more and judges round 5, which worked, by its calls too, while
+//!    rank 1, which read round 6, may already publish round 7;
+//! 7. a plain round (not private: every rank waits for every `done`): it works.
 //!
 //! [`SWAP`] runs the leave passing from rank to rank: rank 0 leaves round 1, which rank 1
 //! fails; rank 1 would leave round 2, knows its own failure before it publishes, and
@@ -65,6 +67,10 @@
 //! that no half is restaged while a peer still reads it. A record `abandon` publishes
 //! has no length (`send_len: 0`): a reader that judged it would fail the round on a
 //! length mismatch, not with `PreviousFailed`.
+//!
+//! [`ALONE_LEAVE`] is [`ALONE`] with rank 0 leaving the rounds after the failed one: it
+//! saw no leaver in that round and left it early with a success, and still finds the
+//! failure when it judges it after publishing, as rank 1 flags its next record.
 //!
 //! [`ALONE`] runs the failure the one-phase allgatherv and alltoallv defer: in a
 //! one-phase round in which both take part (no rank leaves before the verdict), rank 1
@@ -88,7 +94,9 @@
 //! [`Weakening::PublishRelaxed`] (the stamp that publishes the staged payload),
 //! [`Weakening::TwoRecords`] (the records kept by parity), [`Weakening::CountAgreed`] (an
 //! agreed failure counted as one to pass on), [`Weakening::LeaveUnsettled`] (a leaver
-//! that has nothing to judge does not wait for the end of the round before).
+//! that left a round early with a success does not wait for its end),
+//! [`Weakening::JudgeOnlyLeft`] (of [`ALONE_LEAVE`]: a leaver judges the round before only
+//! where it saw a rank leave it).
 
 use crate::{spin, Weakening};
 use loom::cell::UnsafeCell;
@@ -149,13 +157,14 @@ pub struct Scenario {
     pub failer: usize,
 }
 
-/// Two ranks: rank 0 leaves four one-phase rounds back to back after one it took part
+/// Two ranks: rank 0 leaves five one-phase rounds back to back after one it took part
 /// in, and rank 1 fails the second it left.
 pub const TWO: Scenario = Scenario {
     ranks: 2,
     plan: &[
         Step::OnePhase,
         Step::LeaveAmongPublic,
+        Step::Leave(0),
         Step::Leave(0),
         Step::Leave(0),
         Step::Leave(0),
@@ -182,6 +191,15 @@ pub const ALONE: Scenario = Scenario {
     failer: 1,
 };
 
+/// [`ALONE`], with rank 0 leaving the two rounds after the one rank 1 failed alone: it
+/// saw no leaver in that one, and must still judge it after publishing.
+pub const ALONE_LEAVE: Scenario = Scenario {
+    ranks: 2,
+    plan: &[Step::OnePhase, Step::OnePhase, Step::Leave(0), Step::Leave(0), Step::Plain],
+    fails: 2,
+    failer: 1,
+};
+
 /// The words of a record the model keeps (`call::STAMP`, `call::OP`, `call::SEND_LEN`,
 /// `call::FLAGS`, `call::STATUS`, `call::DONE`, `call::OP_COPY`).
 const STAMP: usize = 0;
@@ -201,11 +219,13 @@ const PRIVATE: u64 = 1 << 63;
 const FLAG_LEFT: u64 = 8;
 const FLAG_PREV_FAILED: u64 = 16;
 
-/// A `STATUS`: `call::SUCCEEDED`, a failure (`call::FAILED`), and one every rank of the
-/// round reported (`call::AGREED`, with `FAILED`).
+/// A `STATUS`: `call::SUCCEEDED`, a failure (`call::FAILED`), one every rank of the
+/// round reported (`call::AGREED`, with `FAILED`), and one its rank passes on to its
+/// next call (`call::PASSED`: it saw a rank leave the round, or failed it alone).
 const SUCCEEDED: u64 = 0;
 const FAILED: u64 = 1;
 const AGREED: u64 = 2;
+const PASSED: u64 = 4;
 
 /// `call::RECORDS`: how many records a rank keeps, by epoch.
 const RECORDS: usize = 3;
@@ -309,10 +329,11 @@ impl<'n> Control<'n> {
         &self.node[r].call[(epoch % records as u64) as usize]
     }
 
-    /// `call::unheard`: a failure that a rank of the round may not know of.
+    /// `call::unheard`: a failure that its rank passes on to its next call, and that a
+    /// rank of the round may not know of.
     fn unheard(&self, status: u64) -> bool {
         let agreed = if self.w == Weakening::CountAgreed { 0 } else { AGREED };
-        status & FAILED != 0 && status & agreed == 0
+        status & (FAILED | PASSED) == FAILED | PASSED && status & agreed == 0
     }
 
     /// `wait::wait_until_any` ([`spin`]: two ranks, so no two waiters can hand the
@@ -337,10 +358,15 @@ impl<'n> Control<'n> {
         }
     }
 
-    /// `Control::post_done`: `STATUS` (Relaxed), then the end word `DONE` (Release), then
-    /// `done` (Release): the end of a round in `leave_staged`, `abandon`, a quiet
+    /// `Control::post_done`: `STATUS` (Relaxed, a failure marked `PASSED` where the rank
+    /// saw a leaver in the round or failed it alone), then the end word `DONE` (Release),
+    /// then `done` (Release): the end of a round in `leave_staged`, `abandon`, a quiet
     /// `Round::finish` and `Control::end`.
     fn post_done(&self, epoch: u64, status: u64) {
+        let status = match status != SUCCEEDED && self.saw_leaver == epoch {
+            true => status | PASSED,
+            false => status,
+        };
         let record = self.record(self.me, epoch);
         let done = self.w.ordering(Weakening::DoneRelaxed, Ordering::Release);
         let end = epoch << 1 | (status != SUCCEEDED) as u64;
@@ -388,8 +414,7 @@ impl<'n> Control<'n> {
             self.left = 0;
             self.judge_left(prev, true)
         } else {
-            self.saw_leaver == prev
-                && self.unheard(self.record(self.me, prev)[STATUS].load(Ordering::Relaxed))
+            self.unheard(self.record(self.me, prev)[STATUS].load(Ordering::Relaxed))
         };
         self.prev_failed = failed;
     }
@@ -484,9 +509,9 @@ impl<'n> Control<'n> {
     /// `Control::leave_staged`.
     fn leave_staged(&mut self) -> Result<(), Outcome> {
         let prev = self.epoch;
-        // What this rank knows without waiting: its own failure of a round a rank left.
-        let judge = prev != 0 && self.saw_leaver == prev;
-        if judge && self.unheard(self.record(self.me, prev)[STATUS].load(Ordering::Relaxed)) {
+        // What this rank knows without waiting: its own failure of the round before, which
+        // it passes on.
+        if prev != 0 && self.unheard(self.record(self.me, prev)[STATUS].load(Ordering::Relaxed)) {
             self.left = 0;
             self.prev_failed = true;
             self.abandon(Outcome::PreviousFailed);
@@ -508,13 +533,16 @@ impl<'n> Control<'n> {
                 self.wait_ended(prev);
             }
         }
+        // A rank may have failed it after a rank left it, or alone while this rank left
+        // it early with a success, and pass it on: judge it, whatever this rank saw.
+        let judge = prev != 0 && (self.w != Weakening::JudgeOnlyLeft || self.saw_leaver == prev);
         let failed = judge && self.judge_left(prev, self.left == prev);
         let outcome = if failed { Outcome::PreviousFailed } else { Outcome::Ok };
+        self.left = e;
+        self.saw_leaver = e;
         self.post_done(e, outcome.status());
         self.owed = e;
         self.owed_staged = true;
-        self.left = e;
-        self.saw_leaver = e;
         match outcome {
             Outcome::Ok => Ok(()),
             o => Err(o),
@@ -649,6 +677,7 @@ pub fn run_scenario(s: &'static Scenario, w: Weakening) {
             | Weakening::TwoRecords
             | Weakening::CountAgreed
             | Weakening::LeaveUnsettled
+            | Weakening::JudgeOnlyLeft
     ));
     // `spin` without pruning: two threads only (see `crate::spin_pruned`).
     assert_eq!(s.ranks, 2);
@@ -689,4 +718,9 @@ pub fn run_swap(w: Weakening) {
 /// [`run_scenario`] of [`ALONE`].
 pub fn run_alone(w: Weakening) {
     run_scenario(&ALONE, w)
+}
+
+/// [`run_scenario`] of [`ALONE_LEAVE`].
+pub fn run_alone_leave(w: Weakening) {
+    run_scenario(&ALONE_LEAVE, w)
 }

@@ -98,6 +98,9 @@ pub enum Weakening {
     /// A leaver that has no round to judge does not wait for the end of the round before
     /// (its next leave then restages a half a peer may still read).
     LeaveUnsettled,
+    /// A leaver judges the round before only where it saw a rank leave it (not where a
+    /// rank may have failed it alone while this rank left it early with a success).
+    JudgeOnlyLeft,
 }
 
 impl Weakening {

@@ -159,6 +159,16 @@ fn deferred_verdict_of_a_rank_alone_holds() {
 }
 
 #[test]
+fn deferred_verdict_of_a_rank_alone_before_a_leave_holds() {
+    holds("deferred alone, then a leave", PREEMPTIONS_TWO_RANKS, deferred::run_alone_leave);
+}
+
+#[test]
+fn deferred_verdict_of_a_rank_alone_before_a_leave_judged_only_where_left_fails() {
+    fails(deferred::run_alone_leave, Weakening::JudgeOnlyLeft);
+}
+
+#[test]
 fn deferred_verdict_of_a_rank_alone_without_its_note_fails() {
     fails(deferred::run_alone, Weakening::NoAloneNote);
 }

@@ -309,6 +309,13 @@ const FAILED: u64 = 1 << 40;
 /// alike), so no rank has to be told of it at the next call ([`unheard`]). Without the
 /// bit, a failure would pass from call to call for as long as a rank leaves each one.
 const AGREED: u64 = 1 << 41;
+/// Beside [`FAILED`]: the rank saw a rank leave the round before its verdict, or failed
+/// it alone while the others could leave it with a success
+/// ([`Control::saw_leaver`](super::Control)), so it says so in its next call record
+/// (`FLAG_PREV_FAILED`), which fails that call on every rank. A giver that leaves the next
+/// call judges the round by this bit too, so it fails that call exactly where the others
+/// do.
+pub(super) const PASSED: u64 = 1 << 42;
 
 /// The [`STATUS`] of a round that rank `me` ended with the error `e` (`None`: its own
 /// step failed with no error to say so, as a panic).
@@ -318,10 +325,11 @@ pub(super) fn failed_status(e: Option<&Error>, me: i32) -> u64 {
     FAILED | agreed | key as u64
 }
 
-/// Whether [`STATUS`] `status` is a failure that a rank of the round may not know of
-/// (not [`AGREED`]): the deferred verdict passes it on to the next round.
+/// Whether [`STATUS`] `status` is a failure that its rank passes on to its next call
+/// ([`PASSED`]) and that a rank of the round may not know of (not [`AGREED`]): the
+/// deferred verdict fails the next round on every rank.
 pub(super) fn unheard(status: u64) -> bool {
-    status & (FAILED | AGREED) == FAILED
+    status & (FAILED | PASSED | AGREED) == FAILED | PASSED
 }
 
 /// The [`failure_key`] that a failed round's [`STATUS`] carries, or `None` for a round

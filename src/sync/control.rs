@@ -3,7 +3,8 @@
 //! (`Control::begin`), beside the [`Round`](super::Round) it returns.
 
 use super::call::{
-    blamed, end_word, ended, failed_status, unheard, Call, Kind, DONE, OP, PRIVATE, STAMP, STATUS, SUCCEEDED,
+    blamed, end_word, ended, failed_status, unheard, Call, Kind, DONE, OP, PASSED, PRIVATE, STAMP, STATUS,
+    SUCCEEDED,
 };
 use super::fence::Births;
 use super::fifo;
@@ -354,10 +355,10 @@ impl Control {
     ///
     /// - A rank that left the round (`left`) waits for every rank's end of it, then
     ///   judges it ([`judge_left`](Control::judge_left)).
-    /// - A rank that took part in the whole round, and saw a rank leave it (or failed it
-    ///   alone, `Round::finish_alone`, where the others may have left it with a success),
-    ///   failed it if its own status says so ([`unheard`]: a `PreviousFailed`, which every
-    ///   rank of the round reported, is not passed on).
+    /// - A rank that took part in the whole round failed it in a way it passes on if its
+    ///   own status says so ([`unheard`]: it saw a rank leave the round, or failed it
+    ///   alone, `Round::finish_alone`, where the others may have left it with a success;
+    ///   and not with a `PreviousFailed`, which every rank of the round reported).
     ///
     /// Those are the same finding: a rank that took part judged every record, so its
     /// status fails where the leaver's comparison does. A rank that leaves the next round
@@ -389,7 +390,7 @@ impl Control {
             self.left.set(0);
             self.judge_left(prev, true)
         } else {
-            self.saw_leaver.get() == prev && self.failed_unheard(prev)
+            self.failed_unheard(prev)
         };
         self.prev_failed.set(failed);
         Ok(())
@@ -409,9 +410,9 @@ impl Control {
         unheard(self.slot(self.me).record(epoch)[STATUS].load(Ordering::Relaxed))
     }
 
-    /// Judges round `prev`, which a rank left before its verdict, once every rank has
-    /// ended it: it failed if any rank's status is a failure some rank may not know of
-    /// ([`unheard`]), or, where this rank left it too (`left`), if any rank's call differs
+    /// Judges round `prev` once every rank has ended it, as the ranks that took part in
+    /// it judge it for their next call: it failed if any rank's status is a failure that
+    /// rank passes on ([`unheard`]), or, where this rank left it too (`left`), if any rank's call differs
     /// from this rank's in what every verdict compares first (collective and algorithm,
     /// root, `aux`; not the private bit, which a leaver sets where the others need not: a
     /// gatherv's root publishes its buffer).
@@ -472,6 +473,11 @@ impl Control {
     /// (`call::DONE`), then `done`, each after everything this rank did in the round.
     /// Every end of a round goes through here, so a peer may wait for either word.
     pub(super) fn post_done(&self, epoch: u64, status: u64) {
+        // A failure of a round this rank saw a rank leave (or failed alone) is passed on.
+        let status = match status != SUCCEEDED && self.saw_leaver.get() == epoch {
+            true => status | PASSED,
+            false => status,
+        };
         let mine = self.slot(self.me);
         let record = mine.record(epoch);
         record[STATUS].store(status, Ordering::Relaxed);

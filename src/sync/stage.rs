@@ -145,13 +145,11 @@ impl Control {
         debug_assert!(call.op & PRIVATE != 0 && self.may_leave());
         let prev = self.epoch.get();
         let left = self.left.get() == prev;
-        // A rank left the round before: it is judged after this rank published.
-        let judge = prev != 0 && self.saw_leaver.get() == prev;
         let unstaged = Call { send_len: 0, recv_len: 0, recv_writable: false, ..*call };
-        if judge && self.failed_unheard(prev) {
-            // This rank failed it, where a peer may have left it with a success: take
-            // part as a failed rank (with `FLAG_PREV_FAILED`, which fails the round on
-            // every rank that judges it).
+        if prev != 0 && self.failed_unheard(prev) {
+            // This rank failed the round before in a way it passes on (a peer may have
+            // left it with a success): take part as a failed rank (with
+            // `FLAG_PREV_FAILED`, which fails the round on every rank that judges it).
             self.left.set(0);
             self.prev_failed.set(true);
             let e = Error::PreviousFailed { rank: self.ranks[self.me] };
@@ -183,15 +181,17 @@ impl Control {
             true => (0..self.size()).try_for_each(|r| self.wait_ended(r, prev)),
             false => Ok(()),
         };
-        let outcome = ended.and_then(|()| match judge && self.judge_left(prev, left) {
+        // A rank may have failed it after a rank left it, or alone while this rank left
+        // it early with a success, and pass it on: judge it, whatever this rank saw of it.
+        let outcome = ended.and_then(|()| match prev != 0 && self.judge_left(prev, left) {
             true => Err(Error::PreviousFailed { rank: self.ranks[self.me] }),
             false => Ok(()),
         });
+        self.left.set(epoch);
+        self.saw_leaver.set(epoch);
         self.post_done(epoch, outcome.as_ref().map_or_else(|e| self.failed(Some(e)), |()| SUCCEEDED));
         self.owed.set(epoch);
         self.owed_staged.set(true);
-        self.left.set(epoch);
-        self.saw_leaver.set(epoch);
         outcome
     }
 

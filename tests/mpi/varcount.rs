@@ -396,8 +396,12 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
     // A one-phase allgatherv or alltoallv (one node, small blocks) judges each pair where
     // its block is read: rank `culprit`, whose count differs from its partner's, fails with
     // `want` and leaves its buffers as they were; every other rank may return `Ok` with its
-    // result (`result`), and then the next call (a barrier) fails on every rank with
-    // `PreviousFailed`. Beyond one phase, or across nodes, every rank fails with `want`.
+    // result (`result`), and then the next call fails on every rank with
+    // `PreviousFailed`: a barrier, or, every other time, a small broadcast from a rank
+    // other than the culprit, whose root leaves it at once on one node (it left the call
+    // before early with a success, and must still find the culprit's failure). Beyond one
+    // phase, or across nodes, every rank fails with `want`.
+    let turn = std::cell::Cell::new(0u32);
     let deferred_pair =
         |label: &str, send_len, recv_len, call: Attempt<'_>, want: Error, culprit: i32, result: Vec<u32>| {
             let (send0, recv0) = (words(me, send_len, 1), words(me, recv_len, 2));
@@ -417,7 +421,17 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
             assert!(send == send0, "{label}: the call changed the send buffer on rank {me}");
             let mut any = 0u8;
             world.all_reduce_into(&ok, &mut any, mpi::collective::SystemOperation::max());
-            match (any, comm.barrier()) {
+            let src = if culprit == 0 { 1 % p } else { 0 };
+            let next = match turn.replace(turn.get() + 1) % 2 {
+                0 => comm.barrier(),
+                _ => {
+                    let mut data = [me as u8; 8];
+                    comm.broadcast_into(&mut data[..], src).map(|()| {
+                        assert_eq!(data, [src as u8; 8], "{label}: rank {me}: the broadcast after it");
+                    })
+                }
+            };
+            match (any, next) {
                 (1, Err(Error::PreviousFailed { .. })) | (0, Ok(())) => {}
                 (any, next) => panic!("{label}: {any} ranks returned Ok; the next call gave {next:?}"),
             }

@@ -384,7 +384,7 @@ impl Control {
         let failed = if leaver {
             // The end of `prev` on every rank, then its status and call: one line each
             // (`call::DONE`), which `end_word` posts right before `done`.
-            (0..self.size()).try_for_each(|r| self.wait_ended(r, prev))?;
+            self.wait_ends(prev)?;
             // Every rank has left `prev` (and so every round before it).
             self.owed.set(0);
             self.left.set(0);
@@ -396,10 +396,22 @@ impl Control {
         Ok(())
     }
 
-    /// Asks for every rank's end line of round `epoch` at once (a prefetch: the waits for
+    /// Waits until every other rank has ended round `epoch` ([`wait_ended`]; this rank
+    /// ended it before its next call began).
+    ///
+    /// [`wait_ended`]: Control::wait_ended
+    ///
+    /// # Errors
+    ///
+    /// `PeerDied` or `Timeout`.
+    pub(super) fn wait_ends(&self, epoch: u64) -> Result<()> {
+        (0..self.size()).filter(|&r| r != self.me).try_for_each(|r| self.wait_ended(r, epoch))
+    }
+
+    /// Asks for every other rank's end line of round `epoch` at once (a prefetch: the waits for
     /// them then take them one by one, without a transfer each).
     pub(super) fn prefetch_ends(&self, epoch: u64) {
-        for r in 0..self.size() {
+        for r in (0..self.size()).filter(|&r| r != self.me) {
             prefetch(word_at(&self.slot(r).record(epoch)[DONE]));
         }
     }
@@ -432,23 +444,23 @@ impl Control {
     /// ([`RECORDS`](super::call::RECORDS)), which this rank has not yet.
     pub(super) fn judge_left(&self, prev: u64, left: bool) -> bool {
         let record = |r: usize| self.slot(r).record(prev);
-        let mine = Call::compared(record(self.me));
+        let (mut passed, mut failed) = (false, false);
+        for r in 0..self.size() {
+            let status = record(r)[STATUS].load(Ordering::Relaxed);
+            passed |= unheard(status);
+            failed |= status != SUCCEEDED;
+        }
+        // Only agreed failures (or none passed on): every rank failed `prev` already,
+        // whatever it called; a call nobody else judged is compared only where this rank
+        // left it too.
+        if passed || failed || !left {
+            return passed;
+        }
         // A leaver's record is private where the others' need not be (a gatherv's root
         // publishes its buffer): the bit is not part of the call.
-        let differs = |r: usize| {
-            let (op, root, aux) = Call::compared(record(r));
-            left && (op & !PRIVATE, root, aux) != (mine.0 & !PRIVATE, mine.1, mine.2)
-        };
-        let status = |r: usize| record(r)[STATUS].load(Ordering::Relaxed);
-        match (0..self.size())
-            .map(status)
-            .fold((false, false), |(u, f), s| (u || unheard(s), f || s != SUCCEEDED))
-        {
-            (true, _) => true,
-            // Only agreed failures: every rank failed `prev` already, whatever it called.
-            (false, true) => false,
-            (false, false) => (0..self.size()).any(differs),
-        }
+        let key = |(op, root, aux): (u64, i64, u64)| (op & !PRIVATE, root, aux);
+        let mine = key(Call::compared(record(self.me)));
+        (0..self.size()).any(|r| key(Call::compared(record(r))) != mine)
     }
 
     /// Asks for the lines this rank writes when it publishes its next call (both lines of
@@ -571,7 +583,7 @@ impl Control {
                 Err(e) => format!("which this rank left before its checks, has no verdict ({e})"),
             }
         } else if self.owed.get() == epoch {
-            if (0..self.size()).try_for_each(|r| self.wait_ended(r, epoch)).is_err() {
+            if self.wait_ends(epoch).is_err() {
                 return;
             }
             let record = |r: usize| self.slot(r).record(epoch);

@@ -178,7 +178,7 @@ impl Control {
         round.finished = true;
         let epoch = round.epoch;
         let ended = match unseen {
-            true => (0..self.size()).try_for_each(|r| self.wait_ended(r, prev)),
+            true => self.wait_ends(prev),
             false => Ok(()),
         };
         // A rank may have failed it after a rank left it, or alone while this rank left

@@ -148,9 +148,10 @@ pub(crate) fn all_equal<'c>(
 /// at 16-32 KiB with the cores far apart), and no override (`A::VAR`) names the
 /// algorithm. The same on every rank (the node's links, the call's size, and the rank's
 /// environment, whose algorithm the checks compare).
+#[inline]
 pub(crate) fn heap_switchable<A: algorithm::Algorithm>(ctx: &Ctx<'_>, bytes: usize) -> bool {
-    ctx.ctl.loads_heaps()
-        && bytes > ctx.ctl.one_phase_bytes()
+    bytes > ctx.ctl.one_phase_bytes()
+        && ctx.ctl.loads_heaps()
         && matches!(ctx.overrides.choice::<A>(A::VAR), Ok(None))
 }
 

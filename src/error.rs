@@ -20,7 +20,11 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Every variant names the rank (in the communicator the call was made on) that reports
 /// it as `rank`, and, where another rank is the cause, that rank too. A collective that
 /// fails returns an error on every rank of the communicator; the ranks agree on the
-/// variant and its fields except `rank`.
+/// variant and its fields except `rank`. The exception: a rank that only gives in a small
+/// call (the root of a broadcast or scatter, a non-root of a reduce or gather) may return
+/// `Ok` before the others have checked the call, and a rank may fail a small
+/// variable-count call alone while the others return `Ok`; the next call on the
+/// communicator then fails on every rank with [`Error::PreviousFailed`].
 ///
 /// `Error` is `Send + Sync` and converts into [`std::io::Error`].
 ///

@@ -53,7 +53,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Built collectively over any rsmpi communicator (it duplicates it, so zcoll's traffic
 /// never mixes with yours). Collective methods are named as rsmpi names them, take roots
 /// as ranks of the communicator, and return [`Result`] instead of aborting: a bad
-/// argument on any rank is an `Err` on every rank, before any byte moves.
+/// argument on any rank is an `Err` on every rank, before any byte moves (except on a
+/// rank that only gives in a small call, which may return `Ok` first and learn of the
+/// failure at its next call: see [`Error::PreviousFailed`](crate::Error::PreviousFailed)).
+///
+/// # Dropping
+///
+/// Dropping a `Comm` is not collective, but a rank whose last call could still fail
+/// where it cannot see it (a call it left before the others checked it, or one it ended
+/// with a success while a peer could fail it alone) first waits, with the wait policy,
+/// until every rank of its node has finished that call, and says on standard error if
+/// it failed, since no next call will report it.
 ///
 /// Like an MPI communicator, a `Comm` is used by one thread at a time, and every rank
 /// must call its collectives in the same order.

@@ -234,6 +234,11 @@ impl Comm {
     /// # Errors
     ///
     /// As `reduce_into_root`.
+    ///
+    /// A rank whose input travels with its arrival (a small call on one node) may return
+    /// `Ok` before the root has checked the call; if the root fails it, this rank's next call
+    /// on the communicator fails on every rank with `Error::PreviousFailed` (the deferred
+    /// verdict: the book's safety chapter).
     pub fn reduce_into<T: Pod, O: Operator<T>>(&self, send: &[T], root: Rank, op: O) -> Result<()> {
         self.reduce_bufs(Bufs::SendOnly(send), root, &op, ReduceAlgorithm::Auto)
     }

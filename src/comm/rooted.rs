@@ -43,6 +43,11 @@ impl Comm {
     /// buffer has another length in bytes than the root's; a transport error or a peer's
     /// failure during the copy.
     ///
+    /// A root whose bytes travel with its arrival (a small call on one node) may return
+    /// `Ok` before the others have checked the call; if they fail it, this rank's next call
+    /// on the communicator fails on every rank with `Error::PreviousFailed` (the deferred
+    /// verdict: the book's safety chapter).
+    ///
     /// # Standard section(s)
     ///
     /// MPI 4.1, 6.4 (`MPI_Bcast`).
@@ -117,6 +122,11 @@ impl Comm {
     /// `send` does not hold `size()` blocks of `recv.len()`, `Error::LengthMismatch` if a
     /// rank's block has another length in bytes; a transport error or a peer's failure
     /// during the copy.
+    ///
+    /// A root whose bytes travel with its arrival (a small call on one node) may return
+    /// `Ok` before the others have checked the call; if they fail it, this rank's next call
+    /// on the communicator fails on every rank with `Error::PreviousFailed` (the deferred
+    /// verdict: the book's safety chapter).
     ///
     /// # Standard section(s)
     ///
@@ -256,6 +266,11 @@ impl Comm {
     /// # Errors
     ///
     /// As `gather_into_root`; `Error::Mismatch` if this rank is `root`.
+    ///
+    /// A rank whose block travels with its arrival (a small call on one node) may return
+    /// `Ok` before the root has checked the call; if the root fails it, this rank's next call
+    /// on the communicator fails on every rank with `Error::PreviousFailed` (the deferred
+    /// verdict: the book's safety chapter).
     pub fn gather_into<T: Pod>(&self, send: &[T], root: Rank) -> Result<()> {
         self.gather_into_with(send, root, GatherAlgorithm::Auto)
     }

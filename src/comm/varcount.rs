@@ -65,6 +65,13 @@ impl Comm {
     /// another length in bytes than its count; `Unsupported` beyond 4095 ranks on a node;
     /// a transport error or a peer's failure during the copy.
     ///
+    /// A root whose bytes travel with its arrival (a small call on one node) may return
+    /// `Ok` before the others have checked the call; if they fail it, this rank's next call
+    /// on the communicator fails on every rank with `Error::PreviousFailed` (the deferred
+    /// verdict: the book's safety chapter). A leaf's
+    /// `LengthMismatch` and a leaf naming another root are such failures: what the root
+    /// checks alone (its partition, its own block) it reports in the call.
+    ///
     /// # Standard section(s)
     ///
     /// MPI 4.1, 6.6 (`MPI_Scatterv`).
@@ -237,6 +244,11 @@ impl Comm {
     /// # Errors
     ///
     /// As `gather_varcount_into_root`; `Mismatch` if this rank is `root`.
+    ///
+    /// A rank whose block travels with its arrival (a small call on one node) may return
+    /// `Ok` before the root has checked the call; if the root fails it, this rank's next call
+    /// on the communicator fails on every rank with `Error::PreviousFailed` (the deferred
+    /// verdict: the book's safety chapter).
     pub fn gather_varcount_into<T: Pod>(&self, send: &[T], root: Rank) -> Result<()> {
         self.gather_varcount_into_with(send, root, GatherAlgorithm::Auto)
     }

@@ -568,7 +568,8 @@ impl Control {
     /// - a private call this rank ended with a success without waiting for the others
     ///   (`owed`): a peer may have failed it alone after this rank left
     ///   ([`Round::finish_alone`](super::Round::finish_alone)); the rank waits for every
-    ///   rank's end of it and reads their statuses. A peer that died meanwhile is not
+    ///   rank's end of it and reads their statuses (a failure its rank passes on,
+    ///   [`unheard`]: not a `PreviousFailed`, which every rank reported). A peer that died meanwhile is not
     ///   reported here (the call's results on this rank are right, and the death is the
     ///   MPI job's to report).
     pub(crate) fn report_left(&self) {
@@ -582,12 +583,18 @@ impl Control {
                 Ok(()) => String::from("which this rank left before its checks, failed on another rank"),
                 Err(e) => format!("which this rank left before its checks, has no verdict ({e})"),
             }
-        } else if self.owed.get() == epoch {
+        } else if self.owed.get() == epoch
+            && self.slot(self.me).record(epoch)[STATUS].load(Ordering::Relaxed) == 0
+        {
             if self.wait_ends(epoch).is_err() {
                 return;
             }
+            // A failure its rank passes on, which a next call would have reported here: not
+            // one every rank reported (`PreviousFailed`), nor this rank's own.
             let record = |r: usize| self.slot(r).record(epoch);
-            match (0..self.size()).find(|&r| r != self.me && record(r)[STATUS].load(Ordering::Relaxed) != 0) {
+            match (0..self.size())
+                .find(|&r| r != self.me && unheard(record(r)[STATUS].load(Ordering::Relaxed)))
+            {
                 Some(r) => format!("which this rank ended with a success, failed on rank {}", self.ranks[r]),
                 None => return,
             }

@@ -31,7 +31,8 @@
 //! of arrivals), which the cases assert. The `deferred-drop` scenario drops a
 //! communicator right after a bad call its root left: the root reports it on standard
 //! error; then one right after a small allgatherv one rank failed alone: the ranks that
-//! returned `Ok` report it.
+//! returned `Ok` report it; then one right after a call that every rank failed with
+//! `PreviousFailed`: nobody reports anything.
 
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
@@ -645,6 +646,17 @@ pub(crate) fn drop_report(world: &SimpleCommunicator) {
         let want: Vec<u32> = (0..p as u32).flat_map(|q| [q * 10, q * 10 + 1]).collect();
         assert_eq!(recv, want, "rank {me}");
     }
+    drop(comm);
+    // A bad broadcast its root left (rank 1's buffer is short), then a call rooted at rank
+    // 1, which knows its failure: every rank fails that call with `PreviousFailed`, and
+    // the communicator dropped after it has nothing left to report.
+    let comm = Comm::new(world).expect("Comm::new");
+    let mut buf = vec![1u8; if me == 1 { 99 } else { 100 }];
+    let r = comm.broadcast_into(&mut buf[..], 0);
+    assert_eq!(r.is_ok(), me == 0, "rank {me}: {r:?}");
+    let mut small = [me as u8; 8];
+    let r = comm.broadcast_into(&mut small[..], 1 % world.size());
+    assert!(matches!(r, Err(Error::PreviousFailed { .. })), "rank {me}: {r:?}");
     drop(comm);
     println!("ZCOLL-RANK-OK {me}");
 }

@@ -60,7 +60,8 @@ fn warn_after_np3() {
 /// the filter off.
 /// A communicator dropped right after a bad call whose root left it early: the root
 /// reports the failure on standard error, since no next call will. So do the ranks that
-/// returned `Ok` from a call one rank failed alone.
+/// returned `Ok` from a call one rank failed alone. Nobody reports a call that failed on
+/// every rank with `PreviousFailed`.
 #[test]
 fn deferred_drop_report_np3() {
     let (_, stderr) = Job { np: 3, scenario: "deferred-drop", ..Job::default() }.output();
@@ -76,6 +77,9 @@ fn deferred_drop_report_np3() {
         });
         assert!(said, "rank {r} did not report the call rank 2 failed alone:\n{stderr}");
     }
+    // The third communicator's last call failed with `PreviousFailed` on every rank: no
+    // report of it (its call 2; the reports above are of call 1).
+    assert!(!stderr.contains("(call 2 of the node)"), "a report of a failure every rank reported:\n{stderr}");
 }
 
 #[test]

@@ -55,7 +55,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// as ranks of the communicator, and return [`Result`] instead of aborting: a bad
 /// argument on any rank is an `Err` on every rank, before any byte moves (except on a
 /// rank that only gives in a small call, which may return `Ok` first and learn of the
-/// failure at its next call: see [`Error::PreviousFailed`](crate::Error::PreviousFailed)).
+/// failure at its next call: see [`Error::PreviousFailed`]).
 ///
 /// # Dropping
 ///

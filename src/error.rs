@@ -102,7 +102,8 @@ pub enum Error {
         /// The rank reporting the error.
         rank: i32,
     },
-    /// A process of the node exited while this rank waited for it.
+    /// A process of the node exited while this rank waited for it, or copied from or to
+    /// its memory (the kernel found no such process).
     PeerDied {
         /// The rank reporting the error.
         rank: i32,

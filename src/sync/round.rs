@@ -585,6 +585,10 @@ impl<'c> Round<'c> {
             .map_err(|errno| self.transport_error(TransportKind::Cma, false, r, errno))
     }
 
+    /// The error of a failed copy from or to local rank `peer`: `PeerDied` where the
+    /// kernel says that its process is gone (`ESRCH`: it exited while this rank copied,
+    /// which the liveness checks of the waits would report the same way), else
+    /// `Transport`.
     pub(super) fn transport_error(
         &self,
         kind: TransportKind,
@@ -592,6 +596,13 @@ impl<'c> Round<'c> {
         peer: usize,
         errno: crate::error::Errno,
     ) -> Error {
+        if errno == crate::error::Errno::ESRCH {
+            return Error::PeerDied {
+                rank: self.rank_of(self.me()),
+                peer: self.rank_of(peer),
+                pid: self.ctl.pids[peer],
+            };
+        }
         let op = match (kind, write) {
             (TransportKind::Heap, false) => "heap read",
             (TransportKind::Heap, true) => "heap write",

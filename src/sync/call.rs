@@ -311,7 +311,7 @@ const FAILED: u64 = 1 << 40;
 const AGREED: u64 = 1 << 41;
 /// Beside [`FAILED`]: the rank saw a rank leave the round before its verdict, or failed
 /// it alone while the others could leave it with a success
-/// ([`Control::saw_leaver`](super::Control)), so it says so in its next call record
+/// (`Control::saw_leaver`), so it says so in its next call record
 /// (`FLAG_PREV_FAILED`), which fails that call on every rank. A giver that leaves the next
 /// call judges the round by this bit too, so it fails that call exactly where the others
 /// do.

@@ -422,12 +422,12 @@ impl Control {
         unheard(self.slot(self.me).record(epoch)[STATUS].load(Ordering::Relaxed))
     }
 
-    /// Judges round `prev` once every rank has ended it, as the ranks that took part in
-    /// it judge it for their next call: it failed if any rank's status is a failure that
-    /// rank passes on ([`unheard`]), or, where this rank left it too (`left`), if any rank's call differs
-    /// from this rank's in what every verdict compares first (collective and algorithm,
-    /// root, `aux`; not the private bit, which a leaver sets where the others need not: a
-    /// gatherv's root publishes its buffer).
+    /// Judges round `prev` once every rank has ended it, as the ranks that took part in it
+    /// judge it for their next call: it failed if any rank's status is a failure that rank
+    /// passes on ([`unheard`]), or, where this rank left it too (`left`), if any rank's
+    /// call differs from this rank's in what every verdict compares first (collective and
+    /// algorithm, root, `aux`; not the private bit, which a leaver sets where the others
+    /// need not: a gatherv's root publishes its buffer).
     ///
     /// The second test matters when every rank left: nobody else judged the round. Then
     /// the calls differ in those words: in one collective with one root (`root`, and
@@ -569,9 +569,9 @@ impl Control {
     ///   (`owed`): a peer may have failed it alone after this rank left
     ///   ([`Round::finish_alone`](super::Round::finish_alone)); the rank waits for every
     ///   rank's end of it and reads their statuses (a failure its rank passes on,
-    ///   [`unheard`]: not a `PreviousFailed`, which every rank reported). A peer that died meanwhile is not
-    ///   reported here (the call's results on this rank are right, and the death is the
-    ///   MPI job's to report).
+    ///   [`unheard`]: not a `PreviousFailed`, which every rank reported). A peer that died
+    ///   meanwhile is not reported here (the call's results on this rank are right, and
+    ///   the death is the MPI job's to report).
     pub(crate) fn report_left(&self) {
         let epoch = self.epoch.get();
         if epoch == 0 {
@@ -584,7 +584,7 @@ impl Control {
                 Err(e) => format!("which this rank left before its checks, has no verdict ({e})"),
             }
         } else if self.owed.get() == epoch
-            && self.slot(self.me).record(epoch)[STATUS].load(Ordering::Relaxed) == 0
+            && self.slot(self.me).record(epoch)[STATUS].load(Ordering::Relaxed) == SUCCEEDED
         {
             if self.wait_ends(epoch).is_err() {
                 return;

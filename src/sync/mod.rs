@@ -31,9 +31,10 @@
 //! publishes its call marked as left, and returns. The verdict is deferred: the readers
 //! judge the round, and a rank that fails it marks its next call record, which fails that
 //! next round on every rank (`Error::PreviousFailed`). The leaver judges the round it
-//! left at its next call: before it publishes if it stays in that call ([`Control::learn`]),
-//! after it published if it leaves that one too (so that its peers see its bytes at once),
-//! in both cases once every rank has ended the round. A leaver is therefore at most two
+//! left at its next call, once every rank has ended it: before it publishes if it stays
+//! in that call ([`Control::learn`]); if it leaves that one too, after it published (so
+//! that its peers see its bytes at once), as every rank that leaves a call judges the one
+//! before it. A leaver is therefore at most two
 //! rounds ahead of the slowest rank, and a failure every rank reported
 //! (`PreviousFailed`) is not passed on again.
 //!

@@ -93,9 +93,10 @@ impl Control {
     ///
     /// Only after it published does the rank wait for every rank's end of the round before
     /// (unless it saw them already), so that the peers see its payload one line transfer
-    /// after its call starts. If a rank left that round, it then judges it
-    /// ([`Control::judge_left`]): if it failed, this call fails with `PreviousFailed`, as
-    /// it does on every rank (a rank that stays learns it before it publishes and sets
+    /// after its call starts. It then judges that round ([`Control::judge_left`]), whatever
+    /// it saw of it (a peer may have failed it alone while this rank left it early with a
+    /// success): if it failed, this call fails with `PreviousFailed`, as it does on every
+    /// rank (a rank that stays learns it before it publishes and sets
     /// `FLAG_PREV_FAILED`, which fails the round for every rank that judges it), and its
     /// status says that every rank knows. A rank that failed the round before itself, in a
     /// way a peer may not know, fails this one before it publishes anything

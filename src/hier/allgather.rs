@@ -1,7 +1,7 @@
 //! Allgather across nodes: gather at the leaders, allgather among the leaders with
 //! rsmpi, broadcast in every node.
 
-use super::{agree_shape, prefix, too_big, Hierarchy, Net, Nodes};
+use super::{prefix, too_big, Hierarchy, Net, Nodes};
 use crate::coll::algorithm::claim_word;
 use crate::coll::algorithm::Algorithm;
 use crate::coll::allgather::{in_place_block, AllgatherAlgorithm};
@@ -94,12 +94,12 @@ impl Hierarchy {
         let Net { parent, ctx } = net;
         let size = parent.size() as usize;
         let n = send.unwrap_or_else(|| in_place_block(recv, size, elem));
-        self.check(net, Kind::Allgather, 0, n, claim_word(algorithm))?;
         // Ranks must agree on what they asked for; each node then resolves it for its own
         // size, and nodes of different sizes may well choose differently.
         let word = algorithm.op();
+        let claim = claim_word(algorithm);
         let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport, ctx.overrides);
-        agree_shape(parent, n, recv, word, |n| (n, size.saturating_mul(n)))?;
+        self.check_shape(net, Kind::Allgather, n, claim, recv, word, |n| (n, size.saturating_mul(n)))?;
         algorithm?;
         if size * n > i32::MAX as usize {
             return Err(too_big(parent, size * n));

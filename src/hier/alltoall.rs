@@ -1,7 +1,7 @@
 //! Alltoall across nodes: the node's blocks gathered at its leader, exchanged among the
 //! leaders with rsmpi, scattered in every node; or PAP-Shm-Direct (`pap.rs`).
 
-use super::{agree_shape, mpi_count, prefix, too_big, Hierarchy, Net, Nodes};
+use super::{mpi_count, prefix, too_big, Hierarchy, Net, Nodes};
 use crate::alloc::Scratch;
 use crate::coll::algorithm::claim_word;
 use crate::coll::algorithm::Algorithm;
@@ -43,13 +43,13 @@ impl Hierarchy {
                 return self.pap_alltoall(net, send, recv, a, elem);
             }
         }
-        self.check(net, Kind::Alltoall, 0, send.len(), claim_word(algorithm))?;
         // Ranks must agree on what they asked for.
         // The element size in the word: ranks that differ in it fail on the word, so the
         // blocks every rank judges below are whole elements of one size.
         let word = alltoall_op(algorithm.code(), elem);
         let whole = |first: usize| whole_blocks(first, size, word);
-        agree_shape(parent, send.len(), recv.len(), word, |first| (whole(first), whole(first)))?;
+        let shape = |first: usize| (whole(first), whole(first));
+        self.check_shape(net, Kind::Alltoall, send.len(), claim_word(algorithm), recv.len(), word, shape)?;
         resolved?;
         if self.direct() {
             mpi_count(send.len(), parent.rank())?;

@@ -231,52 +231,108 @@ impl Hierarchy {
             let call = relay::Relay { claim, rooted: true, part: &[], from: 0..0, gathered: 0, handed: 0 };
             return self.relay(net, call, |_| Vec::new(), |_| Vec::new()).map(drop);
         }
-        const N: usize = 6;
         let short = recv.map_or(0, |r| r as i64 - len as i64);
         let mine = [kind as i64, root as i64, len as i64, tag as i64, algo as i64, short];
-        let mut both = [0i64; 2 * N];
-        for (i, &v) in mine.iter().enumerate() {
-            both[2 * i] = v;
-            both[2 * i + 1] = v.wrapping_neg();
-        }
-        let mut max = [0i64; 2 * N];
-        parent.all_reduce_into(&both[..], &mut max[..], SystemOperation::max());
-        if (0..N).all(|i| max[2 * i] == max[2 * i + 1].wrapping_neg()) && max[2 * 5] == 0 {
+        if claims_agree(parent, mine) {
             let size = parent.size();
             return match root {
                 r if (0..size).contains(&r) => Ok(()),
                 _ => Err(Error::InvalidRoot { rank: parent.rank(), root, size }),
             };
         }
-        // Someone disagrees: find the first rank that differs from rank 0.
-        let mut all = vec![0i64; N * parent.size() as usize];
-        parent.all_gather_into(&mine[..], &mut all[..]);
-        let rank = parent.rank();
-        // Every rank may agree on the same wrong output length: rank 0 is then the first
-        // culprit.
-        let (culprit, theirs) =
-            all.chunks(N).enumerate().find(|(_, c)| *c != &all[..N] || c[5] != 0).expect("a difference");
-        let culprit = culprit as i32;
-        let length = |found: i64| Error::LengthMismatch {
-            rank,
-            culprit,
-            expected: all[2] as usize,
-            found: found as usize,
-        };
-        Err(match (0..N).find(|&i| theirs[i] != all[i]).unwrap_or(5) {
-            0 => Error::Mismatch { rank, culprit, what: "collective" },
-            1 => Error::Mismatch { rank, culprit, what: "root" },
-            2 => length(theirs[2]),
-            3 => Error::Mismatch { rank, culprit, what: "operator or element type" },
-            4 => Error::Mismatch { rank, culprit, what: "algorithm" },
-            _ => length(theirs[2] + theirs[5]),
-        })
+        Err(claims_differ(parent, mine).expect("a difference"))
+    }
+
+    /// [`check`](Self::check) of an unrooted call whose send length is `len`, then
+    /// [`agree_shape`] of its receive length `recv` and its word. With one rank per node, a
+    /// valid call takes one allreduce: the common words, with `word` for the tag and, for
+    /// the last, whether this rank's lengths are not what `expected` makes of its own send
+    /// length (rank 0's, once the lengths agree). A call they do not pass takes the two
+    /// checks, which name the culprit.
+    ///
+    /// # Errors
+    ///
+    /// As `check`, then as `agree_shape`.
+    #[allow(clippy::too_many_arguments)] // the check's words and the shape's
+    pub(crate) fn check_shape(
+        &self,
+        net: Net<'_>,
+        kind: coll::Kind,
+        len: usize,
+        algo: u64,
+        recv: usize,
+        word: u64,
+        expected: impl Fn(usize) -> (usize, usize),
+    ) -> Result<()> {
+        let parent = net.parent;
+        if self.direct() {
+            let bad = expected(len) != (len, recv);
+            if claims_agree(parent, [kind as i64, 0, len as i64, word as i64, algo as i64, bad as i64]) {
+                return Ok(());
+            }
+            // The common words as the other checks give them (every rank of another call
+            // gathers its own after its allreduce found the difference too).
+            if let Some(e) = claims_differ(parent, [kind as i64, 0, len as i64, 0, algo as i64, 0]) {
+                return Err(e);
+            }
+        } else {
+            self.check(net, kind, 0, len, algo)?;
+        }
+        agree_shape(parent, len, recv, word, expected)
     }
 
     /// Agrees across nodes on the outcome of a step every rank took (see [`agree`]).
     pub(crate) fn agree(&self, parent: &SimpleCommunicator, result: Result<()>) -> Result<()> {
         agree(parent, result)
     }
+}
+
+/// The words of a direct check: collective, root, length, tag, algorithm, and a word that
+/// must be 0 on every rank (a receive buffer's length beyond the call's).
+const CHECK_WORDS: usize = 6;
+
+/// Whether every rank of `parent` gave the same `mine` and a last word of 0: one allreduce
+/// of every word and its complement (`!v`, which reverses the order of every `i64`
+/// without overflow), whose maxima are the greatest and the complement of the least.
+fn claims_agree(parent: &SimpleCommunicator, mine: [i64; CHECK_WORDS]) -> bool {
+    const N: usize = CHECK_WORDS;
+    let mut both = [0i64; 2 * N];
+    for (i, &v) in mine.iter().enumerate() {
+        both[2 * i] = v;
+        both[2 * i + 1] = !v;
+    }
+    let mut max = [0i64; 2 * N];
+    parent.all_reduce_into(&both[..], &mut max[..], SystemOperation::max());
+    (0..N).all(|i| max[2 * i] == !max[2 * i + 1]) && max[2 * (N - 1)] == 0
+}
+
+/// After [`claims_agree`] found a difference: every rank's `mine` (one allgather), and the
+/// first rank that differs from rank 0's, or whose last word is not 0, as an error naming
+/// it and what differs; `None` if every rank's words agree after all (a rank that gave
+/// other words to `claims_agree` than these).
+fn claims_differ(parent: &SimpleCommunicator, mine: [i64; CHECK_WORDS]) -> Option<Error> {
+    const N: usize = CHECK_WORDS;
+    let mut all = vec![0i64; N * parent.size() as usize];
+    parent.all_gather_into(&mine[..], &mut all[..]);
+    let rank = parent.rank();
+    // Every rank may agree on the same wrong output length: rank 0 is then the first
+    // culprit.
+    let (culprit, theirs) = all.chunks(N).enumerate().find(|(_, c)| *c != &all[..N] || c[5] != 0)?;
+    let culprit = culprit as i32;
+    let length = |found: i64| Error::LengthMismatch {
+        rank,
+        culprit,
+        expected: all[2] as usize,
+        found: found as usize,
+    };
+    Some(match (0..N).find(|&i| theirs[i] != all[i]).unwrap_or(5) {
+        0 => Error::Mismatch { rank, culprit, what: "collective" },
+        1 => Error::Mismatch { rank, culprit, what: "root" },
+        2 => length(theirs[2]),
+        3 => Error::Mismatch { rank, culprit, what: "operator or element type" },
+        4 => Error::Mismatch { rank, culprit, what: "algorithm" },
+        _ => length(theirs[2] + theirs[5]),
+    })
 }
 
 /// Agrees over `parent` on the outcome of a step every rank took: this rank's own error,
@@ -324,7 +380,7 @@ pub(super) fn too_big(parent: &SimpleCommunicator, bytes: usize) -> Error {
 /// `expected(rank 0's send length)` and that every rank publishes the same op word (the
 /// same algorithm and, for an alltoall, element size). A pure function of the gathered
 /// values, so every rank reaches the same verdict.
-pub(crate) fn agree_shape(
+fn agree_shape(
     parent: &SimpleCommunicator,
     send: usize,
     recv: usize,

@@ -221,11 +221,39 @@ impl Hierarchy {
         mine: Claim,
         which: &'static str,
     ) -> Result<usize> {
-        // Lengths are judged below, with the roles: the common check sees none.
-        self.check(net, kind, root, 0, algo)?;
         let parent = net.parent;
         let me = parent.rank();
         let p = parent.size() as usize;
+        // With one rank per node, a valid call takes one allreduce: the common words, the
+        // block every rank holds for the root's (the root's own, or its buffer's share in
+        // place) and a word that is 0 where this rank's role and the root's buffer fit.
+        // Those agreeing on every rank is what `judge` accepts; anything else takes the
+        // checks below, which name the culprit.
+        if self.direct() {
+            let role = mine.root != (me == root);
+            let (block, fits) = match (mine.root, mine.in_place) {
+                (false, _) => (mine.block, true),
+                (true, false) => (mine.block, mine.block.checked_mul(p) == Some(mine.whole)),
+                (true, true) => (mine.whole / p, mine.whole % p == 0),
+            };
+            let bad = (role || !fits) as i64;
+            let words = [kind as i64, root as i64, block as i64, 0, algo as i64, bad];
+            if super::claims_agree(parent, words) && (0..p as i32).contains(&root) {
+                return fits_mpi(block, p, me);
+            }
+            // The common words as the other checks give them (every rank of another call
+            // gathers its own after its allreduce found the difference too), then the root.
+            let common = [kind as i64, root as i64, 0, 0, algo as i64, 0];
+            if let Some(e) = super::claims_differ(parent, common) {
+                return Err(e);
+            }
+            if !(0..p as i32).contains(&root) {
+                return Err(Error::InvalidRoot { rank: me, root, size: p as i32 });
+            }
+        } else {
+            // Lengths are judged below, with the roles: the common check sees none.
+            self.check(net, kind, root, 0, algo)?;
+        }
         let words = [(mine.aux2() & 3) as i64, mine.block as i64, mine.whole as i64, mine.elem as i64];
         let mut all = vec![0i64; 4 * p];
         parent.all_gather_into(&words[..], &mut all[..]);
@@ -240,11 +268,16 @@ impl Hierarchy {
             })
             .collect();
         let block = judge(p, |q| claims[q], root as usize, me, |q| q as i32, which)?;
-        let whole = block * p;
-        if whole > i32::MAX as usize {
-            let what = format!("{whole} bytes in one collective across nodes (MPI counts are 32-bit)");
-            return Err(Error::Unsupported { rank: me, what });
-        }
-        Ok(block)
+        fits_mpi(block, p, me)
     }
+}
+
+/// `block`, unless `p` blocks of it exceed an MPI count: `Unsupported` then.
+fn fits_mpi(block: usize, p: usize, me: i32) -> Result<usize> {
+    let whole = block * p;
+    if whole > i32::MAX as usize {
+        let what = format!("{whole} bytes in one collective across nodes (MPI counts are 32-bit)");
+        return Err(Error::Unsupported { rank: me, what });
+    }
+    Ok(block)
 }

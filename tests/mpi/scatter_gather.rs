@@ -308,6 +308,24 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
             if is_root { pu * n } else { n },
             n,
             &|s, r| if is_root { comm.scatter_into_root(s, r, root) } else { comm.gather_into(s, root) },
+            want.clone(),
+        );
+        // Rank 0 (not the root) calls a rooted collective while the others call ones checked
+        // otherwise: with one rank per node, each check's first collective has the same
+        // shape, and every rank takes the same second one when they differ.
+        let zero = me == 0;
+        case(
+            "scatter against allgather",
+            n,
+            if zero { n } else { pu * n },
+            &|s, r| if zero { comm.scatter_into(r, root) } else { comm.all_gather_into(s, r) },
+            want.clone(),
+        );
+        case(
+            "gather against broadcast",
+            n,
+            n,
+            &|s, r| if zero { comm.gather_into(s, root) } else { comm.broadcast_into(r, root) },
             want,
         );
 

@@ -17,7 +17,7 @@ impl Hierarchy {
     /// Alltoall over several nodes: gather the send buffers at the leaders, exchange
     /// node-to-node blocks among the leaders with rsmpi, scatter in every node; with one
     /// rank per node, rsmpi's own alltoall after the checks; PAP-Shm-Direct for the
-    /// arrival-aware algorithms.
+    /// arrival-aware algorithms, after the same checks.
     ///
     /// # Errors
     ///
@@ -38,18 +38,21 @@ impl Hierarchy {
         // size (nodes may differ in both), so every node takes the same path: the node legs
         // below are fixed rounds, not the node's own alltoall.
         let resolved = algorithm.resolve(send.len() / size, size, TransportKind::Cma, ctx.overrides);
-        if let Ok(a) = resolved {
-            if a.arrival_aware() {
-                return self.pap_alltoall(net, send, recv, a, elem);
-            }
-        }
-        // Ranks must agree on what they asked for.
+        let pap = resolved.as_ref().ok().filter(|a| a.arrival_aware()).copied();
+        // Ranks must agree on what they asked for, and on the arrival-aware variant where
+        // one resolved to it (a variable may name one on some ranks only).
         // The element size in the word: ranks that differ in it fail on the word, so the
         // blocks every rank judges below are whole elements of one size.
-        let word = alltoall_op(algorithm.code(), elem);
+        let word = alltoall_op(pap.unwrap_or(algorithm).code(), elem);
         let whole = |first: usize| whole_blocks(first, size, word);
         let shape = |first: usize| (whole(first), whole(first));
+        // The arrival-aware ones too: their legs are messages between the leaders, which a
+        // rank in any other call would never answer (a hang, not an error); the checks are
+        // the first collective of every call across nodes.
         self.check_shape(net, Kind::Alltoall, send.len(), claim_word(algorithm), recv.len(), word, shape)?;
+        if let Some(a) = pap {
+            return self.pap_alltoall(net, send, recv, a, elem);
+        }
         resolved?;
         if self.direct() {
             mpi_count(send.len(), parent.rank())?;

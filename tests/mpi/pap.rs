@@ -217,12 +217,23 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
         let e = comm.all_to_all_into_with(send.get(), recv.get_mut(), algo).unwrap_err();
         assert_eq!(e, Error::Mismatch { rank: me, culprit: last, what: "algorithm" });
         assert!(send.is(bytes(50)), "a failed alltoall changed a send buffer");
+        // A PAP rank against an ordinary one (which waits for every arrival in its checks)
+        // is the same error too, and against another collective the collective's: across
+        // nodes as well, where the PAP legs are messages between the leaders that a rank
+        // in another call would never answer.
+        let algo = if me == last { AlltoallAlgorithm::Pairwise } else { AlltoallAlgorithm::PapStaged };
+        let e = comm.all_to_all_into_with(send.get(), recv.get_mut(), algo).unwrap_err();
+        assert_eq!(e, Error::Mismatch { rank: me, culprit: last, what: "algorithm" });
+        // (A broadcast longer than a one-phase one, whose root would leave before the
+        // verdict.)
+        let mut long = Guarded::<u8>::new(40_000, bytes(53));
+        let e = match me == last {
+            true => comm.broadcast_into(long.get_mut(), 0),
+            false => comm.all_to_all_into_with(send.get(), recv.get_mut(), AlltoallAlgorithm::PapRead),
+        };
+        assert_eq!(e.unwrap_err(), Error::Mismatch { rank: me, culprit: last, what: "collective" });
+        assert!(send.is(bytes(50)) && long.is(bytes(53)), "a failed call changed a buffer");
         if comm.info().nodes == 1 {
-            // Inside a node, a PAP rank against an ordinary one (which waits for every
-            // arrival in its checks) is the same error too.
-            let algo = if me == last { AlltoallAlgorithm::Pairwise } else { AlltoallAlgorithm::PapStaged };
-            let e = comm.all_to_all_into_with(send.get(), recv.get_mut(), algo).unwrap_err();
-            assert_eq!(e, Error::Mismatch { rank: me, culprit: last, what: "algorithm" });
             // The arrival-aware broadcast: the root arrives last with a longer buffer.
             let mut buf = Guarded::<u8>::new(n + 1, bytes(52));
             let len = if me == last { n + 1 } else { n };

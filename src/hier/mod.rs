@@ -267,13 +267,13 @@ impl Hierarchy {
         let parent = net.parent;
         if self.direct() {
             let bad = expected(len) != (len, recv);
-            if claims_agree(parent, [kind as i64, 0, len as i64, word as i64, algo as i64, bad as i64]) {
+            let common = [kind as i64, 0, len as i64, 0, algo as i64, 0];
+            if direct_check(
+                parent,
+                common,
+                [kind as i64, 0, len as i64, word as i64, algo as i64, bad as i64],
+            )? {
                 return Ok(());
-            }
-            // The common words as the other checks give them (every rank of another call
-            // gathers its own after its allreduce found the difference too).
-            if let Some(e) = claims_differ(parent, [kind as i64, 0, len as i64, 0, algo as i64, 0]) {
-                return Err(e);
             }
         } else {
             self.check(net, kind, 0, len, algo)?;
@@ -304,6 +304,23 @@ fn claims_agree(parent: &SimpleCommunicator, mine: [i64; CHECK_WORDS]) -> bool {
     let mut max = [0i64; 2 * N];
     parent.all_reduce_into(&both[..], &mut max[..], SystemOperation::max());
     (0..N).all(|i| max[2 * i] == !max[2 * i + 1]) && max[2 * (N - 1)] == 0
+}
+
+/// The checks of a call on a direct hierarchy that folds what it checks beyond the common
+/// words (`common`, as [`Hierarchy::check_tagged`] gives them) into the words it passes
+/// (`folded`): `true` where they agree on every rank (one allreduce). Else the common
+/// words' error, after the one allgather every call's failed check takes next, so ranks
+/// of different calls still meet in the same MPI calls; or `false` where only the folded
+/// words differ: the caller's own checks then name the culprit.
+fn direct_check(
+    parent: &SimpleCommunicator,
+    common: [i64; CHECK_WORDS],
+    folded: [i64; CHECK_WORDS],
+) -> Result<bool> {
+    if claims_agree(parent, folded) {
+        return Ok(true);
+    }
+    claims_differ(parent, common).map_or(Ok(false), Err)
 }
 
 /// After [`claims_agree`] found a difference: every rank's `mine` (one allgather), and the

@@ -237,18 +237,17 @@ impl Hierarchy {
                 (true, true) => (mine.whole / p, mine.whole % p == 0),
             };
             let bad = (role || !fits) as i64;
-            let words = [kind as i64, root as i64, block as i64, 0, algo as i64, bad];
-            if super::claims_agree(parent, words) && (0..p as i32).contains(&root) {
-                return fits_mpi(block, p, me);
-            }
-            // The common words as the other checks give them (every rank of another call
-            // gathers its own after its allreduce found the difference too), then the root.
             let common = [kind as i64, root as i64, 0, 0, algo as i64, 0];
-            if let Some(e) = super::claims_differ(parent, common) {
-                return Err(e);
-            }
+            let passed = super::direct_check(
+                parent,
+                common,
+                [kind as i64, root as i64, block as i64, 0, algo as i64, bad],
+            )?;
             if !(0..p as i32).contains(&root) {
                 return Err(Error::InvalidRoot { rank: me, root, size: p as i32 });
+            }
+            if passed {
+                return fits_mpi(block, p, me);
             }
         } else {
             // Lengths are judged below, with the roles: the common check sees none.

@@ -74,6 +74,12 @@ pub(crate) trait Algorithm: Copy + Sized + 'static {
         requested(self, Self::VAR, env, transport)
     }
 
+    /// [`claim_asked`] with [`Algorithm::VAR`].
+    #[inline]
+    fn claim(self, env: &Overrides) -> u64 {
+        claim_asked(self, Self::VAR, env)
+    }
+
     /// The code of the variant in the call record (`Auto` is 0).
     #[inline]
     fn code(self) -> u8 {
@@ -219,6 +225,25 @@ pub(crate) fn claim_word<A: Algorithm>(a: A) -> u64 {
     let (code, param) = wire(a);
     code as u64 | (param as u64) << 8
 }
+
+/// The word a call across nodes claims for what this rank asks for once its environment
+/// has spoken: [`claim_word`] of the variant `var` names where `a` is `Auto` and `var` is
+/// set, of `a` otherwise, and a word no request makes ([`UNREADABLE`]) where `var` cannot
+/// be read. Ranks whose variables differ, or of which some cannot read theirs, then fail
+/// the checks with `Mismatch` "algorithm" on every rank before any byte moves, as they do
+/// on one node, instead of taking different paths over MPI (a rank that returns its
+/// `Config` error alone leaves the others waiting in MPI); where every rank fails to read
+/// it alike, the claims agree and each reports its own `Config` error.
+pub(crate) fn claim_asked<A: Algorithm>(a: A, var: &'static str, env: &Overrides) -> u64 {
+    let asked = match is_auto(a) {
+        true => env.choice::<A>(var),
+        false => Ok(None),
+    };
+    asked.map_or(UNREADABLE, |set| claim_word(set.unwrap_or(a)))
+}
+
+/// [`claim_asked`]'s word where the variable cannot be read: [`claim_word`] uses 40 bits.
+const UNREADABLE: u64 = u64::MAX;
 
 /// `name`, or `name:param` for a variant with a parameter.
 pub(crate) fn write<A: Algorithm>(a: A, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -390,6 +415,27 @@ mod tests {
         AllgatherAlgorithm, AllgathervAlgorithm, AlltoallAlgorithm, AlltoallvAlgorithm, BcastAlgorithm,
         GatherAlgorithm, ReduceAlgorithm, ScatterAlgorithm,
     };
+
+    /// A claim across nodes is the variable's choice where the call asks for `Auto`, the
+    /// call's own otherwise, and a word no request makes where the variable is unreadable.
+    #[test]
+    fn claims_include_the_environment() {
+        use AlltoallAlgorithm::*;
+        let none = Overrides::with(&[]);
+        let set = Overrides::with(&[("ZCOLL_ALLTOALL_ALGORITHM", "pap-read")]);
+        let bad = Overrides::with(&[("ZCOLL_ALLTOALL_ALGORITHM", "bogus")]);
+        assert_eq!(Auto.claim(&none), claim_word(Auto));
+        assert_eq!(Auto.claim(&set), claim_word(PapRead));
+        assert_eq!(Pairwise.claim(&set), claim_word(Pairwise));
+        assert_eq!(Pairwise.claim(&bad), claim_word(Pairwise));
+        let unreadable = Auto.claim(&bad);
+        assert!(AlltoallAlgorithm::NAMES.iter().all(|&(a, _)| claim_word(a) != unreadable));
+        // The variable of a collective that shares another's enum.
+        let v = Overrides::with(&[("ZCOLL_SCATTERV_ALGORITHM", "staged")]);
+        let asked = claim_asked(ScatterAlgorithm::Auto, crate::coll::scatterv::SCATTERV_VAR, &v);
+        assert_eq!(asked, claim_word(ScatterAlgorithm::Staged));
+        assert_eq!(ScatterAlgorithm::Auto.claim(&v), claim_word(ScatterAlgorithm::Auto));
+    }
 
     /// Every enum's table starts with `Auto`, names each variant once, lists exactly its
     /// `ALL` after `Auto`, every name (and every parameter from the least up) reads back

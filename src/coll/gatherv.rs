@@ -48,6 +48,10 @@ use crate::tune::select;
 use mpi::Count;
 use std::ops::Range;
 
+/// The variable that sets what `Auto` means for a gatherv (the gather's enum, its own
+/// variable).
+pub(crate) const GATHERV_VAR: &str = "ZCOLL_GATHERV_ALGORITHM";
+
 /// What this rank asks for, before the arrive phase: `Auto` becomes what
 /// `ZCOLL_GATHERV_ALGORITHM` names (if set), and everything is `Staged` on `cico`.
 pub(crate) fn requested(
@@ -55,7 +59,7 @@ pub(crate) fn requested(
     transport: TransportKind,
     env: &super::Overrides,
 ) -> Result<GatherAlgorithm> {
-    super::algorithm::requested(a, "ZCOLL_GATHERV_ALGORITHM", env, transport)
+    super::algorithm::requested(a, GATHERV_VAR, env, transport)
 }
 
 /// How an algorithm every rank asked for moves the blocks of `blocks` to `dst`.

@@ -147,6 +147,10 @@ impl ReduceAlgorithm {
     }
 }
 
+/// The variable that sets what `Auto` means for an allreduce (the reduce's enum, its own
+/// variable).
+pub(crate) const ALLREDUCE_VAR: &str = "ZCOLL_ALLREDUCE_ALGORITHM";
+
 super::algorithm::vocabulary! {
 ReduceAlgorithm("ZCOLL_REDUCE_ALGORITHM"): "auto, partitioned, staged or root-read",
 [
@@ -260,7 +264,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
     let n = bufs.input_len();
     let (kind, var) = match target {
         Target::Root(_) => (Kind::Reduce, REDUCE_VAR),
-        _ => (Kind::Allreduce, "ZCOLL_ALLREDUCE_ALGORITHM"),
+        _ => (Kind::Allreduce, ALLREDUCE_VAR),
     };
     let requested = algorithm;
     let algorithm = algorithm.resolve_as(var, n * size, ctx.ctl.size(), ctx.transport, ctx.overrides);

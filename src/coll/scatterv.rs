@@ -54,6 +54,10 @@ use crate::tune::select;
 use mpi::Count;
 use std::ops::Range;
 
+/// The variable that sets what `Auto` means for a scatterv (the scatter's enum, its own
+/// variable).
+pub(crate) const SCATTERV_VAR: &str = "ZCOLL_SCATTERV_ALGORITHM";
+
 /// What this rank asks for, before the arrive phase: `Auto` becomes what
 /// `ZCOLL_SCATTERV_ALGORITHM` names (if set), and everything is `Staged` on `cico`.
 pub(crate) fn requested(
@@ -61,7 +65,7 @@ pub(crate) fn requested(
     transport: TransportKind,
     env: &super::Overrides,
 ) -> Result<ScatterAlgorithm> {
-    super::algorithm::requested(a, "ZCOLL_SCATTERV_ALGORITHM", env, transport)
+    super::algorithm::requested(a, SCATTERV_VAR, env, transport)
 }
 
 /// How an algorithm every rank asked for moves the blocks of `blocks` from `src`.

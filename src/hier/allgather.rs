@@ -2,7 +2,6 @@
 //! rsmpi, broadcast in every node.
 
 use super::{prefix, too_big, Hierarchy, Net, Nodes};
-use crate::coll::algorithm::claim_word;
 use crate::coll::algorithm::Algorithm;
 use crate::coll::allgather::{in_place_block, AllgatherAlgorithm};
 use crate::coll::bcast::{bcast, BcastAlgorithm};
@@ -97,7 +96,7 @@ impl Hierarchy {
         // Ranks must agree on what they asked for; each node then resolves it for its own
         // size, and nodes of different sizes may well choose differently.
         let word = algorithm.op();
-        let claim = claim_word(algorithm);
+        let claim = algorithm.claim(ctx.overrides);
         let algorithm = algorithm.resolve(n, ctx.ctl.size(), ctx.transport, ctx.overrides);
         self.check_shape(net, Kind::Allgather, n, claim, recv, word, |n| (n, size.saturating_mul(n)))?;
         algorithm?;

@@ -3,7 +3,6 @@
 
 use super::{mpi_count, prefix, too_big, Hierarchy, Net, Nodes};
 use crate::alloc::Scratch;
-use crate::coll::algorithm::claim_word;
 use crate::coll::algorithm::Algorithm;
 use crate::coll::alltoall::AlltoallAlgorithm;
 use crate::coll::legs::{gather_to_leader, scatter_from_leader};
@@ -39,17 +38,24 @@ impl Hierarchy {
         // below are fixed rounds, not the node's own alltoall.
         let resolved = algorithm.resolve(send.len() / size, size, TransportKind::Cma, ctx.overrides);
         let pap = resolved.as_ref().ok().filter(|a| a.arrival_aware()).copied();
-        // Ranks must agree on what they asked for, and on the arrival-aware variant where
-        // one resolved to it (a variable may name one on some ranks only).
+        // Ranks must agree on what they asked for (their variables included: the claim).
         // The element size in the word: ranks that differ in it fail on the word, so the
         // blocks every rank judges below are whole elements of one size.
-        let word = alltoall_op(pap.unwrap_or(algorithm).code(), elem);
+        let word = alltoall_op(algorithm.code(), elem);
         let whole = |first: usize| whole_blocks(first, size, word);
         let shape = |first: usize| (whole(first), whole(first));
         // The arrival-aware ones too: their legs are messages between the leaders, which a
         // rank in any other call would never answer (a hang, not an error); the checks are
         // the first collective of every call across nodes.
-        self.check_shape(net, Kind::Alltoall, send.len(), claim_word(algorithm), recv.len(), word, shape)?;
+        self.check_shape(
+            net,
+            Kind::Alltoall,
+            send.len(),
+            algorithm.claim(ctx.overrides),
+            recv.len(),
+            word,
+            shape,
+        )?;
         if let Some(a) = pap {
             return self.pap_alltoall(net, send, recv, a, elem);
         }

@@ -2,7 +2,7 @@
 
 use super::relay::{Relay, CARRY};
 use super::{Hierarchy, Net, Stand};
-use crate::coll::algorithm::claim_word;
+use crate::coll::algorithm::Algorithm;
 use crate::coll::relay::Claim;
 use crate::coll::{self, bcast::BcastAlgorithm};
 use crate::error::Result;
@@ -27,7 +27,7 @@ impl Hierarchy {
     ) -> Result<()> {
         let Net { parent, ctx } = net;
         if self.direct() {
-            self.check(net, coll::Kind::Bcast, root, buf.len(), claim_word(algorithm))?;
+            self.check(net, coll::Kind::Bcast, root, buf.len(), algorithm.claim(ctx.overrides))?;
             for piece in buf.chunks_mut(self.piece) {
                 parent.process_at_rank(root).broadcast_into(piece);
             }
@@ -45,7 +45,7 @@ impl Hierarchy {
                 root,
                 len,
                 tag: 0,
-                algo: claim_word(algorithm),
+                algo: algorithm.claim(ctx.overrides),
                 recv: None,
             },
             rooted: true,

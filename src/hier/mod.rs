@@ -203,8 +203,9 @@ impl Hierarchy {
     }
 
     /// Checks across nodes that every rank calls `kind` with the same root and length, and
-    /// asks for the same algorithm (`algo`, [`claim_word`](coll::algorithm::claim_word);
-    /// 0 where there is no choice); the node-local checks then run as usual.
+    /// asks for the same algorithm (`algo`, [`claim_asked`](coll::algorithm::claim_asked):
+    /// the variable's choice included; 0 where there is no choice); the node-local checks
+    /// then run as usual.
     pub(crate) fn check(
         &self,
         net: Net<'_>,

@@ -4,8 +4,8 @@
 use super::relay::{Relay, CARRY};
 use super::{Hierarchy, Net, Stand};
 use crate::alloc::Scratch;
-use crate::coll::algorithm::claim_word;
-use crate::coll::reduce::{self as red, partition, reduce_scatter, Bufs, ReduceAlgorithm};
+use crate::coll::algorithm::{claim_asked, Algorithm};
+use crate::coll::reduce::{self as red, partition, reduce_scatter, Bufs, ReduceAlgorithm, ALLREDUCE_VAR};
 use crate::coll::relay::Claim;
 use crate::coll::varcount::{Exchange, Given};
 use crate::coll::{self, bcast::BcastAlgorithm};
@@ -104,7 +104,8 @@ impl Hierarchy {
         if !self.direct() && n * std::mem::size_of::<T>() <= CARRY {
             return self.small_reduction(net, bufs, None, oper, algorithm);
         }
-        self.check_reduction(net, (coll::Kind::Allreduce, claim_word(algorithm)), 0, n, recv, oper)?;
+        let asked = claim_asked(algorithm, ALLREDUCE_VAR, ctx.overrides);
+        self.check_reduction(net, (coll::Kind::Allreduce, asked), 0, n, recv, oper)?;
         if let (true, Some(builtin)) = (self.direct(), mpi_builtin::<T, O>(oper)) {
             return self.all_reduce_mpi(parent, bufs, builtin);
         }
@@ -139,7 +140,7 @@ impl Hierarchy {
         if !self.direct() && n * size <= CARRY {
             return self.small_reduction(net, bufs, Some(root), oper, algorithm);
         }
-        let claim = (coll::Kind::Reduce, claim_word(algorithm));
+        let claim = (coll::Kind::Reduce, algorithm.claim(ctx.overrides));
         self.check_reduction(net, claim, root, n, recv_of(&bufs, root == parent.rank()), oper)?;
         if let (true, Some(builtin)) = (self.direct(), mpi_builtin::<T, O>(oper)) {
             let at = parent.process_at_rank(root);
@@ -221,7 +222,11 @@ impl Hierarchy {
         let here = root.is_none_or(|r| self.stand(ctx, r).here);
         let p = ctx.ctl.size();
         let is_root = root == Some(parent.rank());
-        let claim = self.reduction_claim(kind, at, n, recv_of(&bufs, is_root), oper, claim_word(algorithm));
+        let asked = match root {
+            Some(_) => algorithm.claim(ctx.overrides),
+            None => claim_asked(algorithm, ALLREDUCE_VAR, ctx.overrides),
+        };
+        let claim = self.reduction_claim(kind, at, n, recv_of(&bufs, is_root), oper, asked);
         let input: &[u8] = match &bufs {
             Bufs::Apart(s, _) | Bufs::SendOnly(s) => bytemuck::cast_slice::<T, u8>(s),
             Bufs::InPlace(b) => bytemuck::cast_slice::<T, u8>(b),

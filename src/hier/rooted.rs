@@ -3,7 +3,6 @@
 
 use super::{Hierarchy, Net, Stand};
 use crate::alloc::Scratch;
-use crate::coll::algorithm::claim_word;
 use crate::coll::algorithm::Algorithm;
 use crate::coll::gather::{gather, GatherBufs};
 use crate::coll::rooted::{judge, relay, Claim, Layout, Rooted};
@@ -25,8 +24,14 @@ impl Hierarchy {
         let Net { parent, ctx } = net;
         let Rooted { bufs, root, local: root_local, elem, algorithm } = call;
         let p = parent.size() as usize;
-        let block =
-            self.rooted_check(net, Kind::Scatter, root, claim_word(algorithm), bufs.claim(p, elem), "send")?;
+        let block = self.rooted_check(
+            net,
+            Kind::Scatter,
+            root,
+            algorithm.claim(ctx.overrides),
+            bufs.claim(p, elem),
+            "send",
+        )?;
         if self.direct() {
             // A variable zcoll cannot read is the same error as on the other paths.
             algorithm.resolve(block, 1, ctx.transport, ctx.overrides)?;
@@ -114,7 +119,7 @@ impl Hierarchy {
             net,
             Kind::Gather,
             root,
-            claim_word(algorithm),
+            algorithm.claim(ctx.overrides),
             bufs.claim(p, elem),
             "receive",
         )?;

@@ -4,18 +4,18 @@
 
 use super::{mpi_count, scratch, Hierarchy, Net, Nodes, Stand};
 use crate::alloc::Scratch;
-use crate::coll::algorithm::claim_word;
-use crate::coll::algorithm::Algorithm;
+use crate::coll::algorithm::{claim_asked, Algorithm};
 use crate::coll::alltoallv::Sides;
 use crate::coll::bcast::{bcast, BcastAlgorithm};
 use crate::coll::gather::GatherAlgorithm;
 use crate::coll::gatherv::requested as gatherv_requested;
+use crate::coll::gatherv::GATHERV_VAR;
 use crate::coll::gatherv::{gatherv, GathervBufs};
 use crate::coll::legs::gather_to_leader;
 use crate::coll::rooted::{relay, Rooted};
 use crate::coll::scatter::ScatterAlgorithm;
 use crate::coll::scatterv::requested as scatterv_requested;
-use crate::coll::scatterv::{scatterv, ScattervBufs};
+use crate::coll::scatterv::{scatterv, ScattervBufs, SCATTERV_VAR};
 use crate::coll::varcount::first_fault;
 use crate::coll::varcount::{
     allgatherv_local, alltoallv_local, bytes, cross_fault, judge_rooted, mpi_bytes, partition_len,
@@ -45,7 +45,7 @@ impl Hierarchy {
         let whole = root_send.map(|(send, counts, displs)| (send.len(), counts, displs));
         let RootedCounts { words, elem_root, len, total } = self.rooted_counts(
             net,
-            (Kind::Scatterv, claim_word(algorithm)),
+            (Kind::Scatterv, claim_asked(algorithm, SCATTERV_VAR, ctx.overrides)),
             root,
             elem,
             recv.len(),
@@ -137,7 +137,7 @@ impl Hierarchy {
         let whole = root_recv.as_ref().map(|(recv, counts, displs)| (recv.len(), *counts, *displs));
         let RootedCounts { words, elem_root, len, total } = self.rooted_counts(
             net,
-            (Kind::Gatherv, claim_word(algorithm)),
+            (Kind::Gatherv, claim_asked(algorithm, GATHERV_VAR, ctx.overrides)),
             root,
             elem,
             send.len(),
@@ -217,7 +217,7 @@ impl Hierarchy {
         let Exchange { send, recv, parts: Given { counts, displs }, elem, algorithm } = call;
         let p = parent.size() as usize;
         let me = parent.rank();
-        self.check(net, Kind::Allgatherv, 0, 0, claim_word(algorithm))?;
+        self.check(net, Kind::Allgatherv, 0, 0, algorithm.claim(ctx.overrides))?;
         // Every rank's send length and algorithm; then every rank judges its own numbers, and
         // the verdicts are gathered.
         let word = algorithm_word(algorithm.requested(ctx.transport, ctx.overrides).map(|a| a.code()));
@@ -284,7 +284,7 @@ impl Hierarchy {
         let Exchange { send, recv, parts: sides, elem, algorithm } = call;
         let p = parent.size() as usize;
         let me = parent.rank();
-        self.check(net, Kind::Alltoallv, 0, 0, claim_word(algorithm))?;
+        self.check(net, Kind::Alltoallv, 0, 0, algorithm.claim(ctx.overrides))?;
         // Every rank judges its own numbers, and, as a receiver, what the others send it.
         let (mine_s, mine_r) = (sides.send(), sides.recv());
         let local = alltoallv_local(p, me as usize, &mine_s, &mine_r, elem, (send.len(), recv.len()));

@@ -170,6 +170,9 @@ at! {
     setup_fails_vnodes_np5_k2: 5, "setup-fails", ["ZCOLL_NODE_SIZE" => "2"];
     node_size_disagrees_np4_k2: 4, "node-size-disagrees", ["ZCOLL_NODE_SIZE" => "2"];
     node_size_disagrees_np3_k1: 3, "node-size-disagrees", ["ZCOLL_NODE_SIZE" => "1"];
+    algorithm_var_disagrees_np3: 3, "algorithm-var-disagrees", [];
+    algorithm_var_disagrees_vnodes_np2_k1: 2, "algorithm-var-disagrees", ["ZCOLL_NODE_SIZE" => "1"];
+    algorithm_var_disagrees_vnodes_np4_k2: 4, "algorithm-var-disagrees", ["ZCOLL_NODE_SIZE" => "2"];
     empty_np1: 1, "empty", [];
     empty_np3: 3, "empty", [];
     empty_vnodes_np5_k2: 5, "empty", ["ZCOLL_NODE_SIZE" => "2"];

@@ -55,6 +55,9 @@ pub(crate) fn main() {
     if scenario == "node-size-disagrees" {
         return node_size_disagrees(&world);
     }
+    if scenario == "algorithm-var-disagrees" {
+        return algorithm_var_disagrees(&world);
+    }
     if scenario == "xpmem-missing" {
         return crate::heap::xpmem_missing(&world);
     }
@@ -515,6 +518,67 @@ fn node_size_disagrees(world: &SimpleCommunicator) {
         Comm::new(world).unwrap_or_else(|e| panic!("Comm::new with ZCOLL_NODE_SIZE={k} everywhere: {e}"));
     assert_eq!(comm.info().virtual_nodes, Some(k.parse().unwrap()));
     check_bcast::<u8>(world, &comm, 100_003, last, BcastAlgorithm::Auto, 7);
+    println!("ZCOLL-RANK-OK {}", world.rank());
+}
+
+/// An algorithm variable set otherwise on the last rank than on the others (a value it
+/// cannot read, or another algorithm) while every rank asks for `Auto`: `Mismatch`
+/// "algorithm" naming the last rank on every rank, inside a node and across nodes alike,
+/// not a rank returning its `Config` error alone while the others wait in MPI (an
+/// alltoall or a scatter with one rank per node hung so), nor an error on the odd rank's
+/// node and `PeerFailed` on the others. Large calls, so that no giver leaves a round
+/// before its verdict (the deferred verdict inside a node).
+fn algorithm_var_disagrees(world: &SimpleCommunicator) {
+    use zcoll::op::Builtin;
+    let (me, p) = (world.rank(), world.size() as usize);
+    let last = world.size() - 1;
+    let n = 40_000usize;
+    type Call = fn(&Comm, i32, usize) -> zcoll::Result<()>;
+    let alltoall: Call =
+        |c, _, n| c.all_to_all_into(&vec![1u8; n * c.size() as usize], &mut vec![0u8; n * c.size() as usize]);
+    let bcast: Call = |c, _, n| c.broadcast_into(&mut vec![2u8; n], 0);
+    let scatter: Call = |c, me, n| {
+        let p = c.size() as usize;
+        match me {
+            0 => c.scatter_into_root(&vec![3u8; n * p], &mut vec![0u8; n], 0),
+            _ => c.scatter_into(&mut vec![0u8; n], 0),
+        }
+    };
+    let allreduce: Call =
+        |c, _, n| c.all_reduce_into(&vec![1u64; n / 8], &mut vec![0u64; n / 8], Builtin::Sum);
+    let gatherv: Call = |c, me, n| {
+        let p = c.size() as usize;
+        let counts = vec![n as mpi::Count; p];
+        let displs: Vec<mpi::Count> = (0..p).map(|r| (r * n) as mpi::Count).collect();
+        match me {
+            0 => c.gather_varcount_into_root(&vec![4u8; n], &mut vec![0u8; n * p], &counts, &displs, 0),
+            _ => c.gather_varcount_into(&vec![4u8; n], 0),
+        }
+    };
+    let cases: [(&str, &str, Call); 6] = [
+        ("ZCOLL_ALLTOALL_ALGORITHM", "bogus", alltoall),
+        ("ZCOLL_ALLTOALL_ALGORITHM", "pap-read", alltoall),
+        ("ZCOLL_BCAST_ALGORITHM", "staged", bcast),
+        ("ZCOLL_SCATTER_ALGORITHM", "bogus", scatter),
+        ("ZCOLL_ALLREDUCE_ALGORITHM", "staged", allreduce),
+        ("ZCOLL_GATHERV_ALGORITHM", "staged", gatherv),
+    ];
+    for (var, value, call) in cases {
+        if me == last {
+            std::env::set_var(var, value);
+        }
+        let comm =
+            Comm::new(world).unwrap_or_else(|e| panic!("Comm::new with {var}={value} on one rank: {e}"));
+        std::env::remove_var(var);
+        let e = call(&comm, me, n);
+        assert_eq!(
+            e,
+            Err(Error::Mismatch { rank: me, culprit: last, what: "algorithm" }),
+            "{var}={value} on rank {last} only, at {p} ranks"
+        );
+        // The communicator still works (for what its last rank's variable does not name).
+        comm.barrier().unwrap_or_else(|e| panic!("a barrier after {var}={value}: {e}"));
+    }
     println!("ZCOLL-RANK-OK {}", world.rank());
 }
 

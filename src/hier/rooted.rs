@@ -24,14 +24,8 @@ impl Hierarchy {
         let Net { parent, ctx } = net;
         let Rooted { bufs, root, local: root_local, elem, algorithm } = call;
         let p = parent.size() as usize;
-        let block = self.rooted_check(
-            net,
-            Kind::Scatter,
-            root,
-            algorithm.claim(ctx.overrides),
-            bufs.claim(p, elem),
-            "send",
-        )?;
+        let asked = algorithm.claim(ctx.overrides);
+        let block = self.rooted_check(net, Kind::Scatter, root, asked, bufs.claim(p, elem), "send")?;
         if self.direct() {
             // A variable zcoll cannot read is the same error as on the other paths.
             algorithm.resolve(block, 1, ctx.transport, ctx.overrides)?;
@@ -115,14 +109,8 @@ impl Hierarchy {
         let Net { parent, ctx } = net;
         let Rooted { bufs, root, local: root_local, elem, algorithm } = call;
         let p = parent.size() as usize;
-        let block = self.rooted_check(
-            net,
-            Kind::Gather,
-            root,
-            algorithm.claim(ctx.overrides),
-            bufs.claim(p, elem),
-            "receive",
-        )?;
+        let asked = algorithm.claim(ctx.overrides);
+        let block = self.rooted_check(net, Kind::Gather, root, asked, bufs.claim(p, elem), "receive")?;
         if self.direct() {
             algorithm.resolve(block, 1, ctx.transport, ctx.overrides)?;
             let at = parent.process_at_rank(root);

@@ -221,7 +221,7 @@ pub(crate) fn wire<A: Algorithm>(a: A) -> (u8, u32) {
 /// included, before the environment and the node's transport resolve it): its code and
 /// parameter. Every rank must ask for the same (`Mismatch` "algorithm" before any byte
 /// moves); the nodes may then resolve it differently, each for its own size.
-pub(crate) fn claim_word<A: Algorithm>(a: A) -> u64 {
+fn claim_word<A: Algorithm>(a: A) -> u64 {
     let (code, param) = wire(a);
     code as u64 | (param as u64) << 8
 }

@@ -23,8 +23,8 @@ pub(crate) const CLAIM_WORDS: usize = 6;
 
 /// What a rank calls, as every other rank must call it: the collective, the root (0 for
 /// the unrooted ones), the input's byte length, a tag (a reduction's operator and
-/// element type, else 0), the algorithm the caller asked for (`algorithm::claim_word`: every
-/// rank must ask for the same, and a node's own round compares only what its ranks
+/// element type, else 0), the algorithm the caller asked for (`algorithm::claim_asked`, its
+/// variable's choice included: every rank must ask for the same, and a node's own round compares only what its ranks
 /// resolved it to) and the output's byte length where the rank has one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Claim {

@@ -63,6 +63,15 @@ fn mpi_builtin<T: Pod, O: Operator<T>>(oper: &O) -> Option<Builtin> {
     })
 }
 
+/// What a reduce (`rooted`) or an allreduce claims for `algorithm` across nodes: each
+/// reads its own variable (`claim_asked`).
+fn asked(algorithm: ReduceAlgorithm, rooted: bool, ctx: &crate::coll::Ctx<'_>) -> u64 {
+    match rooted {
+        true => algorithm.claim(ctx.overrides),
+        false => claim_asked(algorithm, ALLREDUCE_VAR, ctx.overrides),
+    }
+}
+
 impl Hierarchy {
     /// Allreduce over several nodes, by one of three paths that every rank chooses alike
     /// (from the length, the operator and the shape, all checked equal first):
@@ -104,7 +113,7 @@ impl Hierarchy {
         if !self.direct() && n * std::mem::size_of::<T>() <= CARRY {
             return self.small_reduction(net, bufs, None, oper, algorithm);
         }
-        let asked = claim_asked(algorithm, ALLREDUCE_VAR, ctx.overrides);
+        let asked = asked(algorithm, false, ctx);
         self.check_reduction(net, (coll::Kind::Allreduce, asked), 0, n, recv, oper)?;
         if let (true, Some(builtin)) = (self.direct(), mpi_builtin::<T, O>(oper)) {
             return self.all_reduce_mpi(parent, bufs, builtin);
@@ -140,7 +149,7 @@ impl Hierarchy {
         if !self.direct() && n * size <= CARRY {
             return self.small_reduction(net, bufs, Some(root), oper, algorithm);
         }
-        let claim = (coll::Kind::Reduce, algorithm.claim(ctx.overrides));
+        let claim = (coll::Kind::Reduce, asked(algorithm, true, ctx));
         self.check_reduction(net, claim, root, n, recv_of(&bufs, root == parent.rank()), oper)?;
         if let (true, Some(builtin)) = (self.direct(), mpi_builtin::<T, O>(oper)) {
             let at = parent.process_at_rank(root);
@@ -222,10 +231,7 @@ impl Hierarchy {
         let here = root.is_none_or(|r| self.stand(ctx, r).here);
         let p = ctx.ctl.size();
         let is_root = root == Some(parent.rank());
-        let asked = match root {
-            Some(_) => algorithm.claim(ctx.overrides),
-            None => claim_asked(algorithm, ALLREDUCE_VAR, ctx.overrides),
-        };
+        let asked = asked(algorithm, root.is_some(), ctx);
         let claim = self.reduction_claim(kind, at, n, recv_of(&bufs, is_root), oper, asked);
         let input: &[u8] = match &bufs {
             Bufs::Apart(s, _) | Bufs::SendOnly(s) => bytemuck::cast_slice::<T, u8>(s),

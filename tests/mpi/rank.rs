@@ -527,7 +527,10 @@ fn node_size_disagrees(world: &SimpleCommunicator) {
 /// not a rank returning its `Config` error alone while the others wait in MPI (an
 /// alltoall or a scatter with one rank per node hung so), nor an error on the odd rank's
 /// node and `PeerFailed` on the others. Large calls, so that no giver leaves a round
-/// before its verdict (the deferred verdict inside a node).
+/// before its verdict (the deferred verdict inside a node). Then the same unreadable
+/// value on every rank: that variable's `Config` error on every rank, whichever path the
+/// call takes (with one rank per node, the broadcast and the reductions went straight to
+/// MPI once the checks agreed, and returned `Ok`).
 fn algorithm_var_disagrees(world: &SimpleCommunicator) {
     use zcoll::op::Builtin;
     let (me, p) = (world.rank(), world.size() as usize);
@@ -555,6 +558,10 @@ fn algorithm_var_disagrees(world: &SimpleCommunicator) {
             _ => c.gather_varcount_into(&vec![4u8; n], 0),
         }
     };
+    let reduce: Call = |c, me, n| match me {
+        0 => c.reduce_into_root(&vec![1u64; n / 8], &mut vec![0u64; n / 8], 0, Builtin::Sum),
+        _ => c.reduce_into(&vec![1u64; n / 8], 0, Builtin::Sum),
+    };
     let cases: [(&str, &str, Call); 6] = [
         ("ZCOLL_ALLTOALL_ALGORITHM", "bogus", alltoall),
         ("ZCOLL_ALLTOALL_ALGORITHM", "pap-read", alltoall),
@@ -579,6 +586,30 @@ fn algorithm_var_disagrees(world: &SimpleCommunicator) {
         // The communicator still works (for what its last rank's variable does not name).
         comm.barrier().unwrap_or_else(|e| panic!("a barrier after {var}={value}: {e}"));
     }
+    let unreadable: [(&str, Call); 6] = [
+        ("ZCOLL_BCAST_ALGORITHM", bcast),
+        ("ZCOLL_ALLREDUCE_ALGORITHM", allreduce),
+        ("ZCOLL_REDUCE_ALGORITHM", reduce),
+        ("ZCOLL_SCATTER_ALGORITHM", scatter),
+        ("ZCOLL_ALLTOALL_ALGORITHM", alltoall),
+        ("ZCOLL_GATHERV_ALGORITHM", gatherv),
+    ];
+    let mut wrong = Vec::new();
+    for (var, call) in unreadable {
+        std::env::set_var(var, "bogus");
+        let comm = Comm::new(world).unwrap_or_else(|e| panic!("Comm::new with {var}=bogus: {e}"));
+        std::env::remove_var(var);
+        match call(&comm, me, n) {
+            Err(Error::Config { name, value, .. }) if name == var && value == "bogus" => {}
+            other => wrong.push(format!("{var}=bogus: {other:?}")),
+        }
+        comm.barrier().unwrap_or_else(|e| panic!("a barrier after {var}=bogus: {e}"));
+    }
+    assert!(
+        wrong.is_empty(),
+        "on every rank, at {p} ranks, not the variable's Config error:\n{}",
+        wrong.join("\n")
+    );
     println!("ZCOLL-RANK-OK {}", world.rank());
 }
 

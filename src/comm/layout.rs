@@ -30,6 +30,7 @@
 
 use super::{Comm, Route};
 use crate::alloc::Scratch;
+use crate::coll::algorithm::Algorithm as _;
 use crate::coll::layout::{self as engine, Bufs, Flat, LayoutAlgorithm, Shape, Sides, Which};
 use crate::coll::rooted::ROLE;
 use crate::error::{Error, Result};
@@ -91,7 +92,8 @@ impl Comm {
     /// rank whose `send_layout` reaches outside `send` (over all `size()` blocks), whose
     /// `recv_layout` reaches outside `recv` or writes an element twice, or whose two
     /// layouts select different numbers of elements; `Error::LengthMismatch` if ranks'
-    /// blocks differ in size; `Error::Mismatch` if ranks called different collectives.
+    /// blocks differ in size; `Error::Mismatch` if ranks called different collectives
+    /// or asked for different algorithms (`ZCOLL_LAYOUT_ALGORITHM`).
     /// A transport error or a peer's failure during the copies.
     /// `recv` is unchanged by every error found before the copies; one during them may
     /// leave it partly written, as in the contiguous calls.
@@ -153,7 +155,7 @@ impl Comm {
             Ok((sends, recvs))
         })();
         let shape = self.shape_of(local.is_ok(), send, send_layout, recv_layout);
-        let (_checked, shape) = self.agree_on_layouts(local, shape)?;
+        let (_checked, shape) = self.agree_on_layouts(local, shape, algorithm)?;
         if self.direct(algorithm, shape)? {
             let bufs = Bufs::Two(bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
             return self.run_direct::<T>(Which::Alltoall, (0, 0), bufs, send_layout, recv_layout);
@@ -199,7 +201,8 @@ impl Comm {
     /// rank whose `send_layout` reaches outside `send`, whose `recv_layout` (over all
     /// `size()` blocks) reaches outside `recv` or writes an element twice, or whose two
     /// layouts select different numbers of elements; `Error::LengthMismatch` if ranks'
-    /// blocks differ in size; `Error::Mismatch` if ranks called different collectives.
+    /// blocks differ in size; `Error::Mismatch` if ranks called different collectives
+    /// or asked for different algorithms (`ZCOLL_LAYOUT_ALGORITHM`).
     /// A transport error or a peer's failure during the copies.
     /// `recv` is unchanged by every error found before the copies; one during them may
     /// leave it partly written, as in the contiguous calls.
@@ -257,7 +260,7 @@ impl Comm {
             Ok(recvs)
         })();
         let shape = self.shape_of(local.is_ok(), send, send_layout, recv_layout);
-        let (_checked, shape) = self.agree_on_layouts(local, shape)?;
+        let (_checked, shape) = self.agree_on_layouts(local, shape, algorithm)?;
         if self.direct(algorithm, shape)? {
             let bufs = Bufs::Two(bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
             return self.run_direct::<T>(Which::Allgather, (0, 0), bufs, send_layout, recv_layout);
@@ -344,7 +347,7 @@ impl Comm {
     ) -> Result<()> {
         let local = self.check_writable(layout, buf.len()).map_err(|e| (1, e));
         let shape = self.shape_of(local.is_ok(), buf, layout, layout);
-        let ((), shape) = self.agree_on_layouts(local.map(drop), shape)?;
+        let ((), shape) = self.agree_on_layouts(local.map(drop), shape, algorithm)?;
         if self.direct(algorithm, shape)? {
             let bufs = Bufs::One(bytemuck::cast_slice_mut(buf));
             return self.run_direct::<T>(Which::Bcast, (root, self.local_of(root)), bufs, layout, layout);
@@ -547,7 +550,7 @@ impl Comm {
             Ok(())
         })();
         let shape = self.shape_of(local.is_ok(), send, send_layout, recv_layout);
-        let ((), shape) = self.agree_on_layouts(local, shape)?;
+        let ((), shape) = self.agree_on_layouts(local, shape, algorithm)?;
         let mut recv = recv.map(|(b, _)| b);
         if self.direct(algorithm, shape)? {
             let mut none = [0u8; 0];
@@ -764,7 +767,7 @@ impl Comm {
                 [bytes, 0, written, 0]
             }
         };
-        let ((), shape) = self.agree_on_layouts(local, shape)?;
+        let ((), shape) = self.agree_on_layouts(local, shape, algorithm)?;
         // A non-root publishes its receive layout as its block (its bytes are checked
         // against the root's; nobody reads its list).
         let send_layout = send.map_or(recv_layout, |(_, l)| l);
@@ -894,7 +897,7 @@ impl Comm {
             Ok((sends, recvs))
         })();
         let shape = self.shape_each(&local, Some(send), send_layouts, recv_layouts);
-        let (((sc, sd), (rc, rd)), shape) = self.agree_on_layouts(local, shape)?;
+        let (((sc, sd), (rc, rd)), shape) = self.agree_on_layouts(local, shape, algorithm)?;
         if self.direct_each(algorithm, shape)? {
             let bufs = Bufs::Two(bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
             return self.run_direct_each::<T>(Which::Alltoall, (0, 0), bufs, send_layouts, recv_layouts);
@@ -1184,7 +1187,7 @@ impl Comm {
         })();
         let one = std::slice::from_ref(send_layout);
         let shape = self.shape_each(&local, Some(send), one, recv_layouts);
-        let ((rc, rd), shape) = self.agree_on_layouts(local, shape)?;
+        let ((rc, rd), shape) = self.agree_on_layouts(local, shape, LayoutAlgorithm::Auto)?;
         if self.direct_each(LayoutAlgorithm::Auto, shape)? {
             let bufs = Bufs::Two(bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
             return self.run_direct_each::<T>(Which::Allgather, (0, 0), bufs, one, recv_layouts);
@@ -1228,7 +1231,7 @@ impl Comm {
             None => (None, &[]),
         };
         let shape = self.shape_each(&local, src, sends, one);
-        let ((sc, sd), shape) = self.agree_on_layouts(local, shape)?;
+        let ((sc, sd), shape) = self.agree_on_layouts(local, shape, LayoutAlgorithm::Auto)?;
         if self.direct_each(LayoutAlgorithm::Auto, shape)? {
             let bufs = Bufs::Two(bytemuck::cast_slice(src.unwrap_or(&[])), bytemuck::cast_slice_mut(recv));
             let at = (root, self.local_of(root));
@@ -1274,7 +1277,7 @@ impl Comm {
         let one = std::slice::from_ref(send_layout);
         let recvs: &[Layout] = recv.as_ref().map_or(&[], |r| r.1);
         let shape = self.shape_each(&local, Some(send), one, recvs);
-        let ((rc, rd), shape) = self.agree_on_layouts(local, shape)?;
+        let ((rc, rd), shape) = self.agree_on_layouts(local, shape, LayoutAlgorithm::Auto)?;
         let mut recv = recv;
         if self.direct_each(LayoutAlgorithm::Auto, shape)? {
             let mut none = [0u8; 0];
@@ -1425,11 +1428,17 @@ impl Comm {
 
     /// Makes every rank's verdict on its layouts global: `Ok` everywhere, or on every
     /// rank the `InvalidLayout` of the lowest rank that failed; and the most of every
-    /// rank's `shape` words, from which every rank chooses the same path. One allreduce.
+    /// rank's `shape` words, from which every rank chooses the same path. One allreduce,
+    /// which also compares what every rank asks for (`algorithm`, as its environment makes
+    /// it): ranks that ask for different paths (one `direct`, another `packed`) would
+    /// otherwise meet in different collectives. They fail with `Mismatch` "algorithm"
+    /// naming the first rank that differs from rank 0, found by one allgather that every
+    /// rank then makes.
     fn agree_on_layouts<V>(
         &self,
         local: std::result::Result<V, (usize, Error)>,
         shape: [u64; 4],
+        algorithm: LayoutAlgorithm,
     ) -> Result<(V, Shape)> {
         let (me, size) = (self.rank(), self.size());
         let word = match &local {
@@ -1443,8 +1452,20 @@ impl Comm {
             }
         };
         let [bytes, remote, local_frags, far] = shape;
-        let mut all = [0u64; 5];
-        self.all_reduce_into(&[word, bytes, remote, local_frags, far], &mut all, Builtin::Max)?;
+        let asked = algorithm.claim(self.ctx().overrides);
+        let mut all = [0u64; 7];
+        self.all_reduce_into(
+            &[word, bytes, remote, local_frags, far, asked, !asked],
+            &mut all,
+            Builtin::Max,
+        )?;
+        // The most of the claims and of their complements: the greatest and the least claim.
+        if all[0] == 0 && all[5] != !all[6] {
+            let mut every = vec![0u64; size as usize];
+            self.all_gather_into(std::slice::from_ref(&asked), &mut every[..])?;
+            let culprit = every.iter().position(|&a| a != every[0]).unwrap_or(0) as Rank;
+            return Err(Error::Mismatch { rank: me, culprit, what: "algorithm" });
+        }
         let shape = Shape {
             bytes: all[1] as usize,
             remote: all[2] as usize,

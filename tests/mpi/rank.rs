@@ -562,13 +562,20 @@ fn algorithm_var_disagrees(world: &SimpleCommunicator) {
         0 => c.reduce_into_root(&vec![1u64; n / 8], &mut vec![0u64; n / 8], 0, Builtin::Sum),
         _ => c.reduce_into(&vec![1u64; n / 8], 0, Builtin::Sum),
     };
-    let cases: [(&str, &str, Call); 6] = [
+    let layout: Call = |c, _, n| {
+        let p = c.size() as usize;
+        let every_other = zcoll::Layout::vector(n / 2, 1, 2)?.resized(n)?;
+        c.all_to_all_layout_into(&vec![5u8; n * p], &every_other, &mut vec![0u8; n * p], &every_other)
+    };
+    let cases: [(&str, &str, Call); 8] = [
         ("ZCOLL_ALLTOALL_ALGORITHM", "bogus", alltoall),
         ("ZCOLL_ALLTOALL_ALGORITHM", "pap-read", alltoall),
         ("ZCOLL_BCAST_ALGORITHM", "staged", bcast),
         ("ZCOLL_SCATTER_ALGORITHM", "bogus", scatter),
         ("ZCOLL_ALLREDUCE_ALGORITHM", "staged", allreduce),
         ("ZCOLL_GATHERV_ALGORITHM", "staged", gatherv),
+        ("ZCOLL_LAYOUT_ALGORITHM", "bogus", layout),
+        ("ZCOLL_LAYOUT_ALGORITHM", "packed", layout),
     ];
     for (var, value, call) in cases {
         if me == last {
@@ -586,13 +593,14 @@ fn algorithm_var_disagrees(world: &SimpleCommunicator) {
         // The communicator still works (for what its last rank's variable does not name).
         comm.barrier().unwrap_or_else(|e| panic!("a barrier after {var}={value}: {e}"));
     }
-    let unreadable: [(&str, Call); 6] = [
+    let unreadable: [(&str, Call); 7] = [
         ("ZCOLL_BCAST_ALGORITHM", bcast),
         ("ZCOLL_ALLREDUCE_ALGORITHM", allreduce),
         ("ZCOLL_REDUCE_ALGORITHM", reduce),
         ("ZCOLL_SCATTER_ALGORITHM", scatter),
         ("ZCOLL_ALLTOALL_ALGORITHM", alltoall),
         ("ZCOLL_GATHERV_ALGORITHM", gatherv),
+        ("ZCOLL_LAYOUT_ALGORITHM", layout),
     ];
     let mut wrong = Vec::new();
     for (var, call) in unreadable {

@@ -24,6 +24,7 @@ use crate::coll::varcount::{
 use crate::coll::{Ctx, Kind};
 use crate::error::{Error, Result};
 use crate::to_mpi::{self, Spot};
+use mpi::collective::SystemOperation;
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::traits::*;
 use mpi::Count;
@@ -56,7 +57,9 @@ impl Hierarchy {
         // One rank per node: MPI's own, on the root's partition in bytes (every rank has it),
         // once every rank could read its algorithm (a bad variable fails the call everywhere).
         if let (true, Some((counts, displs))) = (self.direct(), mpi_bytes(&parts, p, elem_root)) {
-            self.agree(parent, scatterv_requested(algorithm, ctx.transport, ctx.overrides).map(drop))?;
+            // The checks compared what every rank's variable makes of `Auto`: its error, if
+            // any, is every rank's.
+            scatterv_requested(algorithm, ctx.transport, ctx.overrides)?;
             let mut spot = Spot::new();
             let recv = to_mpi::recv(recv, &mut spot);
             let at = parent.process_at_rank(root);
@@ -148,7 +151,8 @@ impl Hierarchy {
         // One rank per node: MPI's own, on the root's partition in bytes (every rank has it),
         // once every rank could read its algorithm (a bad variable fails the call everywhere).
         if let (true, Some((counts, displs))) = (self.direct(), mpi_bytes(&parts, p, elem_root)) {
-            self.agree(parent, gatherv_requested(algorithm, ctx.transport, ctx.overrides).map(drop))?;
+            // As the scatterv's: the variable's error, if any, is every rank's.
+            gatherv_requested(algorithm, ctx.transport, ctx.overrides)?;
             let send = to_mpi::send(send);
             let at = parent.process_at_rank(root);
             match root_recv {
@@ -486,9 +490,11 @@ impl Hierarchy {
     /// The node-level checks of a scatterv or gatherv (`kind`, whose caller asked for
     /// the algorithm `algo`), over the whole communicator: every rank's claim (its element
     /// size `elem`, its own block of `block` bytes and, on the root, the length of the
-    /// partitioned buffer `whole` with its `counts` and `displs`) is gathered, the root's
-    /// partition is broadcast, and every rank judges them alike, so the verdict is the same
-    /// everywhere.
+    /// partitioned buffer `whole` with its `counts` and `displs`) and the root's partition
+    /// travel in one allreduce (the most of every word: each rank fills its own claim's
+    /// words and the root the partition's, the others give 0 there), and every rank judges
+    /// them alike, so the verdict is the same everywhere. With the checks before it, two
+    /// collectives where an allgather and a broadcast made three.
     ///
     /// # Errors
     ///
@@ -508,22 +514,32 @@ impl Hierarchy {
         let p = parent.size() as usize;
         let me = parent.rank();
         self.check(net, kind, root, 0, algo)?;
-        let mine = [whole.is_some() as i64, elem as i64, block as i64, whole.map_or(0, |w| w.0) as i64];
-        let mut all = vec![0i64; 4 * p];
-        parent.all_gather_into(&mine[..], &mut all[..]);
-        let claim = |q: usize| Claim {
-            root: all[4 * q] == 1,
-            in_place: false,
-            elem: all[4 * q + 1] as usize,
-            block: all[4 * q + 2] as usize,
-            whole: all[4 * q + 3] as usize,
-        };
-        let mut words = vec![0u64; partition_len(p)];
-        if let Some((_, counts, displs)) = whole {
-            words.clear();
-            partition_words(&mut words, p, counts, displs);
+        // The root's partition first (only the root's: a rank that called the root's method
+        // in error gives zeros there, and its claim says what it did), then the claims.
+        let at = partition_len(p);
+        let mut mine = Vec::with_capacity(at + 4 * p);
+        match whole {
+            Some((_, counts, displs)) if me == root => partition_words(&mut mine, p, counts, displs),
+            _ => mine.resize(at, 0),
         }
-        parent.process_at_rank(root).broadcast_into(&mut words[..]);
+        mine.resize(at + 4 * p, 0);
+        let slot = at + 4 * me as usize;
+        mine[slot..slot + 4].copy_from_slice(&[
+            whole.is_some() as u64,
+            elem as u64,
+            block as u64,
+            whole.map_or(0, |w| w.0) as u64,
+        ]);
+        let mut all = vec![0u64; mine.len()];
+        parent.all_reduce_into(&mine[..], &mut all[..], SystemOperation::max());
+        let claim = |q: usize| Claim {
+            root: all[at + 4 * q] == 1,
+            in_place: false,
+            elem: all[at + 4 * q + 1] as usize,
+            block: all[at + 4 * q + 2] as usize,
+            whole: all[at + 4 * q + 3] as usize,
+        };
+        let words = all[..at].to_vec();
         let parts = Words(&words);
         judge_rooted(p, root as usize, claim, &parts, side).map_err(|(q, f)| f.error(me, q as i32, p))?;
         let elem_root = claim(root as usize).elem;

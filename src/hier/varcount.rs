@@ -232,7 +232,7 @@ impl Hierarchy {
         let q = me as usize;
         let local = allgatherv_local(p, q, &mine, elem, recv.len(), send.len());
         let cross = if local.is_none() { cross_fault(p, &mine, elem, send_len) } else { None };
-        agree_faults(parent, local, cross)?;
+        agree_faults(parent, local, cross, &[])?;
         same_algorithm(&all[1..], 2, me)?;
         algorithm.requested(ctx.transport, ctx.overrides)?;
         let total: usize = (0..p).map(send_len).sum();
@@ -301,17 +301,20 @@ impl Hierarchy {
             None => cross_fault(p, &mine_r, elem, |q| col[q] as usize),
             Some(_) => None,
         };
-        agree_faults(parent, local, cross)?;
         let word = algorithm_word(algorithm.requested(ctx.transport, ctx.overrides).map(|a| a.code()));
         let (out_total, in_total): (u64, u64) = (row.iter().sum(), col.iter().sum());
-        // Both partitions in bytes, for MPI's own when every node holds one rank.
-        let direct = match (mpi_bytes(&mine_s, p, elem), mpi_bytes(&mine_r, p, elem)) {
-            (Some(s), Some(r)) if self.direct() => Some((s, r)),
-            _ => None,
+        // Both partitions in bytes, for MPI's own when every node holds one rank (where
+        // this rank's partitions passed their own checks; a call that fails them goes no
+        // further).
+        let direct = match self.direct() && local.is_none() {
+            true => mpi_bytes(&mine_s, p, elem).zip(mpi_bytes(&mine_r, p, elem)),
+            false => None,
         };
+        // These words travel with the verdict, in its allgather.
         const W: usize = 4;
-        let mut all = vec![0u64; W * p];
-        parent.all_gather_into(&[word, out_total, in_total, direct.is_some() as u64][..], &mut all[..]);
+        let extra = [word, out_total, in_total, direct.is_some() as u64].map(|v| v as i64);
+        let all: Vec<u64> =
+            agree_faults(parent, local, cross, &extra)?.into_iter().map(|v| v as u64).collect();
         same_algorithm(&all, W, me)?;
         algorithm.requested(ctx.transport, ctx.overrides)?;
         if let (Some(((sc, sd), (rc, rd))), true) = (direct, (0..p).all(|c| all[W * c + 3] == 1)) {
@@ -459,21 +462,25 @@ impl Hierarchy {
 }
 /// Every rank's `(local, cross)` faults gathered over MPI (four words each, as
 /// [`Fault::encode`] makes them), judged as [`first_fault`] judges them, as the error
-/// rank `me` reports.
+/// rank `me` reports. Every rank's `extra` words (as many on every rank) travel in the
+/// same allgather: without a fault, they are returned, rank after rank.
 pub(crate) fn agree_faults(
     parent: &mpi::topology::SimpleCommunicator,
     local: Option<Fault>,
     cross: Option<Fault>,
-) -> Result<()> {
-    use mpi::traits::*;
+    extra: &[i64],
+) -> Result<Vec<i64>> {
     let p = parent.size() as usize;
-    let mut mine = [0i64; 8];
-    mine[..4].copy_from_slice(&Fault::encode(local));
-    mine[4..].copy_from_slice(&Fault::encode(cross));
-    let mut all = vec![0i64; 8 * p];
+    let w = 8 + extra.len();
+    let mut mine = Vec::with_capacity(w);
+    mine.extend_from_slice(&Fault::encode(local));
+    mine.extend_from_slice(&Fault::encode(cross));
+    mine.extend_from_slice(extra);
+    let mut all = vec![0i64; w * p];
     parent.all_gather_into(&mine[..], &mut all[..]);
-    let at = |q: usize, half: usize| Fault::decode(&all[8 * q + 4 * half..8 * q + 4 * half + 4]);
-    first_fault(p, |q| at(q, 0), |q| at(q, 1)).map_err(|(q, f)| f.error(parent.rank(), q as i32, p))
+    let at = |q: usize, half: usize| Fault::decode(&all[w * q + 4 * half..w * q + 4 * half + 4]);
+    first_fault(p, |q| at(q, 0), |q| at(q, 1)).map_err(|(q, f)| f.error(parent.rank(), q as i32, p))?;
+    Ok(all.chunks(w).flat_map(|c| c[8..].iter().copied()).collect())
 }
 
 /// What the checks of a variable-count rooted call leave for the moves: the root's

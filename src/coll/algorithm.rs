@@ -80,6 +80,16 @@ pub(crate) trait Algorithm: Copy + Sized + 'static {
         claim_asked(self, Self::VAR, env)
     }
 
+    /// [`readable`] with [`Algorithm::VAR`].
+    ///
+    /// # Errors
+    ///
+    /// As [`resolve`].
+    #[inline]
+    fn readable(self, env: &Overrides) -> Result<()> {
+        readable(self, Self::VAR, env)
+    }
+
     /// The code of the variant in the call record (`Auto` is 0).
     #[inline]
     fn code(self) -> u8 {
@@ -176,10 +186,7 @@ pub(crate) fn requested<A: Algorithm>(
     env: &Overrides,
     transport: TransportKind,
 ) -> Result<A> {
-    let chosen = match is_auto(a) {
-        true => env.choice(var)?.unwrap_or(a),
-        false => a,
-    };
+    let chosen = asked(a, var, env)?;
     check(chosen)?;
     let resolved = if transport == TransportKind::Cico { staged() } else { chosen };
     if transport == TransportKind::Cico && !is_auto(chosen) && entry(resolved) != entry(chosen) {
@@ -194,6 +201,26 @@ pub(crate) fn requested<A: Algorithm>(
         describe(resolved)
     );
     Ok(resolved)
+}
+
+/// What a rank asks for: `a`, or what `var` names where `a` is `Auto` and `var` is set.
+fn asked<A: Algorithm>(a: A, var: &'static str, env: &Overrides) -> Result<A> {
+    match is_auto(a) {
+        true => Ok(env.choice(var)?.unwrap_or(a)),
+        false => Ok(a),
+    }
+}
+
+/// The error [`resolve`] would return for `a` asked for through `var`, with nothing chosen
+/// or logged: for a call across nodes that runs no node-level algorithm (rsmpi's own with
+/// one rank per node), or before any node moves a byte. After the checks across nodes,
+/// which compare every rank's [`claim_asked`], it is the same on every rank.
+///
+/// # Errors
+///
+/// As [`resolve`].
+pub(crate) fn readable<A: Algorithm>(a: A, var: &'static str, env: &Overrides) -> Result<()> {
+    check(asked(a, var, env)?)
 }
 
 /// The entry of `a`'s variant in `A::NAMES`, whatever its parameter.
@@ -235,11 +262,7 @@ fn claim_word<A: Algorithm>(a: A) -> u64 {
 /// `Config` error alone leaves the others waiting in MPI); where every rank fails to read
 /// it alike, the claims agree and each reports its own `Config` error.
 pub(crate) fn claim_asked<A: Algorithm>(a: A, var: &'static str, env: &Overrides) -> u64 {
-    let asked = match is_auto(a) {
-        true => env.choice::<A>(var),
-        false => Ok(None),
-    };
-    asked.map_or(UNREADABLE, |set| claim_word(set.unwrap_or(a)))
+    asked(a, var, env).map_or(UNREADABLE, claim_word)
 }
 
 /// [`claim_asked`]'s word where the variable cannot be read: [`claim_word`] uses 40 bits.

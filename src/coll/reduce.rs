@@ -134,7 +134,7 @@ impl ReduceAlgorithm {
 
     /// [`Algorithm::resolve`] with the variable and model of a reduce (`var` is
     /// [`REDUCE_VAR`]) or an allreduce.
-    pub(crate) fn resolve_as(
+    fn resolve_as(
         self,
         var: &'static str,
         len: usize,

@@ -30,7 +30,7 @@ impl Hierarchy {
             self.check(net, coll::Kind::Bcast, root, buf.len(), algorithm.claim(ctx.overrides))?;
             // A variable zcoll cannot read is the same error as on the other paths (the
             // checks made sure that every rank reads it alike).
-            algorithm.resolve(buf.len(), 1, ctx.transport, ctx.overrides)?;
+            algorithm.readable(ctx.overrides)?;
             for piece in buf.chunks_mut(self.piece) {
                 parent.process_at_rank(root).broadcast_into(piece);
             }
@@ -64,7 +64,7 @@ impl Hierarchy {
         // Every rank's claim agreed, the variable's reading included: its error is every
         // rank's, before any byte lands (else the root's node alone would find it and the
         // other nodes see their leader fail).
-        algorithm.resolve(len, ctx.ctl.size(), ctx.transport, ctx.overrides)?;
+        algorithm.readable(ctx.overrides)?;
         if small {
             if !mine {
                 buf.copy_from_slice(&data);

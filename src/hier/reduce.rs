@@ -4,7 +4,7 @@
 use super::relay::{Relay, CARRY};
 use super::{Hierarchy, Net, Stand};
 use crate::alloc::Scratch;
-use crate::coll::algorithm::{claim_asked, Algorithm};
+use crate::coll::algorithm::{claim_asked, readable, Algorithm};
 use crate::coll::reduce::{self as red, partition, reduce_scatter, Bufs, ReduceAlgorithm, ALLREDUCE_VAR};
 use crate::coll::relay::Claim;
 use crate::coll::varcount::{Exchange, Given};
@@ -117,8 +117,7 @@ impl Hierarchy {
         self.check_reduction(net, (coll::Kind::Allreduce, asked), 0, n, recv, oper)?;
         if let (true, Some(builtin)) = (self.direct(), mpi_builtin::<T, O>(oper)) {
             // As the direct broadcast: the algorithm variable's error, on every rank alike.
-            let bytes = n * std::mem::size_of::<T>();
-            algorithm.resolve_as(ALLREDUCE_VAR, bytes, 1, ctx.transport, ctx.overrides)?;
+            readable(algorithm, ALLREDUCE_VAR, ctx.overrides)?;
             return self.all_reduce_mpi(parent, bufs, builtin);
         }
         if self.multi_root(n * std::mem::size_of::<T>(), oper) {
@@ -155,7 +154,7 @@ impl Hierarchy {
         let claim = (coll::Kind::Reduce, asked(algorithm, true, ctx));
         self.check_reduction(net, claim, root, n, recv_of(&bufs, root == parent.rank()), oper)?;
         if let (true, Some(builtin)) = (self.direct(), mpi_builtin::<T, O>(oper)) {
-            algorithm.resolve(n * size, 1, ctx.transport, ctx.overrides)?;
+            algorithm.readable(ctx.overrides)?;
             let at = parent.process_at_rank(root);
             by_pieces(bufs, self.piece, |s, r| match r {
                 Some(r) => at.reduce_into_root(s, r, builtin.mpi()),

@@ -28,7 +28,7 @@ impl Hierarchy {
         let block = self.rooted_check(net, Kind::Scatter, root, asked, bufs.claim(p, elem), "send")?;
         if self.direct() {
             // A variable zcoll cannot read is the same error as on the other paths.
-            algorithm.resolve(block, 1, ctx.transport, ctx.overrides)?;
+            algorithm.readable(ctx.overrides)?;
             let at = parent.process_at_rank(root);
             match bufs {
                 _ if block == 0 => {}
@@ -112,7 +112,7 @@ impl Hierarchy {
         let asked = algorithm.claim(ctx.overrides);
         let block = self.rooted_check(net, Kind::Gather, root, asked, bufs.claim(p, elem), "receive")?;
         if self.direct() {
-            algorithm.resolve(block, 1, ctx.transport, ctx.overrides)?;
+            algorithm.readable(ctx.overrides)?;
             let at = parent.process_at_rank(root);
             match bufs {
                 _ if block == 0 => {}

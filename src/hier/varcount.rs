@@ -4,17 +4,15 @@
 
 use super::{mpi_count, scratch, Hierarchy, Net, Nodes, Stand};
 use crate::alloc::Scratch;
-use crate::coll::algorithm::{claim_asked, Algorithm};
+use crate::coll::algorithm::{claim_asked, readable, Algorithm};
 use crate::coll::alltoallv::Sides;
 use crate::coll::bcast::{bcast, BcastAlgorithm};
 use crate::coll::gather::GatherAlgorithm;
-use crate::coll::gatherv::requested as gatherv_requested;
 use crate::coll::gatherv::GATHERV_VAR;
 use crate::coll::gatherv::{gatherv, GathervBufs};
 use crate::coll::legs::gather_to_leader;
 use crate::coll::rooted::{relay, Rooted};
 use crate::coll::scatter::ScatterAlgorithm;
-use crate::coll::scatterv::requested as scatterv_requested;
 use crate::coll::scatterv::{scatterv, ScattervBufs, SCATTERV_VAR};
 use crate::coll::varcount::first_fault;
 use crate::coll::varcount::{
@@ -59,7 +57,7 @@ impl Hierarchy {
         if let (true, Some((counts, displs))) = (self.direct(), mpi_bytes(&parts, p, elem_root)) {
             // The checks compared what every rank's variable makes of `Auto`: its error, if
             // any, is every rank's.
-            scatterv_requested(algorithm, ctx.transport, ctx.overrides)?;
+            readable(algorithm, SCATTERV_VAR, ctx.overrides)?;
             let mut spot = Spot::new();
             let recv = to_mpi::recv(recv, &mut spot);
             let at = parent.process_at_rank(root);
@@ -152,7 +150,7 @@ impl Hierarchy {
         // once every rank could read its algorithm (a bad variable fails the call everywhere).
         if let (true, Some((counts, displs))) = (self.direct(), mpi_bytes(&parts, p, elem_root)) {
             // As the scatterv's: the variable's error, if any, is every rank's.
-            gatherv_requested(algorithm, ctx.transport, ctx.overrides)?;
+            readable(algorithm, GATHERV_VAR, ctx.overrides)?;
             let send = to_mpi::send(send);
             let at = parent.process_at_rank(root);
             match root_recv {

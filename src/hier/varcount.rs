@@ -17,10 +17,10 @@ use crate::coll::scatterv::{scatterv, ScattervBufs, SCATTERV_VAR};
 use crate::coll::varcount::first_fault;
 use crate::coll::varcount::{
     allgatherv_local, alltoallv_local, bytes, cross_fault, judge_rooted, mpi_bytes, partition_len,
-    partition_words, range, Claim, Exchange, Fault, Given, Packed, Parts, Side, Words, BAD_CONFIG,
+    partition_words, range, Claim, Exchange, Fault, Given, Packed, Parts, Side, Words,
 };
 use crate::coll::{Ctx, Kind};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::to_mpi::{self, Spot};
 use mpi::collective::SystemOperation;
 use mpi::datatype::{Partition, PartitionMut};
@@ -220,19 +220,18 @@ impl Hierarchy {
         let p = parent.size() as usize;
         let me = parent.rank();
         self.check(net, Kind::Allgatherv, 0, 0, algorithm.claim(ctx.overrides))?;
-        // Every rank's send length and algorithm; then every rank judges its own numbers, and
-        // the verdicts are gathered.
-        let word = algorithm_word(algorithm.requested(ctx.transport, ctx.overrides).map(|a| a.code()));
-        let mut all = vec![0u64; 2 * p];
-        parent.all_gather_into(&[send.len() as u64, word][..], &mut all[..]);
-        let send_len = |r: usize| all[2 * r] as usize;
+        // Every rank's send length; then every rank judges its own numbers, and the verdicts
+        // are gathered. (The checks compared what every rank asks for; what a node then runs
+        // depends on its transport, which may differ from node to node.)
+        let mut lens = vec![0u64; p];
+        parent.all_gather_into(&(send.len() as u64), &mut lens[..]);
+        let send_len = |r: usize| lens[r] as usize;
         let mine = Given { counts, displs };
         let q = me as usize;
         let local = allgatherv_local(p, q, &mine, elem, recv.len(), send.len());
         let cross = if local.is_none() { cross_fault(p, &mine, elem, send_len) } else { None };
         agree_faults(parent, local, cross, &[])?;
-        same_algorithm(&all[1..], 2, me)?;
-        algorithm.requested(ctx.transport, ctx.overrides)?;
+        algorithm.readable(ctx.overrides)?;
         let total: usize = (0..p).map(send_len).sum();
         mpi_count(total, me)?;
         // One rank per node: MPI's own, on the partition in bytes (the same on every rank).
@@ -299,7 +298,6 @@ impl Hierarchy {
             None => cross_fault(p, &mine_r, elem, |q| col[q] as usize),
             Some(_) => None,
         };
-        let word = algorithm_word(algorithm.requested(ctx.transport, ctx.overrides).map(|a| a.code()));
         let (out_total, in_total): (u64, u64) = (row.iter().sum(), col.iter().sum());
         // Both partitions in bytes, for MPI's own when every node holds one rank (where
         // this rank's partitions passed their own checks; a call that fails them goes no
@@ -308,14 +306,15 @@ impl Hierarchy {
             true => mpi_bytes(&mine_s, p, elem).zip(mpi_bytes(&mine_r, p, elem)),
             false => None,
         };
-        // These words travel with the verdict, in its allgather.
-        const W: usize = 4;
-        let extra = [word, out_total, in_total, direct.is_some() as u64].map(|v| v as i64);
+        // These words travel with the verdict, in its allgather. (The checks compared what
+        // every rank asks for; what a node then runs depends on its transport, which may
+        // differ from node to node.)
+        const W: usize = 3;
+        let extra = [out_total, in_total, direct.is_some() as u64].map(|v| v as i64);
         let all: Vec<u64> =
             agree_faults(parent, local, cross, &extra)?.into_iter().map(|v| v as u64).collect();
-        same_algorithm(&all, W, me)?;
-        algorithm.requested(ctx.transport, ctx.overrides)?;
-        if let (Some(((sc, sd), (rc, rd))), true) = (direct, (0..p).all(|c| all[W * c + 3] == 1)) {
+        algorithm.readable(ctx.overrides)?;
+        if let (Some(((sc, sd), (rc, rd))), true) = (direct, (0..p).all(|c| all[W * c + 2] == 1)) {
             let mut spot = Spot::new();
             let (send, recv) = (to_mpi::send(send), to_mpi::recv(recv, &mut spot));
             parent.all_to_all_varcount_into(
@@ -326,7 +325,7 @@ impl Hierarchy {
         }
         let nodes = Nodes::of(self, p);
         for m in &nodes.members {
-            mpi_count(m.iter().map(|&r| all[W * r + 1].max(all[W * r + 2]) as usize).sum(), me)?;
+            mpi_count(m.iter().map(|&r| all[W * r].max(all[W * r + 1]) as usize).sum(), me)?;
         }
         let k = ctx.ctl.size();
         let leader = ctx.ctl.me() == 0;
@@ -356,8 +355,8 @@ impl Hierarchy {
         let (row_of, col_of) = (|l: usize, r: usize| word_at(l, r), |l: usize, q: usize| word_at(l, p + q));
 
         // 2. The leader gathers the packed blocks: local rank a's at part[a].
-        let outs: Vec<usize> = local_ranks.iter().map(|&r| all[W * r + 1] as usize).collect();
-        let ins: Vec<usize> = local_ranks.iter().map(|&r| all[W * r + 2] as usize).collect();
+        let outs: Vec<usize> = local_ranks.iter().map(|&r| all[W * r] as usize).collect();
+        let ins: Vec<usize> = local_ranks.iter().map(|&r| all[W * r + 1] as usize).collect();
         let prefix = |v: &[usize]| {
             v.iter().scan(0, |s, &c| Some(std::mem::replace(s, *s + c))).collect::<Vec<usize>>()
         };
@@ -583,19 +582,4 @@ fn gather_part(
     };
     let result = gatherv(ctx, Rooted { bufs, root, local: 0, elem: 1, algorithm });
     (part, result)
-}
-
-/// The word a rank publishes for its algorithm: its code, or [`BAD_CONFIG`] where its
-/// variable could not be read.
-fn algorithm_word(requested: Result<u8>) -> u64 {
-    requested.map_or(BAD_CONFIG as u64, u64::from)
-}
-
-/// `Mismatch` (for rank `me`) naming the first rank whose algorithm word, every `stride`-th
-/// of `words`, differs from rank 0's.
-fn same_algorithm(words: &[u64], stride: usize, me: i32) -> Result<()> {
-    match words.iter().step_by(stride).position(|&w| w != words[0]) {
-        Some(c) => Err(Error::Mismatch { rank: me, culprit: c as i32, what: "algorithm" }),
-        None => Ok(()),
-    }
 }

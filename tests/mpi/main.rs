@@ -250,6 +250,10 @@ at! {
     random_pieces_np5_k2: 5, "random", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_MPI_PIECE" => "1000"];
     random_vnodes_np8_k3: 8, "random", ["ZCOLL_NODE_SIZE" => "3"];
     random_cico_np3: 3, "random", ["ZCOLL_TRANSPORT" => "cico"];
+    // Nodes that chose different transports (the first node copies in and out, the others
+    // use CMA), as on a cluster where some nodes refuse CMA: every collective across them.
+    random_mixed_transports_np5_k2: 5, "random", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_CICO_BELOW" => "2"];
+    varcount_mixed_transports_np4_k2: 4, "varcount", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_CICO_BELOW" => "2"];
     random_xpmem_np3: 3, "random", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem"];
     // Beyond the 8 ranks above, oversubscribing 2 cores: with the default seed, the
     // first 72 steps call all 14 kinds of collective at 16 and at 32 ranks (blocks up to

@@ -92,6 +92,13 @@ pub(crate) fn main() {
         println!("ZCOLL-RANK-OK {}", world.rank());
         return;
     }
+    // Nodes of different transports (each node decides its own): the ranks below
+    // `ZCOLL_TEST_CICO_BELOW`, whole nodes of them, copy in and out where the others do not.
+    if let Ok(below) = std::env::var("ZCOLL_TEST_CICO_BELOW") {
+        if world.rank() < below.parse::<i32>().expect("a rank") {
+            std::env::set_var("ZCOLL_TRANSPORT", "cico");
+        }
+    }
     let comm = Comm::new(&world).unwrap_or_else(|e| panic!("Comm::new: {e}"));
     expectations(&world, &comm);
     match scenario.as_str() {

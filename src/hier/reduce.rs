@@ -379,14 +379,24 @@ impl Hierarchy {
             };
             combine(&self.column, own, &mut reduced, oper, self.piece);
         }
-        // (c) Every rank reads the partitions from their owners.
+        // (c) Every rank reads the partitions from their owners: into scratch where its
+        // node step failed, so that a failed call leaves its output as it was (as in
+        // `combine_and_share`).
         let counts: Vec<mpi::Count> = parts.iter().map(|r| r.len() as mpi::Count).collect();
         let displs: Vec<mpi::Count> = parts.iter().map(|r| r.start as mpi::Count).collect();
+        let mut spare = Vec::new();
+        let into: &mut [T] = match result {
+            Ok(()) => out,
+            Err(_) => {
+                spare.resize(out.len(), T::zeroed());
+                &mut spare
+            }
+        };
         let spread = coll::allgatherv::allgatherv(
             ctx,
             Exchange {
                 send: bytemuck::cast_slice(&reduced),
-                recv: bytemuck::cast_slice_mut(out),
+                recv: bytemuck::cast_slice_mut(into),
                 parts: Given { counts: &counts, displs: &displs },
                 elem: std::mem::size_of::<T>(),
                 algorithm: coll::allgatherv::AllgathervAlgorithm::Auto,
@@ -407,15 +417,28 @@ impl Hierarchy {
         mut result: Result<()>,
     ) -> Result<()> {
         let Net { parent, ctx } = net;
+        // A rank whose node step failed still takes part in every leg (the leaders' and
+        // the node's), so that nobody waits for it, but into scratch: a failed call leaves
+        // its output as it was (else a refused call, found before anything moved, would
+        // hand the leaders' combination of nothing to every rank's buffer).
+        let failed = result.is_err();
+        let mut spare = Vec::new();
         if let Some(leaders) = &self.leaders {
-            let mine = if out.len() == n { out.to_vec() } else { vec![T::zeroed(); n] };
+            let mine = if out.len() == n && !failed { out.to_vec() } else { vec![T::zeroed(); n] };
             let mut combined = vec![T::zeroed(); n];
             combine(leaders, &mine, &mut combined, oper, self.piece);
-            if out.len() == n {
-                out.copy_from_slice(&combined);
+            match failed {
+                false if out.len() == n => out.copy_from_slice(&combined),
+                _ => spare = combined,
             }
         }
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+        let bytes: &mut [u8] = match failed {
+            false => bytemuck::cast_slice_mut(out),
+            true => {
+                spare.resize(out.len(), T::zeroed());
+                bytemuck::cast_slice_mut(&mut spare[..])
+            }
+        };
         result = result.and(coll::bcast::bcast(ctx, bytes, 0, 0, BcastAlgorithm::Auto, None));
         self.agree(parent, result)
     }

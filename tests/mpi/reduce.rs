@@ -246,16 +246,28 @@ pub(crate) fn reduce(world: &SimpleCommunicator, comm: &Comm) {
         assert!(recv.iter().all(|&x| x == 1.5 * p as f64), "root-read on cico runs staged");
         recv.fill(0.0);
     } else if comm.info().inter_node != InterNode::DirectMpi {
-        let e =
-            comm.all_reduce_into_with(&send, &mut recv, Builtin::Sum, ReduceAlgorithm::RootRead).unwrap_err();
-        assert!(
-            matches!(e, Error::Unsupported { .. } | Error::PeerFailed { .. } | Error::PreviousFailed { .. }),
-            "{e}"
-        );
-        if comm.info().inter_node == InterNode::OneNode {
-            assert!(matches!(e, Error::Unsupported { rank, .. } if rank == me), "{e}");
+        // 100 elements take the leaders' path across nodes, 4096 (32 KiB) the multi-root
+        // one where nodes hold two ranks or more. The output is not zeros, which a failed
+        // call that wrote zeros (what the leaders combine where every node failed) would
+        // leave looking untouched.
+        for n in [100, 4096] {
+            let send = vec![1.5f64; n];
+            let mut recv = vec![7.0f64; n];
+            let e = comm
+                .all_reduce_into_with(&send, &mut recv, Builtin::Sum, ReduceAlgorithm::RootRead)
+                .unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    Error::Unsupported { .. } | Error::PeerFailed { .. } | Error::PreviousFailed { .. }
+                ),
+                "{e}"
+            );
+            if comm.info().inter_node == InterNode::OneNode {
+                assert!(matches!(e, Error::Unsupported { rank, .. } if rank == me), "{e}");
+            }
+            assert!(recv.iter().all(|&x| x == 7.0), "a refused allreduce of {n} wrote its output");
         }
-        assert!(recv.iter().all(|&x| x == 0.0), "a refused allreduce wrote its output");
     }
     let e = comm.all_reduce_into(&send, &mut recv, Builtin::BitXor).unwrap_err();
     assert!(matches!(e, Error::Unsupported { rank, .. } if rank == me), "{e}");

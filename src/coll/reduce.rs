@@ -149,7 +149,16 @@ impl ReduceAlgorithm {
 
 /// The variable that sets what `Auto` means for an allreduce (the reduce's enum, its own
 /// variable).
-pub(crate) const ALLREDUCE_VAR: &str = "ZCOLL_ALLREDUCE_ALGORITHM";
+const ALLREDUCE_VAR: &str = "ZCOLL_ALLREDUCE_ALGORITHM";
+
+/// The variable that sets what `Auto` means for a reduce to a root (`rooted`) or an
+/// allreduce: the one rule, on one node and across nodes.
+pub(crate) fn var(rooted: bool) -> &'static str {
+    match rooted {
+        true => REDUCE_VAR,
+        false => ALLREDUCE_VAR,
+    }
+}
 
 super::algorithm::vocabulary! {
 ReduceAlgorithm("ZCOLL_REDUCE_ALGORITHM"): "auto, partitioned, staged or root-read",
@@ -263,8 +272,8 @@ fn reduce_to<T: Pod, O: Operator<T>>(
     let size = std::mem::size_of::<T>();
     let n = bufs.input_len();
     let (kind, var) = match target {
-        Target::Root(_) => (Kind::Reduce, REDUCE_VAR),
-        _ => (Kind::Allreduce, ALLREDUCE_VAR),
+        Target::Root(_) => (Kind::Reduce, var(true)),
+        _ => (Kind::Allreduce, var(false)),
     };
     let requested = algorithm;
     let algorithm = algorithm.resolve_as(var, n * size, ctx.ctl.size(), ctx.transport, ctx.overrides);

@@ -4,8 +4,8 @@
 use super::relay::{Relay, CARRY};
 use super::{Hierarchy, Net, Stand};
 use crate::alloc::Scratch;
-use crate::coll::algorithm::{claim_asked, readable, Algorithm};
-use crate::coll::reduce::{self as red, partition, reduce_scatter, Bufs, ReduceAlgorithm, ALLREDUCE_VAR};
+use crate::coll::algorithm::{claim_asked, readable};
+use crate::coll::reduce::{self as red, partition, reduce_scatter, Bufs, ReduceAlgorithm};
 use crate::coll::relay::Claim;
 use crate::coll::varcount::{Exchange, Given};
 use crate::coll::{self, bcast::BcastAlgorithm};
@@ -66,9 +66,20 @@ fn mpi_builtin<T: Pod, O: Operator<T>>(oper: &O) -> Option<Builtin> {
 /// What a reduce (`rooted`) or an allreduce claims for `algorithm` across nodes: each
 /// reads its own variable (`claim_asked`).
 fn asked(algorithm: ReduceAlgorithm, rooted: bool, ctx: &crate::coll::Ctx<'_>) -> u64 {
-    match rooted {
-        true => algorithm.claim(ctx.overrides),
-        false => claim_asked(algorithm, ALLREDUCE_VAR, ctx.overrides),
+    claim_asked(algorithm, red::var(rooted), ctx.overrides)
+}
+
+/// `out`, or where this rank's node step failed, `spare` grown to its length: where a
+/// rank that failed still takes part in the legs that write the output (so that nobody
+/// waits for it), so that a failed call leaves its output as it was (else a call refused
+/// before anything moved would hand every rank the combination of nothing).
+fn output_or_spare<'a, T: Pod>(failed: bool, out: &'a mut [T], spare: &'a mut Vec<T>) -> &'a mut [T] {
+    match failed {
+        false => out,
+        true => {
+            spare.resize(out.len(), T::zeroed());
+            spare
+        }
     }
 }
 
@@ -117,7 +128,7 @@ impl Hierarchy {
         self.check_reduction(net, (coll::Kind::Allreduce, asked), 0, n, recv, oper)?;
         if let (true, Some(builtin)) = (self.direct(), mpi_builtin::<T, O>(oper)) {
             // As the direct broadcast: the algorithm variable's error, on every rank alike.
-            readable(algorithm, ALLREDUCE_VAR, ctx.overrides)?;
+            readable(algorithm, red::var(false), ctx.overrides)?;
             return self.all_reduce_mpi(parent, bufs, builtin);
         }
         if self.multi_root(n * std::mem::size_of::<T>(), oper) {
@@ -154,7 +165,7 @@ impl Hierarchy {
         let claim = (coll::Kind::Reduce, asked(algorithm, true, ctx));
         self.check_reduction(net, claim, root, n, recv_of(&bufs, root == parent.rank()), oper)?;
         if let (true, Some(builtin)) = (self.direct(), mpi_builtin::<T, O>(oper)) {
-            algorithm.readable(ctx.overrides)?;
+            readable(algorithm, red::var(true), ctx.overrides)?;
             let at = parent.process_at_rank(root);
             by_pieces(bufs, self.piece, |s, r| match r {
                 Some(r) => at.reduce_into_root(s, r, builtin.mpi()),
@@ -379,19 +390,12 @@ impl Hierarchy {
             };
             combine(&self.column, own, &mut reduced, oper, self.piece);
         }
-        // (c) Every rank reads the partitions from their owners: into scratch where its
-        // node step failed, so that a failed call leaves its output as it was (as in
-        // `combine_and_share`).
+        // (c) Every rank reads the partitions from their owners (into scratch where its
+        // node step failed).
         let counts: Vec<mpi::Count> = parts.iter().map(|r| r.len() as mpi::Count).collect();
         let displs: Vec<mpi::Count> = parts.iter().map(|r| r.start as mpi::Count).collect();
         let mut spare = Vec::new();
-        let into: &mut [T] = match result {
-            Ok(()) => out,
-            Err(_) => {
-                spare.resize(out.len(), T::zeroed());
-                &mut spare
-            }
-        };
+        let into = output_or_spare(result.is_err(), out, &mut spare);
         let spread = coll::allgatherv::allgatherv(
             ctx,
             Exchange {
@@ -417,28 +421,18 @@ impl Hierarchy {
         mut result: Result<()>,
     ) -> Result<()> {
         let Net { parent, ctx } = net;
-        // A rank whose node step failed still takes part in every leg (the leaders' and
-        // the node's), so that nobody waits for it, but into scratch: a failed call leaves
-        // its output as it was (else a refused call, found before anything moved, would
-        // hand the leaders' combination of nothing to every rank's buffer).
+        // A rank whose node step failed takes part in both legs, into scratch.
         let failed = result.is_err();
-        let mut spare = Vec::new();
         if let Some(leaders) = &self.leaders {
             let mine = if out.len() == n && !failed { out.to_vec() } else { vec![T::zeroed(); n] };
             let mut combined = vec![T::zeroed(); n];
             combine(leaders, &mine, &mut combined, oper, self.piece);
-            match failed {
-                false if out.len() == n => out.copy_from_slice(&combined),
-                _ => spare = combined,
+            if out.len() == n && !failed {
+                out.copy_from_slice(&combined);
             }
         }
-        let bytes: &mut [u8] = match failed {
-            false => bytemuck::cast_slice_mut(out),
-            true => {
-                spare.resize(out.len(), T::zeroed());
-                bytemuck::cast_slice_mut(&mut spare[..])
-            }
-        };
+        let mut spare = Vec::new();
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(output_or_spare(failed, out, &mut spare));
         result = result.and(coll::bcast::bcast(ctx, bytes, 0, 0, BcastAlgorithm::Auto, None));
         self.agree(parent, result)
     }

@@ -204,7 +204,7 @@ pub(crate) fn requested<A: Algorithm>(
 }
 
 /// What a rank asks for: `a`, or what `var` names where `a` is `Auto` and `var` is set.
-fn asked<A: Algorithm>(a: A, var: &'static str, env: &Overrides) -> Result<A> {
+pub(crate) fn asked<A: Algorithm>(a: A, var: &'static str, env: &Overrides) -> Result<A> {
     match is_auto(a) {
         true => Ok(env.choice(var)?.unwrap_or(a)),
         false => Ok(a),

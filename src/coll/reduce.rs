@@ -151,6 +151,25 @@ impl ReduceAlgorithm {
 /// variable).
 const ALLREDUCE_VAR: &str = "ZCOLL_ALLREDUCE_ALGORITHM";
 
+/// `Unsupported` for `rank` where an allreduce asks for [`ReduceAlgorithm::RootRead`] (the
+/// call, or `ZCOLL_ALLREDUCE_ALGORITHM` for `Auto`): an algorithm of a reduce to a root
+/// only. What the rank asked for, not what its node would run (a `cico` node runs every
+/// algorithm staged), so that the same program fails alike on every node and every path:
+/// each caller asks after the checks that made every rank's request equal.
+///
+/// # Errors
+///
+/// `Unsupported`, as above.
+pub(crate) fn allreduce_refuses(algorithm: ReduceAlgorithm, env: &super::Overrides, rank: i32) -> Result<()> {
+    match super::algorithm::asked(algorithm, ALLREDUCE_VAR, env) {
+        Ok(ReduceAlgorithm::RootRead) => Err(Error::Unsupported {
+            rank,
+            what: "root-read in an allreduce (it is an algorithm of a reduce to a root only)".into(),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The variable that sets what `Auto` means for a reduce to a root (`rooted`) or an
 /// allreduce: the one rule, on one node and across nodes.
 pub(crate) fn var(rooted: bool) -> &'static str {
@@ -378,11 +397,8 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         if let Some(e) = unsupported(ctx, oper, rank) {
             return Err(e);
         }
-        if algorithm == ReduceAlgorithm::RootRead && src.is_none() {
-            return Err(Error::Unsupported {
-                rank,
-                what: "root-read in an allreduce (it is an algorithm of a reduce to a root only)".into(),
-            });
+        if src.is_none() {
+            allreduce_refuses(requested, ctx.overrides, rank)?;
         }
         if n == 0 || size == 0 {
             return Ok(());

@@ -126,6 +126,7 @@ impl Hierarchy {
         }
         let asked = asked(algorithm, false, ctx);
         self.check_reduction(net, (coll::Kind::Allreduce, asked), 0, n, recv, oper)?;
+        red::allreduce_refuses(algorithm, ctx.overrides, parent.rank())?;
         if let (true, Some(builtin)) = (self.direct(), mpi_builtin::<T, O>(oper)) {
             // As the direct broadcast: the algorithm variable's error, on every rank alike.
             readable(algorithm, red::var(false), ctx.overrides)?;
@@ -269,6 +270,9 @@ impl Hierarchy {
             },
         )?;
         self.supported::<T, O>(parent, oper)?;
+        if root.is_none() {
+            red::allreduce_refuses(algorithm, ctx.overrides, parent.rank())?;
+        }
         let result: Vec<T> = elements(&data);
         match (root, bufs) {
             (Some(r), _) if r != parent.rank() => {}

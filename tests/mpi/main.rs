@@ -254,6 +254,9 @@ at! {
     // use CMA), as on a cluster where some nodes refuse CMA: every collective across them.
     random_mixed_transports_np5_k2: 5, "random", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_CICO_BELOW" => "2"];
     varcount_mixed_transports_np4_k2: 4, "varcount", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_CICO_BELOW" => "2"];
+    // Including the reductions' bad calls: an allreduce asked for `root-read` fails with
+    // `Unsupported` on every rank, the `cico` node's too.
+    reduce_mixed_transports_np5_k2: 5, "reduce", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_CICO_BELOW" => "2"];
     random_xpmem_np3: 3, "random", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem"];
     // Beyond the 8 ranks above, oversubscribing 2 cores: with the default seed, the
     // first 72 steps call all 14 kinds of collective at 16 and at 32 ranks (blocks up to

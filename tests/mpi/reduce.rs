@@ -238,36 +238,23 @@ pub(crate) fn reduce(world: &SimpleCommunicator, comm: &Comm) {
     // Bad input: the same error on every rank, buffers untouched.
     let send = vec![1.5f64; 100];
     let mut recv = vec![0.0f64; 100];
-    // `RootRead` reduces to a root only: an allreduce refuses it on every rank where the
-    // node's algorithm runs (with one rank per node, MPI's allreduce runs whatever the
-    // algorithm; on a `cico` node every algorithm runs staged).
-    if comm.info().transport == zcoll::TransportKind::Cico {
-        comm.all_reduce_into_with(&send, &mut recv, Builtin::Sum, ReduceAlgorithm::RootRead).unwrap();
-        assert!(recv.iter().all(|&x| x == 1.5 * p as f64), "root-read on cico runs staged");
-        recv.fill(0.0);
-    } else if comm.info().inter_node != InterNode::DirectMpi {
-        // 100 elements take the leaders' path across nodes, 4096 (32 KiB) the multi-root
-        // one where nodes hold two ranks or more. The output is not zeros, which a failed
-        // call that wrote zeros (what the leaders combine where every node failed) would
-        // leave looking untouched.
-        for n in [100, 4096] {
-            let send = vec![1.5f64; n];
-            let mut recv = vec![7.0f64; n];
-            let e = comm
-                .all_reduce_into_with(&send, &mut recv, Builtin::Sum, ReduceAlgorithm::RootRead)
-                .unwrap_err();
-            assert!(
-                matches!(
-                    e,
-                    Error::Unsupported { .. } | Error::PeerFailed { .. } | Error::PreviousFailed { .. }
-                ),
-                "{e}"
-            );
-            if comm.info().inter_node == InterNode::OneNode {
-                assert!(matches!(e, Error::Unsupported { rank, .. } if rank == me), "{e}");
-            }
-            assert!(recv.iter().all(|&x| x == 7.0), "a refused allreduce of {n} wrote its output");
-        }
+    // `RootRead` reduces to a root only: an allreduce refuses it on every rank, whatever
+    // runs there (a `cico` node runs every algorithm staged; with one rank per node,
+    // MPI's allreduce would run). 8 elements travel with the verdict across nodes, 100
+    // take the leaders' path, 4096 (32 KiB) the multi-root one where nodes hold two ranks
+    // or more. The output is not zeros, which a failed call that wrote zeros (what the
+    // leaders combine where every node failed) would leave looking untouched.
+    for n in [8, 100, 4096] {
+        let send = vec![1.5f64; n];
+        let mut recv = vec![7.0f64; n];
+        let e =
+            comm.all_reduce_into_with(&send, &mut recv, Builtin::Sum, ReduceAlgorithm::RootRead).unwrap_err();
+        assert!(matches!(e, Error::Unsupported { rank, .. } if rank == me), "{e}");
+        assert!(recv.iter().all(|&x| x == 7.0), "a refused allreduce of {n} wrote its output");
+        let mut buf = vec![7.0f64; n];
+        let e = comm.all_reduce_in_place(&mut buf, Builtin::Sum).err();
+        assert!(e.is_none(), "an allreduce after a refused one: {e:?}");
+        assert!(buf.iter().all(|&x| x == 7.0 * p as f64), "the allreduce after a refused one");
     }
     let e = comm.all_reduce_into(&send, &mut recv, Builtin::BitXor).unwrap_err();
     assert!(matches!(e, Error::Unsupported { rank, .. } if rank == me), "{e}");

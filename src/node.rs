@@ -365,7 +365,16 @@ fn choose_transport(
 
     let heap_why = match (heaps_exist, probes.iter().enumerate().find(|(_, v)| v[0] >= 0)) {
         (Some(r), _) => {
-            Err(format!("heap: local rank {r} has no shared heap ({})", Errno::from_raw(all[r][4] as i32)))
+            let errno = Errno::from_raw(all[r][4] as i32);
+            // The reservation is what an address-space limit refuses (`ulimit -v`, valgrind).
+            let hint = match errno {
+                Errno::ENOMEM => format!(
+                    ": it reserves {} GiB of address space, which a limit such as `ulimit -v` refuses",
+                    crate::transport::heap::RESERVE >> 30
+                ),
+                _ => String::new(),
+            };
+            Err(format!("heap: local rank {r} has no shared heap ({errno}{hint})"))
         }
         (None, Some((r, v))) => Err(format!(
             "heap: local rank {r} may not map local rank {}'s heap: {}",

@@ -33,8 +33,9 @@ impl Comm {
     ///
     /// # Errors
     ///
-    /// `Error::Unsupported` if the heap cannot be created here (no `memfd_create`), is
-    /// full, or `T` is zero-sized.
+    /// `Error::Unsupported` if the heap cannot be created here (no `memfd_create`, or an
+    /// address-space limit such as `ulimit -v` or valgrind's that refuses its 64 GiB
+    /// reservation), is full, or `T` is zero-sized.
     pub fn alloc<T: Pod>(&self, n: usize) -> Result<ShmBox<T>> {
         ShmBox::zeroed(n).map_err(|errno| Error::Unsupported {
             rank: self.rank(),

@@ -30,6 +30,9 @@ pub(crate) struct Job<'a> {
     /// `/dev/shm` is a tmpfs of this size (`mount -o size=`), so that shared-memory objects
     /// run out of room.
     pub(crate) shm_size: Option<&'a str>,
+    /// Start the launcher, and so every rank, under this limit of address space in bytes
+    /// (`prlimit --as=`), as `ulimit -v` does.
+    pub(crate) address_space: Option<&'a str>,
 }
 
 /// The launcher `ZCOLL_MPI` names, or the default `mpiexec`.
@@ -75,6 +78,10 @@ impl Job<'_> {
             let mut c = Command::new("unshare");
             let mount = r#"mount -t tmpfs -o size="$0" tmpfs /dev/shm && exec "$@""#;
             c.args(["-m", "sh", "-c", mount, size, launcher()]);
+            c
+        } else if let Some(bytes) = self.address_space {
+            let mut c = Command::new("prlimit");
+            c.args([&format!("--as={bytes}"), "--", launcher()]);
             c
         } else {
             Command::new(launcher())

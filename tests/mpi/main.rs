@@ -513,7 +513,7 @@ fn refused_cma_falls_back_to_cico() {
                 ("UCX_TLS", "^cma"),
             ],
             without_ptrace: true,
-            shm_size: None,
+            ..Job::default()
         }
         .run();
     }
@@ -529,7 +529,7 @@ fn cma_revoked_mid_job_is_an_error_on_every_rank() {
             scenario: "revoked-cma",
             env: &[("OMPI_MCA_btl_vader_single_copy_mechanism", "none"), ("UCX_TLS", "^cma")],
             without_ptrace: true,
-            shm_size: None,
+            ..Job::default()
         }
         .run();
     }
@@ -556,6 +556,21 @@ fn small_dev_shm_is_an_error_on_every_rank() {
     }
 }
 
+/// Under an address-space limit (`ulimit -v`, 16 GiB here) that refuses the shared heap's
+/// 64 GiB reservation, the node takes CMA and says why, `alloc` is an error, and forcing
+/// `heap` is an error on every rank.
+#[test]
+fn no_room_for_the_heap_falls_back_to_cma() {
+    for (np, transport) in [(2, ""), (3, ""), (2, "heap")] {
+        let env: &[(&str, &str)] = match transport {
+            "" => &[],
+            forced => &[("ZCOLL_TRANSPORT", forced)],
+        };
+        Job { np, scenario: "no-room-for-heap", env, address_space: Some("17179869184"), ..Job::default() }
+            .run();
+    }
+}
+
 /// Forcing `cma` where a peer refuses it is an error on every rank, not a silent fallback.
 #[test]
 fn forced_cma_on_a_refusing_node_is_an_error() {
@@ -569,7 +584,7 @@ fn forced_cma_on_a_refusing_node_is_an_error() {
             ("UCX_TLS", "^cma"),
         ],
         without_ptrace: true,
-        shm_size: None,
+        ..Job::default()
     }
     .run();
 }

@@ -52,6 +52,9 @@ pub(crate) fn main() {
     if scenario == "small-shm" {
         return small_shm(&world);
     }
+    if scenario == "no-room-for-heap" {
+        return no_room_for_heap(&world);
+    }
     if scenario == "node-size-disagrees" {
         return node_size_disagrees(&world);
     }
@@ -349,6 +352,30 @@ fn refused_cma(world: &SimpleCommunicator) {
             for algo in bcast_algorithms(world.size()) {
                 check_bcast::<u8>(world, &comm, n, (i as i32) % world.size(), algo, i as u64);
             }
+        }
+        comm.barrier().unwrap();
+    }
+    println!("ZCOLL-RANK-OK {me}");
+}
+
+/// Under an address-space limit (`ulimit -v`) the shared heap's 64 GiB reservation
+/// fails: the node takes CMA and its reason says why, `alloc` is `Unsupported`, and the
+/// collectives on `Vec`s give rsmpi's results; forcing `heap` is an error on every rank.
+fn no_room_for_heap(world: &SimpleCommunicator) {
+    let me = world.rank();
+    let why = "reserves 64 GiB of address space";
+    if std::env::var("ZCOLL_TRANSPORT").as_deref() == Ok("heap") {
+        let e = Comm::new(world).unwrap_err();
+        assert!(matches!(e, Error::Unsupported { rank, .. } if rank == me), "{e}");
+        assert!(e.to_string().contains(why), "{e}");
+    } else {
+        let comm = Comm::new(world).unwrap();
+        assert_eq!(comm.info().transport, TransportKind::Cma, "{}", comm.info());
+        assert!(comm.info().reason.contains(why), "{}", comm.info().reason);
+        let e = comm.alloc::<u64>(1000).unwrap_err();
+        assert!(matches!(e, Error::Unsupported { rank, .. } if rank == me), "{e}");
+        for (i, n) in [1usize, 4097, 100_000].into_iter().enumerate() {
+            check_bcast::<u8>(world, &comm, n, (i as i32) % world.size(), BcastAlgorithm::Auto, i as u64);
         }
         comm.barrier().unwrap();
     }

@@ -257,6 +257,10 @@ at! {
     // Including the reductions' bad calls: an allreduce asked for `root-read` fails with
     // `Unsupported` on every rank, the `cico` node's too.
     reduce_mixed_transports_np5_k2: 5, "reduce", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_CICO_BELOW" => "2"];
+    // The bad calls of the variable-count and PAP collectives across them: requests that
+    // differ are compared across nodes, so the `cico` node's ranks fail as the others do.
+    varcount_errors_mixed_transports_np5_k2: 5, "varcount-errors", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_CICO_BELOW" => "2"];
+    pap_errors_mixed_transports_np5_k2: 5, "pap-errors", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_CICO_BELOW" => "2"];
     random_xpmem_np3: 3, "random", ["XPMEM_LIBRARY" => heap::standin(), "ZCOLL_TRANSPORT" => "xpmem"];
     // Beyond the 8 ranks above, oversubscribing 2 cores: with the default seed, the
     // first 72 steps call all 14 kinds of collective at 16 and at 32 ranks (blocks up to

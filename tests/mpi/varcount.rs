@@ -788,7 +788,9 @@ fn exchange_errors(
             last,
             result,
         );
-        if comm.info().transport == TransportKind::Cma {
+        // Visible wherever the requests are compared: across nodes (whatever each node's
+        // transport), and inside a node that runs them (on `cico` every one runs staged).
+        if comm.info().nodes > 1 || comm.info().transport == TransportKind::Cma {
             let want = Error::Mismatch { rank: me, culprit: last, what: "algorithm" };
             let algo =
                 if me == last { AlltoallvAlgorithm::PairwiseWrite } else { AlltoallvAlgorithm::Pairwise };

@@ -240,10 +240,10 @@ pub(crate) fn reduce(world: &SimpleCommunicator, comm: &Comm) {
     let mut recv = vec![0.0f64; 100];
     // `RootRead` reduces to a root only: an allreduce refuses it on every rank, whatever
     // runs there (a `cico` node runs every algorithm staged; with one rank per node,
-    // MPI's allreduce would run). 8 elements travel with the verdict across nodes, 100
-    // take the leaders' path, 4096 (32 KiB) the multi-root one where nodes hold two ranks
-    // or more. The output is not zeros, which a failed call that wrote zeros (what the
-    // leaders combine where every node failed) would leave looking untouched.
+    // MPI's allreduce would run). Across nodes, 8 elements are refused after the verdict
+    // that travels with them, 100 and 4096 (32 KiB) after the checks of the leaders' and
+    // the multi-root paths. The output is not zeros, which a failed call that wrote zeros
+    // (what the leaders combine where every node failed) would leave looking untouched.
     for n in [8, 100, 4096] {
         let send = vec![1.5f64; n];
         let mut recv = vec![7.0f64; n];

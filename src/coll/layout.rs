@@ -51,9 +51,9 @@ use super::algorithm::{self, Algorithm};
 use super::{check_staged, op, BadLength, Ctx, Kind};
 use crate::alloc::Scratch;
 use crate::error::{Error, Result};
-use crate::layout::runs::{self, Runs};
+use crate::layout::runs::Runs;
 use crate::layout::Layout;
-use crate::sync::{Call, Round};
+use crate::sync::{self, Call, Round};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -420,7 +420,7 @@ fn pack_pairs(src: &[u8], send: &[Arc<Flat>], me: usize, shared: bool) -> Vec<Op
         // The layout was checked against `src`; should the pack fail all the same, the
         // peer reads the layout itself (and the copy refuses what lies outside).
         let mut block = Scratch::zeroed(f.bytes(), shared);
-        let packed = runs::copy(src, &f.shifted(0), &mut block, &Runs::new([(0, f.bytes())]));
+        let packed = sync::copy_runs(src, &f.shifted(0), &mut block, &Runs::new([(0, f.bytes())]));
         out.push(packed.is_ok().then_some(block));
     }
     out
@@ -620,7 +620,7 @@ fn copies(
 /// This rank's own block: the bytes `from` selects in `src` onto those `to` selects in
 /// `dst`, in order.
 fn copy_local(src: &[u8], from: &Runs, dst: &mut [u8], to: &Runs) -> Result<()> {
-    runs::copy(src, from, dst, to).map_err(|_| Error::InvalidLayout {
+    sync::copy_runs(src, from, dst, to).map_err(|_| Error::InvalidLayout {
         rank: None,
         culprit: None,
         which: "send",

@@ -34,10 +34,11 @@ use crate::coll::algorithm::Algorithm as _;
 use crate::coll::layout::{self as engine, Bufs, Flat, LayoutAlgorithm, Shape, Sides, Which};
 use crate::coll::rooted::ROLE;
 use crate::error::{Error, Result};
-use crate::layout::runs::{self, Runs};
+use crate::layout::runs::Runs;
 use crate::layout::{Layout, COUNTS, REASONS};
 use crate::op::Builtin;
 use crate::pod::Pod;
+use crate::sync::copy_runs;
 use mpi::topology::Rank;
 use mpi::Count;
 use std::ops::Range;
@@ -1531,7 +1532,7 @@ impl Comm {
         for (k, f) in layouts.iter().enumerate() {
             let n = counts[k] as usize;
             let out = &mut packed[displs[k] as usize..][..n];
-            runs::copy(buf, &f.shifted(0), out, &Runs::new([(0, n)])).map_err(|_| outside("send"))?;
+            copy_runs(buf, &f.shifted(0), out, &Runs::new([(0, n)])).map_err(|_| outside("send"))?;
         }
         Ok(packed)
     }
@@ -1543,7 +1544,7 @@ impl Comm {
         let whole = Runs::new([(0, n)]);
         let mut out = self.scratch(ks.len() * n);
         for (i, k) in ks.enumerate() {
-            runs::copy(buf, &layout.shifted(k), &mut out[i * n..][..n], &whole)
+            copy_runs(buf, &layout.shifted(k), &mut out[i * n..][..n], &whole)
                 .map_err(|_| outside("send"))?;
         }
         Ok(out)
@@ -1635,7 +1636,7 @@ const SPARE: usize = 4;
 fn unpack(packed: &[u8], layout: &Flat, ks: Range<usize>, n: usize, buf: &mut [u8]) -> Result<()> {
     let whole = Runs::new([(0, n)]);
     for (i, k) in ks.enumerate() {
-        runs::copy(&packed[i * n..][..n], &whole, buf, &layout.shifted(k)).map_err(|_| outside("receive"))?;
+        copy_runs(&packed[i * n..][..n], &whole, buf, &layout.shifted(k)).map_err(|_| outside("receive"))?;
     }
     Ok(())
 }
@@ -1651,7 +1652,7 @@ fn unpack_each(
 ) -> Result<()> {
     for (k, f) in layouts.iter().enumerate() {
         let n = counts[k] as usize;
-        runs::copy(&packed[displs[k] as usize..][..n], &Runs::new([(0, n)]), buf, &f.shifted(0))
+        copy_runs(&packed[displs[k] as usize..][..n], &Runs::new([(0, n)]), buf, &f.shifted(0))
             .map_err(|_| outside("receive"))?;
     }
     Ok(())

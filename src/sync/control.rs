@@ -9,10 +9,10 @@ use super::call::{
 use super::fence::Births;
 use super::fifo;
 use super::layout::{Line, Slot, MAGIC, PAGE, SCRATCH_HALF};
-use super::prefetch::{prefetch, prefetch_write};
 use super::wait::{self, Peer, WaitPolicy};
 use crate::error::{named, Error, Result};
 use crate::segment::Segment;
+use crate::transport::prefetch::{prefetch, prefetch_write};
 use crate::transport::{Links, Read, RemoteBuf, TransportKind};
 use crate::tune::Flags;
 use std::cell::{Cell, RefCell, RefMut};

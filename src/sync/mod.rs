@@ -70,7 +70,6 @@ mod fragments;
 mod layout;
 mod meta;
 mod parts;
-mod prefetch;
 mod publish;
 mod round;
 mod spans;
@@ -80,9 +79,9 @@ mod tests;
 pub(crate) mod wait;
 
 /// The one copy of a block between two buffers of this rank (streaming stores for large
-/// ones): a collective's own block goes through it, as its peers' blocks go through the
-/// transports' copies.
-pub(crate) use crate::transport::copy::{copy_block, STREAM_LARGE};
+/// ones), and of a layout's bytes (prefetching strided fragments): a collective's own
+/// block goes through them, as its peers' blocks go through the transports' copies.
+pub(crate) use crate::transport::copy::{copy_block, copy_runs, STREAM_LARGE};
 use call::STATUS;
 pub(crate) use call::{Call, Kind, PRIVATE};
 pub(crate) use control::{Control, Registration};

@@ -355,7 +355,7 @@ fn transferred(r: isize) -> Result<usize, Errno> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Read;
+    use super::super::{Read, TransportKind};
     use super::*;
 
     fn runs(frags: &[(usize, usize)]) -> crate::layout::runs::Runs {
@@ -467,6 +467,48 @@ mod tests {
             super::super::read_scatter(&own(&src), &runs(&[(0, 3)]), &mut [0u8; 4], &runs(&[(2, 3)])),
             Err(Errno::EINVAL)
         );
+    }
+
+    /// A peer's buffer mapped here (as a heap block is) is read through the loads and
+    /// stores of the layout walks, with the hints for sparse fragments where they apply:
+    /// the same bytes as CMA's reads and the fragment-by-fragment oracle, for sparse
+    /// elements into one block or into rows, rows into sparse elements, and a fragment past
+    /// the end refused.
+    #[test]
+    fn mapped_reads_scatter_as_cma_does() {
+        let src: Vec<u8> = (0..400_000u32).map(|i| (i * 11 + i / 509) as u8).collect();
+        let face: Vec<(usize, usize)> = (0..5000).map(|k| (3 + k * 640 % 399_000, 8)).collect();
+        let singles: Vec<(usize, usize)> = (0..2000).map(|k| (399_000 - k * 199, 3)).collect();
+        type Frags = Vec<(usize, usize)>;
+        let cases: [(&Frags, Frags); 4] = [
+            (&face, vec![(16, 40_000)]),
+            (&face, (0..40).map(|r| (r * 1100, 1000)).collect()),
+            (&singles, vec![(0, 6000)]),
+            (&vec![(7, 6000)], (0..2000).map(|k| (k * 300, 3)).collect()),
+        ];
+        for (remote, local) in cases {
+            let end = local.iter().map(|&(o, l)| o + l).max().unwrap();
+            let mut want = vec![0u8; end + 9];
+            let stream: Vec<u8> = remote.iter().flat_map(|&(o, n)| src[o..o + n].iter().copied()).collect();
+            let mut at = 0;
+            for &(o, l) in &local {
+                want[o..o + l].copy_from_slice(&stream[at..at + l]);
+                at += l;
+            }
+            let (rr, rl) = (runs(remote), runs(&local));
+            let mut by_cma = vec![0u8; want.len()];
+            super::super::read_scatter(&own(&src), &rr, &mut by_cma, &rl).unwrap();
+            assert!(by_cma == want, "CMA, {} remote fragments", remote.len());
+            // SAFETY: the mapping is the buffer itself, alive and unchanged meanwhile.
+            let mapped = unsafe { own(&src).with_mapping(src.as_ptr() as *mut u8, TransportKind::Heap) };
+            let mut by_loads = vec![0u8; want.len()];
+            super::super::read_scatter(&mapped, &rr, &mut by_loads, &rl).unwrap();
+            assert!(by_loads == want, "loads, {} remote fragments", remote.len());
+            let short = own(&src[..remote.iter().map(|&(o, l)| o + l).max().unwrap() - 1]);
+            // SAFETY: as above, a prefix of the same buffer.
+            let short = unsafe { short.with_mapping(src.as_ptr() as *mut u8, TransportKind::Heap) };
+            assert_eq!(super::super::read_scatter(&short, &rr, &mut by_loads, &rl), Err(Errno::EINVAL));
+        }
     }
 
     #[test]

@@ -18,6 +18,9 @@
 //! Streaming stores are weakly ordered: every streaming copy ends with a store fence, so
 //! a flag published after it (with Release) is seen only after the bytes.
 
+use super::prefetch::prefetch;
+use crate::layout::runs::{self, Outside, Runs, Source, Word};
+
 /// The smallest copy [`copy`] makes with streaming stores: 2 MiB, the L2 of the
 /// development machine; below it the destination's lines stay cached for the reader.
 pub(crate) const STREAM_LARGE: usize = 2 << 20;
@@ -76,6 +79,47 @@ pub(crate) fn copy_block(src: &[u8], dst: &mut [u8]) {
     unsafe { copy(src.as_ptr(), dst.as_mut_ptr(), src.len()) };
 }
 
+/// Copies the bytes `from` selects in `src` onto those `to` selects in `dst`, in order:
+/// the copy of a layout between two buffers of this process (a rank's own block of a
+/// layout collective, and the packing and unpacking of the packed path), as
+/// [`copy_block`] is of a contiguous block. `layout::runs::copy` walks the runs; the
+/// source here asks for the lines of strided fragments before it reads them
+/// ([`Source::ahead`]), which the walk of `&[u8]` cannot (a prefetch is an intrinsic that
+/// only this module's kind of code may call).
+///
+/// # Errors
+///
+/// `Outside` if a fragment lies outside its buffer or the two select different lengths
+/// (what was copied before stays copied).
+pub(crate) fn copy_runs(src: &[u8], from: &Runs, dst: &mut [u8], to: &Runs) -> Result<(), Outside> {
+    runs::copy(&Local(src), from, dst, to)
+}
+
+/// A buffer of this process as the source of a layout copy: the slice's checked reads,
+/// and a prefetch for each hint inside it.
+struct Local<'a>(&'a [u8]);
+
+impl Source for Local<'_> {
+    const HINTS: bool = true;
+
+    #[inline(always)]
+    fn read(&self, at: usize, dst: &mut [u8]) -> Result<(), Outside> {
+        self.0.read(at, dst)
+    }
+
+    #[inline(always)]
+    fn four<W: Word>(&self, at: usize) -> Result<[W; 4], Outside> {
+        self.0.four(at)
+    }
+
+    #[inline(always)]
+    fn ahead(&self, at: usize) {
+        if at < self.0.len() {
+            prefetch(self.0.as_ptr().wrapping_add(at));
+        }
+    }
+}
+
 /// The streaming copy: ordinary stores up to the first 16-byte boundary of `dst`, 64-byte
 /// groups of streaming stores (SSE2, which every x86-64 CPU has), ordinary stores for the
 /// tail, then a store fence.
@@ -115,6 +159,67 @@ pub(crate) unsafe fn stream(s: *const u8, dst: *mut u8, n: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Layouts of fragments far apart (the copies that prefetch), forwards and backwards,
+    /// of odd element sizes and counts around the hints' distance, packed, unpacked and
+    /// between two strided layouts (through the chunk, so that runs restart mid-way), move
+    /// the bytes as the fragment-by-fragment oracle does, and write nothing else.
+    #[test]
+    fn sparse_layouts_copy_as_the_fragments_say() {
+        let oracle = |src: &[u8], from: &[(usize, usize)], dst: &mut [u8], to: &[(usize, usize)]| {
+            let stream: Vec<u8> = from.iter().flat_map(|&(o, l)| src[o..o + l].to_vec()).collect();
+            let mut at = 0;
+            for &(o, l) in to {
+                dst[o..o + l].copy_from_slice(&stream[at..at + l]);
+                at += l;
+            }
+        };
+        for len in [1usize, 3, 4, 8, 24] {
+            for stride in [256isize, 720, -720, 4096 + 8] {
+                for count in [1usize, 31, 32, 33, 41, 1000, 5000] {
+                    // Two runs of `count` fragments each, the second after the first.
+                    let span = stride.unsigned_abs() * count;
+                    let start = if stride < 0 { span - stride.unsigned_abs() } else { 0 };
+                    let from: Vec<(usize, usize)> = (0..2 * count)
+                        .map(|i| {
+                            let (run, k) = (i / count, (i % count) as isize);
+                            ((start as isize + run as isize * span as isize + k * stride) as usize, len)
+                        })
+                        .collect();
+                    let src: Vec<u8> = (0..2 * span + len).map(|i| (i * 31 + i / 257) as u8).collect();
+                    let bytes = 2 * count * len;
+                    let packed = [(5, bytes)];
+                    // Another sparse layout, with other lengths: through the chunk.
+                    let spread: Vec<(usize, usize)> =
+                        (0..bytes.div_ceil(5)).map(|k| (k * 300, 5.min(bytes - 5 * k))).collect();
+                    for to in [&packed[..], &spread[..]] {
+                        let end = to.last().map_or(0, |&(o, l)| o + l);
+                        let mut want = vec![0xeeu8; end + 64];
+                        oracle(&src, &from, &mut want, to);
+                        let mut got = vec![0xeeu8; end + 64];
+                        let (rf, rt) = (Runs::new(from.iter().copied()), Runs::new(to.iter().copied()));
+                        copy_runs(&src, &rf, &mut got, &rt).unwrap();
+                        assert!(
+                            got == want,
+                            "{len} bytes {stride} apart, {count} a run, to {} fragments",
+                            to.len()
+                        );
+                        // And back: a strided scatter of the gathered stream.
+                        let mut back = vec![0u8; src.len()];
+                        let mut oracle_back = back.clone();
+                        oracle(&got, to, &mut oracle_back, &from);
+                        copy_runs(&got, &rt, &mut back, &rf).unwrap();
+                        assert!(back == oracle_back, "back: {len} bytes {stride} apart, {count} a run");
+                    }
+                    // A source one byte short of the last fragment: an error, not a read.
+                    let short = &src[..from.iter().map(|&(o, l)| o + l).max().unwrap() - 1];
+                    let mut out = vec![0u8; bytes + 5];
+                    let rf = Runs::new(from.iter().copied());
+                    assert!(copy_runs(short, &rf, &mut out, &Runs::new(packed)).is_err());
+                }
+            }
+        }
+    }
 
     /// Every length around the streaming threshold and every misalignment of both sides
     /// copies exactly the bytes asked, and nothing past them.

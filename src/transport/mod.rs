@@ -15,6 +15,7 @@
 pub(crate) mod cma;
 pub(crate) mod copy;
 pub(crate) mod heap;
+pub(crate) mod prefetch;
 pub(crate) mod xpmem;
 
 use crate::error::Errno;
@@ -342,6 +343,18 @@ pub(crate) fn read_scatter<A>(
             Ok(())
         });
     }
+    if locals < remotes {
+        // The local fragments are the longer ones (a face of single elements into a
+        // plane): each gathered from the remote runs, with the hints that ask for sparse
+        // remote lines ahead of the loads.
+        let mut from = remote.cursor();
+        return local
+            .cursor()
+            .pieces(local.bytes, |_, at, len| {
+                from.gather(len, &view, dst.get_mut(at..at.checked_add(len).ok_or(Outside)?).ok_or(Outside)?)
+            })
+            .map_err(|_| Errno::EINVAL);
+    }
     let mut to = local.cursor();
     remote
         .cursor()
@@ -377,6 +390,15 @@ impl View<'_> {
 }
 
 impl Source for View<'_> {
+    const HINTS: bool = true;
+
+    #[inline(always)]
+    fn ahead(&self, at: usize) {
+        if at < self.len {
+            prefetch::prefetch(self.ptr.wrapping_add(at));
+        }
+    }
+
     #[inline(always)]
     fn read(&self, at: usize, dst: &mut [u8]) -> Result<(), Outside> {
         self.inside(at, dst.len())?;

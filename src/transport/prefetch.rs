@@ -1,15 +1,16 @@
 //! Prefetch hints: asking the processor for a cache line before the load or store that
-//! needs it, so that its transfer between the cores overlaps other work. A hint reads
-//! and writes nothing a program can see, so it races with no access of any rank and
-//! orders nothing; the protocol never relies on one.
+//! needs it, so that its transfer (between the cores, or from memory) overlaps other
+//! work. A hint reads and writes nothing a program can see, so it races with no access of
+//! any rank and orders nothing; neither the protocol nor a copy relies on one. `sync`
+//! asks for its flags' lines with them; the copy loops of the layouts, for the fragments
+//! they will read next.
 
 /// Asks the processor to bring the cache line at `p` closer, without waiting for it: a
 /// hint, which reads nothing a program can see (and so races with no store).
 #[inline(always)]
-pub(super) fn prefetch(p: *const u8) {
+pub(crate) fn prefetch(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults nor changes memory, whatever the address; `p` is
-    // in the segment anyway.
+    // SAFETY: a prefetch never faults nor changes memory, whatever the address.
     unsafe {
         std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
     };
@@ -24,7 +25,7 @@ pub(super) fn prefetch(p: *const u8) {
 /// the processor does not report `prefetchw` (CPUID's `3dnowprefetch`, asked once per
 /// process), nothing is asked.
 #[inline(always)]
-pub(super) fn prefetch_write<const N: usize>(lines: [*const u8; N]) {
+pub(crate) fn prefetch_write<const N: usize>(lines: [*const u8; N]) {
     #[cfg(target_arch = "x86_64")]
     if has_prefetchw() {
         for p in lines {

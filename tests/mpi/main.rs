@@ -297,6 +297,10 @@ at! {
     soak_np3: 3, "soak", ["ZCOLL_RANDOM_STEPS" => "10000"];
     faults_np3: 3, "faults", [];
     faults_np5: 5, "faults", [];
+    // Across nodes, the failing rank (the last) in a node of two: its copy fails in the
+    // middle of its node's step, and the legs between nodes and the agreement carry the
+    // failure to every rank (the panicking operator is left out there: see the scenario).
+    faults_vnodes_np5_k3: 5, "faults", ["ZCOLL_NODE_SIZE" => "3"];
     departed_np3: 3, "departed", ["ZCOLL_TIMEOUT" => "30"];
     departed_np5: 5, "departed", ["ZCOLL_TIMEOUT" => "30"];
     barrier_np1: 1, "barrier", [];

@@ -63,6 +63,41 @@ fn mpi_builtin<T: Pod, O: Operator<T>>(oper: &O) -> Option<Builtin> {
     })
 }
 
+/// A reduction's operator across nodes, whose panic aborts the process. A rank that
+/// unwound out of a reduction across nodes would skip the MPI calls its remaining legs
+/// make on the other ranks (between the leaders, the agreement on the outcome), and the
+/// communicator would be out of step: the next call would meet the others' calls of
+/// this one, and fail or wait for ever. Within one node the round's drop handler ends
+/// the round as failed instead; the legs between nodes have no such handler, so a panic
+/// there ends the process, after saying why, as an MPI error handler aborts the job.
+struct Fatal<'o, O>(&'o O);
+
+impl<T, O: Operator<T>> Operator<T> for Fatal<'_, O> {
+    fn apply(&self, acc: &mut [T], x: &[T]) -> bool {
+        // The operator's state is never looked at again: the process ends here.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.0.apply(acc, x))) {
+            Ok(applies) => applies,
+            Err(_) => {
+                eprintln!(
+                    "zcoll: a reduction operator panicked in a reduction across nodes; the other \
+                     ranks' MPI calls of this reduction can no longer be matched, so the process \
+                     aborts"
+                );
+                std::process::abort()
+            }
+        }
+    }
+    fn commutative(&self) -> bool {
+        self.0.commutative()
+    }
+    fn code(&self) -> u64 {
+        self.0.code()
+    }
+    fn builtin(&self) -> Option<Builtin> {
+        self.0.builtin()
+    }
+}
+
 /// What a reduce (`rooted`) or an allreduce claims for `algorithm` across nodes: each
 /// reads its own variable (`claim_asked`).
 fn asked(algorithm: ReduceAlgorithm, rooted: bool, ctx: &crate::coll::Ctx<'_>) -> u64 {
@@ -118,6 +153,7 @@ impl Hierarchy {
         oper: &O,
         algorithm: ReduceAlgorithm,
     ) -> Result<()> {
+        let oper = &Fatal(oper);
         let Net { parent, ctx } = net;
         let n = bufs.input_len();
         let recv = recv_of(&bufs, false);
@@ -127,7 +163,7 @@ impl Hierarchy {
         let asked = asked(algorithm, false, ctx);
         self.check_reduction(net, (coll::Kind::Allreduce, asked), 0, n, recv, oper)?;
         red::allreduce_refuses(algorithm, ctx.overrides, parent.rank())?;
-        if let (true, Some(builtin)) = (self.direct(), mpi_builtin::<T, O>(oper)) {
+        if let (true, Some(builtin)) = (self.direct(), mpi_builtin::<T, _>(oper)) {
             // As the direct broadcast: the algorithm variable's error, on every rank alike.
             readable(algorithm, red::var(false), ctx.overrides)?;
             return self.all_reduce_mpi(parent, bufs, builtin);
@@ -157,6 +193,7 @@ impl Hierarchy {
         oper: &O,
         algorithm: ReduceAlgorithm,
     ) -> Result<()> {
+        let oper = &Fatal(oper);
         let Net { parent, ctx } = net;
         let n = bufs.input_len();
         let size = std::mem::size_of::<T>();
@@ -165,7 +202,7 @@ impl Hierarchy {
         }
         let claim = (coll::Kind::Reduce, asked(algorithm, true, ctx));
         self.check_reduction(net, claim, root, n, recv_of(&bufs, root == parent.rank()), oper)?;
-        if let (true, Some(builtin)) = (self.direct(), mpi_builtin::<T, O>(oper)) {
+        if let (true, Some(builtin)) = (self.direct(), mpi_builtin::<T, _>(oper)) {
             readable(algorithm, red::var(true), ctx.overrides)?;
             let at = parent.process_at_rank(root);
             by_pieces(bufs, self.piece, |s, r| match r {
@@ -461,6 +498,7 @@ impl Hierarchy {
         recv: &mut [T],
         oper: &O,
     ) -> Result<()> {
+        let oper = &Fatal(oper);
         use coll::scan::Which;
         let parent = net.parent;
         let (p, me) = (parent.size() as usize, parent.rank() as usize);
@@ -486,7 +524,7 @@ impl Hierarchy {
             Which::ReduceScatterBlock => p,
             _ => 1,
         };
-        let direct = self.direct() && mpi_builtin::<T, O>(oper).is_some();
+        let direct = self.direct() && mpi_builtin::<T, _>(oper).is_some();
         // What one output element costs an MPI call's count: one element for MPI's own
         // scans and reduce-scatter (whose count is the output's), every block where the
         // ranks exchange whole inputs.
@@ -506,7 +544,7 @@ impl Hierarchy {
             };
             let out = &mut recv[a..a + c];
             let mut spot = Spot::new();
-            match mpi_builtin::<T, O>(oper) {
+            match mpi_builtin::<T, _>(oper) {
                 Some(builtin) if direct => {
                     let op = builtin.mpi();
                     match which {
@@ -558,7 +596,7 @@ fn combine<T: Pod, O: Operator<T>>(
     let step = pieces(mine.len(), piece, 1);
     for (mine, out) in mine.chunks(step).zip(out.chunks_mut(step)) {
         let mut spot = Spot::new();
-        match mpi_builtin::<T, O>(oper) {
+        match mpi_builtin::<T, _>(oper) {
             Some(b) => comm.all_reduce_into(to_mpi::send(mine), to_mpi::recv(out, &mut spot), b.mpi()),
             None => combine_in_order(comm, mine, out, oper),
         }
@@ -725,7 +763,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
         let mut spot = Spot::new();
         let mut none: [T; 0] = [];
         let out = out.unwrap_or(&mut none);
-        match (mpi_builtin::<T, O>(oper), me) {
+        match (mpi_builtin::<T, _>(oper), me) {
             (Some(b), true) => at.reduce_into_root(to_mpi::send(mine), to_mpi::recv(out, &mut spot), b.mpi()),
             (Some(b), false) => at.reduce_into(to_mpi::send(mine), b.mpi()),
             (None, _) => reduce_in_order(comm, root as usize, mine, out, oper),

@@ -42,9 +42,7 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
         (ReduceAlgorithm::Staged, Fault::Panic),
     ];
     for (algo, fault) in reductions {
-        // Across nodes a panicking operator is not survivable yet: the panicking rank
-        // unwinds past its legs between nodes, and its next call meets the others' MPI
-        // calls of this one (a `Mismatch`, or a wait for ever). Known, not yet fixed.
+        // Across nodes a panicking operator aborts the process (`operator_panic_*`).
         if matches!(fault, Fault::Panic) && comm.info().nodes > 1 {
             continue;
         }
@@ -208,6 +206,76 @@ pub(crate) fn culprit(world: &SimpleCommunicator) -> ! {
     std::mem::forget(comm);
     std::io::Write::flush(&mut std::io::stdout()).unwrap();
     std::process::exit(0);
+}
+
+/// The scenario `operator-panic`: 5 ranks on nodes of 3 and 2, whose second node's
+/// ranks (3 and 4) have a user operator that panics, in the reduction
+/// `ZCOLL_PANIC_CASE`. The panicking rank must abort the process: it could not unwind
+/// without skipping MPI calls the other ranks make. A rank that returns before the
+/// launcher ends the job (its node's other rank, finding the panicking one dead) says
+/// what it returned on standard output and leaves.
+pub(crate) fn operator_panic(world: &SimpleCommunicator) -> ! {
+    let me = world.rank();
+    assert_eq!(world.size(), 5, "nodes of three and two ranks");
+    let case = std::env::var("ZCOLL_PANIC_CASE").expect("ZCOLL_PANIC_CASE");
+    // The default hook: the rank's own aborts MPI at any panic, before zcoll sees it.
+    drop(std::panic::take_hook());
+    let comm = Comm::new(world).unwrap_or_else(|e| panic!("Comm::new: {e}"));
+    assert_eq!(comm.info().nodes, 2, "two virtual nodes");
+    let panics = me >= 3;
+    let op = UserOp::commutative(move |acc: &mut [u64], x: &[u64]| {
+        assert!(!panics, "the injected operator panic");
+        for (a, b) in acc.iter_mut().zip(x) {
+            *a = a.wrapping_add(*b);
+        }
+    });
+    let n = match case.as_str() {
+        "small" => 8,
+        _ => 300_000,
+    };
+    let send = vec![me as u64 + 1; n];
+    let mut recv = vec![0u64; n];
+    let outcome = match case.as_str() {
+        "small" | "allreduce" => comm.all_reduce_into(&send, &mut recv, &op),
+        "reduce" if me == 0 => comm.reduce_into_root(&send, &mut recv, 0, &op),
+        "reduce" => comm.reduce_into(&send, 0, &op),
+        "scan" => comm.scan_into(&send, &mut recv, &op),
+        other => panic!("ZCOLL_PANIC_CASE={other}"),
+    };
+    println!("RETURNED {me} {outcome:?}");
+    std::mem::forget(comm);
+    std::io::Write::flush(&mut std::io::stdout()).unwrap();
+    std::process::exit(0);
+}
+
+/// A user operator that panics in a reduction across nodes (small and large allreduces,
+/// a reduce, a scan) aborts the process, saying why, rather than unwind past the MPI
+/// calls the other ranks make: the job ends within a minute, and no rank returns `Ok`.
+#[test]
+fn operator_panic_across_nodes_aborts_np5_k3() {
+    for case in ["small", "allreduce", "reduce", "scan"] {
+        let _one = crate::launch::JOBS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cmd = std::process::Command::new("mpiexec");
+        cmd.args(["-n", "5", "--oversubscribe", "--bind-to", "none", "--quiet"])
+            .arg(std::env::current_exe().unwrap())
+            .args(["--exact", "rank", "--ignored", "--nocapture", "--test-threads=1"])
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .env("ZCOLL_TEST_SCENARIO", "operator-panic")
+            .env("ZCOLL_PANIC_CASE", case)
+            .env("ZCOLL_NODE_SIZE", "3")
+            .env("ZCOLL_TIMEOUT", "30")
+            .env_remove("ZCOLL_TRANSPORT")
+            .env_remove("XPMEM_LIBRARY");
+        let what = format!("a panicking operator in {case}, 5 ranks on 2 virtual nodes");
+        let (status, out, err) =
+            crate::launch::run_until(cmd, Duration::from_secs(60), &what, "operator-panic");
+        let said = "a reduction operator panicked in a reduction across nodes";
+        assert!(
+            status.is_some_and(|s| !s.success()) && err.contains(said) && !out.contains(" Ok("),
+            "{what}: the job must abort, saying why, with no rank returning `Ok` ({status:?}):\n--- stdout\n{out}\n--- stderr\n{err}"
+        );
+    }
 }
 
 /// Runs the scenario `culprit` with `case` and returns the survivors' outcomes by rank.

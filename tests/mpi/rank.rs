@@ -81,6 +81,10 @@ pub(crate) fn main() {
         // It kills a rank and ends the process itself.
         crate::faults::culprit(&world);
     }
+    if scenario == "operator-panic" {
+        // Its process is meant to abort; it ends the process itself if it does not.
+        crate::faults::operator_panic(&world);
+    }
     if scenario == "departed" {
         // It builds its own communicator, which one rank drops while panicking.
         return crate::faults::departed(&world);

@@ -255,18 +255,8 @@ pub(crate) fn operator_panic(world: &SimpleCommunicator) -> ! {
 fn operator_panic_across_nodes_aborts_np5_k3() {
     for case in ["small", "allreduce", "reduce", "scan"] {
         let _one = crate::launch::JOBS.lock().unwrap_or_else(|e| e.into_inner());
-        let mut cmd = std::process::Command::new("mpiexec");
-        cmd.args(["-n", "5", "--oversubscribe", "--bind-to", "none", "--quiet"])
-            .arg(std::env::current_exe().unwrap())
-            .args(["--exact", "rank", "--ignored", "--nocapture", "--test-threads=1"])
-            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-            .env("ZCOLL_TEST_SCENARIO", "operator-panic")
-            .env("ZCOLL_PANIC_CASE", case)
-            .env("ZCOLL_NODE_SIZE", "3")
-            .env("ZCOLL_TIMEOUT", "30")
-            .env_remove("ZCOLL_TRANSPORT")
-            .env_remove("XPMEM_LIBRARY");
+        let mut cmd = ending_job(5, 3, "operator-panic", &[]);
+        cmd.env("ZCOLL_PANIC_CASE", case).env("ZCOLL_TIMEOUT", "30");
         let what = format!("a panicking operator in {case}, 5 ranks on 2 virtual nodes");
         let (status, out, err) =
             crate::launch::run_until(cmd, Duration::from_secs(60), &what, "operator-panic");
@@ -278,21 +268,29 @@ fn operator_panic_across_nodes_aborts_np5_k3() {
     }
 }
 
-/// Runs the scenario `culprit` with `case` and returns the survivors' outcomes by rank.
-fn culprit_job(case: &str) -> Vec<(i32, String)> {
-    let _one = crate::launch::JOBS.lock().unwrap_or_else(|e| e.into_inner());
+/// The Open MPI launcher of `scenario` at `np` ranks on virtual nodes of `node_size`,
+/// with `extra` launcher options: for the jobs that end their processes themselves (a
+/// rank killed, a process aborted), which the launching test judges from the output.
+fn ending_job(np: usize, node_size: usize, scenario: &str, extra: &[&str]) -> std::process::Command {
     let mut cmd = std::process::Command::new("mpiexec");
-    cmd.args(["-n", "4", "--oversubscribe", "--bind-to", "none", "--enable-recovery", "--quiet"])
+    cmd.args(["-n", &np.to_string(), "--oversubscribe", "--bind-to", "none", "--quiet"])
+        .args(extra)
         .arg(std::env::current_exe().unwrap())
         .args(["--exact", "rank", "--ignored", "--nocapture", "--test-threads=1"])
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("ZCOLL_TEST_SCENARIO", "culprit")
-        .env("ZCOLL_CULPRIT_CASE", case)
-        .env("ZCOLL_NODE_SIZE", "2")
-        .env("ZCOLL_TIMEOUT", "10")
+        .env("ZCOLL_TEST_SCENARIO", scenario)
+        .env("ZCOLL_NODE_SIZE", node_size.to_string())
         .env_remove("ZCOLL_TRANSPORT")
         .env_remove("XPMEM_LIBRARY");
+    cmd
+}
+
+/// Runs the scenario `culprit` with `case` and returns the survivors' outcomes by rank.
+fn culprit_job(case: &str) -> Vec<(i32, String)> {
+    let _one = crate::launch::JOBS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cmd = ending_job(4, 2, "culprit", &["--enable-recovery"]);
+    cmd.env("ZCOLL_CULPRIT_CASE", case).env("ZCOLL_TIMEOUT", "10");
     let what = format!("culprit {case}, 4 ranks on 2 virtual nodes");
     let (status, out, err) = crate::launch::run_until(cmd, Duration::from_secs(60), &what, "culprit");
     assert!(status.is_some(), "{what} ran past 60 s:\n--- stdout\n{out}\n--- stderr\n{err}");

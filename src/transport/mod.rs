@@ -19,7 +19,7 @@ pub(crate) mod prefetch;
 pub(crate) mod xpmem;
 
 use crate::error::Errno;
-use crate::layout::runs::{self, Outside, Runs, Source, Word};
+use crate::layout::runs::{self, out, Outside, Runs, Source, Word};
 
 /// The ways zcoll can move collective data between the processes of a node.
 ///
@@ -293,7 +293,9 @@ pub(crate) fn write(src: &[u8], dst: &RemoteBuf<'_, Write>, offset: usize) -> Re
 /// Copies the bytes the runs `remote` select in `src`, in order, onto the bytes the runs
 /// `local` select in `dst`, in order (a copy between two non-contiguous layouts, with no
 /// packing). With loads where `src` is mapped here: each remote fragment scattered onto
-/// the local runs, a fragment of 4 or 8 bytes as one load and store; else with CMA, both
+/// the local runs, a fragment of 4 or 8 bytes as one load and store, or, where the local
+/// fragments are fewer (longer), each local one gathered from the remote runs, which
+/// prefetch sparse remote lines ahead ([`Source::ahead`]); else with CMA, both
 /// iovec lists in each call, split at [`cma_sys::IOV_MAX`] ranges on either side and at
 /// [`cma_sys::MAX_RW_COUNT`] bytes, or, for many small local fragments, through a bounce
 /// buffer ([`bounced`]).
@@ -350,9 +352,7 @@ pub(crate) fn read_scatter<A>(
         let mut from = remote.cursor();
         return local
             .cursor()
-            .pieces(local.bytes, |_, at, len| {
-                from.gather(len, &view, dst.get_mut(at..at.checked_add(len).ok_or(Outside)?).ok_or(Outside)?)
-            })
+            .pieces(local.bytes, |_, at, len| from.gather(len, &view, out(dst, at, len)?))
             .map_err(|_| Errno::EINVAL);
     }
     let mut to = local.cursor();

@@ -218,7 +218,8 @@ pub(crate) fn operator_panic(world: &SimpleCommunicator) -> ! {
     let me = world.rank();
     assert_eq!(world.size(), 5, "nodes of three and two ranks");
     let case = std::env::var("ZCOLL_PANIC_CASE").expect("ZCOLL_PANIC_CASE");
-    // The default hook: the rank's own aborts MPI at any panic, before zcoll sees it.
+    // Back to the default panic hook: the test ranks' hook aborts MPI at any panic,
+    // before zcoll's own handling could be seen.
     drop(std::panic::take_hook());
     let comm = Comm::new(world).unwrap_or_else(|e| panic!("Comm::new: {e}"));
     assert_eq!(comm.info().nodes, 2, "two virtual nodes");

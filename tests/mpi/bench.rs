@@ -8,6 +8,7 @@
 
 use zcoll_cli::bench as cli;
 use zcoll_cli::colls;
+use zcoll_cli::start::Start;
 
 use clap::Parser;
 use mpi::topology::SimpleCommunicator;
@@ -105,4 +106,36 @@ pub(crate) fn bench(world: &SimpleCommunicator, comm: &Comm) {
     assert!(plot.starts_with("<svg") && plot.contains("bcast: ") && plot.contains("<polyline"));
     std::fs::remove_file(&csv).unwrap();
     std::fs::remove_file(&svg).unwrap();
+}
+
+/// The common start of a timed call (`zcoll_cli::start`): every rank of one host starts
+/// from the same instant of the host's clock, a rank delayed by `d` seconds from that
+/// instant plus `d`, and none returns before its instant; `--start clock` is refused
+/// nowhere on one host. Each rank also checks, on its own clock, that it returned after
+/// the instant (a rank that started from its own barrier exit would not see the others'
+/// instant, so the gathered instants would differ).
+pub(crate) fn common_start(world: &SimpleCommunicator, _comm: &Comm) {
+    assert_eq!(Start::decide(world, None), Ok(Start::Clock));
+    assert_eq!(Start::decide(world, Some(Start::Clock)), Ok(Start::Clock));
+    assert_eq!(Start::decide(world, Some(Start::Barrier)), Ok(Start::Barrier));
+    let (me, p) = (world.rank() as u64, world.size() as usize);
+    for i in 0..200u64 {
+        // Every tenth round, rank r starts r microseconds late.
+        let delay_ns = if i % 10 == 9 { 1_000 * me } else { 0 };
+        let stamp = Start::Clock.begin(world, delay_ns as f64 * 1e-9);
+        assert!(stamp.elapsed() >= 0.0);
+        let mut all = vec![0u64; p];
+        world.all_gather_into(&stamp.nanos(), &mut all[..]);
+        let common = all[0];
+        for (r, &at) in all.iter().enumerate() {
+            let want = common + if i % 10 == 9 { 1_000 * r as u64 } else { 0 };
+            assert_eq!(at, want, "round {i}: rank {r} started at {at}, rank 0 at {common}");
+        }
+    }
+    // The barrier start times from each rank's own exit: no instant to agree on, but it
+    // too returns no earlier than its delay after it began.
+    let t = std::time::Instant::now();
+    let stamp = Start::Barrier.begin(world, 2e-4);
+    assert!(t.elapsed() >= std::time::Duration::from_micros(200), "{:?}", t.elapsed());
+    assert!(stamp.elapsed() < 1.0);
 }

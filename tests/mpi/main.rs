@@ -503,7 +503,9 @@ at! {
     hier_np8_k4: 8, "hier", ["ZCOLL_NODE_SIZE" => "4", "ZCOLL_TEST_SEED" => "1084"];
     bench_np2: 2, "bench", [];
     bench_imbalance_np3: 3, "bench", ["ZCOLL_TEST_BENCH_ARGS" => "--algorithms all --mif 2 --late 34"];
-    bench_vnodes_np4_k2: 4, "bench", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_BENCH_ARGS" => "--mif 1"];
+    bench_vnodes_np4_k2: 4, "bench", ["ZCOLL_NODE_SIZE" => "2", "ZCOLL_TEST_BENCH_ARGS" => "--mif 1 --start barrier"];
+    bench_start_np2: 2, "bench-start", [];
+    bench_start_np3: 3, "bench-start", [];
 }
 
 /// A rank that is not dumpable, in a job without CAP_SYS_PTRACE, really refuses CMA.

@@ -139,6 +139,7 @@ pub(crate) fn main() {
         s if s.starts_with("exchange-") => crate::exchange::run(s, &world, &comm),
         s @ ("pap" | "pap-errors") => crate::pap::run(s, &world, &comm),
         "bench" => crate::bench::bench(&world, &comm),
+        "bench-start" => crate::bench::common_start(&world, &comm),
         other => panic!("unknown scenario {other}"),
     }
     println!("ZCOLL-RANK-OK {}", world.rank());

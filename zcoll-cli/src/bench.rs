@@ -15,6 +15,7 @@
 use crate::colls::{self, Buffers, Collective, Env};
 use crate::plot::{self, Panel, Series, Style};
 use crate::progress::Progress;
+use crate::start::{self, Start};
 use crate::stats::{self, Imbalance, Summary};
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
@@ -75,6 +76,12 @@ pub struct BenchArgs {
     /// communication and computation, as OSU's `osu_iallreduce` measures it.
     #[arg(long)]
     pub overlap: bool,
+    /// How the ranks start each timed call: `clock` (at one instant of the host's clock,
+    /// set after a barrier: the ranks must share one host) or `barrier` (each at its own
+    /// exit of an `MPI_Barrier`, which counts the barrier's exit skew) [default: `clock`
+    /// where the ranks share one host, else `barrier`].
+    #[arg(long, value_enum)]
+    pub start: Option<Start>,
 }
 
 /// The CSV header, column for column.
@@ -172,6 +179,8 @@ struct Plan {
     colls: Vec<(&'static dyn Collective, Vec<&'static str>)>,
     sizes: Vec<usize>,
     imbalance: Option<Imbalance>,
+    /// How each timed call starts (decided with the ranks, after the arguments).
+    start: Start,
 }
 
 fn plan(args: &BenchArgs, np: i32) -> Result<Plan, String> {
@@ -232,7 +241,7 @@ fn plan(args: &BenchArgs, np: i32) -> Result<Plan, String> {
         }
         (Some(mif), late_pct) => Some(Imbalance { mif, late_pct }),
     };
-    Ok(Plan { colls, sizes, imbalance })
+    Ok(Plan { colls, sizes, imbalance, start: args.start.unwrap_or(Start::Barrier) })
 }
 
 /// Runs the benchmark on every rank of `world` and returns the rows (complete on rank
@@ -247,7 +256,15 @@ fn plan(args: &BenchArgs, np: i32) -> Result<Plan, String> {
 /// that cannot be written (on rank 0).
 pub fn run(world: &SimpleCommunicator, comm: &Comm, args: &BenchArgs) -> Result<Vec<Row>, String> {
     let rows = measure(world, comm, args, true)?;
+    // Starts some rank reached after the common instant had passed (each such call counts
+    // the lateness, as a preempted one does): a busy machine or too short a lead.
+    let (starts, late) = start::late_starts();
+    let mut sum = [0u64; 2];
+    world.all_reduce_into(&[starts, late], &mut sum[..], SystemOperation::sum());
     if world.rank() == 0 {
+        if sum[1] > 0 {
+            println!("# late starts: {} of {} (a rank reached the common start after it)", sum[1], sum[0]);
+        }
         println!("{}", summary_lines(&rows));
         if args.buffers.len() > 1 {
             println!("{}", side_by_side(&rows, &args.buffers));
@@ -284,7 +301,8 @@ pub fn measure(
     args: &BenchArgs,
     print: bool,
 ) -> Result<Vec<Row>, String> {
-    let plan = plan(args, world.size())?;
+    let mut plan = plan(args, world.size())?;
+    plan.start = Start::decide(world, args.start)?;
     let me = world.rank();
     let transport = comm.info().transport.to_string();
     if me == 0 && print {
@@ -354,7 +372,7 @@ fn measure_point(
         imps.push(Imp::Memcpy);
         imps.push(Imp::Copy);
     }
-    let (times, traffic) = time_one(env, coll, size, &imps, iters, warmup, plan.imbalance, seq);
+    let (times, traffic) = time_one(env, coll, size, &imps, (iters, warmup), plan, seq);
     progress.inc(&label);
     // Every rank's single-copy bytes, by transport, summed at rank 0.
     let root = world.process_at_rank(0);
@@ -416,19 +434,19 @@ pub fn moved(bytes: &[u64]) -> String {
     }
 }
 
-/// Times every implementation of `imps` at `size`: returns this rank's seconds,
-/// `iters` per implementation, implementation after implementation.
-#[allow(clippy::too_many_arguments)] // the loop's whole state, each named
+/// Times every implementation of `imps` at `size`, `iters` timed iterations after
+/// `warmup` untimed ones: returns this rank's seconds, `iters` per implementation,
+/// implementation after implementation.
 fn time_one(
     env: Env<'_>,
     coll: &dyn Collective,
     size: usize,
     imps: &[Imp],
-    iters: usize,
-    warmup: usize,
-    imbalance: Option<Imbalance>,
+    (iters, warmup): (usize, usize),
+    plan: &Plan,
     seq: &mut u64,
 ) -> (Vec<f64>, Vec<u64>) {
+    let imbalance = plan.imbalance;
     let world = env.world;
     let (me, np) = (world.rank(), world.size() as usize);
     // Every implementation has buffers of its own: each call then starts from the state
@@ -468,12 +486,12 @@ fn time_one(
                     fail(world, coll.name(), imp, size, &e.to_string());
                 }
             }
-            world.barrier();
-            if let (Some(imb), true) = (imbalance, imp.is_collective()) {
-                busy_wait(imb.delay(delay_seed, me as usize, np, t_msg));
-            }
+            let delay = match (imbalance, imp.is_collective()) {
+                (Some(imb), true) => imb.delay(delay_seed, me as usize, np, t_msg),
+                _ => 0.0,
+            };
             let before = env.comm.traffic();
-            let start = Instant::now();
+            let start = plan.start.begin(world, delay);
             match (imp, inst.as_mut()) {
                 (Imp::Mpi, Some(inst)) => inst.mpi(),
                 (Imp::Zcoll(_), Some(inst)) => {
@@ -490,7 +508,7 @@ fn time_one(
                     std::hint::black_box(&mut dst);
                 }
             }
-            let t = start.elapsed().as_secs_f64();
+            let t = start.elapsed();
             let after = env.comm.traffic();
             let at = &mut traffic[3 * which..3 * which + 3];
             at[0] += after.cma - before.cma;
@@ -547,18 +565,6 @@ fn message_time(world: &SimpleCommunicator, size: usize) -> f64 {
     t[0]
 }
 
-/// Spins for `seconds`: the simulated computation of a late rank (a sleep would hand
-/// the core to another rank and be far less precise).
-fn busy_wait(seconds: f64) {
-    if seconds <= 0.0 {
-        return;
-    }
-    let end = Instant::now() + std::time::Duration::from_secs_f64(seconds);
-    while Instant::now() < end {
-        std::hint::spin_loop();
-    }
-}
-
 /// The MPI library's name and version, from the first line of its version string
 /// (`Open MPI v4.1.4, package: ...` or `MPICH Version:\t4.0.2`).
 pub fn library() -> String {
@@ -589,6 +595,7 @@ fn header(comm: &Comm, args: &BenchArgs, plan: &Plan) -> String {
         "; ratio = mpi / zcoll (above 1: zcoll is faster); memcpy = one copy of the bytes a rank receives \
          (glibc's memcpy); copy = the same with zcoll's copy routine (streaming stores from 2 MiB)"
     );
+    let _ = write!(h, "\n# start: {}", plan.start.describe(comm.size() as usize));
     if let Some(imb) = plan.imbalance {
         let _ = match imb.late_pct {
             Some(p) => write!(h, "\n# imbalance: {p}% of the ranks late by {} x one message", imb.mif),

@@ -21,6 +21,7 @@
 
 use crate::bench::BenchArgs;
 use crate::colls::fill_words;
+use crate::start::Start;
 use crate::stats::{self, Summary};
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
@@ -263,13 +264,13 @@ fn once(
     b: &mut Bufs,
     imp: Imp,
     compute: Duration,
+    start: Start,
 ) -> Result<f64, String> {
     let root = world.process_at_rank(b.root);
     let is_root = world.rank() == b.root;
     let Bufs { coll, root: b_root, ref send, ref mut recv, .. } = *b;
     let sum = SystemOperation::sum;
-    world.barrier();
-    let t = Instant::now();
+    let t = start.begin(world, 0.0);
     match imp {
         Imp::Mpi => match coll {
             Coll::Bcast => root.broadcast_into(&mut recv[..]),
@@ -329,7 +330,7 @@ fn once(
     }
     let t = t.elapsed();
     b.check()?;
-    Ok(t.as_secs_f64())
+    Ok(t)
 }
 
 /// The per-iteration maxima over ranks of `times` (every rank's own).
@@ -357,8 +358,8 @@ fn measure(
     (coll, root, size): (Coll, i32, usize),
     imps: &[Imp],
     compute: &[Duration],
-    iters: usize,
-    warmup: usize,
+    (iters, warmup): (usize, usize),
+    start: Start,
     seq: &mut u64,
 ) -> Result<Vec<Vec<f64>>, String> {
     let mut times = vec![vec![0f64; iters]; imps.len()];
@@ -389,8 +390,7 @@ fn measure(
                             *set_seq = *seq;
                             set.fill(*seq);
                             let (send, recv) = (&set.send[..], &mut set.recv[..]);
-                            world.barrier();
-                            let t = Instant::now();
+                            let t = start.begin(world, 0.0);
                             let sum = Builtin::Sum;
                             let req = match coll {
                                 Coll::Bcast => s.immediate_broadcast_into(recv, root),
@@ -409,13 +409,13 @@ fn measure(
                             };
                             busy(compute[k]);
                             req.wait().map_err(|e| format!("izcoll: {e}"))?;
-                            t.elapsed().as_secs_f64()
+                            t.elapsed()
                         }
                         imp => {
                             *seq += 1;
                             let b = if imp == Imp::Zcoll { &mut bz } else { &mut b };
                             b.fill(*seq);
-                            once(world, s, b, imp, compute[k]).map_err(|e| format!("{imp:?}: {e}"))?
+                            once(world, s, b, imp, compute[k], start).map_err(|e| format!("{imp:?}: {e}"))?
                         }
                     };
                     if it >= warmup {
@@ -456,8 +456,10 @@ pub fn run(
     blocking_ran: bool,
 ) -> Result<Vec<Row>, String> {
     let sizes = stats::parse_sizes(&args.sizes).map_err(|e| format!("--sizes: {e}"))?;
+    let start = Start::decide(world, args.start)?;
     let me = world.rank();
     if me == 0 {
+        println!("# start: {}", start.describe(world.size() as usize));
         let over = if args.overlap { "  overlap% mpi  zcoll" } else { "" };
         println!(
             "{:<11}{:>9}{:>10}{:>10}{:>10}{:>10}{:>9}{:>9}{over}",
@@ -472,8 +474,9 @@ pub fn run(
             let warmup = args.warmup.unwrap_or_else(|| stats::default_warmup(iters));
             let call = (Coll::of(name), args.root, size);
             let fail = |e: String| format!("{name} at {size} bytes, rank {me}: {e}");
-            let times = measure(world, comm, call, &IMPS, &[Duration::ZERO; 4], iters, warmup, &mut seq)
-                .map_err(fail)?;
+            let zero = [Duration::ZERO; 4];
+            let times =
+                measure(world, comm, call, &IMPS, &zero, (iters, warmup), start, &mut seq).map_err(fail)?;
             let sum: Vec<Summary> = times
                 .iter()
                 .map(|t| Summary::of(&slowest(world, t)).expect("iterations").scaled(1e6))
@@ -486,15 +489,15 @@ pub fn run(
                         [(Imp::Impi, sum[1].median), (Imp::Izcoll, sum[3].median)].into_iter().enumerate()
                     {
                         let compute = Duration::from_secs_f64(pure * 1e-6);
-                        let total = measure(world, comm, call, &[imp], &[compute], iters, 0, &mut seq)
-                            .map_err(fail)?;
+                        let total =
+                            measure(world, comm, call, &[imp], &[compute], (iters, 0), start, &mut seq)
+                                .map_err(fail)?;
                         let total = Summary::of(&slowest(world, &total[0])).expect("iterations").median * 1e6;
                         let mut cpu = vec![0f64; iters];
                         for c in &mut cpu {
-                            world.barrier();
-                            let t = Instant::now();
+                            let t = start.begin(world, 0.0);
                             busy(compute);
-                            *c = t.elapsed().as_secs_f64();
+                            *c = t.elapsed();
                         }
                         let cpu = Summary::of(&slowest(world, &cpu)).expect("iterations").median * 1e6;
                         pct[i] = (100.0 - 100.0 * (total - cpu) / pure).clamp(0.0, 100.0);

@@ -1,6 +1,6 @@
 //! What the `zcoll` command runs, as a library that the criterion benches and the MPI-job
-//! tests of `zcoll` share with it: the table of collectives (`colls`), the benchmark loop
-//! and its output (`bench`, `stats`, `plot`), the comparison report from `scripts/compare`'s
+//! tests of `zcoll` share with it: the table of collectives (`colls`), the benchmark loop,
+//! how its ranks start each timed call (`start`) and its output (`bench`, `stats`, `plot`), the comparison report from `scripts/compare`'s
 //! files (`report`), the model check of `zcoll tune` (`tune`), the progress of long runs
 //! (`progress`), the nonblocking collectives' benchmark (`immediate`), and the switchable global allocator behind `--buffers global` (`alloc`).
 //!
@@ -16,5 +16,6 @@ pub mod immediate;
 pub mod plot;
 pub mod progress;
 pub mod report;
+pub mod start;
 pub mod stats;
 pub mod tune;

@@ -483,7 +483,7 @@ fn method(w: &mut String, pairs: usize, starts: &[String]) {
         w,
         "- **Start.** {} (`zcoll bench --start`), and a rank's time runs from there to its \
          return. The ranks do not leave an `MPI_Barrier` at once: at 2 ranks MPICH 4.0 lets \
-         rank 1 go about 0.3 µs before rank 0, every time, Open MPI 4.1 about 0.05 µs either \
+         rank 0 go about 0.3 µs before rank 1, every time, Open MPI 4.1 about 0.05 µs either \
          way, and a call timed from each rank's own exit counts that skew (on a common start, \
          the ranks call at one instant of the host's clock, which rank 0 names after the \
          barrier).",

@@ -266,6 +266,10 @@ pub(crate) fn failure_key(e: &Error, me: i32) -> i64 {
     heard << 32 | i64::from(e.failed_rank().unwrap_or(me) as u32)
 }
 
+/// The `what` of the `Mismatch` a rank gets when the root called a non-root method or a
+/// non-root called the root's (no reference rank: each rank's role is the root argument's).
+pub(crate) const ROLE: &str = "root/non-root method";
+
 /// The rank a [`failure_key`] names.
 pub(crate) fn named(key: i64) -> i32 {
     key as u32 as i32
@@ -277,6 +281,11 @@ impl fmt::Display for Error {
             Error::InvalidRoot { rank, root, size } => {
                 write!(f, "rank {rank}: root {root} is out of range for a communicator of {size} ranks")
             }
+            Error::Mismatch { rank, culprit, what } if *what == ROLE => write!(
+                f,
+                "rank {rank}: rank {culprit} called the method of the other role (the root's method \
+                 on a rank that is not the root, or the non-root method on the root)"
+            ),
             Error::Mismatch { rank, culprit, what } => {
                 write!(f, "rank {rank}: rank {culprit} called a different {what} than rank 0 did")
             }
@@ -392,6 +401,18 @@ mod tests {
         assert_eq!(std::io::Error::from(f).kind(), std::io::ErrorKind::TimedOut);
         let c = Error::Config { name: "ZCOLL_TRANSPORT", value: "x".into(), expected: "cma|cico" };
         assert_eq!(c.rank(), None);
+        // A rank that called the method of the other role is compared with no rank.
+        let role = Error::Mismatch { rank: 0, culprit: 0, what: ROLE };
+        assert_eq!(
+            role.to_string(),
+            "rank 0: rank 0 called the method of the other role (the root's method on a rank \
+             that is not the root, or the non-root method on the root)"
+        );
+        let op = Error::Mismatch { rank: 2, culprit: 1, what: "operator or element type" };
+        assert_eq!(
+            op.to_string(),
+            "rank 2: rank 1 called a different operator or element type than rank 0 did"
+        );
     }
 
     #[test]

@@ -49,7 +49,7 @@ use std::sync::Arc;
 pub(crate) mod runs;
 
 /// Why a layout is refused: the `reason` of [`Error::InvalidLayout`].
-pub(crate) const REASONS: [&str; 7] = [
+pub(crate) const REASONS: [&str; 8] = [
     "its offsets overflow",
     "its parameters disagree",
     "it selects an element before the buffer's start",
@@ -57,6 +57,7 @@ pub(crate) const REASONS: [&str; 7] = [
     "it selects an element twice, which a receive side would write twice",
     "the send and receive layouts select different numbers of elements",
     "a count or displacement does not fit MPI's int",
+    "the call takes one layout per rank, size() of them",
 ];
 const OVERFLOW: &str = REASONS[0];
 const SHAPE: &str = REASONS[1];
@@ -66,6 +67,8 @@ const TWICE: &str = REASONS[4];
 const MPI_INT: &str = REASONS[6];
 /// The `reason` of a send and a receive layout that select different numbers of elements.
 pub(crate) const COUNTS: &str = REASONS[5];
+/// The `reason` of a list of per-rank layouts that is not one layout per rank.
+pub(crate) const PER_RANK: &str = REASONS[7];
 
 /// The error of a layout refused outside a collective (no rank to name).
 fn invalid(which: &'static str, reason: &'static str) -> Error {
@@ -680,14 +683,21 @@ impl Layout {
         Ok(())
     }
 
-    /// The rsmpi datatype with this type map and these bounds, over `T`'s datatype: for
-    /// the MPI legs between nodes, and as the oracle of tests.
+    /// The rsmpi datatype with this type map and these bounds, over `T`'s datatype: for a
+    /// program that hands a layout to MPI itself, and as the oracle of tests (zcoll's legs
+    /// between nodes pack layouts into contiguous parts instead).
     ///
     /// Contiguous, vector and indexed layouts map to `MPI_Type_contiguous`, `_vector` and
     /// `_indexed` of their unit's datatype; a subarray to nested `MPI_Type_create_hvector`s
     /// placed by `MPI_Type_create_hindexed` and resized to the whole array (the type map
     /// and bounds of `MPI_Type_create_subarray`); a resized layout to
     /// `MPI_Type_create_resized`. MPI must be initialised.
+    ///
+    /// The library's own datatype engine then decides what moves, and has its faults: Open
+    /// MPI 4.1.4 gives `Layout::vector_of(2, 1, -1, &Layout::indexed(&[1], &[3])?.resized(1)?)`
+    /// over `u8` (and the same C datatype over `MPI_BYTE`) the lower bound 0 instead of
+    /// -1, and moves the wrong bytes; MPICH 4.0.2 gets it right, and so do both over
+    /// `u64`. zcoll's own collectives do not use these datatypes to move a layout.
     ///
     /// # Examples
     ///

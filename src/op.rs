@@ -172,6 +172,13 @@ floats!(f32 f64);
 pub trait Operator<T> {
     /// `acc[i] = acc[i] ∘ x[i]`; false if the operator does not apply to `T`.
     fn apply(&self, acc: &mut [T], x: &[T]) -> bool;
+    /// Whether the operator applies to `T` at all. Every rank asks before its call moves
+    /// anything, so that a pairing that cannot work (a bitwise operator on floats) fails
+    /// on every rank alike; answering combines nothing. The default, for an operator
+    /// written for its element type (a user closure), is `true`.
+    fn applies(&self) -> bool {
+        true
+    }
     /// Whether `a ∘ b = b ∘ a`: a commutative operator may combine in any order.
     fn commutative(&self) -> bool;
     /// Identifies the operator in the call record, so that ranks can check they agree
@@ -186,6 +193,9 @@ pub trait Operator<T> {
 impl<T: Reducible> Operator<T> for Builtin {
     fn apply(&self, acc: &mut [T], x: &[T]) -> bool {
         T::combine(*self, acc, x)
+    }
+    fn applies(&self) -> bool {
+        T::combine(*self, &mut [], &[])
     }
     fn commutative(&self) -> bool {
         true
@@ -215,6 +225,9 @@ impl<T: Reducible> Operator<T> for Builtin {
 impl<T: Reducible> Operator<T> for mpi::collective::SystemOperation {
     fn apply(&self, acc: &mut [T], x: &[T]) -> bool {
         MpiOperator::from(self).apply(acc, x)
+    }
+    fn applies(&self) -> bool {
+        <MpiOperator as Operator<T>>::applies(&MpiOperator::from(self))
     }
     fn commutative(&self) -> bool {
         <MpiOperator as Operator<T>>::commutative(&MpiOperator::from(self))
@@ -283,6 +296,9 @@ const UNKNOWN_MPI_CODE: u64 = 0xff;
 impl<T: Reducible> Operator<T> for MpiOperator {
     fn apply(&self, acc: &mut [T], x: &[T]) -> bool {
         self.0.is_some_and(|b| T::combine(b, acc, x))
+    }
+    fn applies(&self) -> bool {
+        self.0.is_some_and(|b| T::combine(b, &mut [], &[]))
     }
     fn commutative(&self) -> bool {
         // Every predefined reduction operator of MPI commutes (MPI 4.1, 6.9.2).
@@ -378,6 +394,9 @@ impl<T, O: Operator<T> + ?Sized> Operator<T> for &O {
     fn apply(&self, acc: &mut [T], x: &[T]) -> bool {
         (**self).apply(acc, x)
     }
+    fn applies(&self) -> bool {
+        (**self).applies()
+    }
     fn commutative(&self) -> bool {
         (**self).commutative()
     }
@@ -389,7 +408,8 @@ impl<T, O: Operator<T> + ?Sized> Operator<T> for &O {
     }
 }
 
-/// A user operator: a closure `f(acc, x)` that sets `acc[i] = acc[i] ∘ x[i]`.
+/// A user operator: a closure `f(acc, x)` that sets `acc[i] = acc[i] ∘ x[i]`. zcoll
+/// calls it only with slices of the same length, never empty ones.
 ///
 /// # Examples
 ///
@@ -430,7 +450,8 @@ impl<F> UserOp<F> {
 
 /// A user operator in rsmpi's and MPI's shape: `f(invec, inoutvec)` sets
 /// `inoutvec[i] = invec[i] ∘ inoutvec[i]`, where `invec` holds the lower ranks' values
-/// (MPI 4.1, 6.9.5). A program ported from rsmpi's `UserOperation` renames the type and
+/// (MPI 4.1, 6.9.5), called only with slices of the same length, never empty ones. A
+/// program ported from rsmpi's `UserOperation` renames the type and
 /// takes typed slices instead of `DynBuffer`s, and computes the same, also for a
 /// non-commutative operator. (zcoll's own [`UserOp`] takes `(acc, x)`, the accumulator
 /// first.)
@@ -481,6 +502,9 @@ impl<T, F> UserOperation<T, F> {
 
 impl<T: Copy, F: Fn(&[T], &mut [T])> Operator<T> for UserOperation<T, F> {
     fn apply(&self, acc: &mut [T], x: &[T]) -> bool {
+        if acc.is_empty() {
+            return true;
+        }
         // acc ∘ x is f's invec ∘ inoutvec with invec = acc and inoutvec = x.
         let mut right = self.scratch.borrow_mut();
         right.clear();
@@ -499,7 +523,9 @@ impl<T: Copy, F: Fn(&[T], &mut [T])> Operator<T> for UserOperation<T, F> {
 
 impl<T, F: Fn(&mut [T], &[T])> Operator<T> for UserOp<F> {
     fn apply(&self, acc: &mut [T], x: &[T]) -> bool {
-        (self.f)(acc, &x[..acc.len()]);
+        if !acc.is_empty() {
+            (self.f)(acc, &x[..acc.len()]);
+        }
         true
     }
     fn commutative(&self) -> bool {
@@ -513,6 +539,24 @@ impl<T, F: Fn(&mut [T], &[T])> Operator<T> for UserOp<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether an operator applies is asked without combining anything: a user closure
+    /// is never called to answer, nor ever on empty slices (one written for elements,
+    /// `acc[0] += x[0]`, would panic).
+    #[test]
+    fn applying_is_asked_of_no_closure() {
+        let op = UserOp::commutative(|_: &mut [u8], _: &[u8]| panic!("called on empty slices"));
+        assert!(Operator::<u8>::applies(&op));
+        assert!(op.apply(&mut [], &[]));
+        let ported = UserOperation::commutative(|_: &[u8], _: &mut [u8]| panic!("called on empty slices"));
+        assert!(Operator::<u8>::applies(&ported));
+        assert!(ported.apply(&mut [], &[]));
+        assert!(Operator::<f64>::applies(&Builtin::Sum));
+        assert!(!Operator::<f64>::applies(&Builtin::BitAnd));
+        assert!(!Operator::<f64>::applies(&&Builtin::BitXor));
+        assert!(Operator::<u8>::applies(&MpiOperator(Some(Builtin::BitAnd))));
+        assert!(!Operator::<u8>::applies(&MpiOperator(None)));
+    }
 
     /// The float `Min` and `Max` are documented as `f64::min`/`max`: a NaN is ignored
     /// unless every operand is one.

@@ -427,7 +427,7 @@ fn reduce_to<T: Pod, O: Operator<T>>(
 /// node, so a rank may check it alone, before its arrival.
 fn unsupported<T: Pod, O: Operator<T>>(ctx: &Ctx<'_>, oper: &O, rank: i32) -> Option<Error> {
     let size = std::mem::size_of::<T>();
-    let supported = oper.apply(&mut [], &[]);
+    let supported = oper.applies();
     let half = SCRATCH_HALF.min(ctx.ctl.stage_bytes() / 2);
     match !supported || (size > 0 && (half / size == 0 || std::mem::align_of::<T>() > 64)) {
         true => Some(Error::Unsupported { rank, what: format!("this operator on {}-byte elements", size) }),

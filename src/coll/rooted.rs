@@ -13,9 +13,7 @@ use std::ops::Range;
 /// The throttling factor of the default and of a bare `throttled-read` in the environment.
 pub(crate) const DEFAULT_K: u32 = 4;
 
-/// The `what` of the `Mismatch` a rank gets when the root called a non-root method or a
-/// non-root called the root's.
-pub(crate) const ROLE: &str = "root/non-root method";
+pub(crate) use crate::error::ROLE;
 
 /// One rank's call of a rooted collective (scatter, gather, scatterv, gatherv) as it goes
 /// down the layers: its buffers, the root as the user gave it (a rank of the whole

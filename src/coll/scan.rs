@@ -66,11 +66,17 @@ pub(crate) fn scan<T: Pod, O: Operator<T>>(
             if c.send_len != first {
                 return Err(BadLength { culprit: q, expected: first, found: c.send_len });
             }
+            // The reduce-scatter's send is `p` blocks of its receive: a send that cannot be
+            // (every rank's is `first` long) is named as the send, against `p` of the
+            // receives it was given, not as a receive of a fractional block.
+            if which == Which::ReduceScatterBlock && first % (p * size.max(1)) != 0 {
+                return Err(BadLength { culprit: q, expected: p * c.recv_len, found: first });
+            }
             let want = match which {
                 Which::ReduceScatterBlock => first / p,
                 _ => first,
             };
-            if c.recv_len != want || (which == Which::ReduceScatterBlock && first % (p * size.max(1)) != 0) {
+            if c.recv_len != want {
                 return Err(BadLength { culprit: q, expected: want, found: c.recv_len });
             }
         }
@@ -78,9 +84,7 @@ pub(crate) fn scan<T: Pod, O: Operator<T>>(
     })?;
     let moved = (|| {
         let me = round.me();
-        if !oper.apply(&mut [], &[])
-            || (size > 0 && (SCRATCH_HALF / size == 0 || std::mem::align_of::<T>() > 64))
-        {
+        if !oper.applies() || (size > 0 && (SCRATCH_HALF / size == 0 || std::mem::align_of::<T>() > 64)) {
             return Err(Error::Unsupported {
                 rank: round.rank_of(me),
                 what: format!("this operator on {size}-byte elements"),

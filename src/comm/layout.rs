@@ -35,7 +35,7 @@ use crate::coll::layout::{self as engine, Bufs, Flat, LayoutAlgorithm, Shape, Si
 use crate::coll::rooted::ROLE;
 use crate::error::{Error, Result};
 use crate::layout::runs::Runs;
-use crate::layout::{Layout, COUNTS, REASONS};
+use crate::layout::{Layout, COUNTS, PER_RANK, REASONS};
 use crate::op::Builtin;
 use crate::pod::Pod;
 use crate::sync::copy_runs;
@@ -1168,7 +1168,11 @@ impl Comm {
     /// ranks called different collectives. A transport error or a peer's failure during
     /// the copies.
     /// `recv` is unchanged by every error found before the copies; one during them may
-    /// leave it partly written, as in the contiguous calls.
+    /// leave it partly written, as in the contiguous calls. One exception, as in
+    /// `all_gather_varcount_into`: inside one node, a count that disagrees may be judged
+    /// only by its receiver (small blocks travel with their arrivals), which fails with
+    /// `LengthMismatch` while the others return `Ok` with their blocks; the next call
+    /// then fails on every rank with `Error::PreviousFailed` (the deferred verdict).
     ///
     /// # Standard section(s)
     ///
@@ -1676,7 +1680,7 @@ fn per_rank(
     which: usize,
 ) -> std::result::Result<(Vec<Count>, Vec<Count>), (usize, Error)> {
     if layouts.len() != p {
-        let reason = REASONS[1];
+        let reason = PER_RANK;
         return Err((which, Error::InvalidLayout { rank: None, culprit: None, which: WHICH[which], reason }));
     }
     match which {

@@ -233,7 +233,10 @@ impl Comm {
     ///
     /// # Errors
     ///
-    /// As `reduce_into_root`.
+    /// As `reduce_into_root`. Called on the root, which then passes no output (MPI's
+    /// receive buffer is significant only there): `Error::LengthMismatch` naming the root,
+    /// `found` 0, on every rank, as an output of the wrong length gets. (The other way
+    /// round is allowed, as in MPI: a non-root's `reduce_into_root` output is ignored.)
     ///
     /// A rank whose input travels with its arrival (a small call on one node) may return
     /// `Ok` before the root has checked the call; if the root fails it, this rank's next call

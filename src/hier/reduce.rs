@@ -76,7 +76,7 @@ impl<T, O: Operator<T>> Operator<T> for Fatal<'_, O> {
     fn apply(&self, acc: &mut [T], x: &[T]) -> bool {
         // The operator's state is never looked at again: the process ends here.
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.0.apply(acc, x))) {
-            Ok(applies) => applies,
+            Ok(applied) => applied,
             Err(_) => {
                 eprintln!(
                     "zcoll: a reduction operator panicked in a reduction across nodes; the other \
@@ -86,6 +86,9 @@ impl<T, O: Operator<T>> Operator<T> for Fatal<'_, O> {
                 std::process::abort()
             }
         }
+    }
+    fn applies(&self) -> bool {
+        self.0.applies()
     }
     fn commutative(&self) -> bool {
         self.0.commutative()
@@ -357,7 +360,7 @@ impl Hierarchy {
     /// the operator.
     fn supported<T: Pod, O: Operator<T>>(&self, parent: &SimpleCommunicator, oper: &O) -> Result<()> {
         let size = std::mem::size_of::<T>();
-        if !oper.apply(&mut [], &[]) {
+        if !oper.applies() {
             return Err(Error::Unsupported {
                 rank: parent.rank(),
                 what: format!("this operator on {size}-byte elements"),
@@ -507,13 +510,15 @@ impl Hierarchy {
             Which::Exscan => coll::Kind::Exscan,
             Which::ReduceScatterBlock => coll::Kind::ReduceScatterBlock,
         };
-        // The output must be as long as the input (a p-th of it for the reduce-scatter,
-        // which therefore claims p times its output).
-        let claimed = match which {
-            Which::ReduceScatterBlock => recv.len().saturating_mul(p),
-            _ => recv.len(),
+        // The output must be as long as the input. The reduce-scatter's input is p blocks
+        // of its output: it claims p times its output as the length every rank agrees on,
+        // and its input as what it passed, so that a wrong input is named as such (with
+        // the input's length and p times the output's).
+        let (agreed, passed) = match which {
+            Which::ReduceScatterBlock => (recv.len().saturating_mul(p), send.len()),
+            _ => (send.len(), recv.len()),
         };
-        self.check_reduction(net, (kind, 0), 0, send.len(), Some(claimed), oper)?;
+        self.check_reduction(net, (kind, 0), 0, agreed, Some(passed), oper)?;
         let n = recv.len();
         if n == 0 {
             return Ok(());

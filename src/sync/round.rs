@@ -826,7 +826,15 @@ impl Drop for Round<'_> {
     fn drop(&mut self) {
         if !self.finished {
             // A panic or an early return inside an algorithm: tell the peers, and wait until
-            // none of them still touches our buffers.
+            // none of them still touches our buffers. In a one-phase round that shares no
+            // buffer (a small allreduce, whose ranks each fold every staged input), the
+            // peers need nothing of ours after the arrivals and end with a success without
+            // waiting for our end: they may have returned `Ok`, so the failure is passed on,
+            // as `finish_alone`'s, and the next call fails on every rank. (Where peers wait
+            // for our steps, they see the failure in this call.)
+            if self.quiet && !self.eager && self.staged {
+                self.ctl.saw_leaver.set(self.epoch);
+            }
             let _ = self.end(self.ctl.failed(None));
         }
     }

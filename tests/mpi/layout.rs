@@ -746,7 +746,7 @@ fn per_rank(world: &SimpleCommunicator, comm: &Comm) {
     let lr = last as i32;
     let invalid =
         |which, reason| Error::InvalidLayout { rank: Some(me as i32), culprit: Some(lr), which, reason };
-    let shape = "its parameters disagree";
+    let shape = "the call takes one layout per rank, size() of them";
     let few = &rows[..p - 1];
     let mut recv = vec![7u32; p * p];
     let e = match bad {

@@ -297,6 +297,9 @@ at! {
     soak_np3: 3, "soak", ["ZCOLL_RANDOM_STEPS" => "10000"];
     faults_np3: 3, "faults", [];
     faults_np5: 5, "faults", [];
+    panic_alone_np2: 2, "panic-alone", [];
+    panic_alone_np3: 3, "panic-alone", [];
+    panic_alone_np5: 5, "panic-alone", [];
     // Across nodes, the failing rank (the last) in a node of two: its copy fails in the
     // middle of its node's step, and the legs between nodes and the agreement carry the
     // failure to every rank (the panicking operator is left out there: see the scenario).

@@ -120,6 +120,7 @@ pub(crate) fn main() {
         "reduce" => crate::reduce::reduce(&world, &comm),
         "immediate" => crate::immediate::run(&world, false),
         "faults" => crate::faults::run(&world, &comm),
+        "panic-alone" => crate::faults::panic_alone(&world, &comm),
         "empty" => crate::empty::run(&world, &comm),
         "unchanged" => crate::unchanged::run(&world, &comm),
         "random" => crate::random::run(&world, &comm),

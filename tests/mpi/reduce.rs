@@ -231,6 +231,7 @@ pub(crate) fn reduce(world: &SimpleCommunicator, comm: &Comm) {
     }
 
     ported_from_rsmpi(world, comm);
+    written_for_elements(world, comm);
     odd_element_sizes(world, comm);
     narrow_sums(world, comm);
     unsigned_extremes(world, comm);
@@ -474,6 +475,59 @@ fn ported_from_rsmpi(world: &SimpleCommunicator, comm: &Comm) {
     // Refused where the built-in is: a bitwise operator on floats, on every rank.
     let e = comm.all_reduce_into(&[1.0f64], &mut [0.0], S::bitwise_and()).unwrap_err();
     assert!(matches!(e, zcoll::Error::Unsupported { .. }), "{e}");
+}
+
+/// Operators written as users write them, for slices that hold elements: each reads
+/// `acc[0]` and `x[0]` before the rest, and counts its calls. zcoll must never call one
+/// with empty slices (it used to, to ask whether the operator applies: the first index
+/// panicked, so a valid small allreduce failed on every rank, a reduce's root waited for
+/// ever for non-roots that never arrived, and across nodes the process aborted). Every
+/// algorithm of the allreduce, the reduce at two roots, the scans and the reduce-scatter
+/// (a nonblocking call runs the same), against the wrapping sums computed here.
+fn written_for_elements(world: &SimpleCommunicator, comm: &Comm) {
+    let (me, p) = (world.rank(), world.size());
+    let op = UserOp::commutative(|acc: &mut [u64], x: &[u64]| {
+        acc[0] = acc[0].wrapping_add(x[0]);
+        for i in 1..acc.len() {
+            acc[i] = acc[i].wrapping_add(x[i]);
+        }
+    });
+    let input = |r: i32, n: usize| -> Vec<u64> { (0..n as u64).map(|i| i * 3 + r as u64 * 1000).collect() };
+    let sum_of = |ranks: std::ops::Range<i32>, n: usize| -> Vec<u64> {
+        ranks.fold(vec![0u64; n], |acc, r| {
+            acc.iter().zip(input(r, n)).map(|(a, b)| a.wrapping_add(b)).collect()
+        })
+    };
+    for n in [1usize, 2, 9, 5000] {
+        let send = input(me, n);
+        let all = sum_of(0..p, n);
+        for algo in algorithms() {
+            let mut got = vec![0u64; n];
+            comm.all_reduce_into_with(&send, &mut got, &op, algo)
+                .unwrap_or_else(|e| panic!("allreduce {algo} of {n} with acc[0]: {e}"));
+            assert_eq!(got, all, "allreduce {algo} of {n} with acc[0]");
+        }
+        for root in [0, p - 1] {
+            let mut got = vec![0u64; if me == root { n } else { 0 }];
+            match me == root {
+                true => comm.reduce_into_root(&send, &mut got, root, &op),
+                false => comm.reduce_into(&send, root, &op),
+            }
+            .unwrap_or_else(|e| panic!("reduce of {n} to {root} with acc[0]: {e}"));
+            assert!(me != root || got == all, "reduce of {n} to {root} with acc[0]");
+        }
+        let mut got = vec![0u64; n];
+        comm.scan_into(&send, &mut got, &op).unwrap_or_else(|e| panic!("scan of {n} with acc[0]: {e}"));
+        assert_eq!(got, sum_of(0..me + 1, n), "scan of {n} with acc[0]");
+        let mut got = vec![5u64; n];
+        comm.exclusive_scan_into(&send, &mut got, &op).unwrap_or_else(|e| panic!("exscan of {n}: {e}"));
+        assert!(me == 0 || got == sum_of(0..me, n), "exscan of {n} with acc[0]");
+        let blocks: Vec<u64> = (0..p).flat_map(|_| send.iter().copied()).collect();
+        let mut got = vec![0u64; n];
+        comm.reduce_scatter_block_into(&blocks, &mut got, &op)
+            .unwrap_or_else(|e| panic!("reduce-scatter of {n} with acc[0]: {e}"));
+        assert_eq!(got, all, "reduce-scatter of {n} with acc[0]");
+    }
 }
 
 /// Sums of 8- and 16-bit integers that overflow wrap around, as C's do, whatever the

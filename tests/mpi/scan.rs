@@ -78,6 +78,11 @@ pub(crate) fn run(world: &SimpleCommunicator, comm: &Comm) {
         let mut out = vec![5i64; 3];
         let e = comm.reduce_scatter_block_into(&send[..3 * pu + 1], &mut out, Builtin::Sum).unwrap_err();
         assert!(matches!(e, Error::LengthMismatch { .. } | Error::PeerFailed { .. }), "{e}");
+        // Named as the send that is not `p` blocks of the receive: its length, against `p`
+        // receives (not a receive against a fractional block), on one node or several.
+        if let Error::LengthMismatch { expected, found, .. } = e {
+            assert_eq!((expected, found), (24 * pu, 8 * (3 * pu + 1)), "{e}");
+        }
         assert!(out.iter().all(|&x| x == 5), "a failed reduce-scatter wrote its output");
     }
     comm.barrier().unwrap();

@@ -77,7 +77,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub overlap: bool,
     /// How the ranks start each timed call: `clock` (at one instant of the host's clock,
-    /// set after a barrier: the ranks must share one host) or `barrier` (each at its own
+    /// awaited after a barrier: the ranks must share one host) or `barrier` (each at its own
     /// exit of an `MPI_Barrier`, which counts the barrier's exit skew) [default: `clock`
     /// where the ranks share one host, else `barrier`].
     #[arg(long, value_enum)]

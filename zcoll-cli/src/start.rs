@@ -37,8 +37,8 @@ pub fn lead(p: usize) -> u64 {
 /// How the ranks start each timed call.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Start {
-    /// At one instant of the host's monotonic clock, named by rank 0 after a barrier (the
-    /// ranks must share one host).
+    /// At one instant of the host's monotonic clock, named by rank 0 a little ahead and
+    /// awaited after a barrier (the ranks must share one host).
     Clock,
     /// Each rank at its own exit of an `MPI_Barrier` (which counts the barrier's exit skew).
     Barrier,
@@ -114,7 +114,8 @@ impl Start {
     pub fn describe(self, p: usize) -> String {
         match self {
             Start::Clock => format!(
-                "every call starts at one instant of the host's clock, {} us after a barrier",
+                "every call starts at one instant of the host's clock, which rank 0 names {} us \
+                 ahead and the ranks await after a barrier",
                 lead(p) / 1000
             ),
             Start::Barrier => "every call starts at each rank's exit of a barrier".into(),

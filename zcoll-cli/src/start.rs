@@ -12,22 +12,26 @@
 //! same code), and MPICH's own calls carry the same 0.3 us.
 //!
 //! Where every rank reads one clock (all the ranks on one host: the monotonic clock is
-//! the host's), the ranks start at one instant instead ([`Start::Clock`]): rank 0 names
-//! an instant a little ahead on that clock ([`lead`]) and sends it to every rank, then
-//! every rank enters the barrier, spins until the instant after it, and times its call
-//! from there. The barrier stays the last MPI call before the timed one, as it was, so
-//! the message leaves no state of its own in the library for the timed call to meet.
-//! Across hosts the clocks differ, and each rank times from its own exit of the barrier
-//! ([`Start::Barrier`]).
+//! the host's), the ranks start at one instant instead ([`Start::Clock`]): once every
+//! rank is in (a barrier: a rank may still be checking the last call's result), rank 0
+//! names an instant a little ahead on that clock ([`lead`]) and sends it to every rank,
+//! every rank enters a second barrier, spins until the instant after it, and times its
+//! call from there. A barrier stays the last MPI call before the timed one, so the
+//! message leaves no state of its own in the library for the timed call to meet. (Named
+//! before the first barrier, the instant had passed for a rank still checking a 128 KiB
+//! allgatherv's result in half the calls, and those calls timed its lateness: 55 us
+//! instead of 26.) Across hosts the clocks differ, and each rank times from its own exit
+//! of the barrier ([`Start::Barrier`]).
 
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use nix::time::{clock_gettime, ClockId};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// How far ahead rank 0 sets the common start on `p` ranks, in nanoseconds: room for the
-/// messages that name it and the barrier after them (a fraction of a microsecond each on
-/// an idle node), so that every rank is there before it passes. A rank that arrives later
+/// How far ahead rank 0 sets the common start on `p` ranks, in nanoseconds, once every
+/// rank is in: room for the messages that name it and the barrier after them (a
+/// fraction of a microsecond each on an idle node), so that every rank is there before
+/// it passes. A rank that arrives later
 /// still times from the instant (its call then looks as slow as if it had been preempted
 /// there) and is counted in [`late_starts`].
 pub fn lead(p: usize) -> u64 {
@@ -77,9 +81,11 @@ impl Start {
         let delay = (delay.max(0.0) * 1e9) as u64;
         match self {
             Start::Clock => {
-                // The instant first, then the barrier: the last MPI call before the timed
-                // one is the barrier, as with `Barrier`, whatever state the instant's
+                // Every rank in first (else the instant may pass before a busy rank comes),
+                // then the instant, then a barrier again: the last MPI call before the
+                // timed one is a barrier, as with `Barrier`, whatever state the instant's
                 // message leaves in the library.
+                world.barrier();
                 let at = match world.rank() {
                     0 => {
                         let at = now() + lead(world.size() as usize);
@@ -115,7 +121,7 @@ impl Start {
         match self {
             Start::Clock => format!(
                 "every call starts at one instant of the host's clock, which rank 0 names {} us \
-                 ahead and the ranks await after a barrier",
+                 ahead once every rank is in and the ranks await after a second barrier",
                 lead(p) / 1000
             ),
             Start::Barrier => "every call starts at each rank's exit of a barrier".into(),

@@ -484,9 +484,8 @@ fn method(w: &mut String, pairs: usize, starts: &[String]) {
         "- **Start.** {} (`zcoll bench --start`), and a rank's time runs from there to its \
          return. The ranks do not leave an `MPI_Barrier` at once: at 2 ranks MPICH 4.0 lets \
          rank 0 go about 0.3 µs before rank 1, every time, Open MPI 4.1 about 0.05 µs either \
-         way, and a call timed from each rank's own exit counts that skew (on a common start, \
-         the ranks call at one instant of the host's clock, which rank 0 names after the \
-         barrier).",
+         way, and a call timed from each rank's own exit counts that skew (`--start clock`, \
+         the default where the ranks share one host, leaves it out).",
         match starts {
             [one] => capitalized(one),
             _ => format!("Not the same in every run: {}", starts.join("; ")),

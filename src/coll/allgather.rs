@@ -56,6 +56,7 @@ use super::{
     all_equal, check, check_staged, from_inline, inline_word, op, BadLength, Ctx, Kind, INLINE_BYTES,
 };
 use crate::error::{Error, Result};
+use crate::sync::copy_block;
 use crate::sync::{Call, Round};
 use crate::tune::{select, Algo};
 
@@ -201,7 +202,7 @@ pub(crate) fn allgather(
         let parts: &[&[u8]] = if inline { &[] } else { &[own] };
         let round = check_staged(ctx, call, &[], parts, false, check_lengths)?;
         if let Some(send) = send {
-            recv[me * n..(me + 1) * n].copy_from_slice(send);
+            copy_block(send, &mut recv[me * n..(me + 1) * n]);
         }
         for r in (0..p).filter(|&r| r != me) {
             match inline {
@@ -242,7 +243,7 @@ fn gather_all(
         return bruck(round, send, recv, n);
     }
     if let Some(send) = send {
-        crate::sync::copy_block(send, &mut recv[me * n..(me + 1) * n]);
+        copy_block(send, &mut recv[me * n..(me + 1) * n]);
     }
     if p == 1 {
         return Ok(());
@@ -323,7 +324,7 @@ fn recursive_doubling(round: &Round<'_>, recv: &mut [u8], n: usize) -> Result<()
 fn bruck(round: &Round<'_>, send: Option<&[u8]>, recv: &mut [u8], n: usize) -> Result<()> {
     let (p, me) = (round.size(), round.me());
     match send {
-        Some(send) => recv[..n].copy_from_slice(send),
+        Some(send) => copy_block(send, &mut recv[..n]),
         None => recv.copy_within(me * n..(me + 1) * n, 0),
     }
     round.post_progress(1);

@@ -38,6 +38,7 @@ use super::varcount::{
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
+use crate::sync::copy_block;
 use crate::sync::{Call, Filled, Round, Slots};
 use crate::tune::select;
 
@@ -136,7 +137,7 @@ pub(crate) fn allgatherv(ctx: &Ctx<'_>, call: Exchange<'_, Given<'_>>) -> Result
             let fault = Fault::Length { expected: send_len(src), found: at(src).len() };
             return round.finish_alone(fault.error(rank, rank, p));
         }
-        recv[at(me)].copy_from_slice(send);
+        copy_block(send, &mut recv[at(me)]);
         for src in (0..p).filter(|&src| src != me) {
             round.read_staged(src, 0, &mut recv[at(src)]);
         }
@@ -205,7 +206,7 @@ fn exchange(
         _ => Vec::new(),
     };
     round.release_meta();
-    crate::sync::copy_block(send, &mut recv[at(me)]);
+    copy_block(send, &mut recv[at(me)]);
     if p == 1 {
         return Ok(());
     }

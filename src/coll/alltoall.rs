@@ -51,6 +51,7 @@ use super::allgather::lengths;
 use super::staged_private;
 use super::{alltoall_op, check, check_staged, whole_blocks, Ctx};
 use crate::error::Result;
+use crate::sync::copy_block;
 use crate::sync::{Call, Round, Span};
 use crate::tune::{select, Algo};
 
@@ -201,7 +202,7 @@ pub(crate) fn alltoall(
         for r in 0..p {
             let block = &mut recv[r * n..(r + 1) * n];
             match r == me {
-                true => block.copy_from_slice(&send[me * n..(me + 1) * n]),
+                true => copy_block(&send[me * n..(me + 1) * n], block),
                 // Rank `r` staged every block but its own: ours is `me`'s among the rest.
                 false => round.read_staged(r, (me - (me > r) as usize) * n, block),
             }
@@ -244,7 +245,7 @@ fn exchange(
     if algorithm == AlltoallAlgorithm::Bruck && p > 1 {
         return bruck(round, send, recv, n);
     }
-    crate::sync::copy_block(&send[me * n..(me + 1) * n], &mut recv[me * n..(me + 1) * n]);
+    copy_block(&send[me * n..(me + 1) * n], &mut recv[me * n..(me + 1) * n]);
     // The partner of step t: xor for a power of two, else a rotation (source r - t,
     // destination r + t).
     let xor = p.is_power_of_two();
@@ -267,8 +268,8 @@ fn bruck(round: &Round<'_>, send: &[u8], recv: &mut [u8], n: usize) -> Result<()
     let (p, me) = (round.size(), round.me());
     let whole = p * n;
     // Position i holds the block for rank (me + i) mod p.
-    recv[..whole - me * n].copy_from_slice(&send[me * n..whole]);
-    recv[whole - me * n..whole].copy_from_slice(&send[..me * n]);
+    copy_block(&send[me * n..whole], &mut recv[..whole - me * n]);
+    copy_block(&send[..me * n], &mut recv[whole - me * n..whole]);
     round.post_progress(1);
     let steps = (p - 1).ilog2() + 1;
     // The positions with bit k set: runs of 2^k blocks every 2^(k+1).
@@ -290,7 +291,7 @@ fn bruck(round: &Round<'_>, send: &[u8], recv: &mut [u8], n: usize) -> Result<()
         round.wait_ack(dst, k + 1)?;
         let mut at = 0;
         for (offset, len) in ranges {
-            recv[offset..offset + len].copy_from_slice(&taken[at..at + len]);
+            copy_block(&taken[at..at + len], &mut recv[offset..offset + len]);
             at += len;
         }
         round.post_progress(k + 2);

@@ -38,6 +38,7 @@ use super::varcount::{
 };
 use super::{op, Ctx, Kind};
 use crate::error::Result;
+use crate::sync::copy_block;
 use crate::sync::{Call, Filled, Listed, Round, Slots};
 use crate::tune::select;
 use mpi::Count;
@@ -170,7 +171,7 @@ pub(crate) fn alltoallv(ctx: &Ctx<'_>, call: Exchange<'_, Sides<'_>>) -> Result<
             let fault = Fault::Length { expected: block(src).0, found: inn(src).len() };
             return round.finish_alone(fault.error(rank, rank, p));
         }
-        recv[inn(me)].copy_from_slice(&send[range(&sides.send(), me, elem)]);
+        copy_block(&send[range(&sides.send(), me, elem)], &mut recv[inn(me)]);
         for src in (0..p).filter(|&src| src != me) {
             round.read_staged(src, 8 * map_len(p) + block(src).1, &mut recv[inn(src)]);
         }
@@ -338,7 +339,7 @@ fn exchange(
         _ => (peer_offsets(0), Vec::new()),
     };
     round.release_meta();
-    crate::sync::copy_block(&send[out(me)], &mut recv[inn(me)]);
+    copy_block(&send[out(me)], &mut recv[inn(me)]);
     if p == 1 {
         return Ok(());
     }

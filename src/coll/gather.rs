@@ -49,6 +49,7 @@ use super::rooted::{
 use super::staged_private;
 use super::{op, Ctx, Kind};
 use crate::error::Result;
+use crate::sync::copy_block;
 use crate::sync::{Call, Round, Toward, PRIVATE};
 use crate::transport::heap;
 use crate::tune::{select, Algo};
@@ -219,7 +220,7 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
         let round = rooted_check(ctx, call, Some(&[own]), dst, measure)?;
         if let GatherBufs::Root { send, recv } = bufs {
             if let Some(send) = send {
-                crate::sync::copy_block(send, &mut recv[dst * block..(dst + 1) * block]);
+                copy_block(send, &mut recv[dst * block..(dst + 1) * block]);
             }
             for r in peers(dst, size) {
                 round.read_staged(r, 0, &mut recv[r * block..(r + 1) * block]);
@@ -242,7 +243,7 @@ pub(crate) fn gather(ctx: &Ctx<'_>, call: Rooted<GatherBufs<'_>>) -> Result<()> 
             // Our own block first, while the peers copy theirs in (or write them: into
             // blocks of their own, never ours).
             if let Some(send) = send {
-                crate::sync::copy_block(send, &mut recv[dst * block..(dst + 1) * block]);
+                copy_block(send, &mut recv[dst * block..(dst + 1) * block]);
             }
             let moved = collect(&round, a, dst, block, recv);
             round.finish(moved)

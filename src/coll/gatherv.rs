@@ -42,6 +42,7 @@ use super::varcount::{
 use super::{op, Ctx, Kind};
 use crate::coll::gather::GatherAlgorithm;
 use crate::error::Result;
+use crate::sync::copy_block;
 use crate::sync::{Call, Filled, Round, Slots, Toward, PRIVATE};
 use crate::transport::TransportKind;
 use crate::tune::select;
@@ -172,7 +173,7 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
             // The blocks from this rank's own partition, which it published: the same
             // numbers, not read back.
             let block = |r| range(&Given { counts, displs }, r, elem);
-            crate::sync::copy_block(send, &mut recv[block(dst)]);
+            copy_block(send, &mut recv[block(dst)]);
             for r in peers(dst, p) {
                 let block = block(r);
                 if !block.is_empty() {
@@ -206,7 +207,7 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
     };
     if one_phase(ctx, &round, &moves, dst, cap) {
         if let GathervBufs::Root { send, recv, .. } = bufs {
-            recv[blocks[dst].clone()].copy_from_slice(send);
+            copy_block(send, &mut recv[blocks[dst].clone()]);
             for r in peers(dst, p).filter(|&r| !blocks[r].is_empty()) {
                 round.read_staged(r, 0, &mut recv[blocks[r].clone()]);
             }
@@ -224,7 +225,7 @@ pub(crate) fn gatherv(ctx: &Ctx<'_>, call: Rooted<GathervBufs<'_>>) -> Result<()
             }
             // Our own block while the peers copy or write theirs: the checks found the
             // blocks disjoint, so no peer writes into it.
-            crate::sync::copy_block(send, &mut recv[blocks[dst].clone()]);
+            copy_block(send, &mut recv[blocks[dst].clone()]);
             let moved = collect(&round, dst, &blocks, &moves, recv);
             round.finish(moved)
         }

@@ -3,6 +3,7 @@
 
 use super::{all_equal, check, op, BadLength, Ctx, Kind};
 use crate::error::Result;
+use crate::sync::copy_block;
 use crate::sync::{Call, Round, Span};
 use crate::transport::TransportKind;
 
@@ -52,7 +53,7 @@ fn gather_moves(ctx: &Ctx<'_>, round: &Round<'_>, mine: &[u8], out: &mut [u8]) -
     let len = mine.len();
     let (p, me) = (round.size(), round.me());
     if me == 0 {
-        out[..len].copy_from_slice(mine);
+        copy_block(mine, &mut out[..len]);
     }
     match ctx.transport {
         TransportKind::Cico => round.stage_pairwise(mine, out, |src, dst| match (src, dst) {
@@ -69,7 +70,7 @@ fn scatter_moves(ctx: &Ctx<'_>, round: &Round<'_>, src: &[u8], recv: &mut [u8]) 
     let len = recv.len();
     let me = round.me();
     if me == 0 {
-        recv.copy_from_slice(&src[..len]);
+        copy_block(&src[..len], recv);
     }
     match ctx.transport {
         TransportKind::Cico => round.stage_pairwise(src, recv, |s, d| match (s, d) {

@@ -13,6 +13,7 @@
 
 use super::{check, op, Ctx, Kind};
 use crate::error::{Error, Result};
+use crate::sync::copy_block;
 use crate::sync::{wait, Call, Round};
 use crate::tune::calibrate::{self, Samples};
 use crate::tune::fit::Transfer;
@@ -106,7 +107,7 @@ fn phases(round: &Round<'_>, buf: &mut [u8], reps: usize) -> Result<Samples> {
     let half = buf.len() / 2;
     let (a, b) = buf.split_at_mut(half);
     out.memcpy_beta = time(reps, || {
-        b.copy_from_slice(a);
+        copy_block(a, b);
         Ok(())
     })? / half as f64;
     barrier(round, next())?;

@@ -53,6 +53,7 @@ use super::{check, check_staged, from_inline, inline_word, typed_op, BadLength, 
 use crate::error::{Error, Result};
 use crate::op::{Builtin, Operator};
 use crate::pod::Pod;
+use crate::sync::copy_block;
 use crate::sync::{Call, Chunk, End, FoldOrder, Round, CLAIM_MAX, SCRATCH_HALF};
 use crate::transport::{Read, RemoteBuf, TransportKind, Write};
 use crate::tune::{select, Algo};
@@ -488,7 +489,7 @@ fn fold_range<T: Pod, O: Operator<T>>(
             }
             Bufs::InPlace(b) => {
                 // Keep our own input: the fold may overwrite it before it uses it.
-                first[..len].copy_from_slice(&b[c.clone()]);
+                copy_block(&b[c.clone()], &mut first[..len]);
                 fold(round, sends, oper, order, c.start, &mut b[c.clone()], Some(&first[..len]), x)?
             }
             Bufs::SendOnly(s) => {
@@ -647,7 +648,7 @@ fn root_read<T: Pod, O: Operator<T>>(round: &Round<'_>, bufs: Bufs<'_, T>, oper:
             None if order[0] == me => None,
             None => {
                 // In place, and a peer folds first: keep our input before it is overwritten.
-                first[..len].copy_from_slice(acc);
+                copy_block(acc, &mut first[..len]);
                 Some(&first[..len])
             }
         };
@@ -686,7 +687,7 @@ pub(super) fn fold<T: Pod, O: Operator<T>>(
     for (k, &j) in order.iter().enumerate() {
         if j == round.me() {
             match (k, own) {
-                (0, Some(own)) => acc.copy_from_slice(own),
+                (0, Some(own)) => copy_block(own, acc),
                 (_, Some(own)) => {
                     oper.apply(acc, own);
                 }
@@ -751,7 +752,7 @@ fn fold_staged<T: Pod, O: Operator<T>>(
             // its own already, and this rank's own input is folded in from its buffer.
             (false, _) => {
                 match (me, own) {
-                    (0, Some(own)) => acc.copy_from_slice(own),
+                    (0, Some(own)) => copy_block(own, acc),
                     (0, None) => {}
                     _ => take(0, at, acc),
                 }
@@ -801,7 +802,7 @@ fn staged<T: Pod, O: Operator<T>>(
             Bufs::InPlace(b) => b,
         };
         let from = offset / size;
-        dst.copy_from_slice(bytemuck::cast_slice(&input[from..from + dst.len() / size]));
+        copy_block(bytemuck::cast_slice(&input[from..from + dst.len() / size]), dst);
     };
     let mut combine = |offset: usize, len: usize, first: bool, chunk: Chunk<'_>| -> Result<()> {
         let mut b = bufs.borrow_mut();
@@ -814,7 +815,7 @@ fn staged<T: Pod, O: Operator<T>>(
         let acc = &mut out[at.clone()];
         match (first, chunk) {
             (true, Chunk::Peer(copy)) => copy(bytemuck::cast_slice_mut(acc)),
-            (true, Chunk::Bytes(x)) => acc.copy_from_slice(bytemuck::cast_slice(x)),
+            (true, Chunk::Bytes(x)) => copy_block(bytemuck::cast_slice(x), acc),
             (false, Chunk::Bytes(x)) => {
                 oper.apply(acc, bytemuck::cast_slice(x));
             }
@@ -822,7 +823,7 @@ fn staged<T: Pod, O: Operator<T>>(
             // (`stage_reduce` hands it over copied wherever it comes later).
             (true, Chunk::Own) => {
                 if let Some(s) = input {
-                    acc.copy_from_slice(&s[at]);
+                    copy_block(&s[at], acc);
                 }
             }
             (false, Chunk::Own) => {

@@ -5,6 +5,7 @@
 
 use super::{check, check_staged, op, BadLength, Ctx, Kind};
 use crate::error::{Error, Result};
+use crate::sync::copy_block;
 use crate::sync::{Call, Round, Toward};
 use crate::transport::TransportKind;
 use std::cell::Cell;
@@ -335,7 +336,7 @@ impl Layout {
     pub(crate) fn unpack(&self, packed: &[u8], ranked: &mut [u8]) {
         let b = self.block;
         for (i, &r) in self.order.iter().enumerate() {
-            ranked[r * b..(r + 1) * b].copy_from_slice(&packed[i * b..(i + 1) * b]);
+            copy_block(&packed[i * b..(i + 1) * b], &mut ranked[r * b..(r + 1) * b]);
         }
     }
 }

@@ -50,6 +50,7 @@ use super::rooted::{blocks, peers, rooted_check, throttled, Claim, Measure, Root
 use super::staged_private;
 use super::{op, Ctx, Kind};
 use crate::error::Result;
+use crate::sync::copy_block;
 use crate::sync::{Call, Round, Toward};
 use crate::tune::{select, Algo};
 
@@ -204,14 +205,14 @@ pub(crate) fn scatter(ctx: &Ctx<'_>, call: Rooted<ScatterBufs<'_>>) -> Result<()
         {
             ctx.ctl.leave_staged(&call, &[], &staged)?;
             if let ScatterBufs::Root { send, recv: Some(recv) } = bufs {
-                crate::sync::copy_block(&send[src * block..(src + 1) * block], recv);
+                copy_block(&send[src * block..(src + 1) * block], recv);
             }
             return Ok(());
         }
         let round = rooted_check(ctx, call, Some(&staged), src, measure)?;
         match bufs {
             ScatterBufs::Root { send, recv: Some(recv) } => {
-                crate::sync::copy_block(&send[src * block..(src + 1) * block], recv)
+                copy_block(&send[src * block..(src + 1) * block], recv)
             }
             ScatterBufs::Root { recv: None, .. } => {}
             ScatterBufs::Leaf { recv } => {
@@ -250,7 +251,7 @@ fn move_blocks(
             // delayed every staged or written block (a third copy on the critical path
             // of a staged scatter to one peer).
             if let Some(recv) = recv {
-                crate::sync::copy_block(&send[part(src)], recv);
+                copy_block(&send[part(src)], recv);
             }
             moved
         }

@@ -48,6 +48,7 @@ use super::varcount::{
 use super::{op, Ctx, Kind};
 use crate::coll::scatter::ScatterAlgorithm;
 use crate::error::Result;
+use crate::sync::copy_block;
 use crate::sync::{Call, Filled, Listed, Round, Slots, Toward, PRIVATE};
 use crate::transport::TransportKind;
 use crate::tune::select;
@@ -170,7 +171,7 @@ pub(crate) fn scatterv(ctx: &Ctx<'_>, call: Rooted<ScattervBufs<'_>>) -> Result<
         ctx.ctl.leave_staged_with(&Call { op: call.op | PRIVATE, ..call }, &partition, &blocks)?;
         // Our own block once we have left: nobody waits for it.
         if let ScattervBufs::Root { send, counts, displs, recv } = bufs {
-            recv.copy_from_slice(&send[range(&Given { counts, displs }, src, elem)]);
+            copy_block(&send[range(&Given { counts, displs }, src, elem)], recv);
         }
         return Ok(());
     }
@@ -203,9 +204,7 @@ pub(crate) fn scatterv(ctx: &Ctx<'_>, call: Rooted<ScattervBufs<'_>>) -> Result<
     let Some((blocks, moves)) = plan.filter(|(blocks, moves)| !one_phase(ctx, moves, blocks, src, cap))
     else {
         match bufs {
-            ScattervBufs::Root { send, recv, .. } => {
-                crate::sync::copy_block(&send[root_block(&round, src, src)], recv)
-            }
+            ScattervBufs::Root { send, recv, .. } => copy_block(&send[root_block(&round, src, src)], recv),
             ScattervBufs::Leaf { recv } => {
                 let before = staged_before(&round, src, round.me());
                 round.read_staged(src, 8 * partition_len(p) + before, recv);
@@ -239,7 +238,7 @@ fn move_blocks(
     let (me, p) = (round.me(), round.size());
     match bufs {
         ScattervBufs::Root { send, recv, .. } => {
-            crate::sync::copy_block(&send[blocks[src].clone()], recv);
+            copy_block(&send[blocks[src].clone()], recv);
             if moves.by_root {
                 for r in peers(src, p).filter(|&r| !blocks[r].is_empty()) {
                     round.write_recv(&send[blocks[r].clone()], r, 0)?;

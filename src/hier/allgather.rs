@@ -8,6 +8,7 @@ use crate::coll::bcast::{bcast, BcastAlgorithm};
 use crate::coll::legs::gather_to_leader;
 use crate::coll::Kind;
 use crate::error::Result;
+use crate::sync::copy_block;
 use crate::to_mpi::{self, Spot};
 use mpi::datatype::PartitionMut;
 use mpi::traits::*;
@@ -63,7 +64,7 @@ impl Hierarchy {
             for (m, &at) in nodes.members.iter().zip(&displs) {
                 for (i, &g) in m.iter().enumerate() {
                     let from = at as usize + i * n;
-                    recv[g * n..(g + 1) * n].copy_from_slice(&all[from..from + n]);
+                    copy_block(&all[from..from + n], &mut recv[g * n..(g + 1) * n]);
                 }
             }
         }

@@ -8,6 +8,7 @@ use crate::coll::alltoall::AlltoallAlgorithm;
 use crate::coll::legs::{gather_to_leader, scatter_from_leader};
 use crate::coll::{alltoall_op, whole_blocks, Kind};
 use crate::error::Result;
+use crate::sync::copy_block;
 use crate::to_mpi::{self, Spot};
 use crate::transport::TransportKind;
 use mpi::datatype::{Partition, PartitionMut};
@@ -91,7 +92,7 @@ impl Hierarchy {
             for m in &nodes.members {
                 for a in 0..k {
                     for &b in m {
-                        packed[at..at + n].copy_from_slice(&rows[a * row + b * n..a * row + (b + 1) * n]);
+                        copy_block(&rows[a * row + b * n..a * row + (b + 1) * n], &mut packed[at..at + n]);
                         at += n;
                     }
                 }
@@ -111,7 +112,7 @@ impl Hierarchy {
                 for (i, &a) in m.iter().enumerate() {
                     for b in 0..k {
                         let from = at as usize + (i * k + b) * n;
-                        out[b * row + a * n..b * row + (a + 1) * n].copy_from_slice(&rows[from..from + n]);
+                        copy_block(&rows[from..from + n], &mut out[b * row + a * n..b * row + (a + 1) * n]);
                     }
                 }
             }

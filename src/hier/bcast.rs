@@ -6,6 +6,7 @@ use crate::coll::algorithm::Algorithm;
 use crate::coll::relay::Claim;
 use crate::coll::{self, bcast::BcastAlgorithm};
 use crate::error::Result;
+use crate::sync::copy_block;
 use crate::to_mpi::{self, Spot};
 use mpi::traits::*;
 
@@ -67,7 +68,7 @@ impl Hierarchy {
         algorithm.readable(ctx.overrides)?;
         if small {
             if !mine {
-                buf.copy_from_slice(&data);
+                copy_block(&data, buf);
             }
             return Ok(());
         }

@@ -8,6 +8,7 @@ use crate::coll::pap::packets::{Packets, Run, Src};
 use crate::coll::pap::{serve_arrived, TO_OUTBOX, TO_RECV, TO_SCATTER};
 use crate::coll::{alltoall_op, differs_in, whole_blocks, ELEMENT_SIZE};
 use crate::error::{failure_key, named, Error, Result};
+use crate::sync::copy_block;
 use crate::sync::{Call, Round};
 use crate::transport::TransportKind;
 use mpi::collective::SystemOperation;
@@ -235,7 +236,7 @@ impl Hierarchy {
         // buffer of a culprit whose call is right in itself (another element size, another
         // PAP variant), which a failed call leaves untouched.
         let g = layout.members[layout.node][ctx.ctl.me()];
-        recv[g * n..(g + 1) * n].copy_from_slice(&send[g * n..(g + 1) * n]);
+        copy_block(&send[g * n..(g + 1) * n], &mut recv[g * n..(g + 1) * n]);
         Ok(())
     }
 }
@@ -310,14 +311,14 @@ impl NodeLeg<'_, '_> {
             Some(region) => {
                 for (i, &(at, len)) in ranges.iter().enumerate() {
                     let at = at - l.in_at[s];
-                    dst[i * n..i * n + len].copy_from_slice(&region[at..at + len]);
+                    copy_block(&region[at..at + len], &mut dst[i * n..i * n + len]);
                 }
             }
             None => round.read_v(&round.peer_result(0), 0, &ranges, dst)?,
         }
         if !contiguous {
             for (i, &g) in src.iter().enumerate() {
-                recv[g * n..(g + 1) * n].copy_from_slice(&scratch[i * n..(i + 1) * n]);
+                copy_block(&scratch[i * n..(i + 1) * n], &mut recv[g * n..(g + 1) * n]);
             }
         }
         Ok(())
@@ -332,7 +333,7 @@ impl NodeLeg<'_, '_> {
             let dst = &mut outbox[at];
             if a == self.me() {
                 for (i, &(from, len)) in ranges.iter().enumerate() {
-                    dst[i * l.n..i * l.n + len].copy_from_slice(&self.send[from..from + len]);
+                    copy_block(&self.send[from..from + len], &mut dst[i * l.n..i * l.n + len]);
                 }
             } else {
                 self.round.read_v(&self.round.peer_send(a), a, &ranges, dst)?;

@@ -12,6 +12,7 @@ use crate::coll::{self, bcast::BcastAlgorithm};
 use crate::error::{Error, Result};
 use crate::op::{Builtin, Operator};
 use crate::pod::Pod;
+use crate::sync::copy_block;
 use crate::to_mpi::{self, Spot};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -240,7 +241,7 @@ impl Hierarchy {
             (false, _) => Ok(()),
             (true, 0) => {
                 if let Some(out) = out {
-                    out.copy_from_slice(&result);
+                    copy_block(&result, out);
                 }
                 Ok(())
             }
@@ -316,7 +317,7 @@ impl Hierarchy {
         let result: Vec<T> = elements(&data);
         match (root, bufs) {
             (Some(r), _) if r != parent.rank() => {}
-            (_, Bufs::Apart(_, out) | Bufs::InPlace(out)) => out.copy_from_slice(&result),
+            (_, Bufs::Apart(_, out) | Bufs::InPlace(out)) => copy_block(&result, out),
             (_, Bufs::SendOnly(_)) => {}
         }
         Ok(())
@@ -472,7 +473,7 @@ impl Hierarchy {
             let mut combined = vec![T::zeroed(); n];
             combine(leaders, &mine, &mut combined, oper, self.piece);
             if out.len() == n && !failed {
-                out.copy_from_slice(&combined);
+                copy_block(&combined, out);
             }
         }
         let mut spare = Vec::new();
@@ -566,7 +567,7 @@ impl Hierarchy {
                             let mut before = out.to_vec();
                             parent.exclusive_scan_into(to_mpi::send(input), &mut before[..], op);
                             if me > 0 {
-                                out.copy_from_slice(&before);
+                                copy_block(&before, out);
                             }
                         }
                     }
@@ -577,7 +578,7 @@ impl Hierarchy {
                     Which::ReduceScatterBlock => {
                         let mut all = vec![T::zeroed(); input.len()];
                         combine_in_order(parent, input, &mut all, oper);
-                        out.copy_from_slice(&all[me * c..me * c + c]);
+                        copy_block(&all[me * c..me * c + c], out);
                     }
                 },
             }
@@ -623,7 +624,7 @@ const TREE_TAG: i32 = 0x7a52;
 /// in the order a non-commutative operator needs.
 fn combine_in_order<T: Pod, O: Operator<T>>(comm: &SimpleCommunicator, mine: &[T], out: &mut [T], oper: &O) {
     let (q, me) = (comm.size() as usize, comm.rank() as usize);
-    out.copy_from_slice(mine);
+    copy_block(mine, out);
     if q == 1 || mine.is_empty() {
         return;
     }
@@ -680,7 +681,7 @@ fn swap<T: Pod>(other: &mpi::topology::Process<'_>, mine: &[T], theirs: &mut [T]
 /// overwritten).
 fn fold_earlier<T: Pod, O: Operator<T>>(oper: &O, acc: &mut [T], x: &mut [T]) {
     oper.apply(x, acc);
-    acc.copy_from_slice(x);
+    copy_block(x, acc);
 }
 
 /// The scan of `mine` over `comm` into `out` with `oper`, in `comm`'s rank order: member
@@ -705,7 +706,7 @@ fn scan_in_order<T: Pod, O: Operator<T>>(
     // Whether `out` holds a fold yet (at once for an inclusive scan: this member's input).
     let mut started = !exclusive;
     if started {
-        out.copy_from_slice(mine);
+        copy_block(mine, out);
     }
     let mut distance = 1;
     while distance < q {
@@ -715,7 +716,7 @@ fn scan_in_order<T: Pod, O: Operator<T>>(
             if partner < me {
                 match started {
                     true => fold_earlier(oper, out, &mut theirs.clone()),
-                    false => out.copy_from_slice(&theirs),
+                    false => copy_block(&theirs, out),
                 }
                 started = true;
                 fold_earlier(oper, &mut run, &mut theirs);
@@ -812,7 +813,7 @@ fn reduce_in_order<T: Pod, O: Operator<T>>(
         distance <<= 1;
     }
     match (me == top, me == root) {
-        (true, true) => out.copy_from_slice(&acc),
+        (true, true) => copy_block(&acc, out),
         (true, false) => comm.process_at_rank(root as i32).send_with_tag(&acc[..], TREE_TAG),
         (false, true) => {
             comm.process_at_rank(top as i32).receive_into_with_tag(out, TREE_TAG);
@@ -829,7 +830,7 @@ fn fold<'p, T: Pod, O: Operator<T>>(parts: impl Iterator<Item = &'p [u8]>, n: us
     for (i, part) in parts.enumerate() {
         let x: Vec<T> = elements(&part[..bytes]);
         match i {
-            0 => acc.copy_from_slice(&x),
+            0 => copy_block(&x, &mut acc),
             _ => {
                 oper.apply(&mut acc, &x);
             }
@@ -841,7 +842,7 @@ fn fold<'p, T: Pod, O: Operator<T>>(parts: impl Iterator<Item = &'p [u8]>, n: us
 /// `bytes` (a whole number of `T`s) as elements, aligned.
 fn elements<T: Pod>(bytes: &[u8]) -> Vec<T> {
     let mut out = vec![T::zeroed(); bytes.len() / std::mem::size_of::<T>().max(1)];
-    bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(bytes);
+    copy_block(bytes, bytemuck::cast_slice_mut::<T, u8>(&mut out));
     out
 }
 

@@ -24,6 +24,7 @@ use super::{Hierarchy, Net};
 use crate::coll::relay::{self, Claim, CLAIM_WORDS};
 use crate::coll::Kind;
 use crate::error::{Error, Result};
+use crate::sync::copy_block;
 use mpi::traits::*;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
@@ -149,7 +150,7 @@ impl Hierarchy {
             }
             if node.is_ok() {
                 let payload = carry(&gathered);
-                block[8 * HEADER..8 * HEADER + payload.len()].copy_from_slice(&payload);
+                copy_block(&payload, &mut block[8 * HEADER..8 * HEADER + payload.len()]);
             }
             let mut all = vec![0u8; BLOCK * self.nodes];
             leaders.all_gather_into(&block[..], &mut all[..]);
@@ -159,7 +160,7 @@ impl Hierarchy {
             if node.is_ok() && verdict.is_ok() {
                 let payloads: Vec<&[u8]> = blocks.iter().map(|b| &b[8 * HEADER..]).collect();
                 let out = result(&payloads);
-                handed[8 * ERROR_WORDS..8 * ERROR_WORDS + out.len()].copy_from_slice(&out);
+                copy_block(&out, &mut handed[8 * ERROR_WORDS..8 * ERROR_WORDS + out.len()]);
             }
         }
         // (Its ranks may have claimed different collectives: the hand-off names one.)

@@ -21,6 +21,7 @@ use crate::coll::varcount::{
 };
 use crate::coll::{Ctx, Kind};
 use crate::error::Result;
+use crate::sync::copy_block;
 use crate::to_mpi::{self, Spot};
 use mpi::collective::SystemOperation;
 use mpi::datatype::{Partition, PartitionMut};
@@ -79,7 +80,7 @@ impl Hierarchy {
         if let Some((send, _, _)) = root_send {
             full = scratch(ctx, total);
             for r in 0..p {
-                full[layout.block(r)].copy_from_slice(&send[range(&parts, r, elem_root)]);
+                copy_block(&send[range(&parts, r, elem_root)], &mut full[layout.block(r)]);
             }
         }
         if here && root_local != 0 {
@@ -200,7 +201,7 @@ impl Hierarchy {
         }
         if let (Some((recv, _, _)), Ok(())) = (root_recv, &result) {
             for r in 0..p {
-                recv[range(&parts, r, elem_root)].copy_from_slice(&full[layout.block(r)]);
+                copy_block(&full[layout.block(r)], &mut recv[range(&parts, r, elem_root)]);
             }
         }
         self.agree(parent, result)
@@ -266,7 +267,7 @@ impl Hierarchy {
         // 4. Every rank unpacks into its partition.
         if result.is_ok() {
             for r in 0..p {
-                recv[range(&mine, r, elem)].copy_from_slice(&full[layout.block(r)]);
+                copy_block(&full[layout.block(r)], &mut recv[range(&mine, r, elem)]);
             }
         }
         self.agree(parent, result)
@@ -338,7 +339,7 @@ impl Hierarchy {
         let mut at = 0;
         for r in node_major() {
             let block = range(&mine_s, r, elem);
-            out[at..at + block.len()].copy_from_slice(&send[block.clone()]);
+            copy_block(&send[block.clone()], &mut out[at..at + block.len()]);
             at += block.len();
         }
         // The leader reads it: in the shared heap where it maps it.
@@ -422,7 +423,7 @@ impl Hierarchy {
             for q in node_major() {
                 for b in 0..k {
                     let n = col_of(b, q);
-                    spread[cursor[b]..cursor[b] + n].copy_from_slice(&incoming[from..from + n]);
+                    copy_block(&incoming[from..from + n], &mut spread[cursor[b]..cursor[b] + n]);
                     cursor[b] += n;
                     from += n;
                 }
@@ -450,7 +451,7 @@ impl Hierarchy {
             for q in node_major() {
                 let block = range(&mine_r, q, elem);
                 let n = block.len();
-                recv[block].copy_from_slice(&inn[at..at + n]);
+                copy_block(&inn[at..at + n], &mut recv[block]);
                 at += n;
             }
         }

@@ -23,7 +23,7 @@
 //! Several streams can share a FIFO: every packet carries its stream, and a reader that
 //! meets another stream's packet hands it to whoever demultiplexes.
 
-use super::publish::copy_for_peers;
+use super::publish::{copy_for_peers, copy_from_peers};
 use super::wait;
 use super::{Control, Round};
 use crate::error::{Error, Result};
@@ -270,7 +270,7 @@ impl<'c> Fifo<'c> {
             // SAFETY: the writer published the packet with Release and we saw `seq` with
             // Acquire; the slot is not reused before our decrement below, so the payload
             // is stable while we copy `len <= payload` bytes of it.
-            unsafe { std::ptr::copy_nonoverlapping(payload, dst.as_mut_ptr(), header.len) };
+            unsafe { copy_from_peers(payload, &mut dst[..header.len]) };
         }
         if packet.countdown.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.ends().head.fetch_add(1, Ordering::Release);

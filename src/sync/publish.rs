@@ -27,8 +27,11 @@
 /// 16 KiB ones unchanged. From 8 KiB the far case's gain outweighs the near case's loss.
 pub(crate) const STREAM_MIN: usize = 8 << 10;
 
+use crate::transport::copy::copy;
+
 /// Copies `src` to `dst`, which a peer will read after a flag this rank publishes next,
-/// with streaming stores from [`STREAM_MIN`] bytes on x86-64 (ordinary stores elsewhere).
+/// with streaming stores from [`STREAM_MIN`] bytes on x86-64, else with the one copy
+/// routine (`transport::copy::copy`).
 ///
 /// # Safety
 ///
@@ -42,73 +45,20 @@ pub(crate) unsafe fn copy_for_peers(src: &[u8], dst: *mut u8) {
         return;
     }
     // SAFETY: the caller's contract: `dst` is valid for `src.len()` bytes and disjoint.
-    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+    unsafe { copy(src.as_ptr(), dst, src.len()) };
 }
 
-/// The smallest copy out of a staging area that [`copy_from_peers`] checks for 4 KiB
-/// aliasing: below it, `memcpy` loads a whole small block before it stores.
-pub(crate) const ALIAS_MIN: usize = 4 << 10;
-
-/// How far past a multiple of 4 KiB the destination of a copy may lie ahead of its
-/// source before [`copy_from_peers`] copies backward: a few vectors of 64-byte groups.
-const ALIAS_WINDOW: usize = 256;
-
-/// Copies `dst.len()` bytes from `src`, a staging area a peer filled, into `dst`. A
-/// forward copy whose destination lies a little past its source modulo 4 KiB (the page
-/// offsets of `dst` a few bytes above those of `src`) stalls on every load: the CPU takes
-/// the load for one from the store it just made to the same page offset (4 KiB aliasing)
-/// until it has compared the full addresses. The staging areas are page aligned and
-/// `Vec`s of the size of a page multiple from `malloc` start 16 bytes past a page, so
-/// every block of such a size is copied out that way: a staged gather of 512 KiB blocks at 2
-/// ranks took 79 us where 512 KiB + 64 bytes took 52 to 59 us and 514 KiB 48 to 59. Such a
-/// copy runs backward here, where a load's page offset never matches a store just made.
+/// Copies `dst.len()` bytes from `src`, a staging area a peer filled, into `dst`, with
+/// the one copy routine (`transport::copy::copy`, which steers clear of `memcpy`'s slow
+/// case at the short distances a page-aligned slot and a `Vec` 16 bytes past a page meet).
 ///
 /// # Safety
 ///
 /// `src` is valid for reads of `dst.len()` bytes, does not overlap `dst`, and nothing
 /// writes it during the copy.
 pub(crate) unsafe fn copy_from_peers(src: *const u8, dst: &mut [u8]) {
-    let n = dst.len();
-    #[cfg(target_arch = "x86_64")]
-    if n >= ALIAS_MIN
-        && (1..ALIAS_WINDOW).contains(&((dst.as_ptr() as usize).wrapping_sub(src as usize) % 4096))
-    {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { backward(src, dst.as_mut_ptr(), n) };
-        return;
-    }
-    // SAFETY: the caller's contract: `src` is valid for `n` bytes and disjoint from `dst`.
-    unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), n) };
-}
-
-/// The backward copy of [`copy_from_peers`]: the tail past the last whole 64-byte group
-/// first, then the groups from the last to the first, each with four 16-byte loads before
-/// four stores (SSE2, which every x86-64 CPU has).
-///
-/// # Safety
-///
-/// As [`copy_from_peers`], for `n` bytes at `dst`.
-#[cfg(target_arch = "x86_64")]
-unsafe fn backward(src: *const u8, dst: *mut u8, n: usize) {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128};
-    let body = n / 64 * 64;
-    // SAFETY: the tail `body..n` lies in both ranges.
-    unsafe { std::ptr::copy_nonoverlapping(src.add(body), dst.add(body), n - body) };
-    let mut at = body;
-    while at > 0 {
-        at -= 64;
-        // SAFETY: `at + 64 <= body <= n`, so the four 16-byte loads lie in `src` and the
-        // four stores in `dst` (both unaligned).
-        unsafe {
-            let (from, to) = (src.add(at) as *const __m128i, dst.add(at) as *mut __m128i);
-            let (a, b) = (_mm_loadu_si128(from), _mm_loadu_si128(from.add(1)));
-            let (c, d) = (_mm_loadu_si128(from.add(2)), _mm_loadu_si128(from.add(3)));
-            _mm_storeu_si128(to, a);
-            _mm_storeu_si128(to.add(1), b);
-            _mm_storeu_si128(to.add(2), c);
-            _mm_storeu_si128(to.add(3), d);
-        }
-    }
+    // SAFETY: the caller's contract, passed on.
+    unsafe { copy(src, dst.as_mut_ptr(), dst.len()) };
 }
 
 #[cfg(test)]
@@ -131,32 +81,6 @@ mod tests {
                 assert!(
                     dst[..to].iter().chain(&dst[to + len..]).all(|&b| b == 0xAA),
                     "len {len}: wrote outside"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn copies_out_arrive_whole_forward_and_backward() {
-        // A page-aligned source (a staging area) and destinations at every kind of page
-        // offset from it: equal, a little ahead (backward copy), a little behind, far.
-        let page = 4096;
-        let src: Vec<u8> = (0..(4 * page + page)).map(|i| (i * 11 + 5) as u8).collect();
-        let base = src.as_ptr().align_offset(page);
-        let mut dst = vec![0u8; 6 * page];
-        let dbase = dst.as_ptr().align_offset(page);
-        for len in [0, 1, 63, ALIAS_MIN - 1, ALIAS_MIN, ALIAS_MIN + 1, ALIAS_MIN + 63, 3 * page + 77] {
-            for skew in [0, 1, 16, 64, ALIAS_WINDOW - 1, ALIAS_WINDOW, 2048, page - 16] {
-                dst.fill(0xAA);
-                let to = dbase + skew;
-                let from = &src[base..base + len];
-                // SAFETY: `from` lies in `src`; `to + len` fits `dst` (a page and more to
-                // spare past `dbase + skew`); the two vectors are distinct.
-                unsafe { copy_from_peers(from.as_ptr(), &mut dst[to..to + len]) };
-                assert_eq!(&dst[to..to + len], from, "len {len}, skew {skew}");
-                assert!(
-                    dst[..to].iter().chain(&dst[to + len..]).all(|&b| b == 0xAA),
-                    "len {len}, skew {skew}: wrote outside"
                 );
             }
         }

@@ -404,14 +404,14 @@ impl Source for View<'_> {
         self.inside(at, dst.len())?;
         // SAFETY: `at..at + dst.len()` lies inside the mapped range (checked above; see
         // `View::new`); `dst` is ours. Fixed sizes compile to one load and store (a layout
-        // of single `f64`s or `u32`s); a length known only at run time is a call to
-        // `memcpy`.
+        // of single `f64`s or `u32`s); a length known only at run time goes through the
+        // one copy routine.
         unsafe {
             let s = self.ptr.add(at);
             match dst.len() {
                 8 => std::ptr::copy_nonoverlapping(s, dst.as_mut_ptr(), 8),
                 4 => std::ptr::copy_nonoverlapping(s, dst.as_mut_ptr(), 4),
-                n => std::ptr::copy_nonoverlapping(s, dst.as_mut_ptr(), n),
+                n => copy::copy(s, dst.as_mut_ptr(), n),
             }
         }
         Ok(())

@@ -697,7 +697,7 @@ impl Params {
             // The writers copy their blocks in while the root copies out what is in, chunk
             // by chunk through two slots, so the slower of the two streams and one chunk of
             // the writers' before the root starts (measured at 2 ranks once the copies out
-            // no longer stalled on 4 KiB aliasing: 512 KiB blocks in 47-52 us where one
+            // no longer took `memcpy`'s slow case (`transport::copy`): 512 KiB blocks in 47-52 us where one
             // memcpy of the 1 MiB the root receives took 27 us).
             Algo::GatherStaged => {
                 ((q * n) as f64 * self.memcpy_beta).max(n as f64 * mb(q))

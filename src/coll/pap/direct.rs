@@ -6,6 +6,7 @@ use super::{compatible, self_ok, serve_arrived, settle, Mode, TO_RECV};
 use crate::coll::allgather::lengths;
 use crate::coll::{alltoall_op, whole_blocks, Ctx};
 use crate::error::Result;
+use crate::sync::copy_block;
 use crate::sync::{Call, Round};
 
 /// Alltoall among the ranks of the node, arrival-aware, by `mode`; `code` is the
@@ -63,7 +64,7 @@ pub(crate) fn alltoall(
     // A rank's own block, once the verdict is in: copied before it, it landed in the
     // buffer of a culprit whose call is right in itself (another element size, another
     // PAP variant), whose buffers a failed call leaves untouched.
-    recv[me * n..(me + 1) * n].copy_from_slice(&send[me * n..(me + 1) * n]);
+    copy_block(&send[me * n..(me + 1) * n], &mut recv[me * n..(me + 1) * n]);
     Ok(())
 }
 

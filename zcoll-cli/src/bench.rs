@@ -15,6 +15,7 @@
 use crate::colls::{self, Buffers, Collective, Env};
 use crate::plot::{self, Panel, Series, Style};
 use crate::progress::Progress;
+use crate::regime;
 use crate::start::{self, Start};
 use crate::stats::{self, Imbalance, Summary};
 use mpi::collective::SystemOperation;
@@ -255,7 +256,9 @@ fn plan(args: &BenchArgs, np: i32) -> Result<Plan, String> {
 /// A bad argument (the same on every rank, before anything runs), or a CSV or plot file
 /// that cannot be written (on rank 0).
 pub fn run(world: &SimpleCommunicator, comm: &Comm, args: &BenchArgs) -> Result<Vec<Row>, String> {
+    let before = regime::ping_pong(world);
     let rows = measure(world, comm, args, true)?;
+    let after = regime::ping_pong(world);
     // Starts some rank reached after the common instant had passed (each such call counts
     // the lateness, as a preempted one does): a busy machine or too short a lead.
     let (starts, late) = start::late_starts();
@@ -264,6 +267,9 @@ pub fn run(world: &SimpleCommunicator, comm: &Comm, args: &BenchArgs) -> Result<
     if world.rank() == 0 {
         if sum[1] > 0 {
             println!("# late starts: {} of {} (a rank reached the common start after it)", sum[1], sum[0]);
+        }
+        if let (Some(before), Some(after)) = (before, after) {
+            println!("{}", regime::line(before, after));
         }
         println!("{}", summary_lines(&rows));
         if args.buffers.len() > 1 {

@@ -15,6 +15,7 @@ pub mod colls;
 pub mod immediate;
 pub mod plot;
 pub mod progress;
+pub mod regime;
 pub mod report;
 pub mod start;
 pub mod stats;

@@ -14,6 +14,7 @@
 //! is needed: this runs without `mpiexec`.
 
 use crate::plot::{self, Panel, Series, Style};
+use crate::regime;
 use crate::stats::{self, Summary};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -278,6 +279,7 @@ pub fn run(args: &ReportArgs) -> Result<String, String> {
     let mut parsed: BTreeMap<(String, usize), Run> = BTreeMap::new();
     let mut versions: BTreeMap<String, String> = BTreeMap::new();
     let mut starts: Vec<String> = Vec::new();
+    let mut regimes: BTreeMap<(String, usize), (f64, f64)> = BTreeMap::new();
     for (lib, i, _) in &runs {
         let stem = format!("{lib}-{i}");
         let run = parse_csv(&read(&format!("{stem}.csv"))?).map_err(|e| format!("{stem}.csv: {e}"))?;
@@ -286,6 +288,9 @@ pub fn run(args: &ReportArgs) -> Result<String, String> {
                 versions.entry(lib.clone()).or_insert(v);
             }
             starts.push(start_of_log(&log));
+            if let Some(r) = regime::of_log(&log) {
+                regimes.insert((lib.clone(), *i), r);
+            }
         }
         parsed.insert((lib.clone(), *i), run);
     }
@@ -353,11 +358,18 @@ pub fn run(args: &ReportArgs) -> Result<String, String> {
              started by the other library's launcher runs as separate one-rank jobs.\n"
         );
     }
-    let _ = writeln!(w, "Load average (1, 5 and 15 minutes, from `/proc/loadavg`) just before each run:\n");
-    let _ = writeln!(w, "| run | library | load average |\n|---|---|---|");
+    let _ = writeln!(
+        w,
+        "Load average (1, 5 and 15 minutes, from `/proc/loadavg`) just before each run, and \
+         the round trip of a one-byte message of that run's MPI library between ranks 0 and 1 \
+         before and after it (the cores' distance, which moves every small call; see \
+         \"Regime\" below):\n"
+    );
+    let _ = writeln!(w, "| run | library | load average | ping-pong 0<->1, us |\n|---|---|---|---|");
     for (lib, i, load) in &runs {
         let name = LIBRARIES.iter().find(|(f, _)| f == lib).map_or(lib.as_str(), |(_, n)| n);
-        let _ = writeln!(w, "| {i} | {name} | {load} |");
+        let pp = regimes.get(&(lib.clone(), *i)).map_or("-".into(), |(b, a)| format!("{b:.2} / {a:.2}"));
+        let _ = writeln!(w, "| {i} | {name} | {load} | {pp} |");
     }
     let _ = writeln!(w);
     method(w, pairs.len(), &starts);
@@ -522,6 +534,17 @@ fn method(w: &mut String, pairs: usize, starts: &[String]) {
          disagreed. A run with a load average above the number of cores says little; cells \
          near 1.0 need a quiet machine and more pairs (`ZCOLL_COMPARE_RUNS`) before they mean \
          anything.\n"
+    );
+    let _ = writeln!(
+        w,
+        "- **Regime.** On the development machine the two cores' distance changes under a \
+         running job, within minutes: a cache line's round trip between them takes about \
+         120 ns for a while and about 500 ns for another. Every small call of zcoll and of \
+         both libraries hands a few lines from core to core, so in the far regime all of \
+         them are slower, by factors that differ between the libraries and the calls: a \
+         small-size cell near 1.0 can flip with the regime. The ping-pong column above \
+         tells the regime of each run; small-size cells from runs of different regimes do \
+         not compare.\n"
     );
 }
 

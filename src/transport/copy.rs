@@ -182,24 +182,16 @@ impl Source for Local<'_> {
 /// As [`copy`].
 #[cfg(target_arch = "x86_64")]
 pub(crate) unsafe fn stream(s: *const u8, dst: *mut u8, n: usize) {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+    use std::arch::x86_64::_mm_sfence;
     let head = dst.align_offset(16).min(n);
     let body = (n - head) / 64 * 64;
     // SAFETY: `head <= n`; both ranges lie in the caller's `src` and `dst`.
     unsafe { std::ptr::copy_nonoverlapping(s, dst, head) };
     let mut at = head;
     while at < head + body {
-        // SAFETY: `at + 64 <= n`, so the four 16-byte loads lie in `src` (unaligned loads)
-        // and the four stores in `dst`, 16-byte aligned since `dst + head` is.
-        unsafe {
-            let (from, to) = (s.add(at) as *const __m128i, dst.add(at) as *mut __m128i);
-            let (a, b) = (_mm_loadu_si128(from), _mm_loadu_si128(from.add(1)));
-            let (c, d) = (_mm_loadu_si128(from.add(2)), _mm_loadu_si128(from.add(3)));
-            _mm_stream_si128(to, a);
-            _mm_stream_si128(to.add(1), b);
-            _mm_stream_si128(to.add(2), c);
-            _mm_stream_si128(to.add(3), d);
-        }
+        // SAFETY: `at + 64 <= n`, so the group lies in both ranges, and `dst + at` is
+        // 16-byte aligned since `dst + head` is.
+        unsafe { group::<true>(s.add(at), dst.add(at)) };
         at += 64;
     }
     // SAFETY: the tail `at..n` lies in both ranges.
@@ -219,19 +211,41 @@ pub(crate) unsafe fn stream(s: *const u8, dst: *mut u8, n: usize) {
 /// As [`copy`].
 #[cfg(target_arch = "x86_64")]
 unsafe fn backward(src: *const u8, dst: *mut u8, n: usize) {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128};
     let body = n / 64 * 64;
     // SAFETY: the tail `body..n` lies in both ranges.
     unsafe { std::ptr::copy_nonoverlapping(src.add(body), dst.add(body), n - body) };
     let mut at = body;
     while at > 0 {
         at -= 64;
-        // SAFETY: `at + 64 <= body <= n`, so the four 16-byte loads lie in `src` and the
-        // four stores in `dst` (both unaligned).
-        unsafe {
-            let (from, to) = (src.add(at) as *const __m128i, dst.add(at) as *mut __m128i);
-            let (a, b) = (_mm_loadu_si128(from), _mm_loadu_si128(from.add(1)));
-            let (c, d) = (_mm_loadu_si128(from.add(2)), _mm_loadu_si128(from.add(3)));
+        // SAFETY: `at + 64 <= body <= n`, so the group lies in both ranges.
+        unsafe { group::<false>(src.add(at), dst.add(at)) };
+    }
+}
+
+/// Copies the 64 bytes at `from` to `to`: four 16-byte loads, then four stores,
+/// streaming (non-temporal) ones if `STREAM`, else ordinary ones (SSE2, which every
+/// x86-64 CPU has).
+///
+/// # Safety
+///
+/// `from` is valid for reads and `to` for writes of 64 bytes, the two do not overlap,
+/// and with `STREAM` `to` is 16-byte aligned.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn group<const STREAM: bool>(from: *const u8, to: *mut u8) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128, _mm_stream_si128};
+    let (from, to) = (from as *const __m128i, to as *mut __m128i);
+    // SAFETY: the caller's contract: four unaligned 16-byte loads inside `from`'s 64
+    // bytes, four stores inside `to`'s (aligned where they stream).
+    unsafe {
+        let (a, b) = (_mm_loadu_si128(from), _mm_loadu_si128(from.add(1)));
+        let (c, d) = (_mm_loadu_si128(from.add(2)), _mm_loadu_si128(from.add(3)));
+        if STREAM {
+            _mm_stream_si128(to, a);
+            _mm_stream_si128(to.add(1), b);
+            _mm_stream_si128(to.add(2), c);
+            _mm_stream_si128(to.add(3), d);
+        } else {
             _mm_storeu_si128(to, a);
             _mm_storeu_si128(to.add(1), b);
             _mm_storeu_si128(to.add(2), c);

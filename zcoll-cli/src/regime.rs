@@ -20,7 +20,7 @@ const BATCH: usize = 100;
 const BATCHES: usize = 21;
 
 /// The round trip of a one-byte message between ranks 0 and 1 of `world`, in
-/// microseconds (the median over [`BATCHES`] batches of [`BATCH`]), on rank 0; `None` on
+/// microseconds (the median of 21 batches of 100), on rank 0; `None` on
 /// the other ranks and on a one-rank `world`. Only ranks 0 and 1 take part; the others
 /// return at once.
 pub fn ping_pong(world: &SimpleCommunicator) -> Option<f64> {
@@ -57,7 +57,7 @@ pub fn line(before: f64, after: f64) -> String {
     )
 }
 
-/// The round trips before and after a run, as its log's [`line`] gives them.
+/// The round trips before and after a run, as its log's [`line()`] gives them.
 pub fn of_log(log: &str) -> Option<(f64, f64)> {
     let rest = log.lines().find_map(|l| l.strip_prefix("# ping-pong 0<->1: "))?;
     let mut w = rest.split_whitespace();

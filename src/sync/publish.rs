@@ -1,5 +1,5 @@
-//! The one copy into a staging area that a peer will read: streaming stores for large
-//! copies.
+//! The one copy into a staging area that a peer will read (streaming stores for large
+//! copies), and the one copy out of one.
 //!
 //! A staging area's lines were last read by the peers that copied the previous payload
 //! out, so each line sits in *their* caches. An ordinary store must first take the line
@@ -18,6 +18,8 @@
 //! copy ends with a store fence, and a flag published after it (with Release) is seen only
 //! after the bytes.
 
+use crate::transport::copy::copy;
+
 /// The smallest copy made with streaming stores: 8 KiB. Measured at 2 ranks through the
 /// one-phase collectives: with the cores far apart, streaming stores from 4 KiB took an
 /// 8 KiB broadcast from 4.4 to 1.5 us and a 12 KiB one from 6.6 to 1.9 (gather, allgather,
@@ -26,8 +28,6 @@
 /// library's) and the 8 KiB ones 5-45% slower (reduce 1.6 to 2.3 us, still 1.4x), the
 /// 16 KiB ones unchanged. From 8 KiB the far case's gain outweighs the near case's loss.
 pub(crate) const STREAM_MIN: usize = 8 << 10;
-
-use crate::transport::copy::copy;
 
 /// Copies `src` to `dst`, which a peer will read after a flag this rank publishes next,
 /// with streaming stores from [`STREAM_MIN`] bytes on x86-64, else with the one copy

@@ -31,7 +31,6 @@ pub(super) fn reached(seen: u64, want: u64) -> bool {
     ahead > 0 || (ahead == 0 && seen as u32 >= want as u32)
 }
 
-/// The start of a round: what [`Control`] does to open one.
 /// The most lines of a peer's staged payload that a one-phase round's arrival asks for
 /// ([`Control::arrive_staged`]): 512 bytes, the top of the sizes where one trip between
 /// the cores is most of a call. Measured at 2 ranks against asking for two lines only
@@ -41,6 +40,7 @@ pub(super) fn reached(seen: u64, want: u64) -> bool {
 /// within the runs' spread.
 const STAGED_LINES: usize = 8;
 
+/// The start of a round: what [`Control`] does to open one.
 impl Control {
     /// Starts a collective: publishes `call` and waits until every local rank has arrived.
     ///

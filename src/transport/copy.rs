@@ -92,9 +92,10 @@ pub(crate) unsafe fn copy(src: *const u8, dst: *mut u8, n: usize) {
 /// so that a large copy into a destination out of the cache skips the read of every
 /// destination line; and, on x86-64, a loop of vector loads and stores instead of
 /// `memcpy` from 2 KiB when `dst`'s page offset lies 1 to 63 bytes above `src`'s, where
-/// glibc's `memcpy` can be twenty times slower on AMD CPUs. It is the floor a collective on shared-heap buffers is measured
-/// against (`zcoll bench` reports it beside glibc's `memcpy`), and a program may use it
-/// for its own large copies out of or into such buffers.
+/// glibc's `memcpy` can be twenty times slower on AMD CPUs. It is the floor a collective
+/// on shared-heap buffers is measured against (`zcoll bench` reports it beside glibc's
+/// `memcpy`), and a program may use it for its own large copies out of or into such
+/// buffers.
 ///
 /// # Panics
 ///
@@ -121,6 +122,10 @@ pub fn copy_bytes(src: &[u8], dst: &mut [u8]) {
 /// If the lengths differ, as `copy_from_slice` does.
 pub(crate) fn copy_block<T: bytemuck::Pod>(src: &[T], dst: &mut [T]) {
     assert_eq!(src.len(), dst.len(), "copy_block: lengths differ");
+    if std::mem::size_of::<T>() == 0 {
+        // Nothing to copy, and no bytes to view them as (a cast would panic).
+        return;
+    }
     let (src, dst) = (bytemuck::cast_slice::<T, u8>(src), bytemuck::cast_slice_mut::<T, u8>(dst));
     // SAFETY: two distinct borrows of `src.len()` bytes (one shared, one unique), so
     // valid, disjoint and untouched by anyone else during the copy.

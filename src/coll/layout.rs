@@ -54,7 +54,7 @@ use crate::error::{Error, Result};
 use crate::layout::runs::Runs;
 use crate::layout::Layout;
 use crate::sync::{self, Call, Round};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 /// How a layout collective ([`Comm::all_to_all_layout_into_with`](crate::Comm::all_to_all_layout_into_with)
@@ -74,7 +74,9 @@ pub enum LayoutAlgorithm {
     /// (`ZCOLL_LAYOUT_ALGORITHM` overrides).
     #[default]
     Auto,
-    /// Pack into a contiguous scratch buffer, run the contiguous collective, unpack.
+    /// Pack into a contiguous scratch buffer, run the contiguous collective, unpack (an
+    /// alltoall or allgather on one node whose ranks map each other's heaps, of blocks
+    /// of 4 KiB or more: the readers unpack straight from the peers' packed blocks).
     Packed,
     /// Copy straight from every peer's send layout into the receive layout (a
     /// communicator of one node; across nodes this packs).
@@ -258,6 +260,9 @@ impl Flat {
 pub(crate) struct Memo {
     own: Vec<(Layout, usize, Arc<Flat>)>,
     peers: HashMap<(usize, Key), Arc<Flat>>,
+    /// The keys of `peers`, oldest first: a full memo forgets its oldest entries, never
+    /// those the call in progress just read.
+    peer_order: VecDeque<(usize, Key)>,
     /// Receive layouts that passed `check_writable` against a buffer length.
     writable: Vec<(Layout, usize)>,
     /// Calls that took the direct path.
@@ -272,7 +277,8 @@ pub(crate) struct Memo {
 /// pair's block on the sender's side ([`Flat::packs`]).
 pub(crate) const PACK_BELOW: usize = 64;
 
-/// The most layouts a memo keeps of each kind before it forgets them all.
+/// The most layouts a memo keeps of each kind: past it, it forgets its own layouts all
+/// at once, and the peers' oldest first.
 const MEMO_CAP: usize = 256;
 
 /// The most shifted blocks a flattened layout keeps (one per peer, for a receive side).
@@ -329,11 +335,13 @@ impl Memo {
                 reason: "its published fragment list does not match its key",
             });
         }
-        if self.peers.len() >= MEMO_CAP {
-            self.peers.clear();
+        while self.peers.len() >= MEMO_CAP {
+            let Some(oldest) = self.peer_order.pop_front() else { break };
+            self.peers.remove(&oldest);
         }
         let flat = Arc::new(flat);
         self.peers.insert((r, key), flat.clone());
+        self.peer_order.push_back((r, key));
         self.fetched += 1;
         Ok(flat)
     }
@@ -534,9 +542,6 @@ pub(crate) fn direct(
         }
     };
     let moved = copies(&round, memo, which, root_local, bufs, sides);
-    if moved.is_ok() {
-        memo.direct += 1;
-    }
     round.finish(moved)
 }
 

@@ -39,6 +39,7 @@ use crate::layout::{Layout, COUNTS, PER_RANK, REASONS};
 use crate::op::Builtin;
 use crate::pod::Pod;
 use crate::sync::copy_runs;
+use crate::tune::model::LAYOUT_MIN_BYTES;
 use mpi::topology::Rank;
 use mpi::Count;
 use std::ops::Range;
@@ -163,11 +164,15 @@ impl Comm {
         }
         let (s, r) = self.flats::<T>(send_layout, recv_layout);
         let n = s.bytes();
-        let moved = self.packed_with(bytemuck::cast_slice(send), &s, 0..p, n, |packed| {
-            self.unpacked_with(bytemuck::cast_slice_mut(recv), &r, 0..p, n, |got| {
-                self.all_to_all_into(packed, got)
-            })
-        });
+        let recv: &mut [u8] = bytemuck::cast_slice_mut(recv);
+        let moved = match self.reads_packed(shape)? {
+            true => self.packed_with(bytemuck::cast_slice(send), &s, 0..p, n, |packed| {
+                self.read_packed(Which::Alltoall, Bufs::Two(packed, recv), n, &r)
+            }),
+            false => self.packed_with(bytemuck::cast_slice(send), &s, 0..p, n, |packed| {
+                self.unpacked_with(recv, &r, 0..p, n, |got| self.all_to_all_into(packed, got))
+            }),
+        };
         self.count_packed(&moved);
         moved
     }
@@ -268,11 +273,15 @@ impl Comm {
         }
         let (s, r) = self.flats::<T>(send_layout, recv_layout);
         let n = s.bytes();
-        let moved = self.packed_with(bytemuck::cast_slice(send), &s, 0..1, n, |packed| {
-            self.unpacked_with(bytemuck::cast_slice_mut(recv), &r, 0..p, n, |got| {
-                self.all_gather_into(packed, got)
-            })
-        });
+        let recv: &mut [u8] = bytemuck::cast_slice_mut(recv);
+        let moved = match self.reads_packed(shape)? {
+            true => self.packed_with(bytemuck::cast_slice(send), &s, 0..1, n, |packed| {
+                self.read_packed(Which::Allgather, Bufs::Two(packed, recv), n, &r)
+            }),
+            false => self.packed_with(bytemuck::cast_slice(send), &s, 0..1, n, |packed| {
+                self.unpacked_with(recv, &r, 0..p, n, |got| self.all_gather_into(packed, got))
+            }),
+        };
         self.count_packed(&moved);
         moved
     }
@@ -1376,7 +1385,34 @@ impl Comm {
         let shared = self.ctx().ctl.loads_heaps();
         let mut memo = self.layouts.borrow_mut();
         let (s, r) = (memo.own(send_layout, size, shared), memo.own(recv_layout, size, shared));
-        engine::direct(&self.ctx(), &mut memo, which, root, bufs, Sides::Shifted { send: &s, recv: &r })
+        let moved =
+            engine::direct(&self.ctx(), &mut memo, which, root, bufs, Sides::Shifted { send: &s, recv: &r });
+        memo.direct += moved.is_ok() as u64;
+        moved
+    }
+
+    /// Whether the packed path of a call of the agreed `shape` reads the peers' packed
+    /// blocks straight into its receive layout ([`read_packed`](Self::read_packed)): on a
+    /// communicator of one node whose ranks map each other's heaps (every packed block then
+    /// lies in the shared heap, or is a send buffer that does), where some rank's receive
+    /// layout has several fragments per block (it would unpack), and the blocks are not
+    /// so small that the contiguous collective's one flag phase through the staging areas
+    /// wins ([`LAYOUT_MIN_BYTES`]).
+    fn reads_packed(&self, shape: Shape) -> Result<bool> {
+        let fits = shape.local > 1 && shape.bytes >= LAYOUT_MIN_BYTES && self.ctx().ctl.loads_heaps();
+        Ok(fits && matches!(self.route()?, Route::Node))
+    }
+
+    /// The contiguous collective and the unpack of the packed path in one pass: every
+    /// rank publishes its packed blocks (`n` bytes each) as a contiguous send side, and
+    /// each reader copies a peer's block with loads straight into its `recv` layout
+    /// (`coll::layout::direct`), where the packed path would copy it into a scratch buffer
+    /// and unpack that. Counted as packed, by the caller.
+    fn read_packed(&self, which: Which, bufs: Bufs<'_>, n: usize, recv: &Flat) -> Result<()> {
+        let shared = self.ctx().ctl.loads_heaps();
+        let mut memo = self.layouts.borrow_mut();
+        let packed = memo.own(&Layout::contiguous(n)?, 1, shared);
+        engine::direct(&self.ctx(), &mut memo, which, (0, 0), bufs, Sides::Shifted { send: &packed, recv })
     }
 
     /// The direct copy (`coll::layout::direct`) of `which` with a layout per peer on a side
@@ -1392,7 +1428,10 @@ impl Comm {
     ) -> Result<()> {
         let (s, r) = (self.flats_each::<T>(sends), self.flats_each::<T>(recvs));
         let mut memo = self.layouts.borrow_mut();
-        engine::direct(&self.ctx(), &mut memo, which, root, bufs, Sides::Each { send: &s, recv: &r })
+        let moved =
+            engine::direct(&self.ctx(), &mut memo, which, root, bufs, Sides::Each { send: &s, recv: &r });
+        memo.direct += moved.is_ok() as u64;
+        moved
     }
 
     /// What a call with a layout per peer weighs for the choice of path, as

@@ -865,6 +865,15 @@ fn transpose(world: &SimpleCommunicator, comm: &Comm) {
         let mut theirs = vec![u32::MAX; b * n];
         world.all_to_all_into(&send_view(&a, p, &sdt), &mut recv_view(&mut theirs, p, &rdt));
         assert_eq!(t, theirs, "transpose b={b} {algo}: differs from MPI's");
+        // Every rank's first block of rows to every rank, stored transposed: from 4 KiB
+        // blocks on one node, the packed path reads the peers' packed rows straight into
+        // the columns.
+        t.fill(u32::MAX);
+        comm.all_gather_layout_into_with(&a, &send, &mut t, &recv, algo).unwrap();
+        theirs.fill(u32::MAX);
+        world.all_gather_into(&send_view(&a, 1, &sdt), &mut recv_view(&mut theirs, p, &rdt));
+        assert!(theirs.iter().all(|&x| x != u32::MAX), "allgather b={b}: MPI left elements unwritten");
+        assert_eq!(t, theirs, "transposed allgather b={b} {algo}: differs from MPI's");
     }
 }
 

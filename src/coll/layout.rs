@@ -411,17 +411,18 @@ pub(crate) fn each_words(sends: usize, recvs: usize) -> usize {
 /// The metadata words of one send layout of a call with a layout per peer.
 const EACH: usize = 9;
 
-/// This rank's send blocks packed for its peers (a call with a layout per peer): the
-/// block for rank `k` where its layout [`packs`](Flat::packs) and `k` is another rank, in
-/// the shared heap where peers map heaps (`shared`), so that the reader copies one
-/// contiguous block; `None` elsewhere.
-fn pack_pairs(src: &[u8], send: &[Arc<Flat>], me: usize, shared: bool) -> Vec<Option<Scratch<u8>>> {
+/// This rank's send blocks packed (a call with a layout per peer): the block for rank
+/// `k` where its layout [`packs`](Flat::packs), in the shared heap where peers map heaps
+/// (`shared`), so that the reader copies one contiguous block; `None` elsewhere. Its own
+/// block too: packed before the arrival, its walk over the short fragments runs while
+/// the peers pack theirs, where after the verdict it would follow their packs.
+fn pack_pairs(src: &[u8], send: &[Arc<Flat>], shared: bool) -> Vec<Option<Scratch<u8>>> {
     if send.len() < 2 {
         return Vec::new();
     }
     let mut out = Vec::with_capacity(send.len());
-    for (k, f) in send.iter().enumerate() {
-        if k == me || !f.packs() {
+    for f in send {
+        if !f.packs() {
             out.push(None);
             continue;
         }
@@ -531,7 +532,7 @@ pub(crate) fn direct(
     // reads alike (a scatter's root would pack every block alone, one after another).
     let packed = match (&sides, &bufs) {
         (Sides::Each { send, .. }, Bufs::Two(src, _)) if which == Which::Alltoall => {
-            pack_pairs(src, send, ctx.ctl.me(), ctx.ctl.loads_heaps())
+            pack_pairs(src, send, ctx.ctl.loads_heaps())
         }
         _ => Vec::new(),
     };
@@ -541,12 +542,14 @@ pub(crate) fn direct(
             check_staged(ctx, call, &each_meta(send, recv, &packed), &[], rooted, pairs)?
         }
     };
-    let moved = copies(&round, memo, which, root_local, bufs, sides);
+    let own = packed.get(ctx.ctl.me()).and_then(|b| b.as_deref());
+    let moved = copies(&round, memo, which, root_local, bufs, sides, own);
     round.finish(moved)
 }
 
 /// The reads of [`direct`], once the verdict is in: a block of no bytes is skipped (its
-/// peer's list is not even read).
+/// peer's list is not even read). `packed` is this rank's own block where
+/// [`pack_pairs`] packed it, copied from there.
 fn copies(
     round: &Round<'_>,
     memo: &mut Memo,
@@ -554,6 +557,7 @@ fn copies(
     root: usize,
     bufs: Bufs<'_>,
     sides: Sides<'_>,
+    packed: Option<&[u8]>,
 ) -> Result<()> {
     let (p, me) = (round.size(), round.me());
     let (own, dst) = match bufs {
@@ -613,13 +617,14 @@ fn copies(
             // A gather's non-root receives nothing, a scatter's non-root sends nothing:
             // then one side is empty.
             let to = if which == Which::Scatter { entry(recv, 0) } else { entry(recv, me) };
-            match (entry(send, me), to) {
-                (Some(from), Some(to)) => (from.shifted(0), to.shifted(0)),
+            match (entry(send, me), to, packed) {
+                (Some(_), Some(to), Some(block)) => (Runs::new([(0, block.len())]), to.shifted(0)),
+                (Some(from), Some(to), None) => (from.shifted(0), to.shifted(0)),
                 _ => return Ok(()),
             }
         }
     };
-    copy_local(src, &from, dst, &to)
+    copy_local(packed.unwrap_or(src), &from, dst, &to)
 }
 
 /// This rank's own block: the bytes `from` selects in `src` onto those `to` selects in

@@ -906,7 +906,7 @@ impl Comm {
             let recvs = per_rank(recv_layouts, p, recv.len(), size, 1)?;
             Ok((sends, recvs))
         })();
-        let shape = self.shape_each(&local, Some(send), send_layouts, recv_layouts);
+        let shape = self.shape_each(&local, Some(send), send_layouts, recv_layouts, true);
         let (((sc, sd), (rc, rd)), shape) = self.agree_on_layouts(local, shape, algorithm)?;
         if self.direct_each(algorithm, shape)? {
             let bufs = Bufs::Two(bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
@@ -1200,7 +1200,7 @@ impl Comm {
             per_rank(recv_layouts, p, recv.len(), size, 1)
         })();
         let one = std::slice::from_ref(send_layout);
-        let shape = self.shape_each(&local, Some(send), one, recv_layouts);
+        let shape = self.shape_each(&local, Some(send), one, recv_layouts, false);
         let ((rc, rd), shape) = self.agree_on_layouts(local, shape, LayoutAlgorithm::Auto)?;
         if self.direct_each(LayoutAlgorithm::Auto, shape)? {
             let bufs = Bufs::Two(bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
@@ -1244,7 +1244,7 @@ impl Comm {
             Some((buf, ls)) => (Some(buf), ls),
             None => (None, &[]),
         };
-        let shape = self.shape_each(&local, src, sends, one);
+        let shape = self.shape_each(&local, src, sends, one, false);
         let ((sc, sd), shape) = self.agree_on_layouts(local, shape, LayoutAlgorithm::Auto)?;
         if self.direct_each(LayoutAlgorithm::Auto, shape)? {
             let bufs = Bufs::Two(bytemuck::cast_slice(src.unwrap_or(&[])), bytemuck::cast_slice_mut(recv));
@@ -1290,7 +1290,7 @@ impl Comm {
         })();
         let one = std::slice::from_ref(send_layout);
         let recvs: &[Layout] = recv.as_ref().map_or(&[], |r| r.1);
-        let shape = self.shape_each(&local, Some(send), one, recvs);
+        let shape = self.shape_each(&local, Some(send), one, recvs, false);
         let ((rc, rd), shape) = self.agree_on_layouts(local, shape, LayoutAlgorithm::Auto)?;
         let mut recv = recv;
         if self.direct_each(LayoutAlgorithm::Auto, shape)? {
@@ -1438,25 +1438,29 @@ impl Comm {
     /// [`shape_of`](Self::shape_of)'s words: the mean bytes and fragments of its non-empty
     /// blocks (the larger mean of its two sides for the bytes), and 1 if its send buffer is
     /// not copied with loads and stores; nothing if its layouts failed their checks (they
-    /// are not flattened then) or it sends nothing (a scatter's non-root).
+    /// are not flattened then) or it sends nothing (a scatter's non-root). Where the
+    /// direct path's senders pack their blocks of short fragments (`packs`: the alltoall),
+    /// such a block counts as one fragment on the side read, as its reader sees it.
     fn shape_each<T: Pod, V>(
         &self,
         local: &std::result::Result<V, (usize, Error)>,
         send: Option<&[T]>,
         sends: &[Layout],
         recvs: &[Layout],
+        packs: bool,
     ) -> [u64; 4] {
         if local.is_err() {
             return [0; 4];
         }
         let (s, r) = (self.flats_each::<T>(sends), self.flats_each::<T>(recvs));
-        let mean = |fs: &[Arc<Flat>], of: fn(&Flat) -> usize| {
+        let mean = |fs: &[Arc<Flat>], of: &dyn Fn(&Flat) -> usize| {
             let full: Vec<&Arc<Flat>> = fs.iter().filter(|f| f.bytes() > 0).collect();
             (full.iter().map(|f| of(f)).sum::<usize>() / full.len().max(1)) as u64
         };
         let far = send.is_some_and(|b| !self.ctx().ctl.reaches_by_loads(bytemuck::cast_slice(b)));
-        let bytes = mean(&s, Flat::bytes).max(mean(&r, Flat::bytes));
-        [bytes, mean(&s, Flat::fragments), mean(&r, Flat::fragments), far as u64]
+        let bytes = mean(&s, &Flat::bytes).max(mean(&r, &Flat::bytes));
+        let read = |f: &Flat| if packs && f.packs() { 1 } else { f.fragments() };
+        [bytes, mean(&s, &read), mean(&r, &Flat::fragments), far as u64]
     }
 
     /// Whether a call with a layout per peer, of the agreed `shape`, copies straight

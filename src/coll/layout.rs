@@ -487,6 +487,7 @@ pub(crate) fn direct(
     (root, root_local): (i32, usize),
     bufs: Bufs<'_>,
     sides: Sides<'_>,
+    own: Option<(&[u8], Runs)>,
 ) -> Result<()> {
     let code = LayoutAlgorithm::Direct.code();
     let each = matches!(sides, Sides::Each { .. });
@@ -542,14 +543,16 @@ pub(crate) fn direct(
             check_staged(ctx, call, &each_meta(send, recv, &packed), &[], rooted, pairs)?
         }
     };
-    let own = packed.get(ctx.ctl.me()).and_then(|b| b.as_deref());
+    let packed_own = packed.get(ctx.ctl.me()).and_then(|b| b.as_deref());
+    let own = own.or_else(|| packed_own.map(|b| (b, Runs::new([(0, b.len())]))));
     let moved = copies(&round, memo, which, root_local, bufs, sides, own);
     round.finish(moved)
 }
 
 /// The reads of [`direct`], once the verdict is in: a block of no bytes is skipped (its
-/// peer's list is not even read). `packed` is this rank's own block where
-/// [`pack_pairs`] packed it, copied from there.
+/// peer's list is not even read). This rank's own block comes from `own` where it is
+/// given (the bytes and their runs: where [`pack_pairs`] packed it, or where the send
+/// side holds only the peers' blocks), else from its send side.
 fn copies(
     round: &Round<'_>,
     memo: &mut Memo,
@@ -557,7 +560,7 @@ fn copies(
     root: usize,
     bufs: Bufs<'_>,
     sides: Sides<'_>,
-    packed: Option<&[u8]>,
+    own_src: Option<(&[u8], Runs)>,
 ) -> Result<()> {
     let (p, me) = (round.size(), round.me());
     let (own, dst) = match bufs {
@@ -617,14 +620,16 @@ fn copies(
             // A gather's non-root receives nothing, a scatter's non-root sends nothing:
             // then one side is empty.
             let to = if which == Which::Scatter { entry(recv, 0) } else { entry(recv, me) };
-            match (entry(send, me), to, packed) {
-                (Some(_), Some(to), Some(block)) => (Runs::new([(0, block.len())]), to.shifted(0)),
-                (Some(from), Some(to), None) => (from.shifted(0), to.shifted(0)),
+            match (entry(send, me), to) {
+                (Some(from), Some(to)) => (from.shifted(0), to.shifted(0)),
                 _ => return Ok(()),
             }
         }
     };
-    copy_local(packed.unwrap_or(src), &from, dst, &to)
+    match own_src {
+        Some((bytes, runs)) => copy_local(bytes, &runs, dst, &to),
+        None => copy_local(src, &from, dst, &to),
+    }
 }
 
 /// This rank's own block: the bytes `from` selects in `src` onto those `to` selects in

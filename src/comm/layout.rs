@@ -166,9 +166,7 @@ impl Comm {
         let n = s.bytes();
         let recv: &mut [u8] = bytemuck::cast_slice_mut(recv);
         let moved = match self.reads_packed(shape)? {
-            true => self.packed_with(bytemuck::cast_slice(send), &s, 0..p, n, |packed| {
-                self.read_packed(Which::Alltoall, Bufs::Two(packed, recv), n, &r)
-            }),
+            true => self.all_to_all_read_packed(bytemuck::cast_slice(send), &s, recv, &r),
             false => self.packed_with(bytemuck::cast_slice(send), &s, 0..p, n, |packed| {
                 self.unpacked_with(recv, &r, 0..p, n, |got| self.all_to_all_into(packed, got))
             }),
@@ -276,7 +274,7 @@ impl Comm {
         let recv: &mut [u8] = bytemuck::cast_slice_mut(recv);
         let moved = match self.reads_packed(shape)? {
             true => self.packed_with(bytemuck::cast_slice(send), &s, 0..1, n, |packed| {
-                self.read_packed(Which::Allgather, Bufs::Two(packed, recv), n, &r)
+                self.read_packed(Which::Allgather, Bufs::Two(packed, recv), &r, None)
             }),
             false => self.packed_with(bytemuck::cast_slice(send), &s, 0..1, n, |packed| {
                 self.unpacked_with(recv, &r, 0..p, n, |got| self.all_gather_into(packed, got))
@@ -1385,8 +1383,8 @@ impl Comm {
         let shared = self.ctx().ctl.loads_heaps();
         let mut memo = self.layouts.borrow_mut();
         let (s, r) = (memo.own(send_layout, size, shared), memo.own(recv_layout, size, shared));
-        let moved =
-            engine::direct(&self.ctx(), &mut memo, which, root, bufs, Sides::Shifted { send: &s, recv: &r });
+        let sides = Sides::Shifted { send: &s, recv: &r };
+        let moved = engine::direct(&self.ctx(), &mut memo, which, root, bufs, sides, None);
         memo.direct += moved.is_ok() as u64;
         moved
     }
@@ -1404,15 +1402,46 @@ impl Comm {
     }
 
     /// The contiguous collective and the unpack of the packed path in one pass: every
-    /// rank publishes its packed blocks (`n` bytes each) as a contiguous send side, and
-    /// each reader copies a peer's block with loads straight into its `recv` layout
-    /// (`coll::layout::direct`), where the packed path would copy it into a scratch buffer
-    /// and unpack that. Counted as packed, by the caller.
-    fn read_packed(&self, which: Which, bufs: Bufs<'_>, n: usize, recv: &Flat) -> Result<()> {
+    /// rank publishes its packed blocks (as many bytes each as a block of `recv` selects)
+    /// as a contiguous send side, and each reader copies a peer's block with loads
+    /// straight into its `recv` layout (`coll::layout::direct`), where the packed path
+    /// would copy it into a scratch buffer and unpack that; the own block from `own`
+    /// where given (bytes and runs), else from the packed blocks. Counted as packed, by
+    /// the caller.
+    fn read_packed(
+        &self,
+        which: Which,
+        bufs: Bufs<'_>,
+        recv: &Flat,
+        own: Option<(&[u8], Runs)>,
+    ) -> Result<()> {
         let shared = self.ctx().ctl.loads_heaps();
         let mut memo = self.layouts.borrow_mut();
-        let packed = memo.own(&Layout::contiguous(n)?, 1, shared);
-        engine::direct(&self.ctx(), &mut memo, which, (0, 0), bufs, Sides::Shifted { send: &packed, recv })
+        let packed = memo.own(&Layout::contiguous(recv.bytes())?, 1, shared);
+        let sides = Sides::Shifted { send: &packed, recv };
+        engine::direct(&self.ctx(), &mut memo, which, (0, 0), bufs, sides, own)
+    }
+
+    /// The alltoall of [`read_packed`](Self::read_packed): `send` itself where its layout
+    /// `s` is [dense](Flat::dense) and peers reach it as fast as a copy
+    /// ([`sends_in_place`](Self::sends_in_place)), else the peers' blocks packed into a
+    /// scratch buffer (block `k` at `k n`), and this rank's own block copied from `send`
+    /// itself, never packed.
+    fn all_to_all_read_packed(&self, send: &[u8], s: &Flat, recv: &mut [u8], r: &Flat) -> Result<()> {
+        let (p, me, n) = (self.size() as usize, self.rank() as usize, s.bytes());
+        if s.dense() && self.sends_in_place(send) {
+            let whole = send.get(..p * n).ok_or_else(|| outside("send"))?;
+            return self.read_packed(Which::Alltoall, Bufs::Two(whole, recv), r, None);
+        }
+        let mut packed = self.scratch(p * n);
+        let block = Runs::new([(0, n)]);
+        for k in (0..p).filter(|&k| k != me) {
+            copy_runs(send, &s.shifted(k), &mut packed[k * n..][..n], &block).map_err(|_| outside("send"))?;
+        }
+        let moved =
+            self.read_packed(Which::Alltoall, Bufs::Two(&packed, recv), r, Some((send, s.shifted(me))));
+        self.keep(packed);
+        moved
     }
 
     /// The direct copy (`coll::layout::direct`) of `which` with a layout per peer on a side
@@ -1428,8 +1457,8 @@ impl Comm {
     ) -> Result<()> {
         let (s, r) = (self.flats_each::<T>(sends), self.flats_each::<T>(recvs));
         let mut memo = self.layouts.borrow_mut();
-        let moved =
-            engine::direct(&self.ctx(), &mut memo, which, root, bufs, Sides::Each { send: &s, recv: &r });
+        let sides = Sides::Each { send: &s, recv: &r };
+        let moved = engine::direct(&self.ctx(), &mut memo, which, root, bufs, sides, None);
         memo.direct += moved.is_ok() as u64;
         moved
     }

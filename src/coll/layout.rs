@@ -75,8 +75,9 @@ pub enum LayoutAlgorithm {
     #[default]
     Auto,
     /// Pack into a contiguous scratch buffer, run the contiguous collective, unpack (an
-    /// alltoall or allgather on one node whose ranks map each other's heaps, of blocks
-    /// of 4 KiB or more: the readers unpack straight from the peers' packed blocks).
+    /// alltoall, allgather or broadcast on one node whose ranks map each other's heaps,
+    /// of blocks of 4 KiB or more: the readers unpack straight from the peers' packed
+    /// blocks).
     Packed,
     /// Copy straight from every peer's send layout into the receive layout (a
     /// communicator of one node; across nodes this packs).

@@ -274,7 +274,7 @@ impl Comm {
         let recv: &mut [u8] = bytemuck::cast_slice_mut(recv);
         let moved = match self.reads_packed(shape)? {
             true => self.packed_with(bytemuck::cast_slice(send), &s, 0..1, n, |packed| {
-                self.read_packed(Which::Allgather, Bufs::Two(packed, recv), &r, None)
+                self.read_packed(Which::Allgather, (0, 0), Bufs::Two(packed, recv), &r, None)
             }),
             false => self.packed_with(bytemuck::cast_slice(send), &s, 0..1, n, |packed| {
                 self.unpacked_with(recv, &r, 0..p, n, |got| self.all_gather_into(packed, got))
@@ -362,6 +362,9 @@ impl Comm {
         }
         let (flat, _) = self.flats::<T>(layout, layout);
         let n = flat.bytes();
+        if self.reads_packed(shape)? {
+            return self.broadcast_read_packed(bytemuck::cast_slice_mut(buf), &flat, root);
+        }
         if flat.dense() && (self.rank() != root || self.sends_in_place(bytemuck::cast_slice(buf))) {
             // The layout's elements are the buffer's first `n` bytes: no packing.
             let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
@@ -1411,6 +1414,7 @@ impl Comm {
     fn read_packed(
         &self,
         which: Which,
+        root: (Rank, usize),
         bufs: Bufs<'_>,
         recv: &Flat,
         own: Option<(&[u8], Runs)>,
@@ -1419,7 +1423,28 @@ impl Comm {
         let mut memo = self.layouts.borrow_mut();
         let packed = memo.own(&Layout::contiguous(recv.bytes())?, 1, shared);
         let sides = Sides::Shifted { send: &packed, recv };
-        engine::direct(&self.ctx(), &mut memo, which, (0, 0), bufs, sides, own)
+        engine::direct(&self.ctx(), &mut memo, which, root, bufs, sides, own)
+    }
+
+    /// The broadcast of [`read_packed`](Self::read_packed): the root publishes its packed
+    /// block (its buffer itself where its layout is [dense](Flat::dense) and peers reach
+    /// it as fast as a copy), every other rank reads it straight into its `layout`.
+    fn broadcast_read_packed(&self, buf: &mut [u8], layout: &Flat, root: Rank) -> Result<()> {
+        let at = (root, self.local_of(root));
+        let n = layout.bytes();
+        let moved = if self.rank() != root {
+            self.read_packed(Which::Bcast, at, Bufs::One(buf), layout, None)
+        } else if layout.dense() && self.sends_in_place(buf) {
+            let whole = buf.get_mut(..n).ok_or_else(|| outside("receive"))?;
+            self.read_packed(Which::Bcast, at, Bufs::One(whole), layout, None)
+        } else {
+            let mut packed = self.pack(buf, layout, 0..1, n)?;
+            let moved = self.read_packed(Which::Bcast, at, Bufs::One(&mut packed), layout, None);
+            self.keep(packed);
+            moved
+        };
+        self.count_packed(&moved);
+        moved
     }
 
     /// The alltoall of [`read_packed`](Self::read_packed): `send` itself where its layout
@@ -1431,15 +1456,15 @@ impl Comm {
         let (p, me, n) = (self.size() as usize, self.rank() as usize, s.bytes());
         if s.dense() && self.sends_in_place(send) {
             let whole = send.get(..p * n).ok_or_else(|| outside("send"))?;
-            return self.read_packed(Which::Alltoall, Bufs::Two(whole, recv), r, None);
+            return self.read_packed(Which::Alltoall, (0, 0), Bufs::Two(whole, recv), r, None);
         }
         let mut packed = self.scratch(p * n);
         let block = Runs::new([(0, n)]);
         for k in (0..p).filter(|&k| k != me) {
             copy_runs(send, &s.shifted(k), &mut packed[k * n..][..n], &block).map_err(|_| outside("send"))?;
         }
-        let moved =
-            self.read_packed(Which::Alltoall, Bufs::Two(&packed, recv), r, Some((send, s.shifted(me))));
+        let own = Some((send, s.shifted(me)));
+        let moved = self.read_packed(Which::Alltoall, (0, 0), Bufs::Two(&packed, recv), r, own);
         self.keep(packed);
         moved
     }

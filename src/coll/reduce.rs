@@ -354,8 +354,10 @@ fn reduce_to<T: Pod, O: Operator<T>>(
     let in_place = matches!(bufs, Bufs::InPlace(_));
     let unread = src == Some(me) && !(in_place && me != 0 && !swapped(ctx.ctl.size(), oper));
     let parts: &[&[u8]] = if inline || unread { &[] } else { &[input] };
+    // Every length against the root's (local rank 0's in an allreduce), as the other
+    // rooted calls judge theirs: the root's input and output say what the call moves.
     let lengths = |r: &Round<'_>| {
-        let first = r.send_len(0);
+        let first = r.send_len(src.filter(|&s| s < r.size()).unwrap_or(0));
         for q in 0..r.size() {
             let (send_len, recv_len) = r.lens(q);
             if send_len != first {

@@ -214,7 +214,9 @@ impl Comm {
     /// # Errors
     ///
     /// As [`all_reduce_into`](Self::all_reduce_into), and `Error::InvalidRoot` or
-    /// `Error::Mismatch` for a bad root.
+    /// `Error::Mismatch` for a bad root. On one node a `LengthMismatch` takes the root's
+    /// lengths as the reference (the first rank that differs from them is named); across
+    /// nodes, rank 0's.
     ///
     /// # Standard section(s)
     ///

@@ -4,6 +4,7 @@
 use crate::common::{check_barrier, pattern, GUARD, GUARD_BYTE};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
+use zcoll::op::Builtin;
 use zcoll::{BcastAlgorithm, Comm, Error, Pod, TransportKind};
 
 /// A `#[repr(C)]` record with both derives, as users write them.
@@ -311,6 +312,24 @@ fn errors(world: &SimpleCommunicator, comm: &Comm) {
             let e = comm.broadcast_into_with(&mut buf[..n], 0, algo).unwrap_err();
             assert_eq!(e, Error::Mismatch { rank: me, culprit: last, what: "algorithm" });
             assert_eq!(buf, original(me));
+        }
+        // A reduce to the last rank whose rank 0 passes one element more: on one node the
+        // root's lengths are the reference, so rank 0 is named (across nodes rank 0's
+        // are, as the safety chapter says). Above the one-phase size: judged in the call.
+        if comm.info().nodes == 1 {
+            let words = n / 8;
+            let send = vec![1u64; if me == 0 { words + 1 } else { words }];
+            let e = match me == last {
+                true => {
+                    let mut out = vec![7u64; words];
+                    let e = comm.reduce_into_root(&send, &mut out, last, Builtin::Sum).unwrap_err();
+                    assert!(out.iter().all(|&x| x == 7), "a failed reduce wrote the root's output");
+                    e
+                }
+                false => comm.reduce_into(&send, last, Builtin::Sum).unwrap_err(),
+            };
+            let (expected, found) = (8 * words, 8 * words + 8);
+            assert_eq!(e, Error::LengthMismatch { rank: me, culprit: 0, expected, found });
         }
     }
     // The communicator is still usable after all that.

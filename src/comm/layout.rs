@@ -1458,11 +1458,7 @@ impl Comm {
             let whole = send.get(..p * n).ok_or_else(|| outside("send"))?;
             return self.read_packed(Which::Alltoall, (0, 0), Bufs::Two(whole, recv), r, None);
         }
-        let mut packed = self.scratch(p * n);
-        let block = Runs::new([(0, n)]);
-        for k in (0..p).filter(|&k| k != me) {
-            copy_runs(send, &s.shifted(k), &mut packed[k * n..][..n], &block).map_err(|_| outside("send"))?;
-        }
+        let packed = self.pack_but(send, s, 0..p, n, Some(me))?;
         let own = Some((send, s.shifted(me)));
         let moved = self.read_packed(Which::Alltoall, (0, 0), Bufs::Two(&packed, recv), r, own);
         self.keep(packed);
@@ -1642,9 +1638,21 @@ impl Comm {
     /// after the other (`n` bytes each) into a scratch buffer: from the memoized runs,
     /// not a flattening per call.
     fn pack(&self, buf: &[u8], layout: &Flat, ks: Range<usize>, n: usize) -> Result<Scratch<u8>> {
+        self.pack_but(buf, layout, ks, n, None)
+    }
+
+    /// [`pack`](Self::pack), leaving the place of block `skip` unwritten.
+    fn pack_but(
+        &self,
+        buf: &[u8],
+        layout: &Flat,
+        ks: Range<usize>,
+        n: usize,
+        skip: Option<usize>,
+    ) -> Result<Scratch<u8>> {
         let whole = Runs::new([(0, n)]);
         let mut out = self.scratch(ks.len() * n);
-        for (i, k) in ks.enumerate() {
+        for (i, k) in ks.enumerate().filter(|&(_, k)| Some(k) != skip) {
             copy_runs(buf, &layout.shifted(k), &mut out[i * n..][..n], &whole)
                 .map_err(|_| outside("send"))?;
         }
